@@ -1,0 +1,48 @@
+# The kit's everyday commands. Each target is one call of the CLI or pytest;
+# the virtual environments are made on first use.
+PY      ?= python3
+VENV    ?= .venv
+GPU     ?= 0
+STACK   ?= auto
+ARGS    ?=
+BIN     := $(VENV)/bin
+
+.PHONY: help test test-gpu run doctor image smoke bench-h200 clean
+
+help: ## list the targets
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+run: $(VENV)/.host ## run the main job in a container on GPU $(GPU) (CPU smoke run where no GPU)
+	$(BIN)/kit launch --gpu $(GPU) --stack $(STACK) $(ARGS)
+
+test: $(VENV)/.test ## run the test suite (no GPU, no network needed)
+	$(BIN)/python -m pytest $(ARGS)
+
+test-gpu: $(VENV)/.test ## run the GPU tests (needs an NVIDIA GPU)
+	$(BIN)/python -m pytest -m gpu $(ARGS)
+
+doctor: $(VENV)/.host ## check driver, GPUs, Docker and which image stack fits
+	$(BIN)/kit doctor $(ARGS)
+
+image: $(VENV)/.host ## build the image for STACK (auto, cuda10, cuda12, cpu)
+	$(BIN)/kit image build --stack $(STACK) $(ARGS)
+
+smoke: $(VENV)/.test ## a one-minute native run on synthetic data
+	$(BIN)/kit run --smoke --suite all $(ARGS)
+
+bench-h200: $(VENV)/.test ## the performance-target benchmark (see README, Performance)
+	bash scripts/bench_h200.sh
+
+# The host side installs in seconds: typer, rich, docker, nvidia-ml-py.
+$(VENV)/.host: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q -e .
+	touch $@
+
+# Tests also need the benchmark stack (torch, torchvision, fastai) on the CPU.
+$(VENV)/.test: $(VENV)/.host requirements-test.txt
+	$(BIN)/pip install -q -r requirements-test.txt
+	touch $@
+
+clean: ## remove the virtual environment and caches (keeps data/ and results/)
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,36 @@
+"""The runner's entry into the benchmark code: resolve the device, run one cell."""
+
+from __future__ import annotations
+
+from kit.errors import UsageError
+from kit.results.schema import CellResult, CellSpec
+from kit.runner.context import CellContext
+
+
+def resolve_device(requested: str) -> str:
+    import torch
+
+    if requested == "auto":
+        return "cuda:0" if torch.cuda.is_available() else "cpu"
+    if requested == "cpu":
+        return "cpu"
+    if requested.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise UsageError(f"--device {requested}: no CUDA GPU is visible to PyTorch here.", remedy="Use --device cpu, or check `kit doctor`.")
+        index = int(requested.split(":", 1)[1]) if ":" in requested else 0
+        if index >= torch.cuda.device_count():
+            raise UsageError(f"--device {requested}: only {torch.cuda.device_count()} GPU(s) visible (indices 0..{torch.cuda.device_count() - 1}).")
+        return f"cuda:{index}"
+    raise UsageError(f"unknown --device {requested!r}; use auto, cpu, cuda or cuda:N")
+
+
+def run_cell(spec: CellSpec, ctx: CellContext) -> CellResult:
+    if spec.workload == "cifar":
+        from kit.bench.cifar.suite import run_cell as run_cifar
+
+        return run_cifar(spec, ctx)
+    if spec.workload == "lstm":
+        from kit.bench.lstm.suite import run_cell as run_lstm
+
+        return run_lstm(spec, ctx)
+    raise UsageError(f"unknown workload {spec.workload!r}")

@@ -1,0 +1,1 @@
+"""The thin CLI: each command parses options, calls one library function, prints."""

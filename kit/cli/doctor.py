@@ -1,0 +1,9 @@
+"""`kit doctor`: (being built)."""
+
+from __future__ import annotations
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    pass

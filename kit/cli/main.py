@@ -1,0 +1,83 @@
+"""`kit`: the command-line entry point.
+
+Each command group lives in its own module under kit/cli/ and registers itself
+here. Errors from the library (the KitError family) are printed without a
+traceback and turned into the exit codes listed in kit.errors.EXIT_CODES.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from kit import __version__
+from kit.cli import bundle, compare, data, doctor, launch, run
+from kit.errors import EXIT_CODES, KitError
+
+app = typer.Typer(
+    name="kit",
+    help=(
+        "Mixed-precision training benchmark kit: fp32 vs fp16/bf16 on CIFAR-100 ResNets "
+        "(fastai and a GPU-bound torch engine) and Apex's Wikitext-2 LSTM, with shareable bundles.\n\n"
+        "Exit codes: " + "; ".join(f"{k} {v}" for k, v in EXIT_CODES.items())
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"kit {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the kit's version and exit."),
+) -> None:
+    """Mixed-precision training benchmark kit."""
+
+
+run.register(app)
+doctor.register(app)
+launch.register(app)
+compare.register(app)
+app.add_typer(data.app, name="data")
+app.add_typer(bundle.app, name="bundle")
+
+
+def print_error(exc: KitError) -> None:
+    from rich.console import Console
+
+    console = Console(stderr=True, highlight=False, soft_wrap=True)
+    console.print(f"[bold red]error:[/bold red] {exc.message}", markup=True)
+    if exc.remedy:
+        console.print(f"[bold]what to do:[/bold] {exc.remedy}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        rv = app(args=argv, prog_name="kit", standalone_mode=False)
+        if isinstance(rv, int) and rv:
+            sys.exit(rv)
+    except KitError as exc:
+        print_error(exc)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        sys.exit(130)
+    except SystemExit:
+        raise
+    except Exception as exc:  # click's own usage errors
+        import click
+
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show()
+            sys.exit(2 if isinstance(exc, click.exceptions.UsageError) else 1)
+        if isinstance(exc, click.exceptions.Abort):
+            print("aborted", file=sys.stderr)
+            sys.exit(130)
+        raise

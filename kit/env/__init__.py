@@ -1,0 +1,1 @@
+"""The host environment: doctor checks, the environment record, live GPU telemetry."""

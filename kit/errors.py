@@ -1,0 +1,101 @@
+"""One error family for everything the kit reports to a user.
+
+Library code raises a subclass of :class:`KitError` with a message written for
+the person at the terminal (what went wrong, and what to do about it). The CLI
+catches the family, prints the message without a traceback and exits with the
+class's ``exit_code``. The codes are documented in the README ("Exit codes").
+"""
+
+from __future__ import annotations
+
+
+class KitError(Exception):
+    """Base of every error the kit reports to a user."""
+
+    exit_code = 1
+    #: A short, optional hint printed under the message ("Try: ...").
+    remedy: str | None = None
+
+    def __init__(self, message: str, remedy: str | None = None):
+        super().__init__(message)
+        if remedy is not None:
+            self.remedy = remedy
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0]) if self.args else self.__class__.__name__
+
+
+class UsageError(KitError):
+    """Options that do not make sense together, an unknown model, and so on."""
+
+    exit_code = 2
+
+
+class DataError(KitError):
+    """A data set is missing, corrupt, truncated or in the wrong layout."""
+
+    exit_code = 3
+
+
+class DownloadError(DataError):
+    """Every mirror failed (offline, refused, wrong checksum)."""
+
+    exit_code = 3
+
+
+class SchemaError(KitError):
+    """A results file or bundle written with another schema version, or malformed."""
+
+    exit_code = 4
+
+
+class BundleError(KitError):
+    """A bundle failed verification or looks malicious."""
+
+    exit_code = 5
+
+
+class EnvironmentCheckError(KitError):
+    """The host cannot run what was asked (driver too old, no GPU, no toolkit)."""
+
+    exit_code = 6
+
+
+class DockerError(KitError):
+    """The Docker engine is unreachable, refused, or a build/run failed."""
+
+    exit_code = 7
+
+
+class RunFailed(KitError):
+    """A benchmark run failed (the partial results are kept)."""
+
+    exit_code = 8
+
+
+class RegressionDetected(KitError):
+    """``kit compare --fail-if-slower`` found a significant slowdown."""
+
+    exit_code = 9
+
+
+class Interrupted(KitError):
+    """The user pressed Ctrl-C; finished results were kept."""
+
+    exit_code = 130
+
+
+EXIT_CODES: dict[int, str] = {
+    0: "success",
+    1: "other kit error",
+    2: "bad options or arguments",
+    3: "data set missing, corrupt or not downloadable",
+    4: "results file or bundle in an unknown schema version, or malformed",
+    5: "bundle failed verification or was rejected as unsafe",
+    6: "environment check failed (driver, GPU, container toolkit)",
+    7: "Docker engine unreachable, or an image build / container run failed",
+    8: "a benchmark run failed (partial results kept)",
+    9: "compare --fail-if-slower found a significant slowdown",
+    130: "interrupted with Ctrl-C (finished results kept)",
+}

@@ -1,0 +1,9 @@
+"""Every number the kit takes from outside, as data, each with its source.
+
+- ``datasets``: download mirrors, checksums, published sizes.
+- ``cuda``: driver minimums per CUDA toolkit, architectures per toolkit/torch build.
+- ``models``: published model FLOPs, the word-language-model presets.
+- ``hardware``: vendor peak rates used only as context (the kit measures its own).
+
+Nothing else in the kit hard-codes such a number.
+"""

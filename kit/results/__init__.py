@@ -1,0 +1,1 @@
+"""The results model (one versioned schema), the event journal and atomic writes."""

@@ -1,0 +1,1 @@
+"""`kit run`: plan the cells, run them one by one, journal, resume, bundle."""

@@ -1,0 +1,29 @@
+"""What the runner hands to the benchmark code for one cell (torch-free)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+
+def _noop(*_a: Any, **_k: Any) -> None:
+    return None
+
+
+@dataclass
+class CellContext:
+    #: "cpu", "cuda" or "cuda:N" (already resolved by kit.bench.api.resolve_device)
+    device: str
+    data_dir: Path
+    data_source: str  # "real" | "synthetic"
+    seed: int = 0
+    repeats: int = 3
+    mode: str = "throughput"
+    #: journal writer: event(kind, **fields); kinds used by bench: "step", "epoch", "note"
+    event: Callable[..., Any] = _noop
+    #: progress(done, total, description) -- units are steps of the whole cell
+    progress: Callable[..., Any] = _noop
+    #: set by the runner when the user asked to stop; bench code may poll it
+    should_stop: Callable[[], bool] = lambda: False
+    extra: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,108 @@
+"""Glue between `kit run`'s options and the runner: build the config, check, run, print."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kit.errors import UsageError
+from kit.results.schema import RunConfig
+
+LSTM_OVERRIDES = ("emsize", "nhid", "nlayers", "lr", "clip", "bptt", "dropout", "tied", "static_loss_scale", "dynamic_loss_scale")
+
+
+def _split(values: list[str] | None) -> list[str]:
+    out: list[str] = []
+    for v in values or []:
+        out.extend(x.strip() for x in str(v).split(",") if x.strip())
+    return out
+
+
+def config_from_options(opts: dict[str, Any], argv: list[str] | None = None) -> RunConfig:
+    suite = getattr(opts["suite"], "value", opts["suite"])
+    if opts.get("smoke"):
+        return RunConfig(
+            suite=suite,
+            mode="throughput",
+            device=opts["device"],
+            data="synthetic",
+            data_dir=str(opts["data_dir"]),
+            models=_split(opts.get("models")) or ["resnet18"],
+            precisions=_split(opts.get("precisions")) or ["fp32", "amp-bf16", "fp16-master"],
+            engines=_split(opts.get("engines")) or ["torch", "fastai"],
+            presets=_split(opts.get("presets")) or ["apex-2018"],
+            epochs=1,
+            steps=opts.get("steps") or 4,
+            max_batches=opts.get("max_batches") or 5,
+            batch_size=opts.get("batch_size") or 32,
+            image_size=opts["image_size"],
+            repeats=1,
+            seed=opts["seed"],
+            compile="off" if opts["compile"] == "auto" else opts["compile"],
+            lstm={k: opts.get(k) for k in LSTM_OVERRIDES if opts.get(k) is not None},
+            command_line=list(argv or []),
+        )
+    return RunConfig(
+        suite=suite,
+        mode=opts["mode"],
+        device=opts["device"],
+        data=opts["data"],
+        data_dir=str(opts["data_dir"]),
+        models=_split(opts.get("models")),
+        precisions=_split(opts.get("precisions")),
+        engines=_split(opts.get("engines")),
+        presets=_split(opts.get("presets")),
+        epochs=opts.get("epochs"),
+        steps=opts.get("steps"),
+        max_batches=opts.get("max_batches"),
+        batch_size=opts.get("batch_size"),
+        image_size=opts["image_size"],
+        repeats=opts["repeats"],
+        seed=opts["seed"],
+        find_max_batch=opts["find_max_batch"],
+        compile=opts["compile"],
+        tolerance=opts.get("tolerance"),
+        lstm={k: opts.get(k) for k in LSTM_OVERRIDES if opts.get(k) is not None},
+        command_line=list(argv or []),
+    )
+
+
+def run_from_cli(opts: dict[str, Any], argv: list[str] | None = None) -> None:
+    from rich.console import Console
+
+    from kit.runner.execute import execute
+    from kit.runner.progress import RichUI, describe_result
+
+    console = Console(stderr=True)
+    if opts["compile"] not in ("auto", "on", "off"):
+        raise UsageError("--compile must be auto, on or off")
+    resume = opts.get("resume")
+    config = None if resume else config_from_options(opts, argv)
+    if not opts.get("skip_checks"):
+        from kit.env.preflight import check_native_run
+
+        check_native_run(config.device if config else "auto", console=console)
+    ui = RichUI(console=console)
+    try:
+        outcome = execute(config, Path(opts["results_dir"]), resume_dir=Path(resume) if resume else None, ui=ui)
+    finally:
+        ui.close()
+    res = outcome.results
+    ok = sum(c.status == "ok" for c in res.cells)
+    skipped = sum(c.status == "skipped" for c in res.cells)
+    failed = [c for c in res.cells if c.status == "failed"]
+    console.print(f"\n{ok} cell(s) measured, {skipped} skipped, {len(failed)} failed. Run folder: {outcome.run_dir}")
+    for c in res.cells:
+        if c.status == "skipped":
+            console.print(f"  skipped {c.cell_id}: {c.reason}")
+    if outcome.bundle:
+        console.print(f"Bundle: {outcome.bundle}")
+    elif outcome.bundle_error:
+        console.print(f"[yellow]No bundle ({outcome.bundle_error}); results.json is in the run folder; retry with: kit bundle export {outcome.run_dir}[/yellow]")
+    if failed:
+        from kit.errors import RunFailed
+
+        raise RunFailed(
+            f"{len(failed)} cell(s) failed: " + "; ".join(f"{c.cell_id} ({c.reason})" for c in failed[:5]),
+            remedy=f"See {outcome.run_dir / 'run.log'} for the tracebacks; finished cells are kept.",
+        )
