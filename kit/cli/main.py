@@ -12,7 +12,7 @@ import sys
 import typer
 
 from kit import __version__
-from kit.cli import bundle, compare, data, doctor, launch, run
+from kit.cli import bundle, compare, data, doctor, image, launch, run
 from kit.errors import EXIT_CODES, KitError
 
 app = typer.Typer(
@@ -47,6 +47,7 @@ launch.register(app)
 compare.register(app)
 app.add_typer(data.app, name="data")
 app.add_typer(bundle.app, name="bundle")
+app.add_typer(image.app, name="image")
 
 
 def print_error(exc: KitError) -> None:
