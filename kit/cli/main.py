@@ -72,13 +72,12 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except SystemExit:
         raise
-    except Exception as exc:  # click's own usage errors
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
+    except Exception as exc:
+        # Click's usage errors (Typer may vendor its own copy of Click, so match by shape)
+        if hasattr(exc, "show") and hasattr(exc, "exit_code"):
             exc.show()
-            sys.exit(2 if isinstance(exc, click.exceptions.UsageError) else 1)
-        if isinstance(exc, click.exceptions.Abort):
+            sys.exit(exc.exit_code or 2)
+        if type(exc).__name__ == "Abort":
             print("aborted", file=sys.stderr)
             sys.exit(130)
         raise

@@ -34,7 +34,7 @@ class Journal:
         self._fh = open(self.path, "a", encoding="utf-8")
         self._lock = threading.Lock()
         self._step_interval = step_interval_s
-        self._last_step_at = 0.0
+        self._last_step_at = float("-inf")
         self.listeners: list = []
 
     def _truncate_partial_tail(self) -> None:

@@ -190,6 +190,8 @@ class RunResults:
     environment: dict[str, Any] = field(default_factory=dict)
     cells: list[CellResult] = field(default_factory=list)
     status: str = "running"
+    #: ratios and verdicts computed from the cells (kit.results.derive)
+    derived: dict[str, Any] = field(default_factory=dict)
     started_at: float | None = None
     finished_at: float | None = None
     schema_version: int = SCHEMA_VERSION
@@ -206,6 +208,7 @@ class RunResults:
             "config": self.config.to_dict(),
             "environment": self.environment,
             "cells": [c.to_dict() for c in self.cells],
+            "derived": self.derived,
         }
 
     @classmethod
@@ -220,6 +223,7 @@ class RunResults:
                 environment=d.get("environment") or {},
                 cells=[CellResult.from_dict(c) for c in d.get("cells") or []],
                 status=d.get("status", "complete"),
+                derived=d.get("derived") or {},
                 started_at=d.get("started_at"),
                 finished_at=d.get("finished_at"),
                 schema_version=d["schema_version"],

@@ -30,6 +30,7 @@ from typing import Callable
 
 from kit.errors import Interrupted, KitError, RunFailed, SchemaError, UsageError
 from kit.results.atomic import atomic_write_json
+from kit.results.derive import derive
 from kit.results.journal import JOURNAL_NAME, Journal, read_journal
 from kit.results.schema import CellResult, RunConfig, RunResults, CellSpec
 from kit.results.stats import summarise_repeats
@@ -144,6 +145,7 @@ def execute(
     finally:
         results.status = status if status != "complete" or len(results.cells) == len(plan.cells) else "interrupted"
         results.finished_at = time.time()
+        results.derived = derive(results.cells, config.mode, config.tolerance)
         journal.write("run_end", status=results.status)
         journal.close()
         atomic_write_json(run_dir / RESULTS_NAME, results.to_dict())
@@ -183,11 +185,8 @@ def _run_one(bench, spec: CellSpec, config: RunConfig, device: str, run_dir: Pat
     started = time.time()
     try:
         result = bench.run_cell(spec, ctx)
-    except KeyboardInterrupt:
-        tele = sampler.stop()
-        raise
-    except KitError:
-        sampler.stop()
+    except (KeyboardInterrupt, KitError):
+        sampler.stop()  # Ctrl-C or a user-facing error: let it propagate
         raise
     except Exception as exc:  # one broken cell must not cost the others
         log.error("cell %s failed:\n%s", spec.cell_id, traceback.format_exc())

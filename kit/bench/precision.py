@@ -1,0 +1,361 @@
+"""Precision modes, shared by the CIFAR and LSTM suites.
+
+One code path for every mode (as in nanoGPT): the mode decides the autocast
+context, whether a loss scaler runs, and what dtype the model's weights have.
+
+    mode          weights   compute under autocast   loss scaling          TF32
+    fp32          fp32      -                        -                     off (strict)
+    tf32          fp32      -                        -                     on
+    amp-fp16      fp32      fp16                     torch GradScaler      off
+    amp-bf16      fp32      bf16                     - (bf16 has fp32's range)  off
+    fp16-master   fp16 (BatchNorm fp32) + fp32 master copies, static or dynamic
+                  loss scale: the 2018 scheme of fastai v1 to_fp16() and Apex
+                  FP16_Optimizer, implemented here                           off
+    apex-o1/o2    Apex amp (only where `apex.amp` still exists: deleted in Apex 25.07)
+
+A mode the device or the installed software cannot run is *skipped with the
+reason* (see :func:`unavailable_reason`); it is never silently replaced.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from dataclasses import dataclass, field
+from typing import Iterable
+
+import torch
+from torch import nn
+
+FP16_MODES = ("amp-fp16", "fp16-master", "apex-o1", "apex-o2")
+
+
+# --------------------------------------------------------------------------- availability
+def _cuda_capability(device: str) -> tuple[int, int] | None:
+    if not device.startswith("cuda"):
+        return None
+    return torch.cuda.get_device_capability(torch.device(device))
+
+
+def apex_amp_status() -> tuple[bool, str]:
+    """(usable, explanation) for Apex's amp."""
+    try:
+        import apex  # noqa: F401
+    except ImportError:
+        return False, "NVIDIA Apex is not installed in this environment"
+    try:
+        from apex import amp  # noqa: F401
+    except ImportError:
+        return False, "this Apex has no amp (apex.amp was deprecated in 2022 and deleted in release 25.07)"
+    return True, "apex.amp available"
+
+
+def unavailable_reason(mode: str, device: str) -> str | None:
+    """None when `mode` can run on `device` here; otherwise why not, in words."""
+    cap = _cuda_capability(device)
+    on_cpu = cap is None
+    if mode == "fp32":
+        return None
+    if mode == "tf32":
+        if on_cpu:
+            return "TF32 is a tensor-core format of NVIDIA GPUs (Ampere or newer); the CPU has none"
+        if cap < (8, 0):
+            return f"TF32 needs an Ampere or newer GPU (compute capability 8.0+); this GPU is {cap[0]}.{cap[1]}"
+        return None
+    if mode == "amp-bf16":
+        if on_cpu:
+            return None  # CPU autocast supports bfloat16
+        if cap < (8, 0) or not torch.cuda.is_bf16_supported():
+            return f"bf16 needs an Ampere or newer GPU (compute capability 8.0+); this GPU is {cap[0]}.{cap[1]}"
+        return None
+    if mode in ("amp-fp16", "fp16-master"):
+        if on_cpu:
+            return "fp16 training on the CPU has no fast kernels and measures nothing useful; run it on a GPU"
+        return None
+    if mode in ("apex-o1", "apex-o2"):
+        if on_cpu:
+            return "Apex amp needs a CUDA GPU"
+        ok, why = apex_amp_status()
+        return None if ok else why
+    return f"unknown precision mode {mode!r}"
+
+
+def configure_backends(mode: str) -> dict:
+    """Set TF32 switches for the mode; returns what was set (recorded in results).
+
+    "fp32" is strict: on Ampere+ PyTorch's cuDNN convolutions default to TF32,
+    which would make an "fp32" run a TF32 run without saying so.
+    """
+    allow = mode == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = allow
+    torch.backends.cudnn.allow_tf32 = allow
+    return {"matmul_allow_tf32": allow, "cudnn_allow_tf32": allow}
+
+
+# --------------------------------------------------------------------------- loss scaling
+@dataclass
+class LossScaler:
+    """Static or dynamic loss scale (the 2018 Apex/fastai-v1 rules).
+
+    Dynamic: start at 2**16, halve and skip the step on overflow, double after
+    `growth_interval` clean steps.
+    """
+
+    scale: float = 2.0**16
+    dynamic: bool = True
+    growth_interval: int = 1000
+    backoff: float = 0.5
+    growth: float = 2.0
+    min_scale: float = 1.0
+    clean_steps: int = 0
+    overflows: int = 0
+
+    def update(self, overflow: bool) -> None:
+        if overflow:
+            self.overflows += 1
+            if self.dynamic:
+                self.scale = max(self.min_scale, self.scale * self.backoff)
+            self.clean_steps = 0
+            return
+        self.clean_steps += 1
+        if self.dynamic and self.clean_steps >= self.growth_interval:
+            self.scale *= self.growth
+            self.clean_steps = 0
+
+
+def to_half_keep_norm_fp32(model: nn.Module) -> nn.Module:
+    """Halve the model except normalisation layers (fastai v1's `model2half`)."""
+    model.half()
+    for m in model.modules():
+        if isinstance(m, (nn.modules.batchnorm._BatchNorm, nn.LayerNorm, nn.GroupNorm)):
+            m.float()
+    return model
+
+
+class _CastInput(nn.Module):
+    """Casts floating inputs to half for a halved model; BatchNorm layers run in fp32
+    through cuDNN's mixed-precision batch norm (half input, fp32 parameters)."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x, *args, **kwargs):
+        if torch.is_tensor(x) and x.is_floating_point():
+            x = x.half()
+        return self.model(x, *args, **kwargs)
+
+
+class MasterWeights:
+    """fp32 master copies of a half model's parameters (FP16_Optimizer's scheme)."""
+
+    def __init__(self, model_params: Iterable[nn.Parameter]):
+        self.model_params = [p for p in model_params if p.requires_grad]
+        self.master_params = []
+        for p in self.model_params:
+            mp = p.detach().clone().float()
+            mp.requires_grad_(True)
+            self.master_params.append(mp)
+
+    def grads_to_master(self, scale: float) -> bool:
+        """Copy model grads into fp32 master grads, unscaled. Returns True on overflow."""
+        inv = 1.0 / scale
+        overflow = False
+        finite_checks = []
+        for p, mp in zip(self.model_params, self.master_params):
+            if p.grad is None:
+                mp.grad = None
+                continue
+            g = p.grad.detach().float()
+            finite_checks.append(torch.isfinite(g).all())
+            mp.grad = g.mul_(inv)
+        if finite_checks:
+            # one host sync per step: the 2018 scheme decides on the host whether to skip
+            overflow = not bool(torch.stack(finite_checks).all())
+        return overflow
+
+    def master_to_model(self) -> None:
+        with torch.no_grad():
+            for p, mp in zip(self.model_params, self.master_params):
+                p.copy_(mp)
+
+    def zero_model_grads(self) -> None:
+        for p in self.model_params:
+            p.grad = None
+
+
+# --------------------------------------------------------------------------- the one code path
+@dataclass
+class StepResult:
+    skipped: bool = False
+
+
+@dataclass
+class Precision:
+    """Everything a training loop needs to run one precision mode.
+
+    Usage (same for every mode)::
+
+        prec = Precision(mode, device)
+        model = prec.prepare_model(model)
+        opt = make_optimizer(prec.optimizer_params(model))
+        model, opt = prec.wrap(model, opt)           # apex only; identity otherwise
+        with prec.autocast():
+            loss = loss_fn(model(x), y)
+        prec.backward_step(loss, opt, clip=0.25)     # scaling, unscaling, skip on overflow
+    """
+
+    mode: str
+    device: str
+    static_loss_scale: float | None = None
+    dynamic_loss_scale: bool = True
+    init_scale: float = 2.0**16
+    backends: dict = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        reason = unavailable_reason(self.mode, self.device)
+        if reason:
+            raise ValueError(reason)
+        self.device_type = "cuda" if self.device.startswith("cuda") else "cpu"
+        self.backends = configure_backends(self.mode)
+        self.master: MasterWeights | None = None
+        self.scaler = None
+        self.loss_scaler: LossScaler | None = None
+        self._apex_amp = None
+        self._scale_history: list[torch.Tensor] = []
+        self._nan_count = torch.zeros((), dtype=torch.int64, device=self.device)
+        self._steps = 0
+        if self.mode == "amp-fp16":
+            self.scaler = torch.amp.GradScaler(self.device_type, init_scale=self.init_scale)
+        if self.mode == "fp16-master":
+            if self.static_loss_scale is not None and not self.dynamic_loss_scale:
+                self.loss_scaler = LossScaler(scale=float(self.static_loss_scale), dynamic=False)
+            else:
+                self.loss_scaler = LossScaler(scale=self.init_scale, dynamic=True)
+
+    # -- model and optimizer
+    @property
+    def autocast_dtype(self) -> torch.dtype | None:
+        return {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}.get(self.mode)
+
+    def prepare_model(self, model: nn.Module) -> nn.Module:
+        if self.mode == "fp16-master":
+            model = _CastInput(to_half_keep_norm_fp32(model))
+            self.master = MasterWeights(model.parameters())
+        return model
+
+    def optimizer_params(self, model: nn.Module):
+        """The parameters the optimizer should own: fp32 masters for fp16-master."""
+        if self.master is not None:
+            return self.master.master_params
+        return [p for p in model.parameters() if p.requires_grad]
+
+    def wrap(self, model: nn.Module, optimizer):
+        if self.mode in ("apex-o1", "apex-o2"):
+            from apex import amp
+
+            self._apex_amp = amp
+            opt_level = "O1" if self.mode == "apex-o1" else "O2"
+            kwargs = {}
+            if self.static_loss_scale is not None and not self.dynamic_loss_scale:
+                kwargs["loss_scale"] = float(self.static_loss_scale)
+            model, optimizer = amp.initialize(model, optimizer, opt_level=opt_level, verbosity=0, **kwargs)
+        return model, optimizer
+
+    def autocast(self):
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device_type, dtype=self.autocast_dtype)
+
+    # -- the step
+    def backward_step(self, loss: torch.Tensor, optimizer, clip: float | None = None, params=None) -> StepResult:
+        """Backward, (un)scale, clip, step. `params` is what to clip for non-master modes."""
+        self._steps += 1
+        self._nan_count += (~torch.isfinite(loss.detach())).to(torch.int64)
+        if self.mode == "amp-fp16":
+            self.scaler.scale(loss).backward()
+            if clip is not None:
+                self.scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_(params if params is not None else _opt_params(optimizer), clip)
+            self.scaler.step(optimizer)
+            self.scaler.update()
+            # keep the scale on the device (no sync); overflows are counted at the end
+            self._scale_history.append(self.scaler._scale.detach().clone())
+            optimizer.zero_grad(set_to_none=True)
+            return StepResult()
+        if self.mode == "fp16-master":
+            ls = self.loss_scaler
+            (loss.float() * ls.scale).backward()
+            overflow = self.master.grads_to_master(ls.scale)
+            self.master.zero_model_grads()
+            ls.update(overflow)
+            if overflow:
+                optimizer.zero_grad(set_to_none=True)
+                return StepResult(skipped=True)
+            if clip is not None:
+                torch.nn.utils.clip_grad_norm_(self.master.master_params, clip)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            self.master.master_to_model()
+            return StepResult()
+        if self._apex_amp is not None:
+            with self._apex_amp.scale_loss(loss, optimizer) as scaled:
+                scaled.backward()
+            if clip is not None:
+                torch.nn.utils.clip_grad_norm_(self._apex_amp.master_params(optimizer), clip)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            return StepResult()
+        loss.backward()
+        if clip is not None:
+            torch.nn.utils.clip_grad_norm_(params if params is not None else _opt_params(optimizer), clip)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return StepResult()
+
+    # -- accounting
+    def counters(self) -> dict:
+        """Overflow / skipped steps and NaN losses so far (syncs the device once)."""
+        overflow = 0
+        scale = None
+        if self.mode == "amp-fp16" and self._scale_history:
+            hist = torch.stack(self._scale_history).float().cpu().tolist()
+            prev = self.init_scale
+            for s in hist:
+                if s < prev:  # GradScaler halves the scale exactly when it skips a step
+                    overflow += 1
+                prev = s
+            scale = hist[-1]
+        elif self.loss_scaler is not None:
+            overflow = self.loss_scaler.overflows
+            scale = self.loss_scaler.scale
+        elif self._apex_amp is not None:
+            try:
+                from apex.amp import _amp_state
+
+                scale = float(_amp_state.loss_scalers[0].loss_scale())
+            except Exception:
+                scale = None
+        return {
+            "overflow_steps": overflow,
+            "nan_losses": int(self._nan_count.item()),
+            "loss_scale_final": scale,
+            "steps": self._steps,
+        }
+
+    def describe(self) -> dict:
+        d = {"mode": self.mode, "autocast_dtype": str(self.autocast_dtype) if self.autocast_dtype else None, **self.backends}
+        if self.loss_scaler is not None:
+            d["loss_scale"] = "dynamic" if self.loss_scaler.dynamic else self.loss_scaler.scale
+        if self.scaler is not None:
+            d["loss_scale"] = "dynamic (torch.amp.GradScaler)"
+        return d
+
+
+def _opt_params(optimizer) -> list:
+    return [p for g in optimizer.param_groups for p in g["params"]]
+
+
+def is_finite(x: float) -> bool:
+    return not (math.isnan(x) or math.isinf(x))

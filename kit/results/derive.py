@@ -1,0 +1,104 @@
+"""Figures derived from a run's cells: the seed's fp32/reduced-precision
+"performance ratios", the fp16/fp32 max-batch ratio, and the convergence
+parity verdicts. Pure Python (host side); stored under ``derived`` in results.json.
+"""
+
+from __future__ import annotations
+
+from kit.results.schema import CellResult
+
+#: Default parity tolerances (documented in README "Convergence"):
+#: CIFAR: a reduced-precision run matches fp32 when its final test accuracy is
+#: at most 1.0 percentage point lower; LSTM: when its final test perplexity is
+#: at most 2% higher.
+DEFAULT_TOLERANCE = {"cifar": 0.01, "lstm": 0.02}
+
+
+def _median(cell: CellResult, key: str) -> float | None:
+    s = cell.summary.get(key)
+    return s["median"] if s else None
+
+
+def _group(cells: list[CellResult]) -> dict[tuple, dict[str, CellResult]]:
+    groups: dict[tuple, dict[str, CellResult]] = {}
+    for c in cells:
+        groups.setdefault((c.workload, c.model, c.engine), {})[c.precision] = c
+    return groups
+
+
+def performance_ratios(cells: list[CellResult]) -> list[dict]:
+    """fp32 median epoch time / each other precision's (>1 means faster than fp32),
+    and the same from steady-state throughput. One row per (workload, model, engine, precision)."""
+    rows = []
+    for (workload, model, engine), by_prec in _group(cells).items():
+        base = by_prec.get("fp32")
+        if base is None or base.status != "ok":
+            continue
+        t32 = _median(base, "epoch_seconds_median")
+        x32 = _median(base, "throughput_items_per_s")
+        for prec, c in by_prec.items():
+            if prec == "fp32" or c.status != "ok":
+                continue
+            t = _median(c, "epoch_seconds_median")
+            x = _median(c, "throughput_items_per_s")
+            rows.append({
+                "workload": workload, "model": model, "engine": engine, "precision": prec,
+                "epoch_time_ratio_fp32_over_mode": (t32 / t) if t32 and t else None,
+                "throughput_ratio_mode_over_fp32": (x / x32) if x and x32 else None,
+            })
+    return rows
+
+
+def max_batch_ratios(cells: list[CellResult]) -> list[dict]:
+    rows = []
+    for (workload, model, engine), by_prec in _group(cells).items():
+        base = by_prec.get("fp32")
+        b32 = base.metrics.get("max_batch") if base and base.status == "ok" else None
+        if not b32:
+            continue
+        for prec, c in by_prec.items():
+            b = c.metrics.get("max_batch") if c.status == "ok" else None
+            if prec != "fp32" and b:
+                rows.append({"workload": workload, "model": model, "engine": engine, "precision": prec,
+                             "max_batch_fp32": b32, "max_batch": b, "ratio": b / b32})
+    return rows
+
+
+def parity(cells: list[CellResult], tolerance: float | None = None) -> list[dict]:
+    """Did each reduced-precision cell reach fp32's final metric within tolerance?
+
+    CIFAR's metric is test accuracy (higher is better, tolerance in absolute
+    points); the LSTM's is test perplexity (lower is better, relative tolerance).
+    """
+    rows = []
+    for (workload, model, engine), by_prec in _group(cells).items():
+        base = by_prec.get("fp32")
+        ref = _median(base, "final_metric") if base and base.status == "ok" else None
+        if ref is None:
+            continue
+        tol = tolerance if tolerance is not None else DEFAULT_TOLERANCE[workload]
+        for prec, c in by_prec.items():
+            if prec == "fp32" or c.status != "ok":
+                continue
+            v = _median(c, "final_metric")
+            if v is None:
+                continue
+            if workload == "cifar":
+                gap = ref - v
+                ok = gap <= tol
+                rule = f"accuracy within {tol * 100:.1f} points of fp32"
+            else:
+                gap = (v - ref) / ref
+                ok = gap <= tol
+                rule = f"perplexity within {tol:.0%} of fp32"
+            rows.append({"workload": workload, "model": model, "engine": engine, "precision": prec,
+                         "fp32": ref, "value": v, "gap": gap, "tolerance": tol, "rule": rule,
+                         "verdict": "matches fp32" if ok else "worse than fp32"})
+    return rows
+
+
+def derive(cells: list[CellResult], mode: str, tolerance: float | None = None) -> dict:
+    out = {"performance_ratios": performance_ratios(cells), "max_batch_ratios": max_batch_ratios(cells)}
+    if mode == "convergence":
+        out["parity"] = parity(cells, tolerance)
+    return out

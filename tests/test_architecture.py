@@ -1,0 +1,64 @@
+"""The host side installs in seconds: nothing outside kit/bench imports torch & co."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import kit
+
+HEAVY = {"torch", "torchvision", "fastai", "apex", "numpy"}
+ROOT = Path(kit.__file__).parent
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_only_bench_imports_the_training_stack():
+    offenders = []
+    for path in ROOT.rglob("*.py"):
+        rel = path.relative_to(ROOT)
+        if rel.parts[0] in ("bench", "data"):
+            continue  # kit/bench trains; kit/data's readers import numpy lazily (checked below)
+        bad = _imports(path) & HEAVY
+        if bad:
+            offenders.append(f"{rel}: {sorted(bad)}")
+    assert not offenders, "host-side modules import the training stack:\n" + "\n".join(offenders)
+
+
+def test_data_package_never_imports_torch():
+    for path in (ROOT / "data").rglob("*.py"):
+        assert not (_imports(path) & {"torch", "torchvision", "fastai", "apex"}), path
+
+
+def _modules_after(code: str) -> set[str]:
+    out = subprocess.run(
+        [sys.executable, "-c", code + "\nimport sys; print(' '.join(sorted(sys.modules)))"],
+        capture_output=True, text=True, check=True,
+    )
+    return set(out.stdout.split())
+
+
+def test_importing_the_cli_does_not_import_torch():
+    loaded = _modules_after("import kit.cli.main")
+    assert not (loaded & {"torch", "torchvision", "fastai", "numpy", "docker"}), sorted(loaded & HEAVY)
+
+
+def test_kit_help_runs_without_importing_torch():
+    code = (
+        "import sys\n"
+        "from kit.cli.main import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "assert 'torch' not in sys.modules, 'kit --help imported torch'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)

@@ -1,0 +1,132 @@
+"""The runner journals every cell, survives a crash or Ctrl-C, and resumes.
+
+The benchmark module is replaced by a small fake here (these tests are about
+the runner's bookkeeping, not about training); the fake's numbers are fixtures.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+
+import pytest
+
+from kit.errors import Interrupted
+from kit.results.journal import read_journal
+from kit.results.schema import CellResult, RunConfig, load_results
+from kit.runner.execute import execute
+
+
+class FakeBench(types.ModuleType):
+    """Stands in for kit.bench.api: fixture numbers, optional failures."""
+
+    def __init__(self, interrupt_on: str | None = None, fail_on: str | None = None):
+        super().__init__("kit.bench.api")
+        self.interrupt_on = interrupt_on
+        self.fail_on = fail_on
+        self.ran: list[str] = []
+
+    def resolve_device(self, requested: str) -> str:
+        return "cpu"
+
+    def run_cell(self, spec, ctx):
+        self.ran.append(spec.cell_id)
+        if spec.cell_id == self.interrupt_on:
+            raise KeyboardInterrupt
+        if spec.cell_id == self.fail_on:
+            raise RuntimeError("simulated crash inside the cell")
+        ctx.event("epoch", repeat=0, epoch=0, seconds=1.0)
+        repeats = [{"epoch_seconds": [1.0 + r / 10], "epoch_seconds_median": 1.0 + r / 10,
+                    "throughput_items_per_s": 100.0 - r} for r in range(ctx.repeats)]
+        return CellResult(spec.workload, spec.model, spec.precision, spec.engine, "ok",
+                          params=spec.params, repeats=repeats, throughput_unit="images")
+
+
+@pytest.fixture
+def fake_bench(monkeypatch):
+    def install(**kw):
+        fb = FakeBench(**kw)
+        monkeypatch.setitem(sys.modules, "kit.bench.api", fb)
+        import kit.bench
+
+        monkeypatch.setattr(kit.bench, "api", fb, raising=False)
+        return fb
+
+    return install
+
+
+def _config(**kw):
+    base = dict(suite="cifar", data="synthetic", device="cpu", models=["resnet18", "resnet34"],
+                precisions=["fp32", "amp-bf16"], engines=["torch"], repeats=2, steps=2)
+    base.update(kw)
+    return RunConfig(**base)
+
+
+def test_every_cell_is_journaled_and_results_written(tmp_path, fake_bench):
+    fb = fake_bench()
+    out = execute(_config(), tmp_path, make_bundle=False)
+    assert len(fb.ran) == 4
+    res = load_results(out.run_dir / "results.json")
+    assert res.status == "complete"
+    assert [c.status for c in res.cells] == ["ok"] * 4
+    # summaries are computed from the repeats
+    assert res.cells[0].summary["throughput_items_per_s"]["median"] == pytest.approx(99.5)
+    events = [e["event"] for e in read_journal(out.run_dir / "journal.jsonl")]
+    assert events[0] == "run_start" and events[-1] == "run_end"
+    assert events.count("cell_end") == 4
+    # the derived fp32/other ratios exist for the two models
+    assert len(res.derived["performance_ratios"]) == 2
+
+
+def test_ctrl_c_keeps_finished_cells_and_resume_skips_them(tmp_path, fake_bench):
+    fb = fake_bench(interrupt_on="cifar/resnet34/fp32/torch")
+    with pytest.raises(Interrupted) as err:
+        execute(_config(), tmp_path, make_bundle=False)
+    assert "kit run --resume" in (err.value.remedy or "")
+    run_dir = next(p for p in tmp_path.iterdir() if p.is_dir())
+    partial = load_results(run_dir / "results.json")
+    assert partial.status == "interrupted"
+    assert [c.cell_id for c in partial.cells] == ["cifar/resnet18/fp32/torch", "cifar/resnet18/amp-bf16/torch"]
+
+    fb2 = fake_bench()
+    out = execute(None, tmp_path, resume_dir=run_dir, make_bundle=False)
+    assert fb2.ran == ["cifar/resnet34/fp32/torch", "cifar/resnet34/amp-bf16/torch"]
+    final = load_results(out.run_dir / "results.json")
+    assert final.status == "complete"
+    assert len(final.cells) == 4
+
+
+def test_resume_ignores_a_truncated_last_journal_line(tmp_path, fake_bench):
+    fake_bench(interrupt_on="cifar/resnet34/fp32/torch")
+    with pytest.raises(Interrupted):
+        execute(_config(), tmp_path, make_bundle=False)
+    run_dir = next(p for p in tmp_path.iterdir() if p.is_dir())
+    # a crash mid-write leaves half a JSON line at the end
+    with open(run_dir / "journal.jsonl", "a") as fh:
+        fh.write('{"seq": 999, "event": "cell_end", "result": {"stat')
+    fb = fake_bench()
+    out = execute(None, tmp_path, resume_dir=run_dir, make_bundle=False)
+    assert len(fb.ran) == 2
+    assert load_results(out.run_dir / "results.json").status == "complete"
+    # the journal is valid JSON lines again after the resume
+    for line in (run_dir / "journal.jsonl").read_text().splitlines():
+        json.loads(line)
+
+
+def test_a_crashing_cell_is_recorded_failed_and_the_rest_still_run(tmp_path, fake_bench):
+    fb = fake_bench(fail_on="cifar/resnet18/amp-bf16/torch")
+    out = execute(_config(), tmp_path, make_bundle=False)
+    assert len(fb.ran) == 4
+    statuses = {c.cell_id: c.status for c in out.results.cells}
+    assert statuses["cifar/resnet18/amp-bf16/torch"] == "failed"
+    assert "simulated crash" in next(c.reason for c in out.results.cells if c.status == "failed")
+    assert sum(s == "ok" for s in statuses.values()) == 3
+    assert "simulated crash" in (out.run_dir / "run.log").read_text()
+
+
+def test_resume_of_a_folder_without_journal_is_a_clear_error(tmp_path):
+    from kit.errors import UsageError
+
+    with pytest.raises(UsageError, match="not a run folder"):
+        execute(None, tmp_path, resume_dir=tmp_path, make_bundle=False)
