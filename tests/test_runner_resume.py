@@ -30,6 +30,9 @@ class FakeBench(types.ModuleType):
     def resolve_device(self, requested: str) -> str:
         return "cpu"
 
+    def calibrate(self, device: str) -> dict:
+        return {"available": False, "reason": "fake bench"}
+
     def run_cell(self, spec, ctx):
         self.ran.append(spec.cell_id)
         if spec.cell_id == self.interrupt_on:

@@ -34,3 +34,10 @@ def run_cell(spec: CellSpec, ctx: CellContext) -> CellResult:
 
         return run_lstm(spec, ctx)
     raise UsageError(f"unknown workload {spec.workload!r}")
+
+
+def calibrate(device: str) -> dict:
+    """The GPU's own matmul peak per dtype (see kit.bench.calibrate)."""
+    from kit.bench.calibrate import calibrate as _calibrate
+
+    return _calibrate(device)

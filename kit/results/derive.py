@@ -97,8 +97,35 @@ def parity(cells: list[CellResult], tolerance: float | None = None) -> list[dict
     return rows
 
 
-def derive(cells: list[CellResult], mode: str, tolerance: float | None = None) -> dict:
-    out = {"performance_ratios": performance_ratios(cells), "max_batch_ratios": max_batch_ratios(cells)}
+#: which calibrated matmul peak (kit.bench.calibrate) each precision mode is held against
+MODE_DTYPE = {
+    "fp32": "fp32",
+    "tf32": "tf32",
+    "amp-fp16": "fp16",
+    "fp16-master": "fp16",
+    "apex-o1": "fp16",
+    "apex-o2": "fp16",
+    "amp-bf16": "bf16",
+}
+
+
+def efficiency(cells: list[CellResult], peaks: dict | None) -> list[dict]:
+    """Achieved TFLOP/s per cell as a fraction of this GPU's own measured matmul peak."""
+    rows = []
+    if not peaks or not peaks.get("available"):
+        return rows
+    for c in cells:
+        achieved = _median(c, "achieved_tflops") if c.status == "ok" else None
+        peak = peaks.get(MODE_DTYPE.get(c.precision, ""))
+        if achieved and peak:
+            rows.append({"cell_id": c.cell_id, "achieved_tflops": achieved, "peak_tflops": peak,
+                         "peak_dtype": MODE_DTYPE[c.precision], "fraction_of_peak": achieved / peak})
+    return rows
+
+
+def derive(cells: list[CellResult], mode: str, tolerance: float | None = None, peaks: dict | None = None) -> dict:
+    out = {"performance_ratios": performance_ratios(cells), "max_batch_ratios": max_batch_ratios(cells),
+           "efficiency": efficiency(cells, peaks)}
     if mode == "convergence":
         out["parity"] = parity(cells, tolerance)
     return out

@@ -64,6 +64,7 @@ SUMMARISED = (
     "energy_j_per_epoch",
     "final_loss",
     "final_metric",
+    "achieved_tflops",
 )
 
 

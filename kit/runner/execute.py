@@ -125,6 +125,9 @@ def execute(
 
         device = bench.resolve_device(config.device)
         results.environment.setdefault("run_device", device)
+        if "peak_tflops_measured" not in results.environment:
+            results.environment["peak_tflops_measured"] = bench.calibrate(device)
+            atomic_write_json(run_dir / ENV_NAME, results.environment)
         for index, spec in enumerate(plan.cells):
             if spec.cell_id in done:
                 results.cells.append(done[spec.cell_id])
@@ -145,7 +148,7 @@ def execute(
     finally:
         results.status = status if status != "complete" or len(results.cells) == len(plan.cells) else "interrupted"
         results.finished_at = time.time()
-        results.derived = derive(results.cells, config.mode, config.tolerance)
+        results.derived = derive(results.cells, config.mode, config.tolerance, results.environment.get("peak_tflops_measured"))
         journal.write("run_end", status=results.status)
         journal.close()
         atomic_write_json(run_dir / RESULTS_NAME, results.to_dict())

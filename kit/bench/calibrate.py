@@ -1,0 +1,53 @@
+"""Measure this GPU's own matrix-multiply peak per dtype (a few seconds).
+
+Achieved TFLOP/s of a cell is reported as a fraction of *this* number rather
+than of a datasheet figure: clocks, power limits and the software stack make
+vendor peaks unreachable, and the kit should compare like with like.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from kit.bench.precision import configure_backends
+
+from kit.results.derive import MODE_DTYPE  # noqa: F401  (re-exported for bench code)
+
+
+def matmul_tflops(device: str, dtype_name: str, n: int = 8192, iters: int = 10, warmup: int = 3) -> float:
+    dtype = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[dtype_name]
+    configure_backends("tf32" if dtype_name == "tf32" else "fp32")
+    gen = torch.Generator(device=device).manual_seed(0)
+    a = torch.randn(n, n, device=device, dtype=dtype, generator=gen)
+    b = torch.randn(n, n, device=device, dtype=dtype, generator=gen)
+    for _ in range(warmup):
+        a @ b
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(iters):
+        a @ b
+    end.record()
+    torch.cuda.synchronize(device)
+    seconds = start.elapsed_time(end) / 1000.0
+    del a, b
+    torch.cuda.empty_cache()
+    return 2 * n**3 * iters / seconds / 1e12
+
+
+def calibrate(device: str) -> dict:
+    """{"method", "fp32", "tf32", "fp16", "bf16"} in TFLOP/s, or why not."""
+    if not device.startswith("cuda"):
+        return {"available": False, "reason": "matmul calibration runs on CUDA devices only"}
+    out = {"available": True, "method": "8192^3 matmul, 3 warm-up + 10 timed with CUDA events, random normal inputs"}
+    cap = torch.cuda.get_device_capability(torch.device(device))
+    for name in ("fp32", "tf32", "fp16", "bf16"):
+        if name in ("tf32", "bf16") and cap < (8, 0):
+            out[name] = None
+            continue
+        try:
+            out[name] = round(matmul_tflops(device, name), 1)
+        except RuntimeError as exc:  # e.g. out of memory on a small GPU
+            out[name] = None
+            out.setdefault("errors", {})[name] = str(exc).splitlines()[0]
+    configure_backends("fp32")
+    return out
