@@ -1,9 +1,42 @@
-"""`kit doctor`: (being built)."""
+"""`kit doctor`: check driver, GPUs and Docker, and say which image stack fits."""
 
 from __future__ import annotations
+
+import json
+from enum import Enum
+from typing import Optional
 
 import typer
 
 
+class StackChoice(str, Enum):
+    auto = "auto"
+    cuda10 = "cuda10"
+    cuda12 = "cuda12"
+    cpu = "cpu"
+
+
+def doctor(
+    stack: StackChoice = typer.Option(StackChoice.auto, help="Stack to check: auto (the recommendation), cuda10 (2019, faithful), cuda12 (today) or cpu."),
+    gpu: Optional[int] = typer.Option(None, "--gpu", help="GPU index to judge (NVML numbering, as nvidia-smi). Default: 0."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON (machine-readable) instead of tables."),
+) -> None:
+    """Check the NVIDIA driver, GPUs, Docker and the NVIDIA Container Toolkit; give a verdict per stack.
+
+    Exits 0 when the requested stack (or, for auto, the recommended one) can run here,
+    6 otherwise, with the reason and the fix.
+    """
+    from rich.console import Console
+
+    from kit.env.doctor import diagnose, render
+
+    report = diagnose(stack=stack.value, gpu=gpu)
+    if as_json:
+        typer.echo(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        render(report, Console(highlight=False))
+    report.raise_if_not_ok()
+
+
 def register(app: typer.Typer) -> None:
-    pass
+    app.command("doctor")(doctor)

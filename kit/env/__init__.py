@@ -1,1 +1,12 @@
-"""The host environment: doctor checks, the environment record, live GPU telemetry."""
+"""The host environment: doctor checks, the environment record, live GPU telemetry.
+
+- ``probe``: the one shape of an unknown value, ``{"value": "unknown", "reason": ...}``.
+- ``nvml``: driver and GPUs through NVML (``nvml_fake``: a fake NVML for tests).
+- ``docker_probe``: the Docker engine and its GPU support.
+- ``doctor``: a verdict per image stack (``kit doctor``, ``check_stack`` for ``kit launch``).
+- ``preflight``: ``check_native_run`` before ``kit run``.
+- ``record``: the environment record stored with every result.
+- ``telemetry``: the NVML sampler around each cell.
+
+Nothing here imports torch.
+"""

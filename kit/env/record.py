@@ -1,17 +1,276 @@
-"""The environment record attached to every result (placeholder; see issue 5)."""
+"""The environment record: everything needed to judge whether two results are comparable.
+
+``collect(config)`` gathers it by code, at the start of a run, and the runner
+stores it in ``env.json`` and in ``results.json`` under ``environment``. Every
+probe that fails records ``{"value": "unknown", "reason": ...}``
+(kit/env/probe.py) instead of a value.
+
+Fields (top level)::
+
+    record_version     1; bump when a field changes meaning
+    collected_at       UTC, ISO 8601
+    host               name, host_id (sha256-based pseudonym), anonymized
+    os                 system, kernel, distribution, machine
+    cpu                model, logical_cores, usable_cores, physical_cores
+    memory             total_bytes (and cgroup_limit_bytes inside a container)
+    nvml               the NVML probe (kit/env/nvml.py): driver_version,
+                       cuda_driver_version, gpus[...] (the same shape `kit doctor --json` prints)
+    cuda_runtime       CUDA runtime and cuDNN of the installed PyTorch (see runtime_versions)
+    python             version, implementation, executable
+    packages           versions of torch, torchvision, fastai, apex, the kit, ... ("not installed" when absent)
+    kit                version, git_commit, git_dirty
+    container          inside, stack, image_id, image_digest (set by `kit launch`)
+    command_line       the exact argv
+    device_requested, seed, data      from the run's config
+
+``KIT_ANONYMIZE=1`` replaces the host name (and GPU UUIDs and process names)
+by opaque ids. ``KIT_HOST_NAME`` overrides the host name (`kit launch` passes
+the real host's name into the container, whose own name is random).
+"""
 
 from __future__ import annotations
 
+import hashlib
+import os
 import platform
+import socket
+import subprocess
 import sys
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Mapping
 
 from kit import __version__
+from kit.env import nvml as nvml_probe
+from kit.env.probe import attempt, describe_exception, unknown
+
+RECORD_VERSION = 1
+
+#: Distributions whose versions decide comparability; read with importlib.metadata
+#: (never imported). "mpkit" is the kit itself.
+PACKAGES: tuple[str, ...] = (
+    "torch", "torchvision", "fastai", "fastcore", "fastprogress", "apex", "numpy",
+    "triton", "mpkit", "nvidia-ml-py", "docker", "typer", "rich",
+)
 
 
-def collect(config=None) -> dict:
-    return {
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "kit_version": __version__,
-        "command_line": list(getattr(config, "command_line", []) or []),
+def collect(config: Any = None, *, nvml: Any = None, env: Mapping[str, str] | None = None) -> dict:
+    """The environment record for a run with ``config`` (a RunConfig, or None)."""
+    env = os.environ if env is None else env
+    anonymize = env.get("KIT_ANONYMIZE", "") not in ("", "0", "false", "no")
+    gpu = nvml if isinstance(nvml, dict) else nvml_probe.probe(nvml)
+    if anonymize:
+        gpu = _anonymize_gpu(gpu)
+    record: dict[str, Any] = {
+        "record_version": RECORD_VERSION,
+        "collected_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "host": host_identity(env, anonymize),
+        "os": os_info(),
+        "cpu": cpu_info(),
+        "memory": memory_info(),
+        "nvml": gpu,
+        "cuda_runtime": runtime_versions(),
+        "python": {
+            "version": platform.python_version(),
+            "implementation": platform.python_implementation(),
+            "executable": sys.executable,
+        },
+        "packages": package_versions(),
+        "kit": {"version": __version__, **git_state(env)},
+        "container": container_info(env),
+        "command_line": list(getattr(config, "command_line", None) or sys.argv),
     }
+    if config is not None:
+        record["device_requested"] = getattr(config, "device", unknown("not in the config"))
+        record["seed"] = getattr(config, "seed", unknown("not in the config"))
+        record["data"] = {
+            "source": getattr(config, "data", unknown("not in the config")),
+            "dir": str(getattr(config, "data_dir", "")) or unknown("not in the config"),
+            "synthetic": getattr(config, "data", None) == "synthetic",
+        }
+    else:
+        for key in ("device_requested", "seed", "data"):
+            record[key] = unknown("no run configuration given")
+    return record
+
+
+# -- host, OS, CPU, memory --------------------------------------------------------
+
+
+def host_id(name: str) -> str:
+    """A stable opaque id for a host name (a pseudonym: same name, same id)."""
+    return "h-" + hashlib.sha256(f"mpkit-host:{name}".encode()).hexdigest()[:16]
+
+
+def host_identity(env: Mapping[str, str], anonymize: bool) -> dict:
+    name = env.get("KIT_HOST_NAME") or socket.gethostname() or "unknown-host"
+    hid = host_id(name)
+    return {"name": hid if anonymize else name, "host_id": hid, "anonymized": anonymize}
+
+
+def os_info() -> dict:
+    return {
+        "system": platform.system(),
+        "kernel": platform.release(),
+        "kernel_version": platform.version(),
+        "distribution": _os_release(),
+        "machine": platform.machine(),
+    }
+
+
+def _os_release() -> Any:
+    for path in ("/etc/os-release", "/usr/lib/os-release"):
+        try:
+            for line in Path(path).read_text(encoding="utf-8").splitlines():
+                if line.startswith("PRETTY_NAME="):
+                    return line.split("=", 1)[1].strip().strip('"')
+        except OSError:
+            continue
+    return unknown("no /etc/os-release")
+
+
+def cpu_info() -> dict:
+    out: dict[str, Any] = {"logical_cores": os.cpu_count() or unknown("os.cpu_count() returned None")}
+    try:
+        out["usable_cores"] = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError) as exc:
+        out["usable_cores"] = unknown(describe_exception(exc))
+    model: Any = None
+    cores: set[tuple[str, str]] = set()
+    try:
+        phys = core = ""
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
+            key, _, value = line.partition(":")
+            key, value = key.strip(), value.strip()
+            if key == "model name" and model is None:
+                model = value
+            elif key == "physical id":
+                phys = value
+            elif key == "core id":
+                core = value
+                cores.add((phys, core))
+    except OSError as exc:
+        model = model or unknown(f"cannot read /proc/cpuinfo: {describe_exception(exc)}")
+    out["model"] = model or platform.processor() or unknown("no model name in /proc/cpuinfo")
+    out["physical_cores"] = len(cores) if cores else unknown("no core ids in /proc/cpuinfo")
+    return out
+
+
+def memory_info() -> dict:
+    out: dict[str, Any] = {}
+    try:
+        for line in Path("/proc/meminfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("MemTotal:"):
+                out["total_bytes"] = int(line.split()[1]) * 1024
+                break
+    except (OSError, ValueError, IndexError) as exc:
+        out["total_bytes"] = unknown(f"cannot read /proc/meminfo: {describe_exception(exc)}")
+    out.setdefault("total_bytes", unknown("no MemTotal in /proc/meminfo"))
+    # A container's memory limit (cgroup v2, then v1) matters as much as the host's RAM.
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = Path(path).read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit() and int(text) < 2**60:
+            out["cgroup_limit_bytes"] = int(text)
+        break
+    return out
+
+
+# -- software ---------------------------------------------------------------------
+
+
+def package_versions(names: tuple[str, ...] = PACKAGES) -> dict:
+    out: dict[str, Any] = {}
+    for name in names:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "not installed"  # a fact, not an unknown
+        except Exception as exc:  # noqa: BLE001
+            out[name] = unknown(describe_exception(exc))
+    return out
+
+
+def runtime_versions() -> dict:
+    """CUDA runtime and cuDNN versions PyTorch uses.
+
+    Exact values come from torch itself, but only when torch is already
+    imported (this module never imports it). Before that, the CUDA version is
+    read from torch/version.py as text and cuDNN from the nvidia-cudnn-*
+    wheel's metadata, and ``source`` says so. The runner can call this again
+    after importing torch and replace ``record["cuda_runtime"]``.
+    """
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        out: dict[str, Any] = {"source": "torch (imported)"}
+        out["torch"] = attempt(lambda: str(torch.__version__))
+        out["cuda"] = attempt(lambda: torch.version.cuda or unknown("this torch build has no CUDA"))
+        out["cudnn"] = attempt(lambda: torch.backends.cudnn.version() or unknown("cuDNN not available to torch"))
+        out["cuda_available"] = attempt(lambda: bool(torch.cuda.is_available()))
+        return out
+    from kit.env.preflight import torch_wheel_cuda
+
+    out = {"source": "installed package metadata (torch not imported yet)"}
+    try:
+        metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return {"source": "none", "cuda": unknown("torch is not installed"), "cudnn": unknown("torch is not installed")}
+    wheel_cuda = torch_wheel_cuda()
+    out["cuda"] = wheel_cuda or unknown("torch/version.py names no CUDA version (a CPU build?)")
+    cudnn = None
+    for dist in ("nvidia-cudnn-cu13", "nvidia-cudnn-cu12", "nvidia-cudnn-cu11"):
+        try:
+            cudnn = metadata.version(dist)
+            out["cudnn_package"] = dist
+            break
+        except metadata.PackageNotFoundError:
+            continue
+    out["cudnn"] = cudnn or unknown("torch not imported yet and no nvidia-cudnn wheel installed (cuDNN may be bundled in torch)")
+    return out
+
+
+def git_state(env: Mapping[str, str]) -> dict:
+    """The kit's git commit (and whether the tree has changes), when it is a checkout."""
+    root = Path(__file__).resolve().parents[2]
+    try:
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+        if commit.returncode == 0 and commit.stdout.strip():
+            status = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                                    capture_output=True, text=True, timeout=5)
+            dirty: Any = bool(status.stdout.strip()) if status.returncode == 0 else unknown(status.stderr.strip() or "git status failed")
+            return {"git_commit": commit.stdout.strip(), "git_dirty": dirty}
+        reason = commit.stderr.strip().splitlines()[0] if commit.stderr.strip() else "git rev-parse failed"
+    except (OSError, subprocess.SubprocessError) as exc:
+        reason = describe_exception(exc)
+    # Inside an image there is no .git; the image build may pass the commit in.
+    if env.get("KIT_GIT_COMMIT"):
+        return {"git_commit": env["KIT_GIT_COMMIT"], "git_dirty": unknown("commit given by KIT_GIT_COMMIT")}
+    return {"git_commit": unknown(f"not a git checkout: {reason}"), "git_dirty": unknown("not a git checkout")}
+
+
+def container_info(env: Mapping[str, str]) -> dict:
+    inside = Path("/.dockerenv").exists() or Path("/run/.containerenv").exists() or bool(env.get("container"))
+    not_set = "not set (not started by kit launch)"
+    return {
+        "inside": inside,
+        "stack": env.get("KIT_STACK") or unknown(f"KIT_STACK {not_set}"),
+        "image_id": env.get("KIT_IMAGE_ID") or unknown(f"KIT_IMAGE_ID {not_set}"),
+        "image_digest": env.get("KIT_IMAGE_DIGEST") or unknown(f"KIT_IMAGE_DIGEST {not_set}"),
+    }
+
+
+def _anonymize_gpu(gpu: dict) -> dict:
+    out = dict(gpu)
+    gpus = []
+    for g in gpu.get("gpus") or []:
+        g = dict(g)
+        if isinstance(g.get("uuid"), str):
+            g["uuid"] = "GPU-anon-" + hashlib.sha256(g["uuid"].encode()).hexdigest()[:16]
+        if isinstance(g.get("processes"), list):
+            g["processes"] = [{k: v for k, v in p.items() if k != "name"} for p in g["processes"]]
+        gpus.append(g)
+    out["gpus"] = gpus
+    return out

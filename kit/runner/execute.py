@@ -2,7 +2,7 @@
 
 Flow of ``kit run`` (one module per step)::
 
-    kit.cli.run -> kit.runner.plan.build_plan -> kit.env.preflight.check_run
+    kit.cli.run -> kit.runner.plan.build_plan -> kit.env.preflight.check_native_run
       -> kit.runner.execute.execute
            for each cell: kit.bench.api.run_cell  (the only code that imports torch)
                           kit.env.telemetry sampler around it
@@ -122,6 +122,8 @@ def execute(
     status = "complete"
     try:
         from kit.bench import api as bench  # torch is imported here, and only here
+
+        results.environment["cuda_runtime"] = env_record.runtime_versions()
 
         device = bench.resolve_device(config.device)
         results.environment.setdefault("run_device", device)

@@ -1,0 +1,129 @@
+"""The image stacks the kit ships: what is inside each, and what it needs from the host.
+
+Read by ``kit doctor`` (kit/env/doctor.py: can this host run the stack?) and by
+the container build (kit/containers: what to install). Versions are pins, the
+driver minimums and architecture ranges come from kit/facts/cuda.py, whose
+sources are listed there.
+
+- ``cuda10`` is faithful to the January 2019 article (PyTorch 1.x, CUDA 10,
+  fastai v1, Apex with ``apex.amp`` and ``FP16_Optimizer``). PyPI's torch 1.4.0
+  Linux wheel bundles the CUDA 10.1 runtime and cuDNN 7.6, so the image needs no
+  ``nvidia/cuda`` base (NVIDIA deleted the CUDA 10 tags from Docker Hub in 2023).
+- ``cuda12`` is today's stack (torch 2.9 cu128, fastai 2.8, Apex 25.07 fused
+  kernels; ``apex.amp`` no longer exists there).
+- ``cpu`` runs anywhere, for CI and for checking the kit itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kit.facts import cuda as cuda_facts
+
+
+@dataclass(frozen=True)
+class Stack:
+    name: str
+    description: str
+    #: CUDA toolkit/runtime version inside the image ("major.minor"); None for cpu.
+    cuda: str | None
+    cudnn: str | None
+    python: str
+    torch: str
+    torchvision: str
+    fastai: str
+    #: Apex git ref (tag or commit) and how it is built; None when Apex is absent.
+    apex_ref: str | None
+    apex_build: str | None
+    base_image: str
+    #: Minimum driver for full support; None for cpu.
+    min_driver: str | None
+    #: Minimum driver under CUDA minor-version compatibility (features limited);
+    #: None when the stack's CUDA has no minor-version compatibility.
+    min_driver_compat: str | None
+    #: Compute capabilities the stack's torch build runs on, inclusive; None for cpu.
+    min_compute_capability: tuple[int, int] | None
+    max_compute_capability: tuple[int, int] | None
+    #: pip-level extras the containers engineer may need.
+    notes: tuple[str, ...] = ()
+
+    @property
+    def uses_gpu(self) -> bool:
+        return self.cuda is not None
+
+
+# Apex commit for cuda10: a python-only build from early 2019 that still has
+# apex.amp and apex.fp16_utils.FP16_Optimizer (deleted in release 25.07, see
+# ../shared/field-notes.md "NVIDIA Apex"). 241dd6c4 is the Dec 2018 commit whose
+# examples/word_language_model the kit's "apex-2018" LSTM preset follows.
+_APEX_2019_REF = "241dd6c4"
+
+STACKS: dict[str, Stack] = {
+    "cuda10": Stack(
+        name="cuda10",
+        description="Faithful to the 2019 article: PyTorch 1.4 (CUDA 10.1, cuDNN 7.6), fastai v1, Apex with amp and FP16_Optimizer",
+        cuda="10.1",
+        cudnn="7.6",
+        python="3.7",
+        torch="1.4.0",
+        torchvision="0.5.0",
+        fastai="1.0.61",
+        apex_ref=_APEX_2019_REF,
+        apex_build="python-only (no CUDA extensions): apex.amp, apex.fp16_utils.FP16_Optimizer",
+        base_image="ubuntu:18.04",
+        # The PyPI torch 1.4.0 wheel is CUDA 10.1; 10.x has no minor-version compatibility.
+        min_driver=cuda_facts.MIN_DRIVER_FOR_CUDA["10.1"],
+        min_driver_compat=cuda_facts.MINOR_COMPAT_MIN_DRIVER[10],
+        # torch 1.4.0 cu101 wheels ship kernels for Kepler sm_35 .. Turing sm_75;
+        # CUDA 10 cannot target Ampere or newer.
+        min_compute_capability=(3, 5),
+        max_compute_capability=cuda_facts.MAX_COMPUTE_CAPABILITY["10.1"],
+        notes=("torch 1.4.0's PyPI wheel bundles the CUDA 10.1 runtime and cuDNN 7.6",),
+    ),
+    "cuda12": Stack(
+        name="cuda12",
+        description="Today's stack: PyTorch 2.9 (CUDA 12.8, cuDNN 9), fastai 2.8, Apex 25.07 fused kernels (no apex.amp)",
+        cuda="12.8",
+        cudnn="9",
+        python="3.12",
+        torch="2.9.1",
+        torchvision="0.24.1",
+        fastai="2.8.12",
+        apex_ref="25.07",
+        apex_build="from source with CUDA extensions (--cpp_ext --cuda_ext); apex.amp was removed in 25.07",
+        base_image="nvidia/cuda:12.8.1-cudnn-devel-ubuntu24.04",
+        min_driver=cuda_facts.MIN_DRIVER_FOR_CUDA["12.8"],
+        min_driver_compat=cuda_facts.MINOR_COMPAT_MIN_DRIVER[12],
+        min_compute_capability=cuda_facts.TORCH_CU128_MIN_COMPUTE_CAPABILITY,
+        max_compute_capability=cuda_facts.MAX_COMPUTE_CAPABILITY["12.8"],
+    ),
+    "cpu": Stack(
+        name="cpu",
+        description="No GPU: PyTorch on the CPU, fastai 2.8, no Apex (checks the kit itself; not a performance result)",
+        cuda=None,
+        cudnn=None,
+        python="3.11",
+        torch="2.14.1",
+        torchvision="0.29.1",
+        fastai="2.8.12",
+        apex_ref=None,
+        apex_build=None,
+        base_image="debian:bookworm",
+        min_driver=None,
+        min_driver_compat=None,
+        min_compute_capability=None,
+        max_compute_capability=None,
+    ),
+}
+
+STACK_NAMES: tuple[str, ...] = tuple(STACKS)
+
+#: Preference when several stacks can run, best first: a fully supported
+#: modern stack, then the faithful 2019 stack, then the modern stack under
+#: minor-version compatibility, then the CPU.
+PREFERENCE: tuple[str, ...] = ("cuda12", "cuda10", "cpu")
+
+#: The kit's own floor for GPU memory (a policy, not an outside fact and not a
+#: measurement): below this the default batch sizes of the larger ResNets are
+#: not expected to fit; smaller GPUs can still run with --batch-size.
+MIN_GPU_MEMORY_BYTES = 4 * 1024**3

@@ -1,0 +1,121 @@
+"""The environment record: collected by code, explicit unknowns, anonymisable, torch-free."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from kit.env import record
+from kit.env.nvml_fake import FakeNVML
+from kit.env.probe import is_unknown
+from kit.results.schema import RunConfig
+
+FIXTURES = Path(__file__).parent / "fixtures" / "nvml"
+H200 = FIXTURES / "h200_580.json"
+
+TOP_LEVEL = {
+    "record_version", "collected_at", "host", "os", "cpu", "memory", "nvml", "cuda_runtime", "python",
+    "packages", "kit", "container", "command_line", "device_requested", "seed", "data",
+}
+
+
+def test_record_has_every_field_and_takes_run_facts_from_the_config():
+    config = RunConfig(suite="cifar", data="synthetic", seed=7, device="cuda:0", command_line=["kit", "run", "--smoke"])
+    rec = record.collect(config, nvml=FakeNVML.from_file(H200), env={})
+    assert TOP_LEVEL <= set(rec)
+    assert rec["command_line"] == ["kit", "run", "--smoke"]
+    assert rec["seed"] == 7 and rec["device_requested"] == "cuda:0"
+    assert rec["data"]["source"] == "synthetic" and rec["data"]["synthetic"] is True
+    assert rec["nvml"]["driver_version"] == "580.65.06"
+    assert rec["nvml"]["gpus"][0]["name"] == "NVIDIA H200"
+    assert rec["python"]["version"].count(".") == 2
+    assert rec["packages"]["mpkit"] == rec["kit"]["version"]
+    assert isinstance(rec["cpu"]["logical_cores"], int)
+    json.dumps(rec)  # plain JSON, nothing exotic
+
+
+def test_missing_facts_are_unknown_with_a_reason_never_empty():
+    rec = record.collect(None, nvml=FakeNVML.from_file(FIXTURES / "no_driver.json"), env={})
+    assert rec["nvml"]["available"] is False and rec["nvml"]["state"] == "no_driver"
+    for key in ("seed", "data", "device_requested"):
+        assert is_unknown(rec[key])
+    for key in ("stack", "image_id", "image_digest"):
+        assert is_unknown(rec["container"][key]) and "kit launch" in rec["container"][key]["reason"]
+
+    def walk(value, path="record"):
+        assert value != "" and value != {} or path.endswith("unsupported"), f"{path} is empty"
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, f"{path}.{k}")
+
+    walk(rec)
+
+
+def test_container_facts_come_from_the_launchers_environment():
+    env = {"KIT_STACK": "cuda12", "KIT_IMAGE_ID": "sha256:abc", "KIT_IMAGE_DIGEST": "sha256:def", "KIT_HOST_NAME": "lab-box-3"}
+    rec = record.collect(None, nvml={"available": False, "state": "no_driver", "reason": "x", "gpus": []}, env=env)
+    assert rec["container"]["stack"] == "cuda12"
+    assert rec["container"]["image_id"] == "sha256:abc" and rec["container"]["image_digest"] == "sha256:def"
+    assert rec["host"]["name"] == "lab-box-3"
+
+
+def test_anonymize_replaces_host_name_gpu_uuid_and_process_names():
+    data = json.loads(H200.read_text())
+    data["gpus"][0]["processes"] = [{"pid": 4242, "used_memory": 1}]
+    env = {"KIT_ANONYMIZE": "1", "KIT_HOST_NAME": "alice-workstation"}
+    rec = record.collect(None, nvml=FakeNVML(data), env=env)
+    text = json.dumps(rec)
+    assert "alice-workstation" not in text
+    assert rec["host"] == {"name": record.host_id("alice-workstation"), "host_id": record.host_id("alice-workstation"), "anonymized": True}
+    assert rec["host"]["host_id"].startswith("h-") and len(rec["host"]["host_id"]) == 18
+    assert "fixture-h200" not in text
+    assert "python3" not in json.dumps(rec["nvml"])
+    # The id is stable, so anonymised results from one host still group together.
+    assert record.collect(None, nvml=FakeNVML(data), env=env)["host"]["host_id"] == rec["host"]["host_id"]
+
+
+def test_git_commit_is_unknown_outside_a_checkout(monkeypatch):
+    def no_git(*_a, **_k):
+        raise FileNotFoundError(2, "No such file or directory: 'git'")
+
+    monkeypatch.setattr(record.subprocess, "run", no_git)
+    state = record.git_state({})
+    assert is_unknown(state["git_commit"]) and "git" in state["git_commit"]["reason"]
+    assert record.git_state({"KIT_GIT_COMMIT": "abc123"})["git_commit"] == "abc123"
+
+
+def test_collect_never_imports_torch():
+    code = (
+        "import sys, json; from kit.env import record; "
+        "rec = record.collect(None); "
+        "print(json.dumps({'torch': 'torch' in sys.modules, 'fastai': 'fastai' in sys.modules, 'source': rec['cuda_runtime']['source']}))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    got = json.loads(out.stdout)
+    assert got["torch"] is False and got["fastai"] is False
+    assert "torch not imported" in got["source"] or got["source"] == "none"
+
+
+def test_runtime_versions_come_from_torch_once_it_is_imported(monkeypatch):
+    class FakeTorch:  # stands in for an imported torch module
+        __version__ = "2.9.1+cu128"
+
+        class version:
+            cuda = "12.8"
+
+        class backends:
+            class cudnn:
+                @staticmethod
+                def version():
+                    return 91002
+
+        class cuda:
+            @staticmethod
+            def is_available():
+                return False
+
+    monkeypatch.setitem(sys.modules, "torch", FakeTorch)
+    rt = record.runtime_versions()
+    assert rt == {"source": "torch (imported)", "torch": "2.9.1+cu128", "cuda": "12.8", "cudnn": 91002, "cuda_available": False}

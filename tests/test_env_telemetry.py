@@ -1,0 +1,198 @@
+"""The telemetry sampler against fake NVML timelines (hand-written fixtures, not measurements)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kit.env import telemetry
+from kit.env.nvml_fake import FakeNVML
+from kit.env.probe import is_unknown
+from kit.results.schema import CellResult
+
+FIXTURES = Path(__file__).parent / "fixtures" / "nvml"
+NO_SUCH_PID = 4_194_400  # above Linux's largest pid_max (2**22): never a real process
+
+
+def load(name: str) -> dict:
+    return json.loads((FIXTURES / f"{name}.json").read_text())
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def play(fake: FakeNVML, ticks: int, dt: float = 0.2) -> dict:
+    """Sample tick 0..ticks-1 of the fake's timeline, dt seconds apart, then stop."""
+    clock = Clock()
+    s = telemetry.Sampler(fake, index=0, clock=clock)
+    s.start(thread=False)  # samples tick 0
+    for i in range(1, ticks):
+        clock.t += dt
+        fake.tick = i
+        s.sample_once()
+    clock.t += dt
+    return s.stop()
+
+
+def test_throttle_reason_appearing_mid_run_is_counted_and_flags_the_cell():
+    summary = play(FakeNVML(load("h200_580")), ticks=5)
+    # reasons sampled: idle, 0, SW power cap, SW power cap, 0, and 0 again at stop.
+    assert summary["samples"] == 6
+    assert summary["throttle_fraction"]["sw_power_cap"] == pytest.approx(2 / 6)
+    assert summary["throttle_fraction"]["hw_thermal"] == 0.0
+    assert summary["throttle_reasons"] == ["sw_power_cap"]
+    assert summary["throttled"] is True
+
+
+def test_energy_comes_from_the_driver_counter_when_present():
+    summary = play(FakeNVML(load("h200_580")), ticks=5)
+    assert summary["energy_source"] == "counter"
+    assert summary["energy_j"] == pytest.approx((10_570_000 - 10_000_000) / 1000)
+    assert summary["duration_s"] == pytest.approx(1.0)
+    assert summary["power_max_w"] == 700.0
+    assert summary["power_mean_w"] == pytest.approx((100 + 500 + 690 + 700 + 650 + 650) / 6)
+    assert summary["temp_max_c"] == 62
+    assert summary["sm_clock_min_mhz"] == 1740
+    assert summary["util_mean_pct"] == pytest.approx((0 + 95 + 99 + 99 + 97 + 97) / 6)
+    assert summary["gpu"]["name"] == "NVIDIA H200"
+    assert isinstance(summary["sampler_overhead_s_per_s"], float) and summary["sampler_overhead_s_per_s"] >= 0
+
+
+def test_gpu_without_energy_counter_integrates_power_and_says_so():
+    summary = play(FakeNVML(load("gtx1080ti_410")), ticks=3)
+    assert summary["energy_source"] == "integrated"
+    # trapezoids over (0 s, 60 W), (0.2, 240), (0.4, 250), (0.6, 250)
+    assert summary["energy_j"] == pytest.approx(30 + 49 + 50)
+    assert "Not Supported" in summary["energy_note"]
+    assert summary["unsupported"]["energy_counter"] == "NVMLError_NotSupported: Not Supported"
+
+
+def test_idle_and_rare_reasons_do_not_count_as_throttling():
+    data = load("h200_580")
+    data["gpus"][0]["timeline"] = [{"power_mw": 300000, "energy_mj": 0, "sm_clock": 1980, "mem_clock": 3201, "temperature": 40,
+                                    "util_gpu": 90, "util_mem": 30, "clock_event_reasons": 0x1}] * 40
+    data["gpus"][0]["timeline"][20] = dict(data["gpus"][0]["timeline"][20], clock_event_reasons=0x40)
+    summary = play(FakeNVML(data), ticks=40)
+    assert summary["throttle_fraction"]["hw_thermal"] == pytest.approx(1 / 41)
+    assert summary["throttled"] is False and summary["throttle_reasons"] == []
+
+
+def test_unsupported_metrics_are_unknown_and_asked_only_once():
+    data = load("h200_580")
+    for entry in data["gpus"][0]["timeline"]:
+        entry["clock_event_reasons"] = {"error": "NotSupported"}
+    fake = FakeNVML(data)
+    summary = play(fake, ticks=5)
+    assert is_unknown(summary["throttled"]) and "Not Supported" in summary["throttled"]["reason"]
+    assert fake.calls["nvmlDeviceGetCurrentClocksEventReasons"] == 1
+
+
+def test_older_nvml_bindings_fall_back_to_throttle_reasons():
+    data = load("h200_580")
+    data["no_clocks_event_reasons_api"] = True
+    fake = FakeNVML(data)
+    summary = play(fake, ticks=5)
+    assert summary["throttled"] is True
+    assert fake.calls["nvmlDeviceGetCurrentClocksThrottleReasons"] == 6
+
+
+def test_another_process_on_the_gpu_is_detected_but_not_our_own_or_our_children():
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        data = load("h200_580")
+        tl = data["gpus"][0]["timeline"]
+        tl[0]["processes"] = [{"pid": os.getpid(), "used_memory": 1}, {"pid": child.pid, "used_memory": 1}]
+        tl[1]["processes"] = tl[0]["processes"]
+        summary = play(FakeNVML(data), ticks=2, dt=1.0)
+        assert summary["other_processes"] is False and summary["other_pids"] == []
+
+        tl[1]["processes"] = tl[0]["processes"] + [{"pid": NO_SUCH_PID, "used_memory": 1}]
+        summary = play(FakeNVML(data), ticks=3, dt=1.0)
+        assert summary["other_processes"] is True and summary["other_pids"] == [NO_SUCH_PID]
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_background_thread_samples_and_stop_is_idempotent():
+    fake = FakeNVML(load("h200_580"))
+    sampler = telemetry.start_for_device("cuda:0", nvml=fake, hz=100.0)
+    assert isinstance(sampler, telemetry.Sampler)
+    time.sleep(0.2)
+    first = sampler.stop()
+    assert first["available"] is True and first["samples"] >= 5
+    assert sampler.stop() is first
+    assert fake.initialised == 0, "stop() must shut NVML down"
+
+
+def test_cpu_device_and_missing_driver_give_unavailable_with_a_reason():
+    assert telemetry.start_for_device("cpu").stop() == {"available": False, "reason": "device 'cpu' is not an NVIDIA GPU"}
+    out = telemetry.start_for_device("cuda", nvml=FakeNVML(load("no_driver"))).stop()
+    assert out["available"] is False and "NVML Shared Library Not Found" in out["reason"]
+
+
+@pytest.mark.parametrize(
+    "device, visible, expected",
+    [
+        ("cuda", None, {"index": 0}),
+        ("cuda:1", None, {"index": 1}),
+        ("cuda:1", "2,3", {"index": 3}),
+        ("cuda:0", "GPU-abc", {"uuid": "GPU-abc"}),
+        ("cuda:1", "0", None),
+        ("cuda:0", "MIG-xyz", None),
+        ("cpu", None, None),
+    ],
+)
+def test_device_strings_map_to_the_physical_gpu(device, visible, expected):
+    env = {} if visible is None else {"CUDA_VISIBLE_DEVICES": visible}
+    where, how = telemetry.resolve_gpu(device, env=env)
+    assert where == expected, how
+
+
+def _result_with(telemetry_summary: dict) -> CellResult:
+    return CellResult(
+        "cifar", "resnet18", "fp32", "torch", "ok", throughput_unit="images",
+        repeats=[{"epoch_seconds": [10.0, 10.0], "throughput_items_per_s": 1000.0}, {"epoch_seconds": [12.0], "throughput_items_per_s": 800.0}],
+        telemetry=telemetry_summary,
+    )
+
+
+def test_attach_energy_adds_per_epoch_energy_and_items_per_joule_labelled_as_estimates():
+    # FIXTURE numbers: a made-up 30 s cell that used 6000 J (200 W mean).
+    result = _result_with({"available": True, "energy_j": 6000.0, "duration_s": 30.0, "power_mean_w": 190.0})
+    telemetry.attach_energy(result)
+    assert result.repeats[0]["energy_j_per_epoch"] == [2000.0, 2000.0]
+    assert result.repeats[1]["energy_j_per_epoch"] == [2400.0]
+    assert result.repeats[0]["items_per_j"] == pytest.approx(5.0)
+    t = result.telemetry
+    assert t["cell_mean_power_w"] == pytest.approx(200.0)
+    assert t["items_per_j"] == pytest.approx((5.0 + 4.0) / 2)
+    assert t["items_per_j_unit"] == "images per joule"
+    assert t["energy_attribution"].startswith("estimate")
+
+
+def test_attach_energy_leaves_unavailable_telemetry_alone():
+    result = _result_with({"available": False, "reason": "cpu"})
+    telemetry.attach_energy(result)
+    assert "energy_j_per_epoch" not in result.repeats[0]
+    assert result.telemetry == {"available": False, "reason": "cpu"}
+
+
+def test_a_torch_uuid_nvml_does_not_know_falls_back_to_the_index(monkeypatch):
+    monkeypatch.setattr(telemetry, "_torch_uuid", lambda n: "GPU-not-a-real-uuid")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    sampler = telemetry.start_for_device("cuda:0", nvml=FakeNVML(load("h200_580")), hz=50.0)
+    summary = sampler.stop()
+    assert summary["available"] is True
+    assert summary["gpu"]["name"] == "NVIDIA H200" and summary["gpu"]["mapping"].startswith("cuda index = NVML index")
