@@ -66,9 +66,10 @@ LSTM_PRESETS = {
     },
 }
 
-#: Words in the WikiText-2 training split incl. <eos> (see kit.facts.datasets).
-WIKITEXT2_TRAIN_TOKENS = 2_088_628
-WIKITEXT2_VOCAB = 33_278
+from kit.facts.datasets import WIKITEXT2  # noqa: E402  (published sizes live there, with sources)
+
+WIKITEXT2_TRAIN_TOKENS = WIKITEXT2.sizes["train"]
+WIKITEXT2_VOCAB = WIKITEXT2.sizes["vocab"]
 
 
 def lstm_train_flops(params: dict) -> float:

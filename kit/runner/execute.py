@@ -108,6 +108,7 @@ def execute(
     from kit.env import record as env_record
 
     environment = env_record.collect(config)
+    environment["data_provenance"] = _data_provenance(config)
     atomic_write_json(run_dir / ENV_NAME, environment)
 
     results = RunResults(run_id=run_id, config=config, environment=environment, started_at=time.time())
@@ -205,6 +206,14 @@ def _run_one(bench, spec: CellSpec, config: RunConfig, device: str, run_dir: Pat
         if not result.summary:
             result.summary = summarise_repeats(result.repeats)
     return result
+
+
+def _data_provenance(config: RunConfig) -> dict:
+    """Which data each suite used: real (with checksums) or synthetic."""
+    from kit.data import describe
+
+    names = {"cifar": ["cifar100"], "lstm": ["wikitext2"], "all": ["cifar100", "wikitext2"]}[config.suite]
+    return {name: describe(config.data_dir, name, config.data) for name in names}
 
 
 def _bundle(run_dir: Path, results_root: Path) -> tuple[Path | None, str | None]:

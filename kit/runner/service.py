@@ -82,6 +82,8 @@ def run_from_cli(opts: dict[str, Any], argv: list[str] | None = None) -> None:
         from kit.env.preflight import check_native_run
 
         check_native_run(config.device if config else "auto", console=console)
+    if config is not None and config.data == "real":
+        ensure_real_data(config, console)
     ui = RichUI(console=console)
     try:
         outcome = execute(config, Path(opts["results_dir"]), resume_dir=Path(resume) if resume else None, ui=ui)
@@ -106,3 +108,17 @@ def run_from_cli(opts: dict[str, Any], argv: list[str] | None = None) -> None:
             f"{len(failed)} cell(s) failed: " + "; ".join(f"{c.cell_id} ({c.reason})" for c in failed[:5]),
             remedy=f"See {outcome.run_dir / 'run.log'} for the tracebacks; finished cells are kept.",
         )
+
+
+def ensure_real_data(config: RunConfig, console) -> None:
+    """Fetch (with a progress bar) whatever real data set the run needs and lacks,
+    before any run folder exists; a failure names the file, checksum and folder."""
+    from kit.data import describe, fetch_dataset
+
+    names = {"cifar": ["cifar100"], "lstm": ["wikitext2"], "all": ["cifar100", "wikitext2"]}[config.suite]
+    for name in names:
+        d = describe(config.data_dir, name, "real")
+        if d.get("present") and not d.get("problem"):
+            continue
+        console.print(f"{name}: not in {config.data_dir} yet; fetching it")
+        fetch_dataset(name, config.data_dir)
