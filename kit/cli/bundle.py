@@ -1,7 +1,48 @@
-"""`kit bundle`: (being built)."""
+"""`kit bundle`: make, check and read results bundles (.tar.gz)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Optional
+
 import typer
 
-app = typer.Typer(help="(being built)", no_args_is_help=True)
+app = typer.Typer(
+    help="Make, verify and summarise results bundles (the .tar.gz each run leaves in results/).",
+    no_args_is_help=True,
+)
+
+
+@app.command("export")
+def export(
+    run_dir: Path = typer.Argument(..., help="A run folder (results/<run id>/), finished or interrupted."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Folder for the bundle (default: the run folder's parent)."),
+) -> None:
+    """Make a bundle from a run folder (rebuilding results from the journal if the run died)."""
+    from kit.bundle.export import export_run
+
+    path = export_run(run_dir, out if out is not None else run_dir.resolve().parent)
+    typer.echo(str(path))
+
+
+@app.command("verify")
+def verify(bundle: Path = typer.Argument(..., help="The bundle (.tar.gz) to check.")) -> None:
+    """Check a bundle's structure, safety, schema version and every file's sha256."""
+    from kit.bundle.safe_open import open_bundle
+    from kit.bundle.show import verify_lines
+
+    b = open_bundle(bundle)
+    for line in verify_lines(b):
+        typer.echo(f"ok  {line}")
+    typer.echo(f"{bundle.name}: verified")
+
+
+@app.command("show")
+def show(bundle: Path = typer.Argument(..., help="The bundle (.tar.gz) to summarise.")) -> None:
+    """Print the environment headline and each cell's median throughput, epoch time and spread."""
+    from rich.console import Console
+
+    from kit.bundle.safe_open import open_bundle
+    from kit.bundle.show import print_show
+
+    print_show(open_bundle(bundle), Console())

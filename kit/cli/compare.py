@@ -1,9 +1,53 @@
-"""`kit compare`: (being built)."""
+"""`kit compare`: line up two or more bundles cell by cell, with statistics."""
 
 from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
 
 import typer
 
 
+def compare(
+    inputs: List[Path] = typer.Argument(..., help="Bundles (.tar.gz), run folders or results.json files; the first is the baseline."),
+    baseline: Optional[str] = typer.Option(None, "--baseline", help="The baseline: its position among the inputs (1 = first) or a path."),
+    csv: bool = typer.Option(False, "--csv", help="Print CSV (one line per cell x machine) instead of tables."),
+    json_: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
+    markdown: bool = typer.Option(False, "--markdown", help="Print Markdown tables instead of rich tables."),
+    html: Optional[Path] = typer.Option(None, "--html", help="Also write a self-contained HTML page with charts to FILE."),
+    fail_if_slower: Optional[str] = typer.Option(
+        None, "--fail-if-slower", metavar="PCT",
+        help="Exit with code 9 if any input is significantly slower than the baseline by more than PCT percent on any cell.",
+    ),
+) -> None:
+    """Compare runs: median time and throughput per machine, speedup over fp32, ratio to the baseline, with 95% CIs."""
+    from rich.console import Console
+
+    from kit.compare import render
+    from kit.compare.engine import check_regressions, compare_paths, parse_pct
+    from kit.errors import UsageError
+
+    if sum((csv, json_, markdown)) > 1:
+        raise UsageError("choose at most one of --csv, --json and --markdown.")
+    pct = parse_pct(fail_if_slower) if fail_if_slower is not None else None
+    cmp = compare_paths(list(inputs), baseline)
+    err = Console(stderr=True)
+    if csv or json_ or markdown:
+        # stdout carries only the data; warnings go to stderr.
+        typer.echo(render.to_csv(cmp) if csv else render.to_json(cmp) if json_ else render.to_markdown(cmp), nl=False)
+        if not json_:
+            render.print_notes(cmp, err)
+    else:
+        render.print_rich(cmp, Console())
+    if html is not None:
+        from kit.results.atomic import atomic_write_text
+        from kit.report.html import render_compare_page
+
+        atomic_write_text(html, render_compare_page(cmp))
+        err.print(f"HTML report: {html}")
+    if pct is not None:
+        check_regressions(cmp, pct)
+
+
 def register(app: typer.Typer) -> None:
-    pass
+    app.command("compare")(compare)

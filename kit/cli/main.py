@@ -53,10 +53,13 @@ app.add_typer(image.app, name="image")
 def print_error(exc: KitError) -> None:
     from rich.console import Console
 
+    from rich.markup import escape
+
+    # messages may quote untrusted text (bundle member names): never interpret it as markup
     console = Console(stderr=True, highlight=False, soft_wrap=True)
-    console.print(f"[bold red]error:[/bold red] {exc.message}", markup=True)
+    console.print(f"[bold red]error:[/bold red] {escape(exc.message)}", markup=True)
     if exc.remedy:
-        console.print(f"[bold]what to do:[/bold] {exc.remedy}")
+        console.print(f"[bold]what to do:[/bold] {escape(exc.remedy)}")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,11 @@
+"""Results bundles: one ``.tar.gz`` per run that people share and compare.
+
+- :mod:`kit.bundle.export` makes a bundle from a run folder (the runner calls
+  :func:`kit.bundle.export.export_run` at the end of every run).
+- :mod:`kit.bundle.safe_open` opens a bundle from anywhere, treating it as
+  untrusted: members are read into memory after checks, nothing is extracted,
+  executed or unpickled.
+- :mod:`kit.bundle.envinfo` reads the few environment facts that headlines,
+  file names and comparability checks need, defensively.
+- :mod:`kit.bundle.show` builds the summary that ``kit bundle show`` prints.
+"""

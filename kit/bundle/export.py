@@ -1,0 +1,232 @@
+"""Make a bundle from a run folder: ``<machine>_<gpu>_<stack>_<YYYYmmdd-HHMMSS>.tar.gz``.
+
+A bundle holds, under one top-level folder named like the file::
+
+    manifest.json   bundle format, results schema version, kit version,
+                    created_at, interrupted flag, sha256 + size of every other file
+    results.json    RunResults (rebuilt from the journal if the run died before writing it)
+    env.json        the environment record
+    journal.jsonl   the event journal
+    run.log         the run's log
+    charts/*.svg    the report's charts
+    report.html     a self-contained report (inline CSS and SVG, no scripts)
+
+The archive is built in memory (a bundle is kilobytes to a few MiB) and
+written with a temporary file + ``os.replace``, so a reader never sees half a
+bundle. Archive entries are plain ustar regular files and folders, which is
+all :mod:`kit.bundle.safe_open` accepts.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import tarfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kit import __version__
+from kit.bundle.envinfo import safe_name, summarise_environment
+from kit.bundle.safe_open import BUNDLE_FORMAT, ENV_NAME, MANIFEST_NAME, RESULTS_NAME
+from kit.errors import BundleError, SchemaError
+from kit.results.atomic import atomic_write_bytes
+from kit.results.journal import JOURNAL_NAME, read_journal
+from kit.results.schema import SCHEMA_VERSION, CellResult, RunConfig, RunResults
+
+LOG_NAME = "run.log"
+REPORT_NAME = "report.html"
+#: Logs and journals past this size keep only their tail (safe_open refuses
+#: members over 64 MiB; the whole bundle must stay far below 256 MiB).
+MAX_LOG_BYTES = 16 * 1024 * 1024
+
+
+@dataclass
+class RunFolder:
+    """What a run folder holds, with the results rebuilt where needed."""
+
+    path: Path
+    results: RunResults
+    environment: dict
+    rebuilt_from_journal: bool = False
+    recovered_cells: int = 0
+    raw: dict[str, bytes] = field(default_factory=dict)  # journal.jsonl, run.log, env.json as found
+
+    @property
+    def interrupted(self) -> bool:
+        return self.results.status != "complete"
+
+
+def _journal_events(path: Path) -> list[dict]:
+    return list(read_journal(path)) if path.exists() else []
+
+
+def load_run_folder(run_dir: str | Path) -> RunFolder:
+    """Results, environment and raw files of a finished or interrupted run.
+
+    ``results.json`` is used when present; cells that the journal recorded
+    as finished (``cell_end``) but that are missing from it (the run died
+    between the two writes) are added back. Without ``results.json`` the
+    results are rebuilt from the journal alone and the run is marked
+    interrupted unless the journal recorded its end.
+    """
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise BundleError(f"{run_dir} is not a folder; `kit bundle export` takes a run folder (results/<run id>/).")
+    results_path, journal_path = run_dir / RESULTS_NAME, run_dir / JOURNAL_NAME
+    if not results_path.exists() and not journal_path.exists():
+        raise BundleError(
+            f"{run_dir} has neither {RESULTS_NAME} nor {JOURNAL_NAME}: it is not a run folder.",
+            remedy="Pass the folder `kit run` printed (results/<run id>/).",
+        )
+    events = _journal_events(journal_path)
+    results: RunResults | None = None
+    rebuilt = False
+    if results_path.exists():
+        try:
+            obj = json.loads(results_path.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise SchemaError(f"{results_path}: not valid JSON ({exc})") from None
+        results = RunResults.from_dict(obj, source=str(results_path))
+    else:
+        start = next((e for e in events if e.get("event") == "run_start"), None)
+        if start is None:
+            raise BundleError(f"{journal_path} has no run_start event; there is nothing to rebuild a bundle from.")
+        results = RunResults(
+            run_id=str(start.get("run_id") or run_dir.name),
+            config=RunConfig.from_dict(start.get("config") or {}),
+            started_at=start.get("time"),
+            status="interrupted",
+        )
+        rebuilt = True
+    have = {c.cell_id for c in results.cells}
+    recovered = 0
+    for ev in events:
+        if ev.get("event") != "cell_end" or not isinstance(ev.get("result"), dict):
+            continue
+        cell = CellResult.from_dict(ev["result"])
+        if cell.cell_id not in have:
+            results.cells.append(cell)
+            have.add(cell.cell_id)
+            recovered += 1
+    end = next((e for e in reversed(events) if e.get("event") == "run_end"), None)
+    if rebuilt:
+        results.status = str(end.get("status")) if end and end.get("status") else "interrupted"
+        results.finished_at = end.get("time") if end else None
+    elif recovered and results.status == "complete":
+        results.status = "interrupted"  # results.json and the journal disagree: be conservative
+    if results.status == "running":
+        results.status = "interrupted"  # the process died with the run in flight
+
+    raw: dict[str, bytes] = {}
+    environment: dict = {}
+    env_path = run_dir / ENV_NAME
+    if env_path.exists():
+        raw[ENV_NAME] = env_path.read_bytes()
+        try:
+            loaded = json.loads(raw[ENV_NAME].decode("utf-8"))
+            environment = loaded if isinstance(loaded, dict) else {}
+        except (ValueError, UnicodeDecodeError):
+            environment = {}
+    if not environment and isinstance(results.environment, dict):
+        environment = results.environment
+    if rebuilt and not results.environment:
+        results.environment = environment
+    for name in (JOURNAL_NAME, LOG_NAME):
+        p = run_dir / name
+        if p.exists():
+            raw[name] = _tail(p.read_bytes())
+    return RunFolder(run_dir, results, environment, rebuilt, recovered, raw)
+
+
+def _tail(data: bytes) -> bytes:
+    if len(data) <= MAX_LOG_BYTES:
+        return data
+    cut = data[-MAX_LOG_BYTES:]
+    nl = cut.find(b"\n")
+    return b"[earlier lines dropped: file over 16 MiB]\n" + (cut[nl + 1 :] if nl >= 0 else cut)
+
+
+def bundle_stem(folder: RunFolder) -> str:
+    env = summarise_environment(folder.environment, folder.results.config, folder.results.cells)
+    when = folder.results.started_at or time.time()
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(when))
+    return "_".join((safe_name(env.machine), safe_name(env.gpu), safe_name(env.stack), stamp))
+
+
+def build_bundle(folder: RunFolder, stem: str, created_at: float | None = None) -> bytes:
+    """The bundle's bytes (.tar.gz) for a loaded run folder."""
+    from kit.report.charts import run_charts
+    from kit.report.html import render_run_report
+
+    created_at = time.time() if created_at is None else created_at
+    files: dict[str, bytes] = {RESULTS_NAME: (json.dumps(folder.results.to_dict(), indent=2) + "\n").encode("utf-8")}
+    files[ENV_NAME] = folder.raw.get(ENV_NAME) or (json.dumps(folder.environment, indent=2) + "\n").encode("utf-8")
+    for name in (JOURNAL_NAME, LOG_NAME):
+        if name in folder.raw:
+            files[name] = folder.raw[name]
+    charts = run_charts(folder.results)
+    for name, svg in charts.items():
+        files[name] = svg.encode("utf-8")
+    files[REPORT_NAME] = render_run_report(
+        folder.results, folder.environment, interrupted=folder.interrupted, charts=charts,
+        bundle_name=f"{stem}.tar.gz",
+    ).encode("utf-8")
+    manifest = {
+        "bundle_format": BUNDLE_FORMAT,
+        "schema_version": SCHEMA_VERSION,
+        "kit_version": __version__,
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(created_at)),
+        "run_id": folder.results.run_id,
+        "run_status": folder.results.status,
+        "interrupted": folder.interrupted,
+        "rebuilt_from_journal": folder.rebuilt_from_journal,
+        "files": {
+            name: {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)} for name, data in sorted(files.items())
+        },
+    }
+    files[MANIFEST_NAME] = (json.dumps(manifest, indent=2) + "\n").encode("utf-8")
+    return _targz(stem, files, int(created_at))
+
+
+def _targz(top: str, files: dict[str, bytes], mtime: int) -> bytes:
+    tar_buf = io.BytesIO()
+    with tarfile.open(fileobj=tar_buf, mode="w", format=tarfile.USTAR_FORMAT) as tf:
+        folders = {top} | {f"{top}/{n.rsplit('/', 1)[0]}" for n in files if "/" in n}
+        for folder in sorted(folders):
+            info = tarfile.TarInfo(folder)
+            info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, mtime
+            tf.addfile(info)
+        order = [MANIFEST_NAME] + sorted(n for n in files if n != MANIFEST_NAME)
+        for name in order:
+            data = files[name]
+            info = tarfile.TarInfo(f"{top}/{name}")
+            info.size, info.mode, info.mtime = len(data), 0o644, mtime
+            tf.addfile(info, io.BytesIO(data))
+    out = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=out, mtime=mtime, compresslevel=9) as gz:
+        gz.write(tar_buf.getvalue())
+    return out.getvalue()
+
+
+def export_run(run_dir: Path, results_root: Path) -> Path:
+    """Write the bundle for ``run_dir`` into ``results_root`` and return its path.
+
+    Works on interrupted runs too (see :func:`load_run_folder`). Never
+    overwrites an existing bundle: a name clash gets ``-2``, ``-3``... added.
+    """
+    folder = load_run_folder(run_dir)
+    stem = bundle_stem(folder)
+    results_root = Path(results_root)
+    target = results_root / f"{stem}.tar.gz"
+    n = 2
+    while target.exists():
+        target = results_root / f"{stem}-{n}.tar.gz"
+        n += 1
+    data = build_bundle(folder, target.name[: -len(".tar.gz")])
+    try:
+        return atomic_write_bytes(target, data)
+    except OSError as exc:
+        raise BundleError(f"cannot write the bundle to {target}: {exc.strerror or exc}") from None

@@ -1,0 +1,10 @@
+"""`kit compare`: line up bundles (or run folders, or results.json files) cell by cell.
+
+- :mod:`kit.compare.load` turns each argument into a :class:`Source`.
+- :mod:`kit.compare.measures` reads a cell's repeats as samples.
+- :mod:`kit.compare.stats` computes ratios, confidence intervals and verdicts.
+- :mod:`kit.compare.engine` builds the :class:`Comparison` (rows, warnings,
+  cells that cannot be compared) and checks ``--fail-if-slower``.
+- :mod:`kit.compare.render` writes it as a rich table, CSV, JSON or Markdown;
+  :mod:`kit.report.html` writes the HTML page.
+"""

@@ -1,0 +1,340 @@
+"""Build a comparison: rows per cell, per-machine numbers, ratios, warnings.
+
+A *row* is one workload x model x precision x engine that at least two inputs
+measured successfully. For each machine (input) it holds:
+
+- median epoch time and median throughput over repeats;
+- ``vs_fp32``: fp32 epoch time / this precision's epoch time on the same
+  machine (the 2019 article's "performance ratio"; > 1 = faster than fp32);
+- ``vs_baseline``: this machine's throughput / the baseline machine's
+  (> 1 = faster than the baseline);
+- energy per epoch where recorded, and flags (high CV, throttled, synthetic).
+
+Ratios come with a 95% CI and a verdict from :mod:`kit.compare.stats`.
+
+Cells missing, skipped or failed on some inputs are listed in
+``not_comparable``; differences that make numbers hard to compare (stack,
+library versions, data source, batch size, throttling) are listed in
+``warnings``, most severe first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kit.compare import measures
+from kit.compare.load import Source, load_sources
+from kit.compare.stats import METHOD, RatioEstimate, Sample, ratio_estimate
+from kit.errors import RegressionDetected
+from kit.results.schema import CellResult
+
+Key = tuple[str, str, str, str]  # workload, model, precision, engine
+
+#: Severity ranks (lower = more severe) and their names, in the order the
+#: warnings are shown.
+HIGH, MEDIUM, LOW = "high", "medium", "low"
+_RANK = {
+    "stack": (1, HIGH),
+    "libraries": (2, HIGH),
+    "data": (3, MEDIUM),
+    "params": (4, MEDIUM),
+    "throttled": (5, MEDIUM),
+    "noisy": (6, LOW),
+    "interrupted": (7, LOW),
+    "unknown": (8, LOW),
+    "kit": (9, LOW),
+}
+
+
+@dataclass
+class MachineCell:
+    status: str  # ok / skipped / failed / missing / interrupted
+    reason: str | None = None
+    epoch_s: Sample | None = None
+    throughput: Sample | None = None
+    energy_j_per_epoch: float | None = None
+    vs_fp32: RatioEstimate | None = None
+    vs_baseline: RatioEstimate | None = None
+    flags: list[str] = field(default_factory=list)
+    params: dict = field(default_factory=dict)
+    data_source: str = "unknown"  # real / synthetic, from the cell or the run
+
+    def to_dict(self) -> dict:
+        def s(x: Sample | None) -> dict | None:
+            return None if x is None else {"n": x.n, "median": x.median, "mean": x.mean, "stdev": x.sd, "cv": x.cv, "min": x.min, "max": x.max}
+
+        return {
+            "status": self.status,
+            "reason": self.reason,
+            "epoch_seconds": s(self.epoch_s),
+            "throughput_items_per_s": s(self.throughput),
+            "energy_j_per_epoch": self.energy_j_per_epoch,
+            "speedup_vs_fp32": self.vs_fp32.to_dict() if self.vs_fp32 else None,
+            "throughput_vs_baseline": self.vs_baseline.to_dict() if self.vs_baseline else None,
+            "flags": list(self.flags),
+            "data_source": self.data_source,
+        }
+
+
+@dataclass
+class Row:
+    key: Key
+    unit: str
+    machines: list[MachineCell | None]  # aligned with Comparison.sources
+
+    workload = property(lambda self: self.key[0])
+    model = property(lambda self: self.key[1])
+    precision = property(lambda self: self.key[2])
+    engine = property(lambda self: self.key[3])
+
+    @property
+    def cell_id(self) -> str:
+        return "/".join(self.key)
+
+
+@dataclass(frozen=True)
+class CompareWarning:
+    kind: str
+    message: str
+
+    @property
+    def rank(self) -> int:
+        return _RANK.get(self.kind, (99, LOW))[0]
+
+    @property
+    def severity(self) -> str:
+        return _RANK.get(self.kind, (99, LOW))[1]
+
+    def to_dict(self) -> dict:
+        return {"severity": self.severity, "kind": self.kind, "message": self.message}
+
+
+@dataclass(frozen=True)
+class Regression:
+    cell_id: str
+    label: str
+    ratio: RatioEstimate
+
+    @property
+    def slower_pct(self) -> float:
+        return (1.0 - self.ratio.ratio) * 100.0
+
+
+@dataclass
+class Comparison:
+    sources: list[Source]
+    rows: list[Row]
+    not_comparable: list[str]
+    warnings: list[CompareWarning]
+    method: str = METHOD
+
+    @property
+    def baseline_source(self) -> Source:
+        return self.sources[0]
+
+    def regressions(self, pct: float) -> list[Regression]:
+        """Cells where a non-baseline input is significantly slower than the
+        baseline by more than ``pct`` percent (point estimate)."""
+        out = []
+        for row in self.rows:
+            for src, mc in zip(self.sources[1:], row.machines[1:]):
+                est = mc.vs_baseline if mc else None
+                if est and est.significant and est.ratio < 1.0 - pct / 100.0:
+                    out.append(Regression(row.cell_id, src.label, est))
+        return out
+
+    def to_dict(self) -> dict:
+        return {
+            "method": self.method,
+            "baseline": self.baseline_source.label,
+            "sources": [s.describe() for s in self.sources],
+            "warnings": [w.to_dict() for w in self.warnings],
+            "not_comparable": list(self.not_comparable),
+            "rows": [
+                {
+                    "cell_id": r.cell_id,
+                    "workload": r.workload,
+                    "model": r.model,
+                    "precision": r.precision,
+                    "engine": r.engine,
+                    "throughput_unit": r.unit,
+                    "machines": {
+                        s.label: (mc.to_dict() if mc else None) for s, mc in zip(self.sources, r.machines)
+                    },
+                }
+                for r in self.rows
+            ],
+        }
+
+
+def _speed_ratio(cell: CellResult, base: CellResult) -> RatioEstimate | None:
+    """This machine's speed / the baseline's: throughput when both have it,
+    else the inverse ratio of epoch times."""
+    a, b = measures.sample(cell, measures.THROUGHPUT), measures.sample(base, measures.THROUGHPUT)
+    if a and b:
+        return ratio_estimate(a, b)
+    ta, tb = measures.sample(cell, measures.EPOCH_S), measures.sample(base, measures.EPOCH_S)
+    if ta and tb:
+        return ratio_estimate(tb, ta)
+    return None
+
+
+def _machine_cell(cell: CellResult, src: Source, speedups: dict, base_cell: CellResult | None, is_base: bool) -> MachineCell:
+    key = (cell.workload, cell.model, cell.precision, cell.engine)
+    mc = MachineCell(
+        status="ok",
+        epoch_s=measures.sample(cell, measures.EPOCH_S),
+        throughput=measures.sample(cell, measures.THROUGHPUT),
+        energy_j_per_epoch=measures.energy_per_epoch(cell),
+        vs_fp32=speedups.get(key),
+        params=dict(cell.params or {}),
+    )
+    if base_cell is not None and not is_base:
+        mc.vs_baseline = _speed_ratio(cell, base_cell)
+    cv = measures.high_cv(cell)
+    if cv is not None:
+        mc.flags.append(f"high cv {cv:.0%}")
+    if measures.throttled(cell):
+        mc.flags.append("throttled")
+    source = (cell.data or {}).get("source") if isinstance(cell.data, dict) else None
+    mc.data_source = str(source or src.env.data_source)
+    return mc
+
+
+def build_comparison(sources: list[Source]) -> Comparison:
+    per_source = [{(c.workload, c.model, c.precision, c.engine): c for c in s.results.cells} for s in sources]
+    speedups = [measures.speedup_vs_fp32(s.results) for s in sources]
+    all_keys = sorted({k for cells in per_source for k in cells}, key=measures.order_key)
+    rows: list[Row] = []
+    not_comparable: list[str] = []
+    for key in all_keys:
+        cid = "/".join(key)
+        present = [cells.get(key) for cells in per_source]
+        ok = [c is not None and c.status == "ok" for c in present]
+        problems = []
+        for src, cell in zip(sources, present):
+            if cell is None:
+                problems.append(f"missing in {src.label}")
+            elif cell.status != "ok":
+                problems.append(f"{cell.status} in {src.label}" + (f" ({cell.reason})" if cell.reason else ""))
+        if problems:
+            not_comparable.append(f"cannot compare {cid}: " + "; ".join(problems))
+        if sum(ok) < 2:
+            continue
+        base_cell = present[0] if ok[0] else None
+        machines: list[MachineCell | None] = []
+        for i, (src, cell) in enumerate(zip(sources, present)):
+            if cell is None:
+                machines.append(MachineCell(status="missing", reason="not measured"))
+            elif cell.status != "ok":
+                machines.append(MachineCell(status=cell.status, reason=cell.reason))
+            else:
+                machines.append(_machine_cell(cell, src, speedups[i], base_cell, i == 0))
+        unit = next((measures.unit_of(c) for c in present if c is not None and c.status == "ok"), "items")
+        rows.append(Row(key, unit, machines))
+    warnings = _warnings(sources, rows)
+    return Comparison(sources, rows, not_comparable, warnings)
+
+
+def _differs(sources: list[Source], attr: str) -> dict[str, list[str]] | None:
+    values: dict[str, list[str]] = {}
+    for s in sources:
+        values.setdefault(getattr(s.env, attr), []).append(s.label)
+    known = {v for v in values if v != "unknown"}
+    return values if len(known) > 1 else None
+
+
+def _fmt_values(values: dict[str, list[str]]) -> str:
+    return ", ".join(f"{'+'.join(labels)} {v}" for v, labels in values.items())
+
+
+def _warnings(sources: list[Source], rows: list[Row]) -> list[CompareWarning]:
+    out: list[CompareWarning] = []
+    for attr, what in (("stack", "image stack"), ("image", "container image")):
+        d = _differs(sources, attr)
+        if d:
+            out.append(CompareWarning("stack", f"different {what}: {_fmt_values(d)}; differences include the software, not only the hardware."))
+    for attr, what in (("torch", "torch"), ("cudnn", "cuDNN"), ("fastai", "fastai"), ("cuda", "CUDA")):
+        d = _differs(sources, attr)
+        if d:
+            out.append(CompareWarning("libraries", f"different {what} versions: {_fmt_values(d)}."))
+    data_by_source: dict[str, set[str]] = {}
+    for s, idx in zip(sources, range(len(sources))):
+        flags = set()
+        for row in rows:
+            mc = row.machines[idx]
+            if mc and mc.status == "ok":
+                flags.add(mc.data_source)
+        data_by_source[s.label] = flags or {s.env.data_source}
+    kinds = set().union(*data_by_source.values()) - {"unknown"}
+    if {"real", "synthetic"} <= kinds:
+        desc = ", ".join(f"{label} {'+'.join(sorted(v))}" for label, v in data_by_source.items())
+        out.append(CompareWarning("data", f"real and synthetic data are mixed ({desc}): loader costs differ; compare throughput with care."))
+    for param in ("batch_size", "image_size", "steps", "bptt"):
+        diff_cells = []
+        for row in rows:
+            vals = {(mc.params or {}).get(param) for mc in row.machines if mc and mc.status == "ok"}
+            if len(vals) > 1:
+                diff_cells.append(row.cell_id)
+        if diff_cells:
+            example = diff_cells[0]
+            row = next(r for r in rows if r.cell_id == example)
+            detail = ", ".join(
+                f"{s.label} {mc.params.get(param)}" for s, mc in zip(sources, row.machines) if mc and mc.status == "ok"
+            )
+            more = f" and {len(diff_cells) - 1} more" if len(diff_cells) > 1 else ""
+            out.append(CompareWarning("params", f"different {param} in {example} ({detail}){more}: these cells measure different work."))
+    for flag, kind, text in (("throttled", "throttled", "the GPU throttled (power or thermal) during"), ("high cv", "noisy", "repeats varied by 10% or more in")):
+        for s, idx in zip(sources, range(len(sources))):
+            hits = [r.cell_id for r in rows if r.machines[idx] and any(f.startswith(flag) for f in r.machines[idx].flags)]
+            if hits:
+                more = f" and {len(hits) - 3} more" if len(hits) > 3 else ""
+                out.append(CompareWarning(kind, f"{s.label}: {text} {', '.join(hits[:3])}{more}."))
+    for s in sources:
+        if s.interrupted:
+            out.append(CompareWarning("interrupted", f"{s.label} ({s.path.name}) is from an interrupted run: some cells may be missing."))
+        missing = [what for what, v in (("stack", s.env.stack), ("torch version", s.env.torch), ("GPU", s.env.gpu)) if v == "unknown"]
+        if missing:
+            out.append(CompareWarning("unknown", f"{s.label} does not record its {', '.join(missing)}; comparability cannot be fully checked."))
+    d = _differs(sources, "kit_version")
+    if d:
+        out.append(CompareWarning("kit", f"made by different kit versions: {_fmt_values(d)}."))
+    return sorted(out, key=lambda w: w.rank)
+
+
+def compare_paths(paths: list[str | Path], baseline: str | None = None) -> Comparison:
+    """Load every input and compare them (the first, or ``baseline``, is the baseline)."""
+    return build_comparison(load_sources(paths, baseline))
+
+
+def check_regressions(comparison: Comparison, pct: float) -> None:
+    """Raise RegressionDetected when any input is significantly slower than the
+    baseline by more than ``pct`` percent on any cell."""
+    regs = comparison.regressions(pct)
+    if regs:
+        base = comparison.baseline_source
+        lines = [
+            f"{r.label} is {r.slower_pct:.1f}% slower than {base.label} on {r.cell_id} "
+            f"(throughput ×{r.ratio.ratio:.3f}, 95% CI {r.ratio.ci_text()}, p={r.ratio.p_value:.2g})"
+            for r in regs[:20]
+        ]
+        more = f"\n  ... and {len(regs) - 20} more" if len(regs) > 20 else ""
+        raise RegressionDetected(
+            f"{len(regs)} cell(s) slower than the baseline by more than {pct:g}% (significant at p < 0.05):\n  "
+            + "\n  ".join(lines) + more,
+            remedy="Check the comparability warnings above; if the slowdown is real, bisect the change that caused it.",
+        )
+
+
+def parse_pct(value: Any) -> float:
+    from kit.errors import UsageError
+
+    try:
+        pct = float(str(value).rstrip("%"))
+    except ValueError:
+        raise UsageError(f"--fail-if-slower takes a percentage like 5 or 5%, not {value!r}.") from None
+    if not 0 <= pct < 100:
+        raise UsageError("--fail-if-slower must be between 0 and 100 (percent).")
+    return pct

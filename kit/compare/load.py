@@ -1,0 +1,94 @@
+"""Turn each `kit compare` argument into a Source: a bundle, a run folder or a results.json."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from kit.bundle.envinfo import EnvSummary, summarise_environment
+from kit.errors import UsageError
+from kit.results.schema import RunResults
+
+
+@dataclass
+class Source:
+    index: int
+    label: str  # "A", "B", ... in the order given (baseline first)
+    path: Path
+    kind: str  # "bundle" | "run folder" | "results file"
+    results: RunResults
+    environment: dict
+    env: EnvSummary
+    interrupted: bool
+
+    @property
+    def short_name(self) -> str:
+        return f"{self.env.machine}, {self.env.gpu}"
+
+    def describe(self) -> dict:
+        return {
+            "label": self.label,
+            "path": str(self.path),
+            "kind": self.kind,
+            "run_id": self.results.run_id,
+            "interrupted": self.interrupted,
+            **self.env.to_dict(),
+        }
+
+
+def _label(i: int) -> str:
+    letters = ""
+    i += 1
+    while i:
+        i, r = divmod(i - 1, 26)
+        letters = chr(65 + r) + letters
+    return letters
+
+
+def load_source(path: str | Path, index: int = 0) -> Source:
+    from kit.bundle.export import load_run_folder
+    from kit.bundle.safe_open import is_bundle_file, open_bundle
+    from kit.results.schema import load_results
+
+    path = Path(path)
+    if not path.exists():
+        raise UsageError(f"{path}: no such file or folder.", remedy="Pass bundles (.tar.gz), run folders or results.json files.")
+    if path.is_dir():
+        folder = load_run_folder(path)
+        results, env, kind, interrupted = folder.results, folder.environment, "run folder", folder.interrupted
+    elif path.suffix == ".json" and not is_bundle_file(path):
+        results = load_results(path)
+        env, kind, interrupted = results.environment or {}, "results file", results.status != "complete"
+    else:
+        bundle = open_bundle(path)
+        results, env, kind, interrupted = bundle.results, bundle.environment, "bundle", bundle.interrupted
+    summary = summarise_environment(env, results.config, results.cells)
+    return Source(index, _label(index), path, kind, results, env, summary, interrupted)
+
+
+def load_sources(paths: list[str | Path], baseline: str | None = None) -> list[Source]:
+    """Load every argument; the baseline (``--baseline N`` 1-based, or a path)
+    is moved first and labelled A. A baseline path not among ``paths`` is added."""
+    paths = [Path(p) for p in paths]
+    if baseline is not None and str(baseline).strip():
+        b = str(baseline).strip()
+        if b.isdigit():
+            i = int(b)
+            if not 1 <= i <= len(paths):
+                raise UsageError(f"--baseline {i}: there are only {len(paths)} inputs (count from 1).")
+            paths.insert(0, paths.pop(i - 1))
+        else:
+            bp = Path(b)
+            match = next((p for p in paths if p.resolve() == bp.resolve()), None)
+            if match is not None:
+                paths.remove(match)
+            paths.insert(0, bp)
+    if len(paths) < 2:
+        raise UsageError("compare needs at least two inputs (bundles, run folders or results.json files).")
+    seen: set[Path] = set()
+    for p in paths:
+        rp = p.resolve()
+        if rp in seen:
+            raise UsageError(f"{p} is given twice.")
+        seen.add(rp)
+    return [load_source(p, i) for i, p in enumerate(paths)]

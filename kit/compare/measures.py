@@ -1,0 +1,153 @@
+"""What one cell measured, read as samples over its repeats.
+
+Reports and comparisons read cells only through these functions, so a cell
+from an older kit (summary only, no per-repeat list) or with missing fields
+degrades to "no data" instead of an exception.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from kit.compare.stats import RatioEstimate, Sample, ratio_estimate
+from kit.results.schema import CellResult, RunResults
+
+EPOCH_S = "epoch_seconds_median"
+THROUGHPUT = "throughput_items_per_s"
+ENERGY = "energy_j_per_epoch"
+BASE_PRECISION = "fp32"
+#: Precision order for tables and charts (the schema's order).
+PRECISION_ORDER = ("fp32", "tf32", "amp-fp16", "amp-bf16", "fp16-master", "apex-o1", "apex-o2")
+MODEL_ORDER = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "apex-2018", "tensor-core")
+
+
+def sample(cell: CellResult, metric: str) -> Sample | None:
+    """The metric over the cell's repeats, or from its summary when the repeats lack it."""
+    reps = [r for r in (cell.repeats or []) if isinstance(r, dict)]
+    s = Sample.of(r.get(metric) for r in reps) if reps else None
+    if s is None:
+        s = Sample.from_stats((cell.summary or {}).get(metric))
+    return s
+
+
+def _median_of(cell: CellResult, metric: str) -> float | None:
+    s = sample(cell, metric)
+    return s.median if s else None
+
+
+def telemetry(cell: CellResult) -> dict | None:
+    """The NVML summary when it was recorded, else None."""
+    t = cell.telemetry
+    if isinstance(t, dict) and t.get("available", True) is not False:
+        return t
+    return None
+
+
+def telemetry_reason(cell: CellResult) -> str | None:
+    t = cell.telemetry
+    if isinstance(t, dict) and t.get("available") is False:
+        return str(t.get("reason") or "not recorded")
+    if t is None:
+        return "not recorded"
+    return None
+
+
+def throttled(cell: CellResult) -> bool:
+    t = telemetry(cell) or {}
+    value = t.get("throttled")
+    if isinstance(value, (list, tuple, dict)):
+        return bool(value)
+    return bool(value)
+
+
+def util_pct(cell: CellResult) -> float | None:
+    t = telemetry(cell) or {}
+    for key in ("util_mean_pct", "gpu_util_mean_pct", "utilization_mean_pct"):
+        v = t.get(key)
+        if isinstance(v, (int, float)):
+            return float(v)
+    return None
+
+
+def energy_per_epoch(cell: CellResult) -> float | None:
+    """Joules per epoch (median over repeats) where the run recorded energy."""
+    v = _median_of(cell, ENERGY)
+    if v is not None:
+        return v
+    t = telemetry(cell) or {}
+    epochs = cell.params.get("epochs") if isinstance(cell.params, dict) else None
+    energy = t.get("energy_j")
+    n_rep = len(cell.repeats or []) or None
+    if isinstance(energy, (int, float)) and isinstance(epochs, int) and epochs > 0 and n_rep:
+        # telemetry covers the whole cell (all repeats, warm-ups included): an upper bound
+        return float(energy) / (epochs * n_rep)
+    return None
+
+
+def data_wait_fraction(cell: CellResult) -> float | None:
+    """Share of training time spent waiting for the next batch (median repeats)."""
+    wait, compute = _median_of(cell, "data_wait_s"), _median_of(cell, "compute_s")
+    if wait is None or compute is None or wait + compute <= 0:
+        return None
+    return wait / (wait + compute)
+
+
+def high_cv(cell: CellResult) -> float | None:
+    """The largest CV of epoch time / throughput when it is >= 10% (pyperf's threshold)."""
+    from kit.results.stats import HIGH_CV
+
+    worst = None
+    for metric in (EPOCH_S, THROUGHPUT):
+        s = sample(cell, metric)
+        if s and s.n > 1 and s.cv >= HIGH_CV:
+            worst = max(worst or 0.0, s.cv)
+    return worst
+
+
+def group_key(cell: CellResult) -> tuple[str, str, str]:
+    """(workload, model, engine): the cells whose precisions are compared."""
+    return (cell.workload, cell.model, cell.engine)
+
+
+def order_key(cell: Any) -> tuple:
+    w, m, p, e = (cell.workload, cell.model, cell.precision, cell.engine) if not isinstance(cell, tuple) else cell
+    return (
+        w,
+        e,
+        MODEL_ORDER.index(m) if m in MODEL_ORDER else len(MODEL_ORDER),
+        m,
+        PRECISION_ORDER.index(p) if p in PRECISION_ORDER else len(PRECISION_ORDER),
+        p,
+    )
+
+
+def ok_cells(results: RunResults) -> dict[tuple[str, str, str, str], CellResult]:
+    return {(c.workload, c.model, c.precision, c.engine): c for c in results.cells if c.status == "ok"}
+
+
+def speedup_vs_fp32(results: RunResults) -> dict[tuple[str, str, str, str], RatioEstimate]:
+    """Per ok cell that is not fp32: fp32 epoch time / this epoch time (the
+    2019 article's "performance ratio"; > 1 means this precision is faster)."""
+    cells = ok_cells(results)
+    out: dict[tuple[str, str, str, str], RatioEstimate] = {}
+    for key, cell in cells.items():
+        w, m, p, e = key
+        base = cells.get((w, m, BASE_PRECISION, e))
+        if p == BASE_PRECISION or base is None:
+            continue
+        num, den = sample(base, EPOCH_S), sample(cell, EPOCH_S)
+        if num and den:
+            est = ratio_estimate(num, den)
+            if est:
+                out[key] = est
+    return out
+
+
+def unit_of(cell: CellResult) -> str:
+    unit = cell.throughput_unit or "items"
+    return unit
+
+
+def median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None

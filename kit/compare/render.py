@@ -1,0 +1,244 @@
+"""Write a Comparison as a rich table, CSV, JSON or Markdown.
+
+Every output carries the same numbers; the rich and Markdown forms show three
+tables (time and throughput, speedup over fp32 per machine, throughput
+against the baseline), the warnings and the cells that could not be compared.
+CSV is tidy (one line per cell x machine) for spreadsheets and pandas.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Iterable
+
+from kit.compare.engine import Comparison, MachineCell, Row
+from kit.compare.stats import ONE_REPEAT, RatioEstimate, Sample
+
+_UNIT_SHORT = {"images": "img/s", "tokens": "tok/s"}
+
+
+def fmt_time(s: Sample | None) -> str:
+    if s is None:
+        return "—"
+    v = s.median
+    return f"{v:.3f} s" if v < 1 else f"{v:.2f} s" if v < 10 else f"{v:.1f} s" if v < 1000 else f"{v:,.0f} s"
+
+
+def fmt_throughput(s: Sample | None, unit: str) -> str:
+    if s is None:
+        return "—"
+    return f"{s.median:,.0f} {_UNIT_SHORT.get(unit, unit + '/s')}" if s.median >= 100 else f"{s.median:.3g} {_UNIT_SHORT.get(unit, unit + '/s')}"
+
+
+def fmt_ratio(est: RatioEstimate | None) -> str:
+    if est is None:
+        return "—"
+    if est.verdict == ONE_REPEAT:
+        return f"×{est.ratio:.3f}"
+    return f"×{est.ratio:.3f} {est.ci_text()}"
+
+
+def speed_verdict(est: RatioEstimate | None) -> str:
+    """"faster" / "slower" when significant, else the stats verdict."""
+    if est is None:
+        return ""
+    if est.significant:
+        return "faster" if est.ratio > 1 else "slower"
+    return est.verdict
+
+
+def _status_text(mc: MachineCell | None) -> str:
+    if mc is None:
+        return "—"
+    return f"{mc.status}" + (f": {mc.reason}" if mc.reason else "")
+
+
+def _cell_label(row: Row) -> str:
+    return f"{row.workload}/{row.model}/{row.precision}/{row.engine}"
+
+
+def _time_cell(row: Row, mc: MachineCell | None, with_energy: bool) -> list[str]:
+    if mc is None or mc.status != "ok":
+        return [_status_text(mc)]
+    lines = [f"{fmt_time(mc.epoch_s)}/epoch", fmt_throughput(mc.throughput, row.unit)]
+    n = (mc.throughput or mc.epoch_s)
+    if n is not None:
+        lines.append(f"n={n.n}, cv {n.cv:.1%}" if n.n > 1 else "n=1")
+    if with_energy and mc.energy_j_per_epoch is not None:
+        lines.append(f"{mc.energy_j_per_epoch:,.0f} J/epoch")
+    if mc.flags:
+        lines.append("⚠ " + ", ".join(mc.flags))
+    return lines
+
+
+def _has_energy(cmp: Comparison) -> bool:
+    return any(mc and mc.energy_j_per_epoch is not None for r in cmp.rows for mc in r.machines)
+
+
+# --- rich --------------------------------------------------------------------------------
+
+def print_rich(cmp: Comparison, console) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    inputs = Table(title="Inputs", title_justify="left", show_lines=False)
+    for col in ("", "machine", "GPU", "driver", "stack", "torch", "data", "file"):
+        inputs.add_column(col, overflow="fold")
+    for s in cmp.sources:
+        mark = " (baseline)" if s is cmp.baseline_source else ""
+        # text read from bundles is escaped so it cannot inject rich markup
+        inputs.add_row(
+            f"[bold]{s.label}[/bold]{mark}", *(escape(x) for x in (s.env.machine, s.env.gpu, s.env.driver, s.env.stack, s.env.torch, s.env.data_source)),
+            escape(s.path.name) + (" [yellow](interrupted)[/yellow]" if s.interrupted else ""),
+        )
+    console.print(inputs)
+    console.print(f"[dim]Statistics: {cmp.method}.[/dim]")
+    _print_warnings(cmp, console)
+
+    energy = _has_energy(cmp)
+    t = Table(title="Time per epoch and throughput (median over repeats)", title_justify="left", show_lines=True)
+    t.add_column("cell", overflow="fold")
+    for s in cmp.sources:
+        t.add_column(s.label)
+    for row in cmp.rows:
+        t.add_row(escape(_cell_label(row)), *(escape("\n".join(_time_cell(row, mc, energy))) for mc in row.machines))
+    console.print(t)
+
+    sp_rows = [r for r in cmp.rows if any(mc and mc.vs_fp32 for mc in r.machines)]
+    if sp_rows:
+        t = Table(title="Speedup over fp32 on each machine (fp32 time ÷ this precision's; >1 = faster)", title_justify="left")
+        t.add_column("cell", overflow="fold")
+        for s in cmp.sources:
+            t.add_column(s.label)
+        for row in sp_rows:
+            t.add_row(escape(_cell_label(row)), *(
+                (f"{fmt_ratio(mc.vs_fp32)}\n{mc.vs_fp32.verdict}" if mc and mc.vs_fp32 else "—") for mc in row.machines
+            ))
+        console.print(t)
+
+    base = cmp.baseline_source
+    t = Table(title=f"Throughput relative to {base.label} (baseline; >1 = faster than {base.label})", title_justify="left")
+    t.add_column("cell", overflow="fold")
+    for s in cmp.sources[1:]:
+        t.add_column(f"{s.label} ÷ {base.label}")
+    for row in cmp.rows:
+        cells = []
+        for mc in row.machines[1:]:
+            est = mc.vs_baseline if mc else None
+            if est is None:
+                cells.append("—" if mc is None or mc.status == "ok" else escape(_status_text(mc)))
+                continue
+            colour = "green" if speed_verdict(est) == "faster" else "red" if speed_verdict(est) == "slower" else "default"
+            cells.append(f"[{colour}]{escape(fmt_ratio(est))}\n{speed_verdict(est)}[/{colour}]")
+        t.add_row(escape(_cell_label(row)), *cells)
+    console.print(t)
+    if cmp.not_comparable:
+        console.print("[bold]Not compared[/bold] (missing, skipped or failed on some inputs):")
+        for line in cmp.not_comparable:
+            console.print(f"  {line}", highlight=False, markup=False)
+
+
+def _print_warnings(cmp: Comparison, console) -> None:
+    if not cmp.warnings:
+        console.print("[green]No comparability warnings.[/green]")
+        return
+    console.print("[bold]Comparability warnings[/bold] (most severe first):")
+    colours = {"high": "red", "medium": "yellow", "low": "dim"}
+    for w in cmp.warnings:
+        console.print(f"  [{colours[w.severity]}]{w.severity.upper():6}[/{colours[w.severity]}] ", end="")
+        console.print(w.message, markup=False, highlight=False)
+
+
+def print_notes(cmp: Comparison, console) -> None:
+    """Warnings and not-comparable cells, for stderr when stdout carries CSV/JSON/Markdown."""
+    _print_warnings(cmp, console)
+    for line in cmp.not_comparable:
+        console.print(f"  {line}", markup=False, highlight=False)
+
+
+# --- CSV, JSON -----------------------------------------------------------------------------
+
+CSV_COLUMNS = (
+    "cell_id", "workload", "model", "precision", "engine", "machine", "baseline", "machine_name", "gpu",
+    "status", "reason", "n", "epoch_s_median", "epoch_s_cv", "throughput_median", "throughput_unit", "throughput_cv",
+    "speedup_vs_fp32", "speedup_ci_low", "speedup_ci_high", "speedup_p", "speedup_verdict",
+    "vs_baseline", "vs_baseline_ci_low", "vs_baseline_ci_high", "vs_baseline_p", "vs_baseline_verdict",
+    "energy_j_per_epoch", "data_source", "flags",
+)
+
+
+def _est_cols(est: RatioEstimate | None) -> list:
+    if est is None:
+        return ["", "", "", "", ""]
+    return [est.ratio, "" if est.ci_low is None else est.ci_low, "" if est.ci_high is None else est.ci_high,
+            "" if est.p_value is None else est.p_value, est.verdict]
+
+
+def to_csv(cmp: Comparison) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(CSV_COLUMNS)
+    for row in cmp.rows:
+        for s, mc in zip(cmp.sources, row.machines):
+            mc = mc or MachineCell(status="missing")
+            e, t = mc.epoch_s, mc.throughput
+            w.writerow([
+                row.cell_id, row.workload, row.model, row.precision, row.engine, s.label,
+                "yes" if s is cmp.baseline_source else "no", s.env.machine, s.env.gpu, mc.status, mc.reason or "",
+                (t or e).n if (t or e) else "", e.median if e else "", e.cv if e else "",
+                t.median if t else "", row.unit, t.cv if t else "",
+                *_est_cols(mc.vs_fp32), *_est_cols(mc.vs_baseline),
+                "" if mc.energy_j_per_epoch is None else mc.energy_j_per_epoch, mc.data_source if mc.status == "ok" else "",
+                ";".join(mc.flags),
+            ])
+    return buf.getvalue()
+
+
+def to_json(cmp: Comparison) -> str:
+    return json.dumps(cmp.to_dict(), indent=2) + "\n"
+
+
+# --- Markdown --------------------------------------------------------------------------------
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", "<br>")
+
+
+def _md_table(header: Iterable[str], rows: Iterable[Iterable[str]]) -> str:
+    header = list(header)
+    lines = ["| " + " | ".join(_md_escape(h) for h in header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(_md_escape(str(c)) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def to_markdown(cmp: Comparison) -> str:
+    base = cmp.baseline_source
+    out = ["## Inputs", "", _md_table(
+        ("", "machine", "GPU", "driver", "stack", "torch", "data", "file"),
+        [(s.label + (" (baseline)" if s is base else ""), s.env.machine, s.env.gpu, s.env.driver, s.env.stack,
+          s.env.torch, s.env.data_source, s.path.name + (" (interrupted)" if s.interrupted else "")) for s in cmp.sources],
+    ), "", f"Statistics: {cmp.method}.", ""]
+    if cmp.warnings:
+        out += ["## Comparability warnings", ""] + [f"- **{w.severity}**: {w.message}" for w in cmp.warnings] + [""]
+    energy = _has_energy(cmp)
+    out += ["## Time per epoch and throughput (median over repeats)", "", _md_table(
+        ["cell"] + [s.label for s in cmp.sources],
+        [[_cell_label(r)] + ["<br>".join(_time_cell(r, mc, energy)) for mc in r.machines] for r in cmp.rows],
+    ), ""]
+    sp_rows = [r for r in cmp.rows if any(mc and mc.vs_fp32 for mc in r.machines)]
+    if sp_rows:
+        out += ["## Speedup over fp32 on each machine (fp32 time ÷ this precision's)", "", _md_table(
+            ["cell"] + [s.label for s in cmp.sources],
+            [[_cell_label(r)] + [f"{fmt_ratio(mc.vs_fp32)} {mc.vs_fp32.verdict}" if mc and mc.vs_fp32 else "—" for mc in r.machines] for r in sp_rows],
+        ), ""]
+    out += [f"## Throughput relative to {base.label} (baseline)", "", _md_table(
+        ["cell"] + [f"{s.label} ÷ {base.label}" for s in cmp.sources[1:]],
+        [[_cell_label(r)] + [
+            (f"{fmt_ratio(mc.vs_baseline)} {speed_verdict(mc.vs_baseline)}" if mc and mc.vs_baseline else _status_text(mc) if mc and mc.status != "ok" else "—")
+            for mc in r.machines[1:]] for r in cmp.rows],
+    ), ""]
+    if cmp.not_comparable:
+        out += ["## Not compared", ""] + [f"- {line}" for line in cmp.not_comparable] + [""]
+    return "\n".join(out)

@@ -1,0 +1,326 @@
+"""Self-contained HTML pages: ``report.html`` for one run, and ``kit compare --html``.
+
+Everything is inline: CSS in a ``<style>`` block, charts as ``<svg>``
+elements. No scripts, no web fonts, no images or links to fetch, so the page
+opens the same offline, in a mail attachment or in a CI artefact viewer. All
+text from results files is HTML-escaped (a bundle from elsewhere is
+untrusted).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from html import escape
+from typing import TYPE_CHECKING, Iterable
+
+from kit import __version__
+from kit.bundle.envinfo import EnvSummary, cell_is_synthetic, summarise_environment
+from kit.compare import measures
+from kit.compare.stats import METHOD
+from kit.report.insights import run_insights
+from kit.results.schema import CellResult, RunResults
+
+if TYPE_CHECKING:
+    from kit.compare.engine import Comparison
+
+CSS = """
+:root { color-scheme: light; }
+body { font-family: system-ui, -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 0; color: #1d1d1f; background: #f6f7f9; line-height: 1.45; }
+main { max-width: 1120px; margin: 0 auto; padding: 24px 28px 48px; background: #fff; }
+h1 { font-size: 1.6rem; margin: 0 0 4px; }
+h2 { font-size: 1.2rem; margin: 32px 0 10px; border-bottom: 1px solid #e3e3e3; padding-bottom: 4px; }
+.sub { color: #555; margin: 0 0 12px; }
+.badge { display: inline-block; padding: 2px 10px; border-radius: 12px; font-size: .8rem; font-weight: 700; letter-spacing: .04em; margin-right: 6px; vertical-align: middle; }
+.badge.synthetic { background: #fff3cd; color: #7a5200; border: 1px solid #e0b84d; }
+.badge.interrupted { background: #fde2e1; color: #8a1c17; border: 1px solid #e3837d; }
+.badge.complete { background: #e3f4e8; color: #1d6b35; border: 1px solid #8fcf9f; }
+table { border-collapse: collapse; width: 100%; font-size: .86rem; margin: 6px 0 14px; }
+th, td { border-bottom: 1px solid #e6e6e6; padding: 5px 8px; text-align: left; vertical-align: top; }
+th { background: #f0f2f5; font-weight: 600; }
+th.num { text-align: right; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+table.env td:first-child { width: 180px; color: #555; }
+.sig { color: #1d6b35; font-weight: 600; }
+.slower { color: #a3231b; font-weight: 600; }
+.ns { color: #777; }
+.flag { color: #8a5a00; font-size: .8rem; }
+ul.findings li { margin-bottom: 6px; }
+ul.warnings li.high { color: #8a1c17; }
+ul.warnings li.medium { color: #7a5200; }
+.charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(500px, 1fr)); gap: 14px 18px; }
+figure { margin: 0; }
+figcaption { font-size: .8rem; color: #555; }
+svg.chart { width: 100%; height: auto; border: 1px solid #eee; }
+details pre { background: #f6f7f9; padding: 10px; overflow-x: auto; font-size: .78rem; }
+footer { margin-top: 36px; font-size: .78rem; color: #666; }
+"""
+
+
+def _page(title: str, body: str) -> str:
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+        # No scripts at all, and nothing may be fetched from anywhere.
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">\n"
+        f"<title>{escape(title)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n<main>\n{body}\n"
+        f"<footer>Made by mpkit {escape(__version__)} on {escape(time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime()))}. "
+        "Self-contained page: no scripts, no network.</footer>\n</main>\n</body>\n</html>\n"
+    )
+
+
+def _table(header: Iterable[str], rows: Iterable[Iterable[str]], cls: str = "", numeric_from: int = 99) -> str:
+    """Cells are already-escaped HTML fragments."""
+    header = list(header)
+    head = "".join(f'<th class="num">{h}</th>' if i >= numeric_from else f"<th>{h}</th>" for i, h in enumerate(header))
+    thead = f"<thead><tr>{head}</tr></thead>" if any(header) else ""
+    body = []
+    for r in rows:
+        tds = "".join(f'<td class="num">{c}</td>' if i >= numeric_from else f"<td>{c}</td>" for i, c in enumerate(r))
+        body.append(f"<tr>{tds}</tr>")
+    return f'<table class="{cls}">{thead}<tbody>{"".join(body)}</tbody></table>'
+
+
+def _fmt(v: float | None, fmt: str = "{:.3g}", dash: str = "—") -> str:
+    return dash if v is None else escape(fmt.format(v))
+
+
+def _stamp(t: float | None) -> str:
+    return "unknown" if not t else time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t))
+
+
+def _env_rows(env: EnvSummary, results: RunResults | None = None) -> list[tuple[str, str]]:
+    gpus = env.gpu if not env.gpu_count or env.gpu_count == 1 else f"{env.gpu_count} × {env.gpu}"
+    rows = [
+        ("machine", env.machine), ("GPU", gpus), ("driver", env.driver), ("CUDA", env.cuda),
+        ("image stack", env.stack), ("image", env.image), ("torch", env.torch), ("cuDNN", env.cudnn),
+        ("fastai", env.fastai), ("Python", env.python), ("data", env.data_source),
+        ("kit", env.kit_version if env.kit_version != "unknown" else (results.kit_version if results else "unknown")),
+    ]
+    if results is not None:
+        rows += [
+            ("run id", results.run_id), ("status", results.status),
+            ("started", _stamp(results.started_at)), ("finished", _stamp(results.finished_at)),
+            ("mode", f"{results.config.mode}, {results.config.repeats} repeat(s) per cell"),
+        ]
+        if results.config.command_line:
+            rows.append(("command", " ".join(str(a) for a in results.config.command_line)))
+    return rows
+
+
+def _verdict_html(est) -> str:
+    if est is None:
+        return "—"
+    cls = "sig" if est.significant and est.ratio >= 1 else "slower" if est.significant else "ns"
+    ci = "" if est.verdict.startswith("n/a") else f" {escape(est.ci_text())}"
+    return f'×{est.ratio:.3f}{ci} <span class="{cls}">{escape(est.verdict)}</span>'
+
+
+def _gib(b: float | None) -> str:
+    return "—" if b is None else f"{b / 2**30:.2f}"
+
+
+def _cells_table(results: RunResults) -> str:
+    ratios = measures.speedup_vs_fp32(results)
+    rows = []
+    for c in sorted((c for c in results.cells if c.status == "ok"), key=measures.order_key):
+        key = (c.workload, c.model, c.precision, c.engine)
+        e, t = measures.sample(c, measures.EPOCH_S), measures.sample(c, measures.THROUGHPUT)
+        n = (t or e).n if (t or e) else 0
+        cv = max((s.cv for s in (e, t) if s and s.n > 1), default=None)
+        wait = measures.data_wait_fraction(c)
+        ttfs = measures.sample(c, "time_to_first_step_s")
+        mem = measures.sample(c, "peak_memory_bytes")
+        metric = measures.sample(c, "final_metric")
+        overflow = sum(int(r.get("overflow_steps") or 0) for r in c.repeats if isinstance(r, dict))
+        nan = sum(int(r.get("nan_losses") or 0) for r in c.repeats if isinstance(r, dict))
+        flags = []
+        if cv is not None and cv >= 0.10:
+            flags.append(f"high cv {cv:.0%}")
+        if measures.throttled(c):
+            flags.append("throttled")
+        if nan:
+            flags.append(f"{nan} NaN losses")
+        rows.append([
+            escape(c.cell_id) + (f'<br><span class="flag">⚠ {escape(", ".join(flags))}</span>' if flags else ""),
+            str(n),
+            _fmt(e.median if e else None, "{:.3f}"),
+            _fmt(t.median if t else None, "{:,.0f}") + f" {escape(c.throughput_unit)}/s" if t else "—",
+            _fmt(cv, "{:.1%}"),
+            _verdict_html(ratios.get(key)),
+            _fmt(ttfs.median if ttfs else None, "{:.2f}"),
+            _fmt(wait, "{:.0%}"),
+            _gib(mem.median if mem else None),
+            str(overflow),
+            _fmt(metric.median if metric else None, "{:.4g}"),
+        ])
+    if not rows:
+        return "<p>No cell finished successfully.</p>"
+    return _table(
+        ["cell", "n", "s/epoch (median)", "throughput (median)", "cv", "speedup vs fp32 [95% CI]",
+         "first step s", "data wait", "peak mem GiB", "overflow steps", "final metric"],
+        rows, numeric_from=1,
+    )
+
+
+def _telemetry_table(results: RunResults) -> str:
+    rows = []
+    reasons: set[str] = set()
+    for c in sorted((c for c in results.cells if c.status == "ok"), key=measures.order_key):
+        t = measures.telemetry(c)
+        if t is None:
+            reasons.add(measures.telemetry_reason(c) or "not recorded")
+            continue
+        others = t.get("other_processes")
+        rows.append([
+            escape(c.cell_id),
+            _fmt(t.get("power_mean_w") if isinstance(t.get("power_mean_w"), (int, float)) else None, "{:.0f}"),
+            _fmt(t.get("energy_j") if isinstance(t.get("energy_j"), (int, float)) else None, "{:,.0f}"),
+            _fmt(measures.energy_per_epoch(c), "{:,.0f}"),
+            _fmt(measures.util_pct(c), "{:.0f}%"),
+            "yes" if measures.throttled(c) else "no",
+            escape(str(len(others) if isinstance(others, list) else others if others is not None else "—")),
+        ])
+    html = ""
+    if rows:
+        html += _table(["cell", "mean power W", "energy J", "J/epoch", "GPU busy", "throttled", "other GPU processes"], rows, numeric_from=1)
+    if reasons:
+        html += "<p class=\"sub\">No GPU telemetry for some cells: " + escape("; ".join(sorted(reasons))) + ".</p>"
+    return html
+
+
+def _not_measured(cells: list[CellResult]) -> str:
+    bad = [c for c in cells if c.status != "ok"]
+    if not bad:
+        return ""
+    rows = [[escape(c.cell_id), escape(c.status), escape(c.reason or "")] for c in sorted(bad, key=measures.order_key)]
+    return "<h2>Not measured</h2>" + _table(["cell", "status", "reason"], rows)
+
+
+def _badges(synthetic: bool, interrupted: bool) -> str:
+    out = []
+    if synthetic:
+        out.append('<span class="badge synthetic" title="Generated data with the real shapes: throughput only">SYNTHETIC DATA</span>')
+    if interrupted:
+        out.append('<span class="badge interrupted" title="The run stopped before every cell finished">INTERRUPTED</span>')
+    if not interrupted:
+        out.append('<span class="badge complete">COMPLETE</span>')
+    return "".join(out)
+
+
+def render_run_report(
+    results: RunResults,
+    environment: dict | None,
+    interrupted: bool,
+    charts: dict[str, str],
+    bundle_name: str = "",
+) -> str:
+    """The bundle's report.html."""
+    env = summarise_environment(environment or results.environment, results.config, results.cells)
+    synthetic = env.data_source == "synthetic" or any(cell_is_synthetic(c) for c in results.cells)
+    body = [
+        f"<h1>Mixed-precision training benchmark {_badges(synthetic, interrupted)}</h1>",
+        f'<p class="sub">{escape(env.headline)}'
+        + (f"<br>bundle {escape(bundle_name)}" if bundle_name else "") + "</p>",
+    ]
+    if synthetic:
+        body.append(
+            '<p class="sub"><strong>Synthetic data:</strong> the inputs were generated with the real data sets\' shapes. '
+            "Times and throughput are real measurements; loss and accuracy are meaningless.</p>"
+        )
+    if interrupted:
+        body.append('<p class="sub"><strong>Interrupted run:</strong> only the cells below finished; the rest were never measured.</p>')
+    findings = run_insights(results, synthetic)
+    body.append("<h2>What the run shows</h2>")
+    if findings:
+        body.append('<ul class="findings">' + "".join(
+            f"<li><strong>{escape(i.subject)}</strong>: {escape(i.text)}</li>" for i in findings) + "</ul>")
+    else:
+        body.append("<p>No finished cells to summarise.</p>")
+    body.append("<h2>Environment</h2>" + _table(["", ""], [(escape(k), escape(str(v))) for k, v in _env_rows(env, results)], cls="env"))
+    if charts:
+        body.append('<h2>Charts</h2><div class="charts">')
+        for name, svg in charts.items():
+            body.append(f"<figure>{svg}<figcaption>{escape(name)}</figcaption></figure>")
+        body.append("</div>")
+    body.append("<h2>Cells</h2>" + _cells_table(results))
+    body.append(f'<p class="sub">Statistics over repeats: {escape(METHOD)}. cv = standard deviation ÷ mean; ≥ 10% is flagged.</p>')
+    tele = _telemetry_table(results)
+    if tele:
+        body.append("<h2>GPU telemetry</h2>" + tele)
+    body.append(_not_measured(results.cells))
+    body.append(
+        "<h2>Raw environment record</h2><details><summary>env.json</summary><pre>"
+        + escape(json.dumps(environment or results.environment or {}, indent=2, default=str)[:200_000])
+        + "</pre></details>"
+    )
+    return _page(f"Benchmark report — {env.machine} / {env.gpu}", "\n".join(body))
+
+
+def render_compare_page(cmp: "Comparison") -> str:
+    """The page ``kit compare --html FILE`` writes."""
+    from kit.compare.render import fmt_ratio, fmt_throughput, fmt_time, speed_verdict
+    from kit.report.charts import comparison_charts
+
+    base = cmp.baseline_source
+    body = [f"<h1>Comparison of {len(cmp.sources)} runs</h1>", f'<p class="sub">Baseline: {escape(base.label)} ({escape(base.short_name)}). Statistics: {escape(cmp.method)}.</p>']
+    body.append("<h2>Inputs</h2>" + _table(
+        ["", "machine", "GPU", "driver", "stack", "torch", "cuDNN", "data", "file"],
+        [[escape(s.label) + (" (baseline)" if s is base else ""), escape(s.env.machine), escape(s.env.gpu), escape(s.env.driver),
+          escape(s.env.stack), escape(s.env.torch), escape(s.env.cudnn),
+          escape(s.env.data_source) + (' <span class="badge synthetic">SYNTHETIC</span>' if s.env.data_source == "synthetic" else ""),
+          escape(s.path.name) + (' <span class="badge interrupted">INTERRUPTED</span>' if s.interrupted else "")]
+         for s in cmp.sources],
+    ))
+    body.append("<h2>Comparability warnings</h2>")
+    if cmp.warnings:
+        body.append('<ul class="warnings">' + "".join(
+            f'<li class="{w.severity}"><strong>{escape(w.severity)}</strong>: {escape(w.message)}</li>' for w in cmp.warnings) + "</ul>")
+    else:
+        body.append("<p>None.</p>")
+
+    def time_cell(row, mc) -> str:
+        if mc is None or mc.status != "ok":
+            return escape(mc.status + (f": {mc.reason}" if mc and mc.reason else "")) if mc else "—"
+        bits = [escape(fmt_time(mc.epoch_s)) + "/epoch", escape(fmt_throughput(mc.throughput, row.unit))]
+        s = mc.throughput or mc.epoch_s
+        if s is not None:
+            bits.append(f"n={s.n}" + (f", cv {s.cv:.1%}" if s.n > 1 else ""))
+        if mc.energy_j_per_epoch is not None:
+            bits.append(f"{mc.energy_j_per_epoch:,.0f} J/epoch")
+        if mc.flags:
+            bits.append(f'<span class="flag">⚠ {escape(", ".join(mc.flags))}</span>')
+        return "<br>".join(bits)
+
+    body.append("<h2>Time per epoch and throughput</h2>" + _table(
+        ["cell"] + [escape(s.label) for s in cmp.sources],
+        [[escape(r.cell_id)] + [time_cell(r, mc) for mc in r.machines] for r in cmp.rows], numeric_from=1,
+    ))
+    sp_rows = [r for r in cmp.rows if any(mc and mc.vs_fp32 for mc in r.machines)]
+    if sp_rows:
+        body.append("<h2>Speedup over fp32 on each machine</h2><p class=\"sub\">fp32 time ÷ this precision's time; &gt; 1 means faster than fp32.</p>" + _table(
+            ["cell"] + [escape(s.label) for s in cmp.sources],
+            [[escape(r.cell_id)] + [_verdict_html(mc.vs_fp32) if mc else "—" for mc in r.machines] for r in sp_rows], numeric_from=1,
+        ))
+
+    def vs_cell(mc) -> str:
+        est = mc.vs_baseline if mc else None
+        if est is None:
+            return escape(mc.status) if mc and mc.status != "ok" else "—"
+        v = speed_verdict(est)
+        cls = "sig" if v == "faster" else "slower" if v == "slower" else "ns"
+        return f'{escape(fmt_ratio(est))} <span class="{cls}">{escape(v)}</span>'
+
+    body.append(f"<h2>Throughput relative to {escape(base.label)}</h2>" + _table(
+        ["cell"] + [f"{escape(s.label)} ÷ {escape(base.label)}" for s in cmp.sources[1:]],
+        [[escape(r.cell_id)] + [vs_cell(mc) for mc in r.machines[1:]] for r in cmp.rows], numeric_from=1,
+    ))
+    charts = comparison_charts(cmp)
+    if charts:
+        body.append('<h2>Charts</h2><div class="charts">')
+        for caption, svg in charts:
+            body.append(f"<figure>{svg}<figcaption>{escape(caption)}</figcaption></figure>")
+        body.append("</div>")
+    if cmp.not_comparable:
+        body.append("<h2>Not compared</h2><ul>" + "".join(f"<li>{escape(x)}</li>" for x in cmp.not_comparable) + "</ul>")
+    return _page(f"Benchmark comparison — {len(cmp.sources)} runs", "\n".join(body))

@@ -1,0 +1,205 @@
+"""`kit compare` end to end on bundles "from two machines" (fixture data):
+every output format, the baseline, missing and skipped cells, comparability
+warnings and the --fail-if-slower guard."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from fixtures.results.factory import make_cell, make_env, make_results, make_run_dir, standard_cells
+from kit.bundle.export import export_run
+from kit.cli.main import main
+from kit.compare.engine import check_regressions, compare_paths
+from kit.errors import RegressionDetected
+
+
+def _bundle(root: Path, name: str, cells: list[dict], **env) -> Path:
+    res = make_results(cells, make_env(**env), run_id=f"FIXTURE-{name}")
+    return export_run(make_run_dir(root / "runs", res), root / "bundles")
+
+
+@pytest.fixture(scope="module")
+def two(tmp_path_factory) -> tuple[Path, Path]:
+    """A: the baseline. B: 25% faster everywhere, resnet50/amp-bf16 not run,
+    apex-o1 skipped on A but measured on B."""
+    root = tmp_path_factory.mktemp("cmp")
+    a_cells = standard_cells() + [make_cell("resnet18", "apex-o1", status="skipped", reason="Apex not installed (fixture)")]
+    b_cells = [c for c in standard_cells(speed=1.25) if c["cell_id"] != "cifar/resnet50/amp-bf16/torch"]
+    b_cells.append(make_cell("resnet18", "apex-o1", epoch_s=[6.0, 6.1, 5.9]))
+    a = _bundle(root, "a", a_cells)
+    b = _bundle(root, "b", b_cells, host="fixture-host-b", gpu="Fixture GPU B")
+    return a, b
+
+
+def _run_cli(args: list[str], capsys, monkeypatch) -> tuple[int, str, str]:
+    monkeypatch.setenv("COLUMNS", "220")
+    try:
+        main(args)
+        code = 0
+    except SystemExit as exc:
+        code = exc.code or 0
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_two_bundles_compare_as_rich_tables(two, capsys, monkeypatch):
+    a, b = two
+    code, out, err = _run_cli(["compare", str(a), str(b)], capsys, monkeypatch)
+    assert code == 0, err
+    assert "fixture-host-a" in out and "fixture-host-b" in out and "(baseline)" in out
+    assert "cifar/resnet18/amp-fp16/torch" in out
+    assert "Fieller" in out and "Welch" in out
+    assert "×1.250" in out and "faster" in out
+    assert "cannot compare cifar/resnet50/amp-bf16/torch: missing in B" in out
+    assert "cannot compare cifar/resnet18/apex-o1/torch: skipped in A (Apex not installed (fixture))" in out
+
+
+def test_csv_has_one_line_per_cell_and_machine_with_ratios(two, capsys, monkeypatch):
+    a, b = two
+    code, out, err = _run_cli(["compare", str(a), str(b), "--csv"], capsys, monkeypatch)
+    assert code == 0
+    rows = list(csv.DictReader(io.StringIO(out)))
+    cells = {r["cell_id"] for r in rows}
+    assert len(cells) == 5 and "cifar/resnet50/amp-bf16/torch" not in cells
+    assert len(rows) == 10
+    b18 = next(r for r in rows if r["cell_id"] == "cifar/resnet18/fp32/torch" and r["machine"] == "B")
+    assert float(b18["vs_baseline"]) == pytest.approx(1.25, rel=1e-3)
+    assert b18["vs_baseline_verdict"] == "significant"
+    assert float(b18["vs_baseline_ci_low"]) < 1.25 < float(b18["vs_baseline_ci_high"])
+    a16 = next(r for r in rows if r["cell_id"] == "cifar/resnet18/amp-fp16/torch" and r["machine"] == "A")
+    assert float(a16["speedup_vs_fp32"]) == pytest.approx(1.6, rel=1e-3)
+    assert a16["vs_baseline"] == "" and a16["baseline"] == "yes"
+    # warnings and the not-compared list go to stderr, keeping stdout pure CSV
+    assert "missing in B" in err
+
+
+def test_json_output_is_complete(two, capsys, monkeypatch):
+    a, b = two
+    code, out, _ = _run_cli(["compare", str(a), str(b), "--json"], capsys, monkeypatch)
+    assert code == 0
+    data = json.loads(out)
+    assert "Fieller" in data["method"] and data["baseline"] == "A"
+    assert [s["machine"] for s in data["sources"]] == ["fixture-host-a", "fixture-host-b"]
+    row = next(r for r in data["rows"] if r["cell_id"] == "cifar/resnet50/amp-fp16/torch")
+    est = row["machines"]["B"]["throughput_vs_baseline"]
+    assert est["ratio"] == pytest.approx(1.25, rel=1e-3) and est["verdict"] == "significant"
+    assert any("missing in B" in x for x in data["not_comparable"])
+
+
+def test_markdown_output_has_the_three_tables(two, capsys, monkeypatch):
+    a, b = two
+    code, out, _ = _run_cli(["compare", str(a), str(b), "--markdown"], capsys, monkeypatch)
+    assert code == 0
+    assert "## Time per epoch and throughput" in out
+    assert "## Speedup over fp32 on each machine" in out
+    assert "## Throughput relative to A (baseline)" in out
+    assert "| cifar/resnet18/fp32/torch |" in out
+
+
+def test_html_page_is_self_contained_with_charts(two, tmp_path, capsys, monkeypatch):
+    a, b = two
+    page = tmp_path / "cmp.html"
+    code, _, _ = _run_cli(["compare", str(a), str(b), "--html", str(page)], capsys, monkeypatch)
+    assert code == 0
+    html = page.read_text()
+    assert html.count("<svg") >= 3 and 'class="bar"' in html and 'class="errorbar"' in html
+    assert "<script" not in html and "http://" not in html.replace("http://www.w3.org/2000/svg", "")
+    assert "Throughput relative to A" in html
+
+
+def test_baseline_option_reorders_and_fail_if_slower_exits_9(two, capsys, monkeypatch):
+    a, b = two
+    # With B as the baseline, A is 20% slower (1/1.25) on every shared cell.
+    code, _, err = _run_cli(["compare", str(a), str(b), "--baseline", "2", "--fail-if-slower", "10"], capsys, monkeypatch)
+    assert code == 9
+    assert "slower than the baseline by more than 10%" in err and "20.0% slower" in err
+    code, _, _ = _run_cli(["compare", str(a), str(b), "--baseline", str(b), "--fail-if-slower", "25"], capsys, monkeypatch)
+    assert code == 0
+    code, _, _ = _run_cli(["compare", str(a), str(b), "--fail-if-slower", "0"], capsys, monkeypatch)
+    assert code == 0  # B is faster than the baseline A
+
+
+def test_noise_is_not_a_regression(tmp_path):
+    # C is 3% slower on average but its repeats overlap A's: not significant, so no failure.
+    a = _bundle(tmp_path, "a", [make_cell("resnet18", "fp32", epoch_s=[10.0, 10.8, 9.3])])
+    c = _bundle(tmp_path, "c", [make_cell("resnet18", "fp32", epoch_s=[10.6, 9.6, 10.7])], host="fixture-host-c")
+    cmp = compare_paths([a, c])
+    est = cmp.rows[0].machines[1].vs_baseline
+    assert est.ratio < 0.99 and est.verdict == "not significant"
+    check_regressions(cmp, 1.0)  # does not raise
+    slow = _bundle(tmp_path, "s", [make_cell("resnet18", "fp32", epoch_s=[13.0, 13.1, 12.9])], host="fixture-host-s")
+    with pytest.raises(RegressionDetected):
+        check_regressions(compare_paths([a, slow]), 10.0)
+
+
+def test_comparability_warnings_are_ranked_by_severity(tmp_path):
+    a = _bundle(tmp_path, "a", standard_cells(models=("resnet18",)))
+    b_cells = standard_cells(models=("resnet18",), batch_size=512, source="real")
+    b_cells[0] = make_cell("resnet18", "fp32", epoch_s=[10.0, 10.1, 9.9], batch_size=512, source="real", throttled=True)
+    b = _bundle(tmp_path, "b", b_cells, host="fixture-host-b", stack="cuda10", torch="1.4.0", data="real")
+    cmp = compare_paths([a, b])
+    kinds = [w.kind for w in cmp.warnings]
+    assert kinds[0] == "stack"
+    for kind in ("libraries", "data", "params", "throttled"):
+        assert kind in kinds
+    assert kinds.index("libraries") < kinds.index("data") < kinds.index("params") < kinds.index("throttled")
+    text = " ".join(w.message for w in cmp.warnings)
+    assert "A cuda12, B cuda10" in text and "2.11.0" in text and "1.4.0" in text and "batch_size" in text
+    flags = cmp.rows[0].machines[1].flags
+    assert "throttled" in flags
+
+
+def test_high_cv_and_single_repeat_are_marked(tmp_path, capsys, monkeypatch):
+    a = _bundle(tmp_path, "a", [make_cell("resnet18", "fp32", epoch_s=[10.0, 13.0, 8.0])])
+    b = _bundle(tmp_path, "b", [make_cell("resnet18", "fp32", epoch_s=[9.0])], host="fixture-host-b")
+    cmp = compare_paths([a, b])
+    assert any(f.startswith("high cv") for f in cmp.rows[0].machines[0].flags)
+    assert cmp.rows[0].machines[1].vs_baseline.verdict == "n/a (1 repeat)"
+    code, out, _ = _run_cli(["compare", str(a), str(b)], capsys, monkeypatch)
+    assert code == 0 and "n/a (1 repeat)" in out and "high cv" in out
+
+
+def test_run_folders_and_results_files_compare_too(tmp_path):
+    res_a = make_results(standard_cells(), make_env(), run_id="FIXTURE-rf-a")
+    run_a = make_run_dir(tmp_path / "runs", res_a)
+    res_b = make_results(standard_cells(speed=0.5), make_env(host="fixture-host-b"), run_id="FIXTURE-rf-b")
+    results_b = tmp_path / "b.results.json"
+    results_b.write_text(json.dumps(res_b))
+    cmp = compare_paths([run_a, results_b])
+    assert [s.kind for s in cmp.sources] == ["run folder", "results file"]
+    assert cmp.rows[0].machines[1].vs_baseline.ratio == pytest.approx(0.5, rel=1e-3)
+
+
+def test_the_stored_fixture_results_file_loads():
+    path = Path(__file__).parent / "fixtures" / "results" / "fixture-host-a.results.json"
+    cmp = compare_paths([path, path.with_name("fixture-host-b.results.json")])
+    assert cmp.rows and cmp.sources[0].results.run_id.startswith("FIXTURE")
+
+
+def test_ten_bundles_compare(tmp_path):
+    # Not a timing test; `docs/bundles.md` records how long this takes.
+    bundles = [
+        _bundle(tmp_path, f"m{i}", standard_cells(speed=1 + i / 10, models=("resnet18", "resnet50", "resnet101")),
+                host=f"fixture-host-{i}")
+        for i in range(10)
+    ]
+    cmp = compare_paths(bundles)
+    assert [s.label for s in cmp.sources] == list("ABCDEFGHIJ")
+    assert len(cmp.rows) == 9 and all(len(r.machines) == 10 for r in cmp.rows)
+
+
+def test_compare_needs_two_inputs(two, capsys, monkeypatch):
+    code, _, err = _run_cli(["compare", str(two[0])], capsys, monkeypatch)
+    assert code == 2 and "at least two inputs" in err
+
+
+def test_bad_bundle_in_compare_exits_5(two, tmp_path, capsys, monkeypatch):
+    bad = tmp_path / "bad.tar.gz"
+    bad.write_text("not a bundle")
+    code, _, err = _run_cli(["compare", str(two[0]), str(bad)], capsys, monkeypatch)
+    assert code == 5 and "not a gzip file" in err

@@ -1,0 +1,115 @@
+"""The pure-Python statistics behind `kit compare`: Student t, Welch's test,
+Fieller's interval, and the verdicts. Expected values are textbook table
+values or are computed here by an independent method (numerical integration)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from kit.compare.stats import (
+    NOT_SIGNIFICANT,
+    ONE_REPEAT,
+    SIGNIFICANT,
+    Sample,
+    fieller_interval,
+    ratio_estimate,
+    t_cdf,
+    t_quantile,
+    t_two_sided_p,
+    welch_t_test,
+)
+
+
+def _t_pdf(x: float, df: float) -> float:
+    c = math.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2)) / math.sqrt(df * math.pi)
+    return c * (1 + x * x / df) ** (-(df + 1) / 2)
+
+
+def _simpson_cdf(t: float, df: float, n: int = 20000) -> float:
+    """P(0 < T < t) + 0.5 by Simpson's rule: independent of the incomplete beta code."""
+    h = t / n
+    s = _t_pdf(0, df) + _t_pdf(t, df) + sum((4 if i % 2 else 2) * _t_pdf(i * h, df) for i in range(1, n))
+    return 0.5 + s * h / 3
+
+
+@pytest.mark.parametrize("df, expected", [(1, 12.7062), (2, 4.3027), (4, 2.7764), (10, 2.2281), (30, 2.0423)])
+def test_t_quantile_matches_the_textbook_table(df, expected):
+    assert t_quantile(0.975, df) == pytest.approx(expected, abs=1e-4)
+
+
+@pytest.mark.parametrize("t, df", [(0.5, 3), (1.7, 2.5), (2.2, 7.3), (4.0, 12)])
+def test_t_cdf_agrees_with_numerical_integration(t, df):
+    assert t_cdf(t, df) == pytest.approx(_simpson_cdf(t, df), abs=1e-8)
+    assert t_two_sided_p(t, df) == pytest.approx(2 * (1 - _simpson_cdf(t, df)), abs=1e-8)
+
+
+def test_welch_t_test_by_hand():
+    a, b = Sample.of([1, 2, 3, 4]), Sample.of([2, 4, 6, 8, 10])
+    t, df, p = welch_t_test(a, b)
+    # mean 2.5 vs 6, variances 5/3 and 10: se^2 = 5/12 + 2 = 29/12
+    assert t == pytest.approx(-3.5 / math.sqrt(29 / 12))
+    assert df == pytest.approx((29 / 12) ** 2 / ((5 / 12) ** 2 / 3 + 2**2 / 4))
+    assert p == pytest.approx(2 * (1 - _simpson_cdf(abs(t), df)), abs=1e-7)
+
+
+def test_fieller_interval_with_an_exact_denominator_is_the_t_interval_scaled():
+    # den has no spread, so the CI is (mean(num) +- t * se) / mean(den), df = n - 1 = 2
+    est = ratio_estimate(Sample.of([9, 10, 11]), Sample.of([5, 5, 5]))
+    half = 4.302653 * 1 / math.sqrt(3)
+    assert est.ratio == 2.0
+    assert est.ci_low == pytest.approx((10 - half) / 5, abs=1e-5)
+    assert est.ci_high == pytest.approx((10 + half) / 5, abs=1e-5)
+    assert est.df == pytest.approx(2.0)
+
+
+def test_fieller_endpoints_solve_the_defining_equation():
+    num, den = Sample.of([12.0, 12.5, 11.8, 12.2]), Sample.of([7.9, 8.4, 8.1])
+    low, high, df = fieller_interval(num, den)
+    va, vb = num.sd**2 / num.n, den.sd**2 / den.n
+    t = t_quantile(0.975, df)
+    for r in (low, high):
+        assert (num.mean - r * den.mean) ** 2 == pytest.approx(t * t * (va + r * r * vb), rel=1e-9)
+    assert low < num.mean / den.mean < high
+
+
+def test_identical_samples_are_not_significant():
+    s = Sample.of([10.0, 10.2, 9.8])
+    est = ratio_estimate(s, s)
+    assert est.ratio == 1.0 and est.p_value == pytest.approx(1.0) and est.verdict == NOT_SIGNIFICANT
+    assert est.ci_low < 1.0 < est.ci_high
+
+
+def test_clearly_different_samples_are_significant_and_the_ci_excludes_one():
+    est = ratio_estimate(Sample.of([20.0, 20.1, 19.9]), Sample.of([10.0, 10.1, 9.9]))
+    assert est.verdict == SIGNIFICANT and est.p_value < 1e-4
+    assert 1.0 < est.ci_low < 2.0 < est.ci_high
+
+
+def test_overlapping_noisy_samples_are_not_significant():
+    est = ratio_estimate(Sample.of([10.0, 13.0, 8.0]), Sample.of([9.0, 11.5, 10.0]))
+    assert est.verdict == NOT_SIGNIFICANT and est.p_value > 0.05
+
+
+def test_a_single_repeat_gives_a_ratio_but_no_verdict():
+    est = ratio_estimate(Sample.of([12.0]), Sample.of([6.0, 6.1]))
+    assert est.ratio == pytest.approx(12 / 6.05)
+    assert est.verdict == ONE_REPEAT and est.ci_low is None and est.p_value is None
+    assert est.ci_text() == "n/a"
+
+
+def test_zero_spread_samples_with_different_means_are_significant():
+    est = ratio_estimate(Sample.of([2.0, 2.0]), Sample.of([1.0, 1.0]))
+    assert est.verdict == SIGNIFICANT and est.ci_low == est.ci_high == 2.0
+
+
+def test_denominator_indistinguishable_from_zero_gives_an_unbounded_interval():
+    est = ratio_estimate(Sample.of([5.0, 5.1, 4.9]), Sample.of([0.1, -0.2, 0.3]))
+    assert est.ci_low is None and est.ci_text() == "unbounded"
+
+
+def test_sample_from_a_results_summary():
+    s = Sample.from_stats({"n": 3, "median": 10.0, "mean": 10.1, "min": 9.5, "max": 10.8, "stdev": 0.4, "cv": 0.04})
+    assert (s.n, s.mean, s.sd, s.median, s.min, s.max) == (3, 10.1, 0.4, 10.0, 9.5, 10.8)
+    assert Sample.from_stats({"median": 1}) is None

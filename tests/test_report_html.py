@@ -1,0 +1,183 @@
+"""report.html and the SVG charts: content, badges, plain-language findings,
+escaping of untrusted text, self-containment, and a real headless-browser
+render. Results are fixture data (invented numbers)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import struct
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from fixtures.results.factory import make_cell, make_env, make_results, make_run_dir, standard_cells
+from kit.bundle.export import export_run
+from kit.bundle.safe_open import open_bundle
+from kit.report.charts import run_charts
+from kit.report.html import render_run_report
+from kit.report.svg import Series, bar_chart
+from kit.results.schema import RunResults
+
+
+def _report(cells, status="complete", env=None) -> str:
+    res = RunResults.from_dict(make_results(cells, env or make_env(), status=status))
+    return render_run_report(res, res.environment, interrupted=status != "complete", charts=run_charts(res))
+
+
+def _visible_text(html: str) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+
+
+def test_report_shows_environment_cells_and_charts():
+    html = _report(standard_cells())
+    text = _visible_text(html)
+    for needle in ("fixture-host-a", "Fixture GPU A", "580.159", "cuda12", "2.11.0", "cifar/resnet50/amp-bf16/torch"):
+        assert needle in text
+    assert html.count("<svg") == 3 and html.count('class="bar"') == 6 + 6 + 4  # time, throughput, speedup bars
+    assert "×1.600" in text and "significant" in text
+
+
+def test_synthetic_and_interrupted_badges():
+    html = _report(standard_cells(), status="interrupted")
+    assert 'class="badge synthetic"' in html and "SYNTHETIC DATA" in html
+    assert 'class="badge interrupted"' in html
+    real = _report(standard_cells(source="real"), env=make_env(data="real"))
+    assert "SYNTHETIC DATA" not in real and "INTERRUPTED" not in real and "COMPLETE" in real
+
+
+def test_loader_bound_run_is_explained():
+    cells = [
+        make_cell("resnet18", "fp32", epoch_s=[10.0, 10.1, 9.9], data_wait_frac=0.5),
+        make_cell("resnet18", "amp-fp16", epoch_s=[9.9, 10.0, 9.8], data_wait_frac=0.6),
+    ]
+    text = _visible_text(_report(cells))
+    assert (
+        "amp-fp16 gave no speedup (×1.01, not significant): the run was limited by the data loader "
+        "(waiting for data 60% of the step time)"
+    ) in text
+
+
+def test_low_gpu_utilisation_is_reported():
+    cells = [
+        make_cell("resnet34", "fp32", epoch_s=[10.0, 10.1, 9.9], util_pct=35.0),
+        make_cell("resnet34", "amp-bf16", epoch_s=[9.8, 10.0, 9.9], util_pct=33.0),
+    ]
+    text = _visible_text(_report(cells))
+    assert "the GPU was busy 33% of the time" in text
+    assert "In fp32 the GPU was busy 35% of the time" in text
+
+
+def test_speedup_is_stated_and_synthetic_means_throughput_only():
+    text = _visible_text(_report(standard_cells(models=("resnet50",))))
+    assert "faster than fp32: amp-fp16 ×1.60, amp-bf16 ×1.68" in text
+    assert "Synthetic data: throughput only" in text
+
+
+def test_no_claim_without_the_data_to_support_it():
+    # fp16 is not faster, but nothing says why: no "limited by" sentence is invented.
+    cells = [make_cell("resnet18", "fp32", epoch_s=[10.0, 10.1, 9.9]), make_cell("resnet18", "amp-fp16", epoch_s=[9.9, 10.0, 9.8])]
+    text = _visible_text(_report(cells))
+    assert "amp-fp16 gave no speedup (×1.01, not significant)." in text
+    assert "limited by" not in text and "busy" not in text and "not the limit" not in text
+
+
+def test_a_slower_precision_with_a_fast_loader_is_called_slower_not_explained():
+    cells = [make_cell("resnet18", "fp32", epoch_s=[10.0], data_wait_frac=0.02),
+             make_cell("resnet18", "amp-bf16", epoch_s=[13.7], data_wait_frac=0.01)]
+    text = _visible_text(_report(cells))
+    assert "amp-bf16 was slower than fp32 (×0.73, 1 repeat); the data loader was not the limit (waiting for data 1% of the step time)." in text
+
+
+def test_untrusted_text_is_escaped_and_the_page_is_self_contained():
+    cells = standard_cells(models=("resnet18",)) + [
+        make_cell("resnet18", "apex-o1", status="skipped", reason='<script>alert("x")</script><img src="http://evil.example/x">')
+    ]
+    env = make_env(host='<b onmouseover="x()">host</b>')
+    html = _report(cells, env=env)
+    assert "<script" not in html and "<img" not in html and "<b onmouseover" not in html
+    assert "&lt;script&gt;" in html
+    without_ns = html.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert "evil.example" in without_ns  # shown as text...
+    assert not re.search(r'(src|href)\s*=\s*"https?:', without_ns)  # ...never fetched
+    assert "<link" not in html and "@import" not in html and "url(" not in html
+    assert "Content-Security-Policy" in html
+
+
+def test_bar_chart_draws_bars_error_bars_reference_and_axis_labels():
+    svg = bar_chart(
+        "Speedup — fixture", ["resnet18", "resnet50"],
+        [Series("amp-fp16", [1.5, None], [1.4, None], [1.6, None]), Series("amp-bf16", [1.7, 1.2])],
+        y_label="fp32 time ÷ precision time (×)", x_label="model", reference=1.0, reference_label="fp32 = 1",
+    )
+    assert svg.count('class="bar"') == 3  # the None value draws no bar
+    assert svg.count('class="errorbar"') == 1
+    assert 'class="reference"' in svg and "fp32 = 1" in svg
+    assert "fp32 time ÷ precision time (×)" in svg and ">model<" in svg
+    assert "amp-fp16, resnet50: no data" in svg
+
+
+def test_bundle_report_matches_the_bundle_charts(tmp_path):
+    run = make_run_dir(tmp_path / "runs", make_results(standard_cells(), make_env()))
+    b = open_bundle(export_run(run, tmp_path / "out"))
+    report = b.text("report.html")
+    for name, data in b.files.items():
+        if name.endswith(".svg"):
+            assert data.decode() in report  # the report inlines exactly the charts it ships
+
+
+# --- a real browser ---------------------------------------------------------------------------------
+
+def _chromium() -> str:
+    return shutil.which("chromium") or shutil.which("chromium-browser") or "chromium"
+
+
+def _browser(tmp_path: Path, url: str, *extra: str) -> subprocess.CompletedProcess:
+    profile = tmp_path / f"profile-{len(list(tmp_path.iterdir()))}"
+    return subprocess.run(
+        [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0", *extra, url],
+        capture_output=True, text=True, timeout=120,
+    )
+
+
+def _console_errors(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
+
+
+@pytest.mark.browser
+def test_report_renders_in_headless_chromium_without_console_errors(tmp_path):
+    cells = standard_cells() + [
+        make_cell("resnet34", "fp32", epoch_s=[12.0, 12.2, 11.8], data_wait_frac=0.5, util_pct=35),
+        make_cell("resnet34", "amp-fp16", epoch_s=[11.8, 12.3, 11.6], data_wait_frac=0.55, util_pct=30),
+        make_cell("resnet50", "apex-o1", status="skipped", reason="Apex not installed (fixture)"),
+    ]
+    run = make_run_dir(tmp_path / "runs", make_results(cells, make_env(), status="interrupted"))
+    page = tmp_path / "report.html"
+    page.write_bytes(open_bundle(export_run(run, tmp_path / "out")).files["report.html"])
+
+    dom = _browser(tmp_path, page.as_uri(), "--dump-dom")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert "<table" in dom.stdout and dom.stdout.count("<svg") == 3
+    assert dom.stdout.count('class="bar"') >= 20
+    assert "SYNTHETIC DATA" in dom.stdout and "INTERRUPTED" in dom.stdout
+    assert "limited by the data loader" in dom.stdout
+    assert _console_errors(dom.stderr) == []
+
+    shot = tmp_path / "report.png"
+    r = _browser(tmp_path, page.as_uri(), f"--screenshot={shot}", "--window-size=1200,2400")
+    assert r.returncode == 0 and shot.exists()
+    png = shot.read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", png[16:24]) == (1200, 2400)
+    assert len(png) > 50_000  # a real page with charts, not a blank canvas
+
+
+@pytest.mark.browser
+def test_console_error_detection_works(tmp_path):
+    # Control: the check above would see a console error if the page made one.
+    page = tmp_path / "bad.html"
+    page.write_text("<!DOCTYPE html><html><body><script>console.error('fixture error')</script></body></html>")
+    r = _browser(tmp_path, page.as_uri(), "--dump-dom")
+    assert any("fixture error" in line for line in _console_errors(r.stderr))
