@@ -1,0 +1,243 @@
+"""``kit run --suite lstm``: one cell = one preset x one precision mode, N repeats.
+
+    run_cell(spec, ctx)
+      config.resolve(spec.params)          preset + overrides, validated
+      unavailable_reason(...), probe_lstm  -> CellResult.skipped(reason) when the mode cannot run
+      load the corpus (real or synthetic)  vocabulary padded as the preset says
+      batchify the three splits on the device
+      for each repeat: train.run_repeat    fresh model, seed = preset seed + --seed + repeat
+      -> CellResult(status="ok", throughput_unit="tokens", repeats, summary, data, notes)
+
+Seeds: repeat r uses ``preset seed (1111) + ctx.seed + r``. With the default
+``--seed 0`` the first repeat starts exactly where the Apex example did
+(``--seed 1111``); a user's ``--seed`` shifts every repeat by the same amount.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from kit.bench.lstm import config as lstm_config
+from kit.bench.lstm.batching import batchify, chunk_starts
+from kit.bench.lstm.model import pad_vocab
+from kit.bench.lstm.train import Hooks, SplitData, run_repeat
+from kit.bench.precision import unavailable_reason
+from kit.results.schema import CellResult, CellSpec
+from kit.results.stats import summarise_repeats
+from kit.runner.context import CellContext
+
+#: Recommended convergence parity tolerance: |ppl(mode) - ppl(fp32)| / ppl(fp32).
+#: A kit choice, not a measured fact: mixed precision with a working loss scale
+#: should land within the seed-to-seed spread of fp32 training, while a broken
+#: scale (underflowing gradients, skipped steps) costs far more than 2%. Revisit
+#: once the fp32 seed spread of 30-epoch runs has been measured.
+PARITY_TOLERANCE_REL = 0.02
+
+_corpus_cache: dict[tuple, Any] = {}
+_probe_cache: dict[tuple[str, str], tuple[str | None, str | None]] = {}
+
+
+def load_corpus(ctx: CellContext, pad_vocab_to: int):
+    """The corpus for this run, loaded once per (folder, source, seed, padding).
+
+    Every cell of a run reads the same corpus; re-reading WikiText-2 (or
+    re-generating the synthetic one) per cell would only add start-up time."""
+    from kit.data.wikitext import load_wikitext2
+
+    key = (str(ctx.data_dir), ctx.data_source, ctx.seed, pad_vocab_to)
+    if key not in _corpus_cache:
+        _corpus_cache.clear()  # keep one corpus in memory, not one per preset
+        _corpus_cache[key] = load_wikitext2(ctx.data_dir, source=ctx.data_source, seed=ctx.seed, pad_vocab_to=pad_vocab_to)
+    return _corpus_cache[key]
+
+
+#: The dtype autocast is asked for in each autocast mode.
+_AUTOCAST = {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}
+
+
+def probe_lstm(mode: str, device: str) -> tuple[str | None, str | None]:
+    """(why this mode cannot run an LSTM here, or None; the dtype the LSTM layer computes in).
+
+    A tiny LSTM forward and backward pass under the mode's autocast tells us
+    what the installed PyTorch really does, instead of a guess:
+
+    * CPU autocast to bf16 goes through oneDNN's LSTM, which fails to build its
+      kernel on CPUs without AVX-512/AMX bf16 support -> the cell is skipped.
+    * CUDA autocast has its own rule for cuDNN RNNs (ATen's AutocastRNN.cpp
+      casted them to fp16 whatever dtype autocast was given): the LSTM may run in
+      fp16 inside an amp-bf16 run. The cell runs, and says so in its notes.
+
+    On a GPU it also runs for the other modes, in fp32, so that cuDNN's and
+    cuBLAS's one-time set-up is paid here and not in the first cell's time to
+    first step.
+    """
+    key = (mode, device)
+    if key in _probe_cache:
+        return _probe_cache[key]
+    dtype = _AUTOCAST.get(mode)
+    on_cuda = device.startswith("cuda")
+    if dtype is None and not on_cuda:
+        _probe_cache[key] = (None, None)
+        return _probe_cache[key]
+    rnn = torch.nn.LSTM(8, 8, 2).to(device)
+    x = torch.randn(3, 2, 8, device=device)
+    try:
+        with torch.autocast("cuda" if on_cuda else "cpu", dtype=dtype or torch.float32, enabled=dtype is not None):
+            out, _ = rnn(x)
+        out.float().sum().backward()
+        if on_cuda:
+            (x[0] @ x[0].T).sum().item()  # cuBLAS set-up, for the same reason as cuDNN's
+    except RuntimeError as exc:
+        if dtype is None:
+            raise
+        first = (str(exc).split(".")[0] or exc.__class__.__name__).strip()
+        if on_cuda:
+            why = f"PyTorch cannot run a cuDNN LSTM under {mode} autocast on this GPU and software stack: {first}"
+        else:
+            why = f"PyTorch cannot run an LSTM in {mode[4:]} on this CPU (oneDNN's bf16 LSTM needs AVX-512/AMX bf16 support): {first}"
+        _probe_cache[key] = (why, None)
+        return _probe_cache[key]
+    _probe_cache[key] = (None, str(out.dtype).removeprefix("torch."))
+    return _probe_cache[key]
+
+
+def lstm_dtype_note(mode: str, lstm_dtype: str | None) -> str | None:
+    """A note when autocast ran the LSTM layers in another dtype than the mode's name says."""
+    wanted = _AUTOCAST.get(mode)
+    if wanted is None or lstm_dtype is None or lstm_dtype == str(wanted).removeprefix("torch."):
+        return None
+    return (f"{mode}: this PyTorch's autocast runs the LSTM layers in {lstm_dtype}, not "
+            f"{str(wanted).removeprefix('torch.')}; embedding and decoder follow the mode")
+
+
+def precision_kwargs(mode: str, cfg: lstm_config.LSTMConfig) -> tuple[dict, list[str]]:
+    """Loss-scale settings for ``Precision`` and the notes that explain them.
+
+    The preset's static scale is the example's ``--fp16 --static-loss-scale``
+    setting and belongs to fp16-master. Apex amp keeps its own default (dynamic)
+    unless the user gave a scale; amp-fp16 always uses torch's dynamic GradScaler."""
+    notes: list[str] = []
+    if mode == "fp16-master":
+        if cfg.dynamic_loss_scale:
+            notes.append("fp16-master: half model, fp32 master weights, dynamic loss scale (the example's main_fp16_optimizer.py --dynamic-loss-scale)")
+        else:
+            notes.append(f"fp16-master: half model, fp32 master weights, static loss scale {cfg.static_loss_scale:g} (the example's --fp16 --static-loss-scale)")
+        return {"static_loss_scale": cfg.static_loss_scale, "dynamic_loss_scale": cfg.dynamic_loss_scale}, notes
+    if mode in ("apex-o1", "apex-o2"):
+        if cfg.user_loss_scale:
+            return {"static_loss_scale": cfg.static_loss_scale, "dynamic_loss_scale": cfg.dynamic_loss_scale}, notes
+        notes.append(f"{mode}: Apex amp's default dynamic loss scale (the preset's static scale applies to fp16-master)")
+        return {"static_loss_scale": None, "dynamic_loss_scale": True}, notes
+    if mode == "amp-fp16" and cfg.user_loss_scale:
+        notes.append("amp-fp16 always uses torch.amp.GradScaler's dynamic scale; --static-loss-scale/--dynamic-loss-scale apply to fp16-master and apex modes")
+    return {}, notes
+
+
+def run_cell(spec: CellSpec, ctx: CellContext) -> CellResult:
+    cfg = lstm_config.resolve(spec.params, ctx.mode)
+    reason = unavailable_reason(spec.precision, ctx.device)
+    if reason:
+        return CellResult.skipped(spec, reason, throughput_unit="tokens")
+    reason, lstm_dtype = probe_lstm(spec.precision, ctx.device)
+    if reason:
+        return CellResult.skipped(spec, reason, throughput_unit="tokens")
+
+    corpus = load_corpus(ctx, cfg.pad_vocab_to)
+    # idempotent when the loader already padded; a guard when it did not
+    ntokens = pad_vocab(int(corpus.vocab_size), cfg.pad_vocab_to)
+    data = SplitData(
+        train=batchify(corpus.train, cfg.batch_size, ctx.device),
+        valid=batchify(corpus.valid, cfg.eval_batch_size, ctx.device),
+        test=batchify(corpus.test, cfg.eval_batch_size, ctx.device),
+        ntokens=ntokens,
+    )
+    kwargs, notes = precision_kwargs(spec.precision, cfg)
+    dtype_note = lstm_dtype_note(spec.precision, lstm_dtype)
+    if dtype_note:
+        notes.append(dtype_note)
+
+    # The first optimizer built in a process imports torch._dynamo (seconds on a
+    # small CPU); pay that once here so it does not land in the first repeat's
+    # time to first step as if it were a cost of this model or mode.
+    torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
+
+    batches_per_epoch = len(chunk_starts(data.train, cfg.bptt, cfg.max_batches))
+    total = ctx.repeats * cfg.epochs * batches_per_epoch
+    done = 0
+    repeats: list[dict] = []
+    for r in range(ctx.repeats):
+        seed = cfg.seed + ctx.seed + r
+
+        def on_batches(n: int, _r: int = r) -> None:
+            nonlocal done
+            done += n
+            ctx.progress(done, total, f"repeat {_r + 1}/{ctx.repeats}")
+
+        hooks = Hooks(
+            on_batches=on_batches,
+            on_epoch=lambda rec, _r=r: ctx.event("epoch", repeat=_r, **rec),
+            should_stop=ctx.should_stop,
+        )
+        record = run_repeat(cfg, data, spec.precision, ctx.device, seed, kwargs, hooks)
+        record["repeat"] = r
+        repeats.append(record)
+        ctx.event("note", message=f"repeat {r + 1}/{ctx.repeats} done", repeat=r,
+                  tokens_per_s=record["throughput_items_per_s"], test_perplexity=record["final_metric"])
+
+    notes += _notes(cfg, ctx, repeats, batches_per_epoch, data)
+    return CellResult(
+        spec.workload, spec.model, spec.precision, spec.engine, "ok",
+        params=spec.params,
+        throughput_unit="tokens",
+        repeats=repeats,
+        summary=summarise_repeats(repeats),
+        metrics={
+            "settings": cfg.to_dict(),
+            "precision": repeats[0].get("precision") if repeats else None,
+            "lstm_autocast_dtype": lstm_dtype,
+            "final_metric_name": "test_perplexity",
+            "lower_is_better": True,
+            "parity_tolerance_rel": spec.params.get("tolerance") or PARITY_TOLERANCE_REL,
+            "seeds": [rec["seed"] for rec in repeats],
+        },
+        data=_provenance(corpus, ntokens, cfg, data, batches_per_epoch),
+        notes=notes,
+    )
+
+
+def _provenance(corpus, ntokens: int, cfg: lstm_config.LSTMConfig, data: SplitData, batches_per_epoch: int) -> dict:
+    info = dict(getattr(corpus, "info", {}) or {})
+    info.update({
+        "vocab_words": len(corpus.dictionary.idx2word),
+        "model_vocab_size": ntokens,
+        "pad_vocab_to": cfg.pad_vocab_to,
+        "train_tokens": int(len(corpus.train)),
+        "valid_tokens": int(len(corpus.valid)),
+        "test_tokens": int(len(corpus.test)),
+        "train_batches_per_epoch": batches_per_epoch,
+        "full_epoch_batches": len(chunk_starts(data.train, cfg.bptt)),
+    })
+    return info
+
+
+def _notes(cfg, ctx: CellContext, repeats: list[dict], batches_per_epoch: int, data: SplitData) -> list[str]:
+    notes = []
+    if ctx.data_source == "synthetic":
+        notes.append("synthetic data with WikiText-2's shapes: throughput is meaningful, perplexities are not")
+    full = len(chunk_starts(data.train, cfg.bptt))
+    if cfg.max_batches and batches_per_epoch < full:
+        notes.append(
+            f"epochs truncated to {batches_per_epoch} of {full} training batches (and evaluation to {cfg.max_batches} batches) by --max-batches"
+            + ("; perplexities are not comparable with full-epoch runs" if ctx.mode == "convergence" else "")
+        )
+    if any(rec["throughput_items_per_s"] is None for rec in repeats):
+        notes.append("too few training batches for a steady state after warm-up: no tokens/s recorded")
+    diverged = sum(bool(rec.get("diverged")) for rec in repeats)
+    if diverged:
+        notes.append(f"{diverged} repeat(s) diverged (a NaN or infinite loss); their non-finite values are recorded as null")
+    overflow = sum(rec.get("overflow_steps") or 0 for rec in repeats)
+    if overflow:
+        notes.append(f"{overflow} optimizer step(s) skipped for gradient overflow across repeats (loss scaling)")
+    return notes

@@ -1,0 +1,208 @@
+"""One repeat of the Apex word-language-model loop, through the shared Precision.
+
+Per epoch (as the example): start from a zero hidden state, walk the training
+columns in ``bptt``-token chunks, detach the hidden state between chunks
+(truncated BPTT), take one SGD step per chunk with gradient-norm clipping,
+then evaluate on the validation split; if the validation loss did not improve
+on the best so far, divide the learning rate by 4. After the last epoch,
+evaluate on the test split. Perplexity = exp(mean cross-entropy per token).
+
+Every precision mode runs this same code: :class:`kit.bench.precision.Precision`
+decides the autocast context, the half model with fp32 master weights, and the
+loss scaling; the loop never branches on the mode.
+
+Timing (see kit.bench.timing for why every boundary synchronises):
+``epoch_seconds`` is training only (evaluation excluded); steady-state tokens/s
+leaves out the first warm-up batches of the repeat (cuDNN set-up, allocator
+growth) and all evaluation time; time to first step runs from the start of the
+repeat (model construction included) to the end of the first optimizer step.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+from kit.bench import timing
+from kit.bench.timing import StepClock, warmup_steps_for
+from kit.bench.lstm.batching import chunk_starts, get_batch, repackage_hidden
+from kit.bench.lstm.config import LSTMConfig
+from kit.bench.lstm.model import LSTMModel
+from kit.bench.precision import Precision
+
+#: Batches at the start of a repeat that steady-state throughput leaves out.
+WARMUP_BATCHES = 5
+#: How often (in batches) the loop reports progress and polls for a stop request.
+PROGRESS_EVERY = 10
+
+
+@dataclass
+class SplitData:
+    """The three splits, already batchified on the device."""
+
+    train: torch.Tensor  # (rows, batch_size)
+    valid: torch.Tensor  # (rows, eval_batch_size)
+    test: torch.Tensor  # (rows, eval_batch_size)
+    ntokens: int  # vocabulary size the model is built for (after padding)
+
+
+@dataclass
+class Hooks:
+    """How a repeat talks to the runner without knowing it."""
+
+    on_batches: Callable[[int], None] = lambda n: None  # n more training batches done
+    on_epoch: Callable[[dict], None] = lambda rec: None
+    should_stop: Callable[[], bool] = lambda: False
+
+
+def anneal_lr(lr: float, val_loss: float, best_val_loss: float | None) -> tuple[float, float | None]:
+    """The example's rule: keep lr while validation improves, else divide it by 4.
+
+    Returns (lr for the next epoch, best validation loss so far). A NaN loss never
+    counts as an improvement."""
+    if best_val_loss is None or val_loss < best_val_loss:
+        return lr, val_loss
+    return lr / 4.0, best_val_loss
+
+
+def perplexity(mean_loss: float) -> float:
+    """exp(mean cross-entropy in nats); inf past what a float can hold."""
+    if math.isnan(mean_loss):
+        return math.nan
+    return math.exp(mean_loss) if mean_loss < 709.0 else math.inf
+
+
+def lm_loss(logits: torch.Tensor, target: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
+    # fp32 loss for every mode: a softmax over 33k words in fp16 loses the small
+    # probabilities (autocast makes the same choice for cross_entropy).
+    return F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), target.reshape(-1), reduction=reduction)
+
+
+def evaluate(model, core: LSTMModel, source: torch.Tensor, bptt: int, prec: Precision, max_batches: int | None = None) -> float:
+    """Mean loss per token over ``source`` (at most ``max_batches`` chunks)."""
+    model.eval()
+    total = torch.zeros((), dtype=torch.float64, device=source.device)
+    count = 0
+    with torch.no_grad():
+        hidden = core.init_hidden(source.size(1))
+        for i in chunk_starts(source, bptt, max_batches):
+            data, target = get_batch(source, i, bptt)
+            with prec.autocast():
+                logits, hidden = model(data, hidden)
+                total += lm_loss(logits, target, reduction="sum").double()
+            count += target.numel()
+    return float(total.item()) / max(count, 1)
+
+
+def train_epoch(model, core: LSTMModel, source: torch.Tensor, cfg: LSTMConfig, prec: Precision, optimizer, clock: StepClock, hooks: Hooks) -> float:
+    """One pass over the training columns; returns the mean training loss per token."""
+    model.train()
+    hidden = core.init_hidden(source.size(1))
+    params = prec.optimizer_params(model)
+    loss_sum = torch.zeros((), dtype=torch.float64, device=source.device)  # summed on the device: no per-step sync
+    tokens = 0
+    pending = 0
+    clock.epoch_start()
+    for i in chunk_starts(source, cfg.bptt, cfg.max_batches):
+        data, target = get_batch(source, i, cfg.bptt)
+        hidden = repackage_hidden(hidden)  # truncated BPTT: the graph stops at this chunk
+        with prec.autocast():
+            logits, hidden = model(data, hidden)
+            loss = lm_loss(logits, target)
+        prec.backward_step(loss, optimizer, clip=cfg.clip, params=params)
+        n = target.numel()
+        loss_sum += loss.detach().double() * n
+        tokens += n
+        clock.step_done(n)
+        pending += 1
+        if pending >= PROGRESS_EVERY:
+            hooks.on_batches(pending)
+            pending = 0
+            if hooks.should_stop():
+                raise KeyboardInterrupt
+    clock.epoch_end()
+    if pending:
+        hooks.on_batches(pending)
+    return float(loss_sum.item()) / max(tokens, 1)
+
+
+def _finite(x: float | None) -> float | None:
+    """JSON has no NaN/inf: a diverged value is recorded as None (and noted)."""
+    return x if x is not None and math.isfinite(x) else None
+
+
+def run_repeat(cfg: LSTMConfig, data: SplitData, precision_mode: str, device: str, seed: int,
+               precision_kwargs: dict | None = None, hooks: Hooks | None = None) -> dict:
+    """Train a fresh model for ``cfg.epochs`` epochs; return the repeat's record
+    (the metric names of kit.results.schema.CellResult.repeats)."""
+    hooks = hooks or Hooks()
+    n_batches = len(chunk_starts(data.train, cfg.bptt, cfg.max_batches))
+    # short smoke runs still get a steady-state window: warm up over at most half of the steps
+    clock = StepClock(device, warmup_steps=warmup_steps_for(n_batches * cfg.epochs, WARMUP_BATCHES))
+    timing.reset_peak_memory(device)
+    clock.start()
+
+    torch.manual_seed(seed)  # also seeds every CUDA device
+    core = LSTMModel(data.ntokens, cfg.emsize, cfg.nhid, cfg.nlayers, cfg.dropout, cfg.tied).to(device)
+    prec = Precision(precision_mode, device, **(precision_kwargs or {}))
+    model = prec.prepare_model(core)  # halves `core` in place for fp16-master
+    optimizer = torch.optim.SGD(prec.optimizer_params(model), lr=cfg.lr)
+    model, optimizer = prec.wrap(model, optimizer)
+
+    lr, best_val = cfg.lr, None
+    train_losses: list[float] = []
+    val_losses: list[float] = []
+    lrs: list[float] = []
+    for epoch in range(1, cfg.epochs + 1):
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        lrs.append(lr)
+        train_loss = train_epoch(model, core, data.train, cfg, prec, optimizer, clock, hooks)
+        val_loss = evaluate(model, core, data.valid, cfg.bptt, prec, cfg.max_batches)
+        train_losses.append(train_loss)
+        val_losses.append(val_loss)
+        hooks.on_epoch({
+            "epoch": epoch, "seconds": clock.epoch_seconds[-1], "lr": lr,
+            "train_loss": _finite(train_loss), "val_loss": _finite(val_loss),
+            "val_perplexity": _finite(perplexity(val_loss)),
+        })
+        lr, best_val = anneal_lr(lr, val_loss, best_val)
+    test_loss = evaluate(model, core, data.test, cfg.bptt, prec, cfg.max_batches)
+    counters = prec.counters()
+    peak = timing.peak_memory_bytes(device)
+
+    test_ppl = perplexity(test_loss)
+    diverged = not all(math.isfinite(x) for x in train_losses + val_losses + [test_loss])
+    times = clock.summary()
+    return {
+        "seed": seed,
+        "epoch_seconds": times["epoch_seconds"],
+        "epoch_seconds_median": times["epoch_seconds_median"],
+        "throughput_items_per_s": times["throughput_items_per_s"],  # tokens/s, steady state
+        "steady_tokens": times["steady_items"],
+        "steady_seconds": times["steady_seconds"],
+        "warmup_batches": times["warmup_steps"],
+        "train_batches_per_epoch": n_batches,
+        "time_to_first_step_s": times["time_to_first_step_s"],
+        "peak_memory_bytes": peak,
+        "overflow_steps": counters["overflow_steps"],
+        "nan_losses": counters["nan_losses"],
+        "loss_scale_final": counters["loss_scale_final"],
+        "steps": counters["steps"],
+        "final_loss": _finite(train_losses[-1]),
+        "final_metric": _finite(test_ppl),
+        "diverged": diverged,
+        "metrics": {
+            "train_loss": [_finite(x) for x in train_losses],
+            "val_loss": [_finite(x) for x in val_losses],
+            "val_perplexity": [_finite(perplexity(x)) for x in val_losses],
+            "lr": lrs,
+            "test_loss": _finite(test_loss),
+            "test_perplexity": _finite(test_ppl),
+        },
+        "precision": prec.describe(),
+    }
