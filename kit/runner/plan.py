@@ -20,8 +20,9 @@ from kit.results.schema import (
 DEFAULT_CIFAR_PRECISIONS = ["fp32", "tf32", "amp-fp16", "amp-bf16", "fp16-master", "apex-o1", "apex-o2"]
 DEFAULT_LSTM_PRECISIONS = ["fp32", "tf32", "amp-fp16", "amp-bf16", "fp16-master", "apex-o1", "apex-o2"]
 #: steps per epoch in throughput mode (an epoch of CIFAR-100 at batch 256 is 196 steps)
-DEFAULT_CIFAR_STEPS = 60
+DEFAULT_CIFAR_STEPS = 100
 DEFAULT_CIFAR_BATCH = 256
+DEFAULT_CIFAR_BATCH_CPU = 32
 
 
 @dataclass
@@ -37,7 +38,8 @@ class Plan:
 def cifar_params(config: RunConfig) -> dict:
     throughput = config.mode == "throughput"
     return {
-        "batch_size": config.batch_size or DEFAULT_CIFAR_BATCH,
+        # on the CPU (a check, not a benchmark) a smaller batch keeps a run to about a minute
+        "batch_size": config.batch_size or (DEFAULT_CIFAR_BATCH_CPU if config.device == "cpu" else DEFAULT_CIFAR_BATCH),
         "image_size": config.image_size,
         "epochs": config.epochs or (1 if throughput else 10),
         # None = full epochs (convergence); throughput mode caps steps per epoch

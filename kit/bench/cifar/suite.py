@@ -1,0 +1,222 @@
+"""One CIFAR-100 cell: check it can run, load data, measure every repeat, summarise.
+
+    run_cell(spec, ctx)
+      -> skip (with the reason) if torchvision / fastai / the precision mode cannot run here
+      -> load_data (cached across cells)  -> FLOPs per image (meta device)
+      -> [find_max_batch]                 -> engine.run_repeats (seed = ctx.seed + r)
+      -> CellResult(repeats, summary, metrics, data provenance, notes)
+
+A mode that cannot run is skipped *before any work*; it is never replaced by
+another mode.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kit.bench import flops as flops_mod
+from kit.bench.cifar import batch_search, fastai_engine, models, torch_engine
+from kit.bench.cifar.torch_engine import TrainConfig
+from kit.bench.precision import unavailable_reason
+from kit.results.schema import CellResult, CellSpec
+from kit.results.stats import summarise_repeats
+from kit.runner.context import CellContext
+
+log = logging.getLogger("kit.bench.cifar")
+
+ENGINES = ("torch", "fastai")
+
+# --------------------------------------------------------------------------- data (cached)
+_arrays_cache: dict[tuple, Any] = {}
+_device_cache: dict[tuple, Any] = {}
+
+
+def load_data(ctx: CellContext) -> Any:
+    """CifarData for the run (real or synthetic), loaded once per process."""
+    key = (str(ctx.data_dir), ctx.data_source)
+    if key not in _arrays_cache:
+        from kit.data.cifar import load_cifar100
+
+        _arrays_cache.clear()
+        _arrays_cache[key] = load_cifar100(ctx.data_dir, source=ctx.data_source, seed=0)
+    return _arrays_cache[key]
+
+
+def device_data(arrays: Any, device: str):
+    """The arrays resident on the device (uploaded once per data set and device)."""
+    from kit.bench.cifar.gpu_data import DeviceData
+
+    key = (id(arrays), device)
+    if key not in _device_cache:
+        _device_cache.clear()  # at most one copy on the device
+        _device_cache[key] = DeviceData.upload(arrays.train_x, arrays.train_y, arrays.test_x, arrays.test_y, device)
+    return _device_cache[key]
+
+
+def provenance(arrays: Any, ctx: CellContext) -> dict:
+    info = dict(getattr(arrays, "info", {}) or {})
+    synthetic = ctx.data_source == "synthetic"
+    info.update(
+        source=ctx.data_source,
+        synthetic=synthetic,
+        train_images=int(len(arrays.train_x)),
+        test_images=int(len(arrays.test_x)),
+    )
+    if synthetic:
+        info["label"] = "SYNTHETIC data (same shapes as CIFAR-100): valid for throughput only, accuracy means nothing"
+    return info
+
+
+# --------------------------------------------------------------------------- config
+def train_config(spec: CellSpec, ctx: CellContext) -> TrainConfig:
+    p = spec.params
+    convergence = ctx.mode == "convergence"
+    return TrainConfig(
+        model=spec.model,
+        precision=spec.precision,
+        device=ctx.device,
+        batch_size=int(p.get("batch_size") or 256),
+        image_size=int(p.get("image_size") or 32),
+        epochs=int(p.get("epochs") or 1),
+        steps=p.get("steps"),
+        compile=p.get("compile") or "auto",
+        seed=ctx.seed,
+        evaluate=convergence,
+        lr=p.get("lr"),
+        label_smoothing=float(p.get("label_smoothing") or 0.0),
+        warmup_steps=p.get("warmup_steps"),
+        num_workers=p.get("num_workers"),
+    )
+
+
+def cpu_has_native_bf16() -> bool | None:
+    """True/False from the Linux CPU flags (AVX512-BF16 or AMX-BF16); None if unknown."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            flags = f.read()
+    except OSError:
+        return None
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def skip_reason(spec: CellSpec, device: str) -> str | None:
+    if spec.engine not in ENGINES:
+        return f"unknown CIFAR engine {spec.engine!r}; choose torch or fastai"
+    if spec.model not in models.MODELS:
+        return f"unknown model {spec.model!r}"
+    why = models.torchvision_missing_reason()
+    if why:
+        return why
+    if spec.engine == "fastai":
+        return fastai_engine.skip_reason(spec.precision, device)
+    why = unavailable_reason(spec.precision, device)
+    if why is None and spec.precision == "amp-bf16" and device == "cpu" and cpu_has_native_bf16() is False:
+        # without bf16 instructions PyTorch emulates every bf16 convolution: many
+        # times slower than fp32, so the cell would measure the emulation only
+        why = ("this CPU has no bf16 instructions (AVX512-BF16 or AMX); PyTorch would emulate bf16 "
+               "convolutions, many times slower than fp32, which measures nothing useful")
+    return why
+
+
+def engine_settings(cfg: TrainConfig, engine: str) -> dict:
+    """What the engine did, in words and numbers (recorded in metrics)."""
+    if engine == "torch":
+        return {
+            "optimizer": f"SGD(momentum={cfg.momentum}, nesterov=True, weight_decay={cfg.weight_decay})",
+            "schedule": "OneCycleLR, fastai fit_one_cycle shape (pct_start 0.25, cosine, div 25, final lr max/1e5), momentum fixed",
+            "lr_max": cfg.max_lr(),
+            "label_smoothing": cfg.label_smoothing,
+            "data": "uint8 on the device; crop+flip by one gather per epoch; normalise/upsample per step",
+            "memory_format": "channels_last" if cfg.device.startswith("cuda") else "contiguous (CPU)",
+            "cudnn_benchmark": True,
+        }
+    return {
+        "optimizer": "fastai default (Adam, wd 0.01 decoupled)",
+        "schedule": "fit_one_cycle (fastai defaults: pct_start 0.25, moms 0.95-0.85-0.95)",
+        "lr_max": cfg.lr if cfg.lr is not None else "fastai default (1e-3)",
+        "data": "fastai TfmdDL: PadCropFlip per image in CPU workers; IntToFloatTensor + Normalize on the device",
+    }
+
+
+# --------------------------------------------------------------------------- the cell
+def run_cell(spec: CellSpec, ctx: CellContext) -> CellResult:
+    import torch
+
+    device = ctx.device
+    why = skip_reason(spec, device)
+    if why:
+        return CellResult.skipped(spec, why, throughput_unit="images")
+    cfg = train_config(spec, ctx)
+    if spec.engine == "torch":
+        torch.backends.cudnn.benchmark = True
+    arrays = load_data(ctx)
+    notes: list[str] = []
+    metrics: dict[str, Any] = {"engine_settings": engine_settings(cfg, spec.engine)}
+
+    # FLOPs: counted once per model and image size, on the meta device
+    try:
+        per_image = flops_mod.resnet_train_flops_per_image(spec.model, cfg.image_size, cfg.num_classes)
+        metrics.update(flops_per_image=per_image, flops_per_step=per_image * cfg.batch_size,
+                       flops_method="torch.utils.flop_counter.FlopCounterMode, forward+backward, meta device")
+    except Exception as exc:  # a counting failure must not cost the measurement
+        per_image = None
+        notes.append(f"FLOP count failed ({exc.__class__.__name__}: {exc}); achieved_tflops not reported")
+
+    if spec.engine == "torch" or spec.params.get("find_max_batch"):
+        dev_data = device_data(arrays, device)
+    else:
+        # the fastai engine keeps its data on the host: drop the torch engine's device
+        # copy so it neither counts in this cell's peak memory nor takes its room
+        dev_data = None
+        _device_cache.clear()
+        batch_search.free_device_memory()
+
+    if spec.params.get("find_max_batch"):
+        if device.startswith("cuda"):
+            tries: list[batch_search.Try] = []
+            ctx.event("note", message="searching for the largest batch that fits")
+            metrics["max_batch"] = batch_search.find_max_batch(
+                torch_engine.try_batch_fn(cfg, dev_data), start=64, limit=int(len(arrays.train_x)), resolution=8, log=tries,
+            )
+            metrics["max_batch_tries"] = [[t.batch_size, t.fits] for t in tries]
+            metrics["max_batch_method"] = ("doubling from 64 then binary search to within 8 images; each try 3 eager training "
+                                           "steps of the torch engine in this precision (limit: the training set size)")
+        else:
+            notes.append("find_max_batch skipped: the batch search measures device memory and runs on CUDA only")
+
+    progress = (lambda done, total: ctx.progress(done, total, f"{spec.model} {spec.precision} {spec.engine}"))
+    if spec.engine == "torch":
+        repeats, compile_notes = torch_engine.run_repeats(cfg, dev_data, ctx, ctx.repeats, progress)
+        notes.extend(compile_notes)
+        notes.append("data_wait_s = on-device augmentation (one crop+flip gather per epoch); "
+                     "normalisation and upsampling run inside each step and count in compute_s")
+        if device.startswith("cuda"):
+            notes.append("peak_memory_bytes includes the uint8 data set resident on the device")
+    else:
+        repeats = fastai_engine.run_repeats(cfg, arrays, ctx, ctx.repeats, progress, cfg.num_workers)
+        notes.append("data_wait_s = host time between batches (DataLoader, host-to-device copy, batch transforms), "
+                     "read without device synchronisation; epoch_seconds time the training phase only")
+        if not cfg.evaluate:
+            notes.append("throughput mode: fastai validates on one test batch per epoch (outside epoch_seconds)")
+
+    precision_desc = None
+    for rec in repeats:
+        precision_desc = rec.pop("precision", precision_desc)
+        rec["achieved_tflops"] = flops_mod.achieved_tflops(per_image, rec.get("throughput_items_per_s"))
+    metrics["precision"] = precision_desc
+    if not device.startswith("cuda"):
+        notes.append("peak_memory_bytes is not measured on the CPU")
+    if any(r.get("throughput_items_per_s") is None for r in repeats):
+        notes.append("no steady-state steps after warm-up in some repeat: throughput not reported (run more --steps)")
+
+    return CellResult(
+        spec.workload, spec.model, spec.precision, spec.engine, "ok",
+        params=dict(spec.params),
+        throughput_unit="images",
+        repeats=repeats,
+        summary=summarise_repeats(repeats),
+        metrics=metrics,
+        data=provenance(arrays, ctx),
+        notes=notes,
+    )

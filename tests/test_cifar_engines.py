@@ -1,0 +1,136 @@
+"""The two engines: same architecture, same data, same schedule shape, honest compile fallback."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("torchvision")
+
+from kit.bench.cifar import torch_engine  # noqa: E402
+from kit.bench.cifar.gpu_data import PAD, DeviceData  # noqa: E402
+from kit.bench.cifar.torch_engine import TrainConfig, compile_candidates, one_cycle_factor  # noqa: E402
+from kit.runner.context import CellContext  # noqa: E402
+
+
+@dataclass
+class TinyArrays:
+    """A made-up, CIFAR-shaped fixture (random pixels): not CIFAR, only the layout."""
+
+    train_x: np.ndarray
+    train_y: np.ndarray
+    test_x: np.ndarray
+    test_y: np.ndarray
+    info: dict = field(default_factory=lambda: {"source": "synthetic", "fixture": True})
+
+
+def tiny_arrays(n_train: int = 48, n_test: int = 16, seed: int = 0) -> TinyArrays:
+    rng = np.random.default_rng(seed)
+    return TinyArrays(
+        rng.integers(0, 256, (n_train, 32, 32, 3), dtype=np.uint8), rng.integers(0, 100, n_train).astype(np.int64),
+        rng.integers(0, 256, (n_test, 32, 32, 3), dtype=np.uint8), rng.integers(0, 100, n_test).astype(np.int64),
+    )
+
+
+def ctx(repeats: int = 1, mode: str = "throughput") -> CellContext:
+    return CellContext(device="cpu", data_dir=Path("unused"), data_source="synthetic", repeats=repeats, mode=mode)
+
+
+def test_engines_build_the_same_architecture():
+    pytest.importorskip("fastai")
+    from kit.bench.cifar.fastai_engine import build_learner
+
+    arrays = tiny_arrays()
+    cfg = TrainConfig("resnet18", "fp32", "cpu", batch_size=8, steps=1)
+    torch_model = torch_engine.Trainer(cfg, total_steps=1).model
+    learn = build_learner(cfg, arrays, num_workers=0)
+    a, b = torch_model.state_dict(), learn.model.state_dict()
+    assert list(a) == list(b)
+    assert all(a[k].shape == b[k].shape for k in a)
+    count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+    assert count(torch_model) == count(learn.model) == 11_227_812  # torchvision resnet18, 100 classes
+    assert a["fc.weight"].shape == (100, 512)
+
+
+def test_engines_feed_the_same_normalised_test_images():
+    pytest.importorskip("fastai")
+    from kit.bench.cifar.fastai_engine import make_dls
+
+    arrays = tiny_arrays()
+    cfg = TrainConfig("resnet18", "fp32", "cpu", batch_size=8, steps=2)
+    dls = make_dls(cfg, arrays, num_workers=0)
+    xb, yb = dls.valid.one_batch()
+    data = DeviceData.upload(arrays.train_x, arrays.train_y, arrays.test_x, arrays.test_y, "cpu")
+    ref = data.to_input(data.test_x[:8], 32)
+    assert torch.allclose(torch.as_tensor(xb).float(), ref, atol=1e-5)
+    assert torch.equal(torch.as_tensor(yb).long(), torch.from_numpy(arrays.test_y[:8]))
+    assert len(dls.train) == 2  # steps per epoch honoured
+
+
+def test_fastai_training_batches_are_augmented_crops_of_the_training_images():
+    pytest.importorskip("fastai")
+    from kit.bench.cifar.fastai_engine import make_dls
+
+    arrays = tiny_arrays(n_train=8)
+    arrays.train_y = np.arange(8, dtype=np.int64)  # label = image index, to find each source
+    cfg = TrainConfig("resnet18", "fp32", "cpu", batch_size=8, steps=1)
+    dls = make_dls(cfg, arrays, num_workers=0)
+    xb, yb = dls.train.one_batch()
+    data = DeviceData.upload(arrays.train_x, arrays.train_y, arrays.test_x, arrays.test_y, "cpu")
+    pixels = (torch.as_tensor(xb).float() * data.std + data.mean).mul(255).round().to(torch.uint8)
+    changed = 0
+    for img, label in zip(pixels, torch.as_tensor(yb).tolist()):
+        src = arrays.train_x[label]
+        padded = np.pad(src, ((PAD, PAD), (PAD, PAD), (0, 0)), mode="reflect")
+        got = img.permute(1, 2, 0).numpy()
+        crops = [padded[dy:dy + 32, dx:dx + 32][:, ::f] for dy in range(9) for dx in range(9) for f in (1, -1)]
+        assert any(np.array_equal(got, c) for c in crops)
+        changed += not np.array_equal(got, src)
+    assert changed >= 1
+
+
+def test_one_cycle_schedule_has_fastais_shape():
+    total = 1000
+    f = [one_cycle_factor(s, total) for s in range(total + 1)]
+    assert f[0] == pytest.approx(1 / 25)
+    assert max(f) == pytest.approx(1.0) and f.index(max(f)) == 250
+    assert f[-1] == pytest.approx(1e-5)
+    assert all(b >= a for a, b in zip(f[:250], f[1:251])) and all(b <= a for a, b in zip(f[250:], f[251:]))
+    assert all(math.isfinite(one_cycle_factor(s, 2)) for s in range(3))  # tiny runs are fine
+
+
+def test_compile_auto_is_eager_on_cpu_and_tries_cuda_graphs_first_on_cuda():
+    assert compile_candidates("auto", "cpu") == [None]
+    assert compile_candidates("off", "cuda:0") == [None]
+    assert compile_candidates("auto", "cuda:0") == ["reduce-overhead", "default", None]
+    assert compile_candidates("on", "cpu") == ["default", None]
+
+
+def test_failed_compile_falls_back_to_eager_and_says_why(monkeypatch):
+    def broken_compile(model, mode=None):
+        def fail(*a, **k):
+            raise RuntimeError("inductor exploded (test)")
+
+        return fail
+
+    monkeypatch.setattr(torch, "compile", broken_compile)
+    arrays = tiny_arrays()
+    data = DeviceData.upload(arrays.train_x, arrays.train_y, arrays.test_x, arrays.test_y, "cpu")
+    cfg = TrainConfig("resnet18", "fp32", "cpu", batch_size=2, steps=1, compile="on")
+    repeats, notes = torch_engine.run_repeats(cfg, data, ctx(repeats=2), repeats=2)
+    assert [r["compile_mode"] for r in repeats] == ["eager", "eager"]
+    assert len(notes) == 1 and "fell back to eager" in notes[0] and "inductor exploded" in notes[0]
+    assert [r["seed"] for r in repeats] == [0, 1]
+
+
+def test_each_repeat_starts_from_a_fresh_model_seeded_by_repeat():
+    cfg = TrainConfig("resnet18", "fp32", "cpu", batch_size=4, steps=1, seed=5)
+    a = torch_engine.Trainer(cfg, 1).model.state_dict()["fc.weight"]
+    b = torch_engine.Trainer(cfg, 1).model.state_dict()["fc.weight"]
+    c = torch_engine.Trainer(TrainConfig("resnet18", "fp32", "cpu", batch_size=4, steps=1, seed=6), 1).model.state_dict()["fc.weight"]
+    assert torch.equal(a, b) and not torch.equal(a, c)

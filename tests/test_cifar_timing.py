@@ -1,0 +1,62 @@
+"""StepClock on a fake clock: warm-up excluded, time between epochs excluded, no invented numbers."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("torch")
+
+from kit.bench.timing import StepClock, warmup_steps_for  # noqa: E402
+
+
+class FakeTime:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+    def advance(self, dt: float) -> None:
+        self.t += dt
+
+
+def test_steady_throughput_excludes_warmup_steps_and_time_between_epochs():
+    ft = FakeTime()
+    clock = StepClock("cpu", warmup_steps=2, time_fn=ft)
+    clock.start()
+    for epoch in range(2):
+        clock.epoch_start()
+        for step in range(4):
+            # the first step is slow (compilation), later ones take 1 s
+            ft.advance(10.0 if (epoch, step) == (0, 0) else 1.0)
+            clock.step_done(32)
+        clock.epoch_end()
+        ft.advance(50.0)  # evaluation between epochs must not count
+    s = clock.summary()
+    assert s["time_to_first_step_s"] == pytest.approx(10.0)
+    assert s["epoch_seconds"] == [pytest.approx(13.0), pytest.approx(4.0)]
+    # steady: steps 3-4 of epoch 0 and all 4 of epoch 1 -> 6 steps, 6 s, 192 images
+    assert s["steady_items"] == 6 * 32
+    assert s["steady_seconds"] == pytest.approx(6.0)
+    assert s["throughput_items_per_s"] == pytest.approx(32.0)
+    assert s["epoch_seconds_median"] == pytest.approx(8.5)
+
+
+def test_no_steady_steps_means_no_throughput_rather_than_a_guess():
+    ft = FakeTime()
+    clock = StepClock("cpu", warmup_steps=5, time_fn=ft)
+    clock.start()
+    clock.epoch_start()
+    for _ in range(3):
+        ft.advance(1.0)
+        clock.step_done(8)
+    clock.epoch_end()
+    s = clock.summary()
+    assert s["throughput_items_per_s"] is None and s["steady_seconds"] is None
+    assert s["time_to_first_step_s"] == pytest.approx(1.0)
+
+
+def test_warmup_never_takes_more_than_half_the_run():
+    assert warmup_steps_for(4, 10) == 2
+    assert warmup_steps_for(1000, 10) == 10
+    assert warmup_steps_for(1, 10) == 1
