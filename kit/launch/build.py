@@ -1,0 +1,236 @@
+"""`kit image build`: build a stack's image with the classic builder, showing progress.
+
+The build is streamed through the SDK's low-level ``api.build`` (the classic
+builder: no BuildKit/buildx needed), so every log line can be shown as it
+comes: the step numbers drive a progress bar, and the whole log is kept in a
+file for when something fails.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from kit.errors import DockerError, KitError
+from kit.launch import engine
+from kit.launch.stacks import (
+    DOCKERFILE,
+    LABEL_APEX_BUILT,
+    LABEL_APEX_REF,
+    LABEL_LOCK,
+    LABEL_STACK,
+    LABEL_VERSION,
+    ImageSpec,
+    find_source_root,
+    image_spec,
+    read_ca_cert,
+    stack_facts,
+)
+
+STEP_RE = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
+TAIL_LINES = 30
+
+
+class BuildUI(Protocol):
+    def start(self, spec: ImageSpec, log_path: Path) -> None: ...
+    def step(self, number: int, total: int, instruction: str) -> None: ...
+    def line(self, text: str) -> None: ...
+    def finish(self, ok: bool) -> None: ...
+
+
+class NullBuildUI:
+    def start(self, spec: ImageSpec, log_path: Path) -> None: ...
+    def step(self, number: int, total: int, instruction: str) -> None: ...
+    def line(self, text: str) -> None: ...
+    def finish(self, ok: bool) -> None: ...
+
+
+@dataclass
+class BuildResult:
+    tag: str
+    image_id: str
+    stack: str
+    seconds: float
+    log_path: Path
+    steps: int = 0
+    cached_steps: int = 0
+    tail: list[str] = field(default_factory=list)
+
+
+def build_stack(
+    stack: str,
+    *,
+    ca_cert: str | Path | None = None,
+    pip_index_url: str | None = None,
+    pip_extra_index_url: str | None = None,
+    pip_trusted_host: str | None = None,
+    base: str | None = None,
+    network: str = "host",
+    no_cache: bool = False,
+    client: Any = None,
+    ui: BuildUI | None = None,
+    root: Path | None = None,
+) -> BuildResult:
+    """Build ``mpkit:<stack>-<version>`` from docker/Dockerfile. ``stack`` must be concrete (not auto)."""
+    root = root or find_source_root()
+    pem = read_ca_cert(ca_cert) if ca_cert else None
+    spec = image_spec(
+        stack, root, base=base, extra_ca_pem=pem,
+        pip_index_url=pip_index_url, pip_extra_index_url=pip_extra_index_url, pip_trusted_host=pip_trusted_host,
+    )
+    client = client or engine.connect()
+    return build_image(spec, root, client, network=network, no_cache=no_cache, ui=ui)
+
+
+def build_image(
+    spec: ImageSpec, root: Path, client: Any, *, network: str = "host", no_cache: bool = False,
+    ui: BuildUI | None = None, log_dir: Path | None = None,
+) -> BuildResult:
+    ui = ui or NullBuildUI()
+    log_path = Path(log_dir or tempfile.gettempdir()) / f"mpkit-build-{spec.stack}-{time.strftime('%Y%m%d-%H%M%S')}.log"
+    tail: deque[str] = deque(maxlen=TAIL_LINES)
+    ctx = engine.Context(during="build", stack=spec.stack, image=spec.tag, base=spec.base)
+    started = time.monotonic()
+    image_id = ""
+    steps = cached = 0
+    error_text: str | None = None
+    ui.start(spec, log_path)
+    ok = False
+    try:
+        with open(log_path, "w", encoding="utf-8", buffering=1) as log:
+            log.write(f"# kit image build: {spec.tag}, stack {spec.stack}, base {spec.base}\n")
+            try:
+                context = build_context(root, spec.extra_files)
+                stream = client.api.build(
+                    fileobj=context,
+                    custom_context=True,
+                    dockerfile=DOCKERFILE,
+                    tag=spec.tag,
+                    buildargs=spec.build_args,
+                    network_mode=network,
+                    rm=True,
+                    forcerm=True,
+                    nocache=no_cache,
+                    pull=False,
+                    decode=True,
+                    labels=None,
+                )
+                for event in stream:
+                    if "error" in event:
+                        error_text = str(event.get("error") or event.get("errorDetail", {}).get("message", ""))
+                        log.write(error_text + "\n")
+                        tail.append(error_text)
+                        break
+                    if "aux" in event and isinstance(event["aux"], dict) and "ID" in event["aux"]:
+                        image_id = event["aux"]["ID"]
+                    text = event.get("stream") or event.get("status") or ""
+                    for raw in str(text).splitlines():
+                        line = raw.rstrip()
+                        if not line:
+                            continue
+                        log.write(line + "\n")
+                        tail.append(line)
+                        m = STEP_RE.match(line)
+                        if m:
+                            steps = int(m.group(1))
+                            ui.step(steps, int(m.group(2)), m.group(3))
+                        elif line.strip() == "---> Using cache":
+                            cached += 1
+                        else:
+                            ui.line(line)
+                        if line.startswith("Successfully built "):
+                            image_id = image_id or line.split()[-1]
+            except KitError:
+                raise
+            except Exception as exc:  # noqa: BLE001 -- the SDK raises APIError/ConnectionError/ReadTimeout
+                error_text = engine.api_error_text(exc)
+                log.write(f"{type(exc).__name__}: {error_text}\n")
+                tail.append(error_text)
+        if error_text is not None:
+            # The last log lines say more than the engine's one-line error
+            # (pip's reason, the failing command).
+            err = engine.explain("\n".join(list(tail)[-8:] + [error_text]), ctx)
+            detail = f"\nLast lines of the build log (all of it: {log_path}):\n" + "\n".join(tail)
+            raise type(err)(err.message + detail, remedy=err.remedy)
+        if not image_id:
+            raise DockerError(f"The build of {spec.tag} ended without an image", remedy=f"See the build log: {log_path}")
+        ok = True
+    finally:
+        ui.finish(ok)
+    return BuildResult(spec.tag, image_id, spec.stack, time.monotonic() - started, log_path, steps, cached, list(tail))
+
+
+def build_context(root: Path, extra_files: dict[str, str] | None = None) -> Any:
+    """The build context as a tar file object: the checkout filtered by
+    .dockerignore (as `docker build` does), plus ``extra_files``."""
+    from docker.utils.build import create_archive, exclude_paths
+
+    exclude: list[str] = []
+    ignore = root / ".dockerignore"
+    if ignore.is_file():
+        exclude = [ln.strip() for ln in ignore.read_text().splitlines() if ln.strip() and not ln.strip().startswith("#")]
+    extra = dict(extra_files or {})
+    files = sorted(p for p in exclude_paths(str(root), exclude, dockerfile=DOCKERFILE) if p not in extra)
+    return create_archive(files=files, root=str(root), extra_files=list(extra.items()))
+
+
+# -- what is built ------------------------------------------------------------
+
+
+@dataclass
+class ImageInfo:
+    tag: str
+    stack: str
+    kit_version: str
+    lock_sha256: str
+    apex_built: bool
+    apex_ref: str
+    size_bytes: int
+    created: str
+    image_id: str
+
+
+def list_images(client: Any = None) -> list[ImageInfo]:
+    """The kit's images on this engine (those with the mpkit.stack label)."""
+    client = client or engine.connect(timeout=engine.PING_TIMEOUT_S * 6)
+    out: list[ImageInfo] = []
+    try:
+        images = client.images.list(filters={"label": LABEL_STACK})
+    except Exception as exc:  # noqa: BLE001
+        raise engine.explain(engine.api_error_text(exc), engine.Context(during="connect")) from None
+    for img in images:
+        labels = img.labels or {}
+        tags = img.tags or ["<untagged>"]
+        for tag in tags:
+            out.append(ImageInfo(
+                tag=tag,
+                stack=labels.get(LABEL_STACK, "?"),
+                kit_version=labels.get(LABEL_VERSION, "?"),
+                lock_sha256=labels.get(LABEL_LOCK, "?"),
+                apex_built=labels.get(LABEL_APEX_BUILT) == "1",
+                apex_ref=labels.get(LABEL_APEX_REF, ""),
+                size_bytes=int(img.attrs.get("Size") or 0),
+                created=str(img.attrs.get("Created", ""))[:19].replace("T", " "),
+                image_id=img.short_id,
+            ))
+    return sorted(out, key=lambda i: i.tag)
+
+
+def image_state(client: Any, spec: ImageSpec) -> str:
+    """'missing', 'stale' (built from another lock) or 'current'."""
+    try:
+        img = client.images.get(spec.tag)
+    except Exception as exc:  # noqa: BLE001
+        if type(exc).__name__ in ("ImageNotFound", "NotFound"):
+            return "missing"
+        raise engine.explain(engine.api_error_text(exc), engine.Context(during="connect")) from None
+    labels = img.labels or {}
+    return "current" if labels.get(LABEL_LOCK) == spec.lock_sha256 else "stale"
+
+
+__all__ = ["BuildResult", "BuildUI", "ImageInfo", "NullBuildUI", "build_image", "build_stack", "image_state", "list_images", "stack_facts"]

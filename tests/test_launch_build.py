@@ -1,0 +1,235 @@
+"""Image specs and builds, with a fake Docker client (no engine needed)."""
+
+from __future__ import annotations
+
+import re
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from kit import __version__
+from kit.errors import DockerError, UsageError
+from kit.facts.stacks import STACKS
+from kit.launch import stacks as stk
+from kit.launch.build import build_context, build_image, image_state, list_images
+from kit.launch.stacks import EXTRA_CA_PATH, file_sha256, image_spec, read_ca_cert
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# A syntactically real PEM block (the content is not a usable key; only the
+# framing matters to the kit).
+FAKE_PEM = "-----BEGIN CERTIFICATE-----\nMIIBfixture0000\n-----END CERTIFICATE-----\n"
+
+
+def test_each_stack_builds_from_its_facts_and_its_lock():
+    for name, facts in STACKS.items():
+        spec = image_spec(name, ROOT)
+        assert spec.tag == f"mpkit:{name}-{__version__}"
+        assert spec.build_args["BASE"] == facts.base_image
+        assert spec.build_args["STACK"] == name
+        assert spec.lock == ROOT / "docker" / "locks" / f"{name}.txt"
+        assert spec.build_args["LOCK_SHA256"] == file_sha256(spec.lock) == spec.lock_sha256
+
+
+def test_cuda12_compiles_apex_and_cuda10_builds_it_python_only():
+    cuda12 = image_spec("cuda12", ROOT).build_args
+    assert (cuda12["BUILD_APEX"], cuda12["APEX_REF"], cuda12["APEX_BUILD_OPTS"]) == ("1", "25.07", "--cpp_ext --cuda_ext")
+    assert "python3-dev" in cuda12["PYTHON_APT"]  # nvcc builds against Python's headers
+    cuda10 = image_spec("cuda10", ROOT).build_args
+    assert cuda10["BUILD_APEX"] == "1" and cuda10["APEX_REF"] == STACKS["cuda10"].apex_ref
+    assert cuda10["APEX_BUILD_OPTS"] == ""
+    cpu = image_spec("cpu", ROOT).build_args
+    assert cpu["BUILD_APEX"] == "0" and cpu["APEX_REF"] == ""
+    assert "-dev" not in cpu["PYTHON_APT"]
+
+
+def test_cuda10_carries_a_runner_instead_of_the_kit():
+    args = image_spec("cuda10", ROOT).build_args
+    # Python 3.7 cannot install the kit (3.10+): the image runs the legacy runner module.
+    assert args["INSTALL_KIT"] == "0" and args["KIT_RUNNER"] == stk.LEGACY_RUNNER
+    assert args["PYTHON"] == "python3.7" and args["PIP_VERSION"] == "24.0"
+    for name in ("cuda12", "cpu"):
+        a = image_spec(name, ROOT).build_args
+        assert a["INSTALL_KIT"] == "1" and a["KIT_RUNNER"] == "kit"
+
+
+def test_every_build_argument_is_declared_in_the_dockerfile():
+    dockerfile = (ROOT / "docker" / "Dockerfile").read_text()
+    declared = set(re.findall(r"^ARG ([A-Z_0-9]+)", dockerfile, re.M))
+    spec = image_spec("cuda12", ROOT, pip_index_url="https://m/simple", pip_extra_index_url="http://127.0.0.1:1/simple", pip_trusted_host="m")
+    missing = set(spec.build_args) - declared
+    assert not missing, f"build args the Dockerfile does not declare (Docker would ignore them): {sorted(missing)}"
+
+
+def test_lock_headers_match_the_stack_facts():
+    for name, facts in STACKS.items():
+        text = (ROOT / "docker" / "locks" / f"{name}.txt").read_text()
+        assert re.search(rf"^# stack: {name}$", text, re.M)
+        assert re.search(rf"^# python: {re.escape(facts.python)}$", text, re.M)
+        pins = dict(re.findall(r"^([a-z0-9-]+)==(\S+)$", text, re.M))
+        assert pins["torch"] == facts.torch and pins["torchvision"] == facts.torchvision and pins["fastai"] == facts.fastai
+
+
+def test_mirror_options_are_passed_only_when_given():
+    plain = image_spec("cpu", ROOT).build_args
+    assert not {"PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_TRUSTED_HOST"} & set(plain)
+    mirrored = image_spec("cpu", ROOT, pip_extra_index_url="http://127.0.0.1:8000/simple").build_args
+    assert mirrored["PIP_EXTRA_INDEX_URL"] == "http://127.0.0.1:8000/simple"
+
+
+def test_ca_certificate_travels_in_the_context_not_in_build_args(tmp_path):
+    pem = tmp_path / "proxy.pem"
+    pem.write_text(FAKE_PEM)
+    spec = image_spec("cpu", ROOT, extra_ca_pem=read_ca_cert(pem))
+    assert spec.extra_files == {EXTRA_CA_PATH: FAKE_PEM}
+    assert not any("CERTIFICATE" in v for v in spec.build_args.values())
+    names = tarfile.open(fileobj=build_context(ROOT, spec.extra_files)).getnames()
+    assert EXTRA_CA_PATH in names
+
+
+def test_a_file_that_is_not_a_pem_certificate_is_refused(tmp_path):
+    der = tmp_path / "proxy.der"
+    der.write_bytes(b"0\x82\x01\x0a")
+    with pytest.raises(UsageError):
+        read_ca_cert(der)
+    notpem = tmp_path / "notes.txt"
+    notpem.write_text("hello")
+    with pytest.raises(UsageError, match="no PEM certificate"):
+        read_ca_cert(notpem)
+    with pytest.raises(UsageError, match="no such file"):
+        read_ca_cert(tmp_path / "missing.pem")
+
+
+def test_build_context_leaves_out_data_results_venv_and_git(tmp_path):
+    root = tmp_path / "checkout"
+    for rel in ("docker/Dockerfile", "docker/entrypoint.sh", "docker/pip-install.sh", "docker/locks/cpu.txt",
+                "pyproject.toml", "README.md", "kit/__init__.py", "kit/launch/stacks.py",
+                "data/cifar-100-python.tar.gz", "results/run1/journal.jsonl", ".venv/bin/python", ".git/HEAD",
+                "kit/__pycache__/x.pyc", "tests/test_x.py"):
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text("x")
+    (root / ".dockerignore").write_text((ROOT / ".dockerignore").read_text())
+    names = set(tarfile.open(fileobj=build_context(root)).getnames())
+    assert {"docker/Dockerfile", "docker/locks/cpu.txt", "kit/launch/stacks.py", "pyproject.toml", "README.md"} <= names
+    for banned in ("data", "results", ".venv", ".git", "tests"):
+        assert not any(n == banned or n.startswith(banned + "/") for n in names), banned
+    assert not any(n.endswith(".pyc") for n in names)
+
+
+# -- builds through a fake engine ---------------------------------------------------
+
+
+class FakeAPI:
+    def __init__(self, events):
+        self.events = events
+        self.kwargs = None
+
+    def build(self, **kwargs):
+        self.kwargs = kwargs
+        yield from self.events
+
+
+class FakeImage:
+    def __init__(self, tag, labels, size=1_000_000_000):
+        self.tags = [tag]
+        self.labels = labels
+        self.attrs = {"Size": size, "Created": "2026-11-30T10:00:00.123Z"}
+        self.short_id = "sha256:abcdef012345"
+
+
+class FakeImages:
+    def __init__(self, images=()):
+        self.images = {i.tags[0]: i for i in images}
+
+    def get(self, tag):
+        if tag not in self.images:
+            raise type("ImageNotFound", (Exception,), {})(f"No such image: {tag}")
+        return self.images[tag]
+
+    def list(self, filters=None):
+        return list(self.images.values())
+
+
+class FakeClient:
+    def __init__(self, events=(), images=()):
+        self.api = FakeAPI(list(events))
+        self.images = FakeImages(images)
+
+
+class RecordingUI:
+    def __init__(self):
+        self.steps, self.lines, self.finished = [], [], None
+
+    def start(self, spec, log_path):
+        self.log_path = log_path
+
+    def step(self, number, total, instruction):
+        self.steps.append((number, total))
+
+    def line(self, text):
+        self.lines.append(text)
+
+    def finish(self, ok):
+        self.finished = ok
+
+
+def _steps(n):
+    for i in range(1, n + 1):
+        yield {"stream": f"Step {i}/{n} : RUN echo {i}\n"}
+        yield {"stream": " ---> Using cache\n" if i % 2 else f" ---> Running in {i:012x}\n"}
+
+
+def test_build_shows_step_numbers_and_returns_the_image(tmp_path):
+    events = list(_steps(4)) + [{"aux": {"ID": "sha256:feedbeef"}}, {"stream": "Successfully built feedbeef\n"}]
+    client, ui = FakeClient(events), RecordingUI()
+    result = build_image(image_spec("cpu", ROOT), ROOT, client, ui=ui, log_dir=tmp_path)
+    assert ui.steps == [(1, 4), (2, 4), (3, 4), (4, 4)]
+    assert ui.finished is True
+    assert (result.image_id, result.steps, result.cached_steps) == ("sha256:feedbeef", 4, 2)
+    kw = client.api.kwargs
+    assert kw["network_mode"] == "host" and kw["custom_context"] is True and kw["dockerfile"] == "docker/Dockerfile"
+    assert kw["tag"] == f"mpkit:cpu-{__version__}" and kw["buildargs"]["STACK"] == "cpu"
+    assert "Step 4/4" in result.log_path.read_text()
+
+
+def test_build_that_runs_out_of_disk_says_so_with_the_log_tail(tmp_path):
+    events = list(_steps(2)) + [
+        {"stream": "Installing collected packages: nvidia-cudnn-cu12, torch\n"},
+        {"error": "failed to register layer: write /opt/venv/lib/x.so: no space left on device",
+         "errorDetail": {"message": "no space left on device"}},
+    ]
+    ui = RecordingUI()
+    with pytest.raises(DockerError) as info:
+        build_image(image_spec("cuda12", ROOT), ROOT, FakeClient(events), ui=ui, log_dir=tmp_path)
+    assert "disk is full" in info.value.message
+    assert "Installing collected packages" in info.value.message  # the log tail is shown
+    assert ui.finished is False
+
+
+def test_build_whose_pip_cannot_reach_the_index_suggests_proxy_options(tmp_path):
+    events = list(_steps(1)) + [
+        {"stream": "ERROR: Could not find a version that satisfies the requirement torch==2.14.1 (from versions: none)\n"},
+        {"error": "The command '/bin/sh -c pip-install.sh ...' returned a non-zero code: 1"},
+    ]
+    with pytest.raises(DockerError) as info:
+        build_image(image_spec("cpu", ROOT), ROOT, FakeClient(events), log_dir=tmp_path)
+    assert "--ca-cert" in info.value.remedy and "--pip-index-url" in info.value.remedy
+
+
+def test_image_built_from_another_lock_is_stale():
+    spec = image_spec("cpu", ROOT)
+    current = FakeImage(spec.tag, {stk.LABEL_LOCK: spec.lock_sha256, stk.LABEL_STACK: "cpu"})
+    old = FakeImage(spec.tag, {stk.LABEL_LOCK: "0" * 64, stk.LABEL_STACK: "cpu"})
+    assert image_state(FakeClient(), spec) == "missing"
+    assert image_state(FakeClient(images=[current]), spec) == "current"
+    assert image_state(FakeClient(images=[old]), spec) == "stale"
+
+
+def test_image_list_reads_the_labels():
+    img = FakeImage("mpkit:cuda12-0.1.0", {stk.LABEL_STACK: "cuda12", stk.LABEL_VERSION: "0.1.0", stk.LABEL_LOCK: "ab" * 32,
+                                          stk.LABEL_APEX_BUILT: "1", stk.LABEL_APEX_REF: "25.07"}, size=17_000_000_000)
+    (info,) = list_images(FakeClient(images=[img]))
+    assert (info.stack, info.apex_built, info.apex_ref, info.size_bytes) == ("cuda12", True, "25.07", 17_000_000_000)
+    assert info.created == "2026-11-30 10:00:00"

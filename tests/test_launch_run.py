@@ -1,0 +1,315 @@
+"""`kit launch` end to end against a fake Docker client (no engine, no GPU).
+
+The fake container plays the in-container runner: each time the launcher
+polls it, it appends the next line of a journal to the mounted results folder,
+then exits (and optionally writes a bundle), as `kit run` does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from kit.errors import DockerError, EnvironmentCheckError, Interrupted, RunFailed, UsageError
+from kit.launch import launcher
+from kit.launch.launcher import container_command, launch, parse_gpus
+from kit.launch.stacks import LABEL_LOCK, LABEL_STACK, image_spec
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures" / "nvml"
+
+# Journal lines of a two-cell run. The numbers are fixture values, not measurements.
+RUN_ID = "20261130-120000-fixture-cifar-ab12"
+CELLS = ["cifar/resnet18/fp32/torch", "cifar/resnet18/amp-bf16/torch"]
+
+
+def _cell_end(seq, cell, status="ok"):
+    workload, model, precision, engine = cell.split("/")
+    result = {"workload": workload, "model": model, "precision": precision, "engine": engine, "status": status,
+              "throughput_unit": "images", "reason": None if status == "ok" else "fixture",
+              "summary": {"throughput_items_per_s": {"n": 1, "median": 1234.0, "mean": 1234.0, "min": 1234.0,
+                                                     "max": 1234.0, "stdev": 0.0, "cv": 0.0}} if status == "ok" else {}}
+    return {"seq": seq, "time": 1.0, "event": "cell_end", "cell_id": cell, "result": result}
+
+
+JOURNAL = [
+    {"seq": 0, "time": 0.0, "event": "run_start", "cell_id": None, "run_id": RUN_ID, "config": {}, "cells": CELLS},
+    _cell_end(1, CELLS[0]),
+    _cell_end(2, CELLS[1]),
+    {"seq": 3, "time": 2.0, "event": "run_end", "cell_id": None, "status": "complete"},
+]
+
+
+class FakeContainer:
+    def __init__(self, results: Path, journal, exit_code=0, write_bundle=True, interrupt_after=None, logs=b""):
+        self.results = results
+        self.journal = list(journal)
+        self.exit_code = exit_code
+        self.write_bundle = write_bundle
+        self.interrupt_after = interrupt_after
+        self.logs_bytes = logs
+        self.status = "running"
+        self.name = "mpkit-test"
+        self.attrs = {"State": {"ExitCode": exit_code}}
+        self.polls = 0
+        self.killed_with = None
+        self.stopped = False
+        self.removed = False
+
+    def _write_next(self):
+        run_dir = self.results / RUN_ID
+        run_dir.mkdir(parents=True, exist_ok=True)
+        if self.journal:
+            with open(run_dir / "journal.jsonl", "a") as fh:
+                fh.write(json.dumps(self.journal.pop(0)) + "\n")
+        if not self.journal:
+            self._exit()
+
+    def _exit(self):
+        if self.status != "exited":
+            self.status = "exited"
+            if self.write_bundle:
+                (self.results / f"{RUN_ID}.tar.gz").write_bytes(b"fixture bundle")
+
+    def reload(self):
+        self.polls += 1
+        if self.interrupt_after is not None and self.polls == self.interrupt_after:
+            raise KeyboardInterrupt
+        if self.status == "running":
+            self._write_next()
+
+    def kill(self, signal=None):
+        self.killed_with = signal
+        self.exit_code = 130
+        self.journal = [{"seq": 9, "time": 3.0, "event": "run_interrupted", "cell_id": None, "message": "Ctrl-C"}]
+
+    def stop(self, timeout=None):
+        self.stopped = True
+        self._exit()
+
+    def wait(self, timeout=None):
+        return {"StatusCode": self.exit_code}
+
+    def logs(self, tail=None):
+        return self.logs_bytes
+
+    def remove(self, force=False):
+        self.removed = True
+
+
+class FakeContainers:
+    def __init__(self, make):
+        self.make = make
+        self.calls = []
+
+    def run(self, image, command, **kwargs):
+        self.calls.append({"image": image, "command": command, **kwargs})
+        volumes = kwargs["volumes"]
+        results = Path(next(host for host, v in volumes.items() if v["bind"] == "/results"))
+        return self.make(results)
+
+
+class FakeImage:
+    def __init__(self, labels):
+        self.labels = labels
+
+
+class FakeImages:
+    def __init__(self, present: dict):
+        self.present = present
+
+    def get(self, tag):
+        if tag not in self.present:
+            raise type("ImageNotFound", (Exception,), {})(tag)
+        return self.present[tag]
+
+
+class FakeClient:
+    def __init__(self, make, runtimes=("runc", "nvidia")):
+        self.containers = FakeContainers(make)
+        self.images = FakeImages({})
+        self.runtimes = runtimes
+        for stack in ("cpu", "cuda12", "cuda10"):
+            spec = image_spec(stack, ROOT)
+            self.images.present[spec.tag] = FakeImage({LABEL_LOCK: spec.lock_sha256, LABEL_STACK: stack})
+
+    def info(self):
+        return {"ServerVersion": "28.1.1", "Runtimes": {r: {} for r in self.runtimes}}
+
+
+@pytest.fixture
+def results(tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)  # the launcher finds docker/Dockerfile from here
+    return tmp_path / "results"
+
+
+def _launch(results, client, **kw):
+    kw.setdefault("data_dir", results.parent / "data")
+    return launch(results_dir=results, client=client, poll_s=0, **kw)
+
+
+# -- options ------------------------------------------------------------------
+
+
+def test_gpu_option_accepts_indices_and_rejects_the_rest():
+    assert parse_gpus("0") == (0,)
+    assert parse_gpus("1,3") == (1, 3)
+    for bad in ("", "x", "-1", "0,0", "gpu0"):
+        with pytest.raises(UsageError):
+            parse_gpus(bad)
+
+
+def test_container_command_defaults():
+    assert container_command("cpu", [], smoke_default=True) == ["run", "--smoke", "--suite", "all", "--device", "cpu"]
+    assert container_command("cuda12", [], smoke_default=False) == ["run", "--suite", "all", "--device", "cuda:0"]
+    assert container_command("cuda12", ["--suite", "cifar"], False) == ["run", "--suite", "cifar", "--device", "cuda:0"]
+    assert container_command("cuda12", ["run", "--device", "cuda:1"], False) == ["run", "--device", "cuda:1"]
+    assert container_command("cpu", ["--suite", "lstm"], False) == ["run", "--suite", "lstm", "--device", "cpu"]
+
+
+# -- a run ----------------------------------------------------------------------
+
+
+def test_launch_gives_the_container_exactly_the_requested_gpu(results):
+    client = FakeClient(lambda r: FakeContainer(r, JOURNAL))
+    seen = []
+
+    class UI(launcher.NullLaunchUI):
+        def cell_done(self, cell_id, headline, status):
+            seen.append((cell_id, headline, status))
+
+    out = _launch(results, client, gpu="1", stack="cuda12", skip_checks=True, ui=UI())
+    (call,) = client.containers.calls
+    (req,) = call["device_requests"]
+    assert req["DeviceIDs"] == ["1"] and req["Capabilities"] == [["gpu"]]
+    assert call["shm_size"] == "2g" and call["network_mode"] == "host"
+    assert call["user"] == f"{os.getuid()}:{os.getgid()}"
+    binds = {v["bind"]: Path(k) for k, v in call["volumes"].items()}
+    assert binds == {"/results": results.resolve(), "/data": (results.parent / "data").resolve()}
+    assert call["environment"]["KIT_RESULTS_DIR"] == "/results" and call["environment"]["KIT_DATA_DIR"] == "/data"
+    assert call["command"] == ["run", "--suite", "all", "--device", "cuda:0"]
+    # progress came from the journal: one line per finished cell with its headline number
+    assert [s[0] for s in seen] == CELLS and "1,234 images/s" in seen[0][1]
+    assert out.exit_code == 0 and out.cells_done == 2 and out.gpus == ("1",)
+    assert out.run_dir == results.resolve() / RUN_ID
+    assert out.bundle == results.resolve() / f"{RUN_ID}.tar.gz" and not out.bundled_on_host
+
+
+def test_cpu_stack_requests_no_gpu_and_says_so(results):
+    client = FakeClient(lambda r: FakeContainer(r, JOURNAL), runtimes=("runc",))
+    out = _launch(results, client, gpu="0", stack="cpu", skip_checks=True)
+    (call,) = client.containers.calls
+    assert call["device_requests"] == []
+    assert call["command"][:2] == ["run", "--smoke"]
+    assert out.gpus == () and any("does not use a GPU" in n for n in out.notes)
+
+
+def test_auto_without_a_gpu_runs_the_cpu_smoke_suite(results, monkeypatch):
+    from kit.env.nvml_fake import FakeNVML
+
+    client = FakeClient(lambda r: FakeContainer(r, JOURNAL), runtimes=("runc",))
+    nvml = FakeNVML.from_file(FIXTURES / "no_driver.json")
+    out = _launch(results, client, gpu="0", stack="auto", nvml=nvml)
+    assert out.stack == "cpu"
+    assert client.containers.calls[0]["command"] == ["run", "--smoke", "--suite", "all", "--device", "cpu"]
+    assert any("No GPU was used" in n for n in out.notes)
+
+
+def test_gpu_index_that_does_not_exist_stops_before_docker_runs(results):
+    from kit.env.nvml_fake import FakeNVML
+
+    client = FakeClient(lambda r: FakeContainer(r, JOURNAL))
+    nvml = FakeNVML.from_file(FIXTURES / "h200_580.json")  # one GPU: index 0
+    with pytest.raises(EnvironmentCheckError, match="GPU 3"):
+        _launch(results, client, gpu="3", stack="cuda12", nvml=nvml)
+    assert client.containers.calls == []
+
+
+def test_gpu_stack_without_the_toolkit_stops_before_docker_runs(results, monkeypatch):
+    from kit.env import docker_probe
+
+    monkeypatch.setattr(docker_probe.shutil, "which", lambda name: None)
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    client = FakeClient(lambda r: FakeContainer(r, JOURNAL), runtimes=("runc",))
+    with pytest.raises(DockerError, match="NVIDIA Container Toolkit|cannot give containers a GPU"):
+        _launch(results, client, gpu="0", stack="cuda12", skip_checks=True)
+    assert client.containers.calls == []
+
+
+def test_engine_refusing_the_gpu_is_explained(results):
+    class Refusing(FakeContainers):
+        def run(self, image, command, **kwargs):
+            raise type("APIError", (Exception,), {"explanation": 'could not select device driver "" with capabilities: [[gpu]]'})("500")
+
+    client = FakeClient(lambda r: None)
+    client.containers = Refusing(None)
+    with pytest.raises(DockerError) as info:
+        _launch(results, client, gpu="0", stack="cuda12", skip_checks=True)
+    assert "nvidia-ctk runtime configure" in info.value.remedy
+
+
+def test_failed_run_exits_nonzero_with_the_log_tail(results):
+    log = "\n".join(f"line {i}" for i in range(50)).encode()
+    client = FakeClient(lambda r: FakeContainer(r, JOURNAL, exit_code=8, logs=log))
+    with pytest.raises(RunFailed) as info:
+        _launch(results, client, gpu="0", stack="cuda12", skip_checks=True)
+    msg = info.value.message
+    assert "exit code 8" in msg and "line 49" in msg and "line 20" in msg and "line 19" not in msg
+    assert "--resume /results/" + RUN_ID in info.value.remedy
+
+
+def test_container_that_died_before_bundling_is_bundled_on_the_host(results, monkeypatch):
+    exported = []
+
+    def fake_export(run_dir, results_dir):
+        exported.append(run_dir)
+        target = Path(results_dir) / "host-bundle.tar.gz"
+        target.write_bytes(b"fixture")
+        return target
+
+    monkeypatch.setattr(launcher, "bundle_on_host", fake_export)
+    died = JOURNAL[:2]  # one cell finished, then the container was killed (OOM, say)
+    client = FakeClient(lambda r: FakeContainer(r, died, exit_code=137, write_bundle=False))
+    with pytest.raises(RunFailed) as info:
+        _launch(results, client, gpu="0", stack="cuda12", skip_checks=True)
+    assert exported == [results.resolve() / RUN_ID]
+    assert "host-bundle.tar.gz" in info.value.message
+
+
+def test_ctrl_c_sends_sigint_then_keeps_the_finished_cells(results):
+    made = []
+
+    def make(r):
+        made.append(FakeContainer(r, JOURNAL, interrupt_after=3))
+        return made[-1]
+
+    client = FakeClient(make)
+    with pytest.raises(Interrupted) as info:
+        _launch(results, client, gpu="0", stack="cuda12", skip_checks=True)
+    (c,) = made
+    assert c.killed_with == "SIGINT"
+    assert c.removed
+    assert "1 finished cell(s) kept" in info.value.message  # run_start and one cell before Ctrl-C
+    assert info.value.remedy.endswith(f"--resume /results/{RUN_ID}")
+    assert (results / f"{RUN_ID}.tar.gz").exists()
+
+
+def test_unknown_stack_is_a_usage_error(results):
+    with pytest.raises(UsageError):
+        _launch(results, FakeClient(lambda r: None), gpu="0", stack="cuda9", skip_checks=True)
+
+
+def test_cuda10_without_its_runner_stops_before_building(results, tmp_path):
+    from kit.launch.launcher import require_runner
+
+    fake_root = tmp_path / "checkout"
+    (fake_root / "docker" / "locks").mkdir(parents=True)
+    (fake_root / "docker" / "locks" / "cuda10.txt").write_text((ROOT / "docker" / "locks" / "cuda10.txt").read_text())
+    with pytest.raises(UsageError, match="kit.bench.legacy"):
+        require_runner("cuda10", fake_root)
+    (fake_root / "kit" / "bench" / "legacy").mkdir(parents=True)
+    require_runner("cuda10", fake_root)  # present: no error
+    require_runner("cpu", ROOT)  # stacks that run the kit itself never need it
