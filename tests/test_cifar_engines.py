@@ -108,6 +108,8 @@ def test_compile_auto_is_eager_on_cpu_and_tries_cuda_graphs_first_on_cuda():
     assert compile_candidates("auto", "cpu") == [None]
     assert compile_candidates("off", "cuda:0") == [None]
     assert compile_candidates("auto", "cuda:0") == ["reduce-overhead", "default", None]
+    assert compile_candidates("auto", "cuda:0", "amp-bf16") == ["cuda-graph", "reduce-overhead", "default", None]
+    assert compile_candidates("auto", "cuda:0", "fp16-master")[0] == "reduce-overhead"
     assert compile_candidates("on", "cpu") == ["default", None]
 
 

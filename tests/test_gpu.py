@@ -99,3 +99,25 @@ def test_doctor_on_a_real_driver_recommends_a_gpu_stack():
     text = str(d)
     assert "no NVIDIA driver" not in text
     assert d["recommended_stack"] in ("cuda12", "cuda10"), d["recommended_stack"]
+
+
+@pytest.mark.parametrize("mode", ["amp-bf16", "amp-fp16", "fp32"])
+def test_the_cuda_graph_step_trains_and_counts_like_the_eager_one(mode):
+    pytest.importorskip("torchvision")
+    from kit.bench.cifar.graphed import GraphedTrainer
+    from kit.bench.cifar.torch_engine import TrainConfig
+    from kit.bench.precision import unavailable_reason
+
+    if unavailable_reason(mode, "cuda:0"):
+        pytest.skip(unavailable_reason(mode, "cuda:0"))
+    cfg = TrainConfig(model="resnet18", precision=mode, device="cuda:0", batch_size=64, steps=40)
+    tr = GraphedTrainer(cfg, 40, lambda s: 0.05)
+    x = torch.randn(64, 3, 32, 32, device="cuda:0").contiguous(memory_format=torch.channels_last)
+    y = torch.randint(0, 100, (64,), device="cuda:0")
+    losses = [float(tr.step(x, y)) for _ in range(40)]
+    assert tr.graph is not None, "the step was never captured"
+    assert losses[-1] < losses[0] * 0.5, losses
+    c = tr.counters()
+    assert c["nan_losses"] == 0 and c["steps"] == 40
+    if mode == "amp-fp16":
+        assert c["loss_scale_final"] >= 1.0

@@ -95,12 +95,17 @@ def one_cycle_factor(step: int, total: int, pct_start: float = 0.25, div: float 
     return _cos(1.0, 1 / div_final, (pos - pct_start) / (1 - pct_start))
 
 
-def compile_candidates(compile: str, device: str) -> list[str | None]:
-    """torch.compile modes to try in order; None = eager."""
+def compile_candidates(compile: str, device: str, precision: str | None = None) -> list[str | None]:
+    """Step modes to try in order; None = eager. "cuda-graph" captures the whole
+    step (kit.bench.cifar.graphed) where the precision mode allows it; the others
+    are torch.compile modes."""
     if compile == "off" or (compile == "auto" and not device.startswith("cuda")):
         return [None]
     if device.startswith("cuda"):
-        return ["reduce-overhead", "default", None]
+        from kit.bench.cifar.graphed import GRAPH_MODES
+
+        graph = ["cuda-graph"] if precision in GRAPH_MODES else []
+        return graph + ["reduce-overhead", "default", None]
     return ["default", None]  # CUDA graphs need CUDA
 
 
@@ -157,6 +162,12 @@ class Trainer:
         else:
             self.step_model = model
 
+    def counters(self) -> dict:
+        return self.prec.counters()
+
+    def describe(self) -> dict:
+        return self.prec.describe()
+
     def step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         self.model.train()
         with self.prec.autocast():
@@ -200,7 +211,13 @@ def train_repeat(cfg: TrainConfig, data: DeviceData, ctx: Any, repeat: int, comp
     gen = make_generator(device, cfg.seed)
     free_device_memory()
     timing.reset_peak_memory(device)
-    trainer = Trainer(cfg, total, compile_mode)
+    if compile_mode == "cuda-graph":
+        from kit.bench.cifar.graphed import GraphedTrainer
+
+        lr_max = cfg.max_lr()
+        trainer = GraphedTrainer(cfg, total, lambda s: lr_max * one_cycle_factor(s, total))
+    else:
+        trainer = Trainer(cfg, total, compile_mode)
     bs = cfg.batch_size
     aug_seconds = 0.0
     train_losses: list[float] = []
@@ -245,7 +262,7 @@ def train_repeat(cfg: TrainConfig, data: DeviceData, ctx: Any, repeat: int, comp
             fields.update(test_accuracy=acc, test_loss=tl)
         ctx.event("epoch", **fields)
     rec = clock.summary()
-    counters = trainer.prec.counters()
+    counters = trainer.counters()
     epoch_total = sum(clock.epoch_seconds)
     rec.update(
         data_wait_s=aug_seconds,
@@ -260,7 +277,7 @@ def train_repeat(cfg: TrainConfig, data: DeviceData, ctx: Any, repeat: int, comp
         seed=cfg.seed,
         metrics={"train_loss": train_losses, **({"test_accuracy": test_acc, "test_loss": test_loss} if cfg.evaluate else {})},
     )
-    rec["precision"] = trainer.prec.describe()
+    rec["precision"] = trainer.describe()
     del trainer, xs, ys
     free_device_memory()
     return rec
@@ -272,15 +289,15 @@ def run_repeats(cfg: TrainConfig, data: DeviceData, ctx: Any, repeats: int,
     torch.compile mode to the next (recording why) and keeps that choice."""
     from dataclasses import replace
 
-    modes = compile_candidates(cfg.compile, cfg.device)
+    modes = compile_candidates(cfg.compile, cfg.device, cfg.precision)
     notes: list[str] = []
     if cfg.compile == "auto" and cfg.device.startswith("cuda"):
         cap = torch.cuda.get_device_capability(torch.device(cfg.device))
         if cap < (7, 0):
             # Inductor generates Triton kernels, and Triton needs compute capability 7.0+
-            modes = [None]
+            modes = [m for m in modes if m in ("cuda-graph", None)]
             notes.append(f"torch.compile not tried: this GPU is compute capability {cap[0]}.{cap[1]} and "
-                         "Inductor/Triton need 7.0 or newer; ran eager")
+                         "Inductor/Triton need 7.0 or newer; ran the CUDA-graph step or eager")
     out: list[dict] = []
     spe = cfg.steps_per_epoch(data.train_x.shape[0])
     per_repeat = spe * cfg.epochs

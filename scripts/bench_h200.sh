@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Reproduces every figure in the README's "Performance (H200)" table in one command.
+#
+#   bash scripts/bench_h200.sh [OUT_DIR]        (or: make bench-h200)
+#
+# Synthetic CIFAR-100-shaped data at 32 px, batch 256, steady state (warm-up and
+# compilation excluded), 3 repeats per cell; the LSTM uses synthetic WikiText-2-shaped
+# data. Needs one CUDA GPU, torch, torchvision and fastai. Writes run folders,
+# bundles and perf.md under OUT_DIR (default bench-out/), then prints the table.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:-bench-out}
+KIT=${KIT:-python3 -m kit}
+PY=${PY:-python3}
+mkdir -p "$OUT"
+common=(--data synthetic --device cuda:0 --image-size 32 --batch-size 256 --repeats 3 --skip-checks)
+
+# 1) torch engine, ResNet-18: amp-bf16 (target) and amp-fp16 (for the torch/fastai ratio)
+$KIT run --suite cifar --engines torch --models resnet18 --precisions amp-bf16,amp-fp16 \
+    --epochs 1 --steps 300 "${common[@]}" --results-dir "$OUT/r18-torch"
+# 2) torch engine, ResNet-50: strict fp32 vs amp-fp16
+$KIT run --suite cifar --engines torch --models resnet50 --precisions fp32,amp-fp16 \
+    --epochs 1 --steps 150 "${common[@]}" --results-dir "$OUT/r50-torch"
+# 3) fastai engine, ResNet-18, amp-fp16 (what a fastai user gets)
+$KIT run --suite cifar --engines fastai --models resnet18 --precisions amp-fp16 \
+    --epochs 1 --steps 100 "${common[@]}" --results-dir "$OUT/r18-fastai"
+# 4) LSTM tensor-core preset: strict fp32 vs amp-fp16
+$KIT run --suite lstm --preset tensor-core --precisions fp32,amp-fp16 --data synthetic --device cuda:0 \
+    --epochs 1 --max-batches 300 --repeats 3 --skip-checks --results-dir "$OUT/lstm-tc"
+# 5) instrumentation overheads: kit's fastai callback vs a bare Learner.fit; the NVML sampler
+$PY scripts/bench_overhead.py --out "$OUT/overhead.json"
+# 6) the table
+$PY scripts/perf_table.py "$OUT" | tee "$OUT/perf.md"
