@@ -90,7 +90,9 @@ class GraphedTrainer:
     def _sgd(self) -> None:
         cfg = self.cfg
         grads = [p.grad for p in self.params]
-        lr = self.lr_sched[self.step_idx.clamp(max=self.last)]
+        # index_select, not lr_sched[idx]: indexing by a tensor reads it on the host (a sync
+        # that capture forbids); this keeps the lookup on the device
+        lr = self.lr_sched.index_select(0, self.step_idx.clamp(max=self.last).view(1)).squeeze(0)
         mom = cfg.momentum
         if self.scaled:
             self.found_inf.zero_()
