@@ -55,7 +55,9 @@ def print_show(bundle: Bundle, console) -> None:
             t.add_row(escape(c.cell_id), f"[yellow]{escape(c.status)}[/yellow]", "—", "—", "—", "—", escape(c.reason or ""))
             continue
         thr, ep = measures.sample(c, measures.THROUGHPUT), measures.sample(c, measures.EPOCH_S)
-        cv = max((s.cv for s in (thr, ep) if s and s.n > 1), default=None)
+        # spread of the steady-state throughput: epoch times also carry warm-up and autotuning
+        spread = thr if thr and thr.n > 1 else ep
+        cv = spread.cv if spread and spread.n > 1 else None
         est = ratios.get((c.workload, c.model, c.precision, c.engine))
         notes = []
         if cv is not None and cv >= 0.10:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
@@ -46,3 +46,14 @@ def show(bundle: Path = typer.Argument(..., help="The bundle (.tar.gz) to summar
     from kit.bundle.show import print_show
 
     print_show(open_bundle(bundle), Console())
+
+
+@app.command("merge")
+def merge(
+    bundles: List[Path] = typer.Argument(..., help="Two or more bundles measured on the same machine."),
+    out: Path = typer.Option(Path("results"), "--out", help="Folder for the merged bundle."),
+) -> None:
+    """Merge bundles from one machine (e.g. several kit runs of one session) into one bundle."""
+    from kit.bundle.merge import merge_bundles
+
+    typer.echo(f"Merged bundle: {merge_bundles(list(bundles), out)}")

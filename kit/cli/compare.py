@@ -10,6 +10,7 @@ import typer
 
 def compare(
     inputs: List[Path] = typer.Argument(..., help="Bundles (.tar.gz), run folders or results.json files; the first is the baseline."),
+    against: Optional[str] = typer.Option(None, "--against", help="Add a shipped reference as the baseline, e.g. 'h200' (see references/)."),
     baseline: Optional[str] = typer.Option(None, "--baseline", help="The baseline: its position among the inputs (1 = first) or a path."),
     csv: bool = typer.Option(False, "--csv", help="Print CSV (one line per cell x machine) instead of tables."),
     json_: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
@@ -30,7 +31,14 @@ def compare(
     if sum((csv, json_, markdown)) > 1:
         raise UsageError("choose at most one of --csv, --json and --markdown.")
     pct = parse_pct(fail_if_slower) if fail_if_slower is not None else None
-    cmp = compare_paths(list(inputs), baseline)
+    paths = list(inputs)
+    if against:
+        from kit.bundle.merge import reference_bundles
+
+        refs = reference_bundles(against)
+        paths = refs + paths
+        baseline = baseline or "1"
+    cmp = compare_paths(paths, baseline)
     err = Console(stderr=True)
     if csv or json_ or markdown:
         # stdout carries only the data; warnings go to stderr.

@@ -1,0 +1,101 @@
+"""Merge bundles measured on one machine into one bundle.
+
+A benchmark session is often several `kit run`s (one per workload, say);
+sharing and comparing is easier with one bundle. Merging is refused unless
+every input was measured on the same machine (same host id, GPUs and driver),
+the same kit and schema, and no cell appears twice. The merged results keep
+every cell as measured; the environment lists the merged bundles (name and
+sha256 of each manifest) under ``merged_from``, and the journals are
+concatenated in input order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+import time
+from pathlib import Path
+
+from kit.bundle.safe_open import open_bundle
+from kit.errors import BundleError
+from kit.results.atomic import atomic_write_json, atomic_write_text
+from kit.results.derive import derive
+from kit.results.schema import RunResults
+
+
+def _identity(env: dict) -> dict:
+    host = env.get("host") or {}
+    nvml = env.get("nvml") or {}
+    gpus = nvml.get("gpus") if isinstance(nvml, dict) else None
+    return {
+        "host_id": host.get("host_id") if isinstance(host, dict) else None,
+        "gpus": [g.get("uuid") or g.get("name") for g in gpus] if isinstance(gpus, list) else None,
+        "driver": nvml.get("driver_version") if isinstance(nvml, dict) else None,
+    }
+
+
+def merge_bundles(paths: list[Path], out_dir: Path) -> Path:
+    if len(paths) < 2:
+        raise BundleError("give at least two bundles to merge")
+    bundles = [open_bundle(p) for p in paths]
+    first = bundles[0]
+    ident = _identity(first.environment)
+    seen: dict[str, str] = {}
+    for b in bundles:
+        if _identity(b.environment) != ident:
+            raise BundleError(
+                f"{b.path.name} was measured on another machine or driver than {first.path.name} "
+                f"({_identity(b.environment)} vs {ident}); only one machine's bundles can be merged.",
+                remedy="Compare them instead: kit compare A B",
+            )
+        if b.results.kit_version != first.results.kit_version:
+            raise BundleError(f"{b.path.name} was written by kit {b.results.kit_version}, {first.path.name} by "
+                              f"{first.results.kit_version}; merge bundles of one kit version only.")
+        for c in b.results.cells:
+            if c.cell_id in seen:
+                raise BundleError(f"cell {c.cell_id} is in both {seen[c.cell_id]} and {b.path.name}; merging would hide one.")
+            seen[c.cell_id] = b.path.name
+    env = dict(first.environment)
+    env["merged_from"] = [
+        {"bundle": b.path.name, "run_id": b.results.run_id, "status": b.results.status,
+         "command_line": b.results.config.command_line,
+         "manifest_sha256": hashlib.sha256(b.files["manifest.json"]).hexdigest() if "manifest.json" in b.files else None}
+        for b in bundles
+    ]
+    cells = [c for b in bundles for c in b.results.cells]
+    merged = RunResults(
+        run_id=f"merged-{time.strftime('%Y%m%d-%H%M%S')}",
+        config=first.results.config,
+        environment=env,
+        cells=cells,
+        status="complete" if all(b.results.status == "complete" for b in bundles) else "interrupted",
+        started_at=min((b.results.started_at or 0) for b in bundles) or None,
+        finished_at=max((b.results.finished_at or 0) for b in bundles) or None,
+    )
+    merged.derived = derive(cells, first.results.config.mode, first.results.config.tolerance,
+                            env.get("peak_tflops_measured"))
+    with tempfile.TemporaryDirectory(prefix="kit-merge-") as tmp:
+        run = Path(tmp) / merged.run_id
+        run.mkdir()
+        atomic_write_json(run / "results.json", merged.to_dict())
+        atomic_write_json(run / "env.json", env)
+        atomic_write_text(run / "journal.jsonl", "".join(b.text("journal.jsonl") for b in bundles if "journal.jsonl" in b.files))
+        atomic_write_text(run / "run.log", "".join(
+            f"==> {b.path.name}\n" + (b.text("run.log") if "run.log" in b.files else "") for b in bundles))
+        from kit.bundle.export import export_run
+
+        return export_run(run, Path(out_dir))
+
+
+def reference_bundles(name: str) -> list[Path]:
+    """The shipped reference bundle(s) called ``name`` (e.g. "h200")."""
+    roots = [Path.cwd() / "references", Path(__file__).resolve().parents[2] / "references"]
+    for root in roots:
+        folder = root / name
+        if folder.is_dir():
+            found = sorted(folder.glob("*.tar.gz"))
+            if found:
+                return found
+    known = sorted({p.name for r in roots if r.is_dir() for p in r.iterdir() if p.is_dir()})
+    raise BundleError(f"no reference called {name!r}" + (f"; known: {', '.join(known)}" if known else ""),
+                      remedy="See references/ in the kit's repository.")
