@@ -22,6 +22,8 @@ Tests pass ``opener=`` so nothing touches the network.
 
 from __future__ import annotations
 
+from kit.results.atomic import fsync_dir
+
 import hashlib
 import http.client
 import os
@@ -194,7 +196,7 @@ def _download_to(target: Path, url: str, facts: DatasetFacts, opener: Opener, ti
         if isinstance(exc, OSError):  # network errors became _MirrorFailed above: this one is local
             raise _local_write_error(target, exc) from None
         raise
-    _fsync_dir(target.parent)
+    fsync_dir(target.parent)
     return Checksums(got_md5, got_sha, received)
 
 
@@ -266,19 +268,6 @@ def _remove_stale_parts(folder: Path, filename: str) -> None:
                 part.unlink()
         except OSError:
             pass
-
-
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _all_failed(facts: DatasetFacts, folder: Path, failures: list[tuple[str, str]], present: Verification) -> DownloadError:

@@ -91,7 +91,7 @@ def probe(client: Any | None = None, timeout: float = 5.0, which: Callable[[str]
 
 
 def _unreachable(exc: BaseException, host: str) -> dict:
-    chain = _chain(exc)
+    chain = exception_chain(exc)
     text = " ".join(str(e) for e in chain)
     if any(isinstance(e, PermissionError) for e in chain) or "Permission denied" in text:
         state = "permission_denied"
@@ -104,7 +104,7 @@ def _unreachable(exc: BaseException, host: str) -> dict:
     return {"reachable": False, "state": state, "host": host, "reason": describe_exception(exc)}
 
 
-def _chain(exc: BaseException) -> list[BaseException]:
+def exception_chain(exc: BaseException) -> list[BaseException]:
     """The exception, its causes, and exceptions nested in their args (requests/urllib3 do that)."""
     seen: list[BaseException] = []
     todo: list[BaseException] = [exc]

@@ -9,6 +9,8 @@ those errors, and tests feed it the engines' real message texts.
 
 from __future__ import annotations
 
+from kit.env.docker_probe import exception_chain
+
 import os
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -159,7 +161,7 @@ def unreachable(exc: BaseException) -> DockerError:
     from kit.env.docker_probe import DEFAULT_HOST
 
     host = os.environ.get("DOCKER_HOST") or DEFAULT_HOST
-    chain = _chain(exc)
+    chain = exception_chain(exc)
     text = " ".join(str(e) for e in chain)
     if any(isinstance(e, PermissionError) for e in chain) or "permission denied" in text.lower():
         return DockerError(
@@ -175,21 +177,6 @@ def unreachable(exc: BaseException) -> DockerError:
             "`kit run` works without Docker.",
         )
     return DockerError(f"The Docker engine at {host} cannot be used: {exc}", remedy="Check `docker info`.")
-
-
-def _chain(exc: BaseException) -> list[BaseException]:
-    """The exception, its causes, and exceptions nested in args (requests does that)."""
-    seen: list[BaseException] = []
-    todo: list[BaseException] = [exc]
-    while todo and len(seen) < 20:
-        e = todo.pop()
-        if any(e is s for s in seen):
-            continue
-        seen.append(e)
-        for nxt in (e.__cause__, e.__context__, *[a for a in getattr(e, "args", ()) if isinstance(a, BaseException)]):
-            if nxt is not None:
-                todo.append(nxt)
-    return seen
 
 
 def api_error_text(exc: BaseException) -> str:
