@@ -81,3 +81,11 @@ def test_bad_option_values_exit_2_with_a_message(workdir):
     out = subprocess.run([sys.executable, "-m", "kit", "run", "--mode", "convergence", "--data", "synthetic", "--skip-checks"],
                          capture_output=True, text=True)
     assert out.returncode == 2 and "needs real data" in out.stderr
+
+
+def test_bad_lstm_settings_are_refused_before_any_cell_runs(workdir):
+    out = subprocess.run([sys.executable, "-m", "kit", "run", "--smoke", "--suite", "all", "--device", "cpu",
+                          "--dropout", "1.5", "--skip-checks"], capture_output=True, text=True)
+    assert out.returncode == 2, out.stderr
+    assert "dropout" in out.stderr
+    assert not (workdir / "results").exists(), "a run folder was made for a run that could not start"

@@ -133,3 +133,26 @@ def test_resume_of_a_folder_without_journal_is_a_clear_error(tmp_path):
 
     with pytest.raises(UsageError, match="not a run folder"):
         execute(None, tmp_path, resume_dir=tmp_path, make_bundle=False)
+
+
+def test_sigterm_ends_the_run_like_ctrl_c(tmp_path, fake_bench):
+    """`docker stop` sends SIGTERM: finished cells, a closed journal and an interrupted status remain."""
+    import os
+    import signal
+
+    fb = fake_bench()
+    original = fb.run_cell
+
+    def run_cell(spec, ctx):
+        if spec.cell_id == "cifar/resnet34/fp32/torch":
+            os.kill(os.getpid(), signal.SIGTERM)
+        return original(spec, ctx)
+
+    fb.run_cell = run_cell
+    with pytest.raises(Interrupted):
+        execute(_config(), tmp_path, make_bundle=False)
+    run_dir = next(p for p in tmp_path.iterdir() if p.is_dir())
+    res = load_results(run_dir / "results.json")
+    assert res.status == "interrupted" and len(res.cells) == 2
+    assert [e["event"] for e in read_journal(run_dir / "journal.jsonl")][-1] == "run_end"
+    assert signal.getsignal(signal.SIGTERM) is not None  # the previous handler is back

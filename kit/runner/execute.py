@@ -22,6 +22,7 @@ import secrets
 import signal
 import socket
 import sys
+import threading
 import time
 import traceback
 from dataclasses import dataclass
@@ -57,24 +58,30 @@ def new_run_id(suite: str) -> str:
     return f"{time.strftime('%Y%m%d-%H%M%S')}-{host}-{suite}-{secrets.token_hex(2)}"
 
 
-def load_resume_state(run_dir: Path) -> tuple[RunConfig, str, dict[str, CellResult]]:
-    """Config, run id and finished cells from an interrupted run's journal."""
+def load_resume_state(run_dir: Path) -> tuple[RunConfig, str, dict[str, CellResult], float | None]:
+    """Config, run id, finished cells and start time from an interrupted run's journal."""
     jpath = run_dir / JOURNAL_NAME
     if not jpath.exists():
         raise UsageError(f"{run_dir} has no {JOURNAL_NAME}: it is not a run folder, or it never started.")
     config = None
     run_id = None
+    started_at = None
     done: dict[str, CellResult] = {}
     for ev in read_journal(jpath):
         if ev["event"] == "run_start":
             config = RunConfig.from_dict(ev["config"])
             run_id = ev["run_id"]
+            started_at = ev.get("time")
         elif ev["event"] == "cell_end" and ev.get("result", {}).get("status") in ("ok", "skipped"):
             res = CellResult.from_dict(ev["result"])
             done[res.cell_id] = res
     if config is None or run_id is None:
         raise SchemaError(f"{jpath}: no run_start event; cannot resume this run.")
-    return config, run_id, done
+    return config, run_id, done, started_at
+
+
+def _raise_interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 class _StopFlag:
@@ -93,9 +100,10 @@ def execute(
 
     ui = ui or NullUI()
     done: dict[str, CellResult] = {}
+    started = None
     if resume_dir is not None:
         resume_dir = Path(resume_dir)
-        config, run_id, done = load_resume_state(resume_dir)
+        config, run_id, done, started = load_resume_state(resume_dir)
         run_dir = resume_dir
     else:
         assert config is not None
@@ -111,7 +119,7 @@ def execute(
     environment["data_provenance"] = _data_provenance(config)
     atomic_write_json(run_dir / ENV_NAME, environment)
 
-    results = RunResults(run_id=run_id, config=config, environment=environment, started_at=time.time())
+    results = RunResults(run_id=run_id, config=config, environment=environment, started_at=started or time.time())
     journal = Journal(run_dir / JOURNAL_NAME)
     if resume_dir is None:
         journal.write("run_start", run_id=run_id, config=config.to_dict(), cells=plan.cell_ids)
@@ -121,6 +129,11 @@ def execute(
 
     stop = _StopFlag()
     status = "complete"
+    # `docker stop` (and kill) send SIGTERM: treat it like Ctrl-C so the run ends with its
+    # journal closed, results.json marked interrupted and a bundle of what finished
+    previous_term = None
+    if threading.current_thread() is threading.main_thread():
+        previous_term = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         from kit.bench import api as bench  # torch is imported here, and only here
 
@@ -144,11 +157,13 @@ def execute(
     except KeyboardInterrupt:
         status = "interrupted"
         journal.write("run_interrupted", message="Ctrl-C")
-    except KitError:
+    except BaseException:
         status = "failed"
         journal.write("note", message="run failed", error=traceback.format_exc())
         raise
     finally:
+        if previous_term is not None:
+            signal.signal(signal.SIGTERM, previous_term)
         results.status = status if status != "complete" or len(results.cells) == len(plan.cells) else "interrupted"
         results.finished_at = time.time()
         results.derived = derive(results.cells, config.mode, config.tolerance, results.environment.get("peak_tflops_measured"))
@@ -163,7 +178,7 @@ def execute(
     outcome = RunOutcome(run_dir, results, bundle, bundle_error)
     if status == "interrupted":
         raise Interrupted(
-            f"Interrupted. {sum(1 for c in results.cells)} finished cell(s) kept in {run_dir}"
+            f"Interrupted. {sum(c.status in ('ok', 'skipped') for c in results.cells)} finished cell(s) kept in {run_dir}"
             + (f"; bundle {bundle}" if bundle else ""),
             remedy=f"Continue with: kit run --resume {run_dir}",
         )

@@ -67,6 +67,18 @@ def config_from_options(opts: dict[str, Any], argv: list[str] | None = None) -> 
     )
 
 
+def check_lstm_settings(config: RunConfig) -> None:
+    """Reject bad LSTM overrides (e.g. --dropout 1.5) before any cell runs, not after the CIFAR cells."""
+    if config.suite not in ("lstm", "all"):
+        return
+    from kit.bench.lstm.config import resolve  # torch-free: presets and validation only
+    from kit.runner.plan import build_plan
+
+    for spec in build_plan(config).cells:
+        if spec.workload == "lstm":
+            resolve(spec.params, config.mode)
+
+
 def run_from_cli(opts: dict[str, Any], argv: list[str] | None = None) -> None:
     from rich.console import Console
 
@@ -78,15 +90,26 @@ def run_from_cli(opts: dict[str, Any], argv: list[str] | None = None) -> None:
         raise UsageError("--compile must be auto, on or off")
     resume = opts.get("resume")
     config = None if resume else config_from_options(opts, argv)
+    results_dir = Path(opts["results_dir"])
+    device = config.device if config else "auto"
+    if resume:
+        from kit.runner.execute import load_resume_state
+
+        # a resumed run keeps its own options (from its journal) and its bundle lands beside it
+        device = load_resume_state(Path(resume))[0].device
+        results_dir = Path(resume).resolve().parent
+        console.print("Resuming: the run's own options (from its journal) apply; other run options are ignored.")
     if not opts.get("skip_checks"):
         from kit.env.preflight import check_native_run
 
-        check_native_run(config.device if config else "auto", console=console)
+        check_native_run(device, console=console)
+    if config is not None:
+        check_lstm_settings(config)
     if config is not None and config.data == "real":
         ensure_real_data(config, console)
     ui = RichUI(console=console)
     try:
-        outcome = execute(config, Path(opts["results_dir"]), resume_dir=Path(resume) if resume else None, ui=ui)
+        outcome = execute(config, results_dir, resume_dir=Path(resume) if resume else None, ui=ui)
     finally:
         ui.close()
     res = outcome.results

@@ -148,6 +148,12 @@ class GraphedTrainer:
             # capture records but does not run: this step's update already happened above
         return loss.clone()
 
+    def evaluate(self, data: Any, image_size: int, batch_size: int) -> tuple[float, float]:
+        """Test accuracy and loss, eagerly (the captured graph is for training only)."""
+        from kit.bench.cifar.torch_engine import Trainer
+
+        return Trainer.evaluate(self, data, image_size, batch_size)
+
     # ------------------------------------------------------------------ accounting
     def counters(self) -> dict:
         return {

@@ -207,7 +207,13 @@ def train_repeat(cfg: TrainConfig, data: DeviceData, ctx: Any, repeat: int, comp
     spe = cfg.steps_per_epoch(n_train)
     total = spe * cfg.epochs
     wanted = cfg.warmup_steps or (WARMUP_COMPILED if compile_mode else WARMUP_EAGER)
-    clock = timing.StepClock(device, warmup_steps=timing.warmup_steps_for(total, wanted))
+    warm = timing.warmup_steps_for(total, wanted)
+    if compile_mode == "cuda-graph":
+        from kit.bench.cifar.graphed import WARMUP_BEFORE_CAPTURE
+
+        # the steady state starts after the capture, never before it
+        warm = max(warm, min(total, WARMUP_BEFORE_CAPTURE + 1))
+    clock = timing.StepClock(device, warmup_steps=warm)
     gen = make_generator(device, cfg.seed)
     free_device_memory()
     timing.reset_peak_memory(device)
