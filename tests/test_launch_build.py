@@ -220,7 +220,9 @@ def test_build_whose_pip_cannot_reach_the_index_suggests_proxy_options(tmp_path)
 
 def test_image_built_from_another_lock_is_stale():
     spec = image_spec("cpu", ROOT)
-    current = FakeImage(spec.tag, {stk.LABEL_LOCK: spec.lock_sha256, stk.LABEL_STACK: "cpu"})
+    current = FakeImage(spec.tag, {stk.LABEL_LOCK: spec.lock_sha256, stk.LABEL_SOURCE: spec.source_sha256, stk.LABEL_STACK: "cpu"})
+    older_code = FakeImage(spec.tag, {stk.LABEL_LOCK: spec.lock_sha256, stk.LABEL_SOURCE: "1" * 64, stk.LABEL_STACK: "cpu"})
+    assert image_state(FakeClient(images=[older_code]), spec) == "stale"
     old = FakeImage(spec.tag, {stk.LABEL_LOCK: "0" * 64, stk.LABEL_STACK: "cpu"})
     assert image_state(FakeClient(), spec) == "missing"
     assert image_state(FakeClient(images=[current]), spec) == "current"

@@ -16,7 +16,7 @@ import pytest
 from kit.errors import DockerError, EnvironmentCheckError, Interrupted, RunFailed, UsageError
 from kit.launch import launcher
 from kit.launch.launcher import container_command, launch, parse_gpus
-from kit.launch.stacks import LABEL_LOCK, LABEL_STACK, image_spec
+from kit.launch.stacks import LABEL_LOCK, LABEL_SOURCE, LABEL_STACK, image_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "nvml"
@@ -134,7 +134,7 @@ class FakeClient:
         self.runtimes = runtimes
         for stack in ("cpu", "cuda12", "cuda10"):
             spec = image_spec(stack, ROOT)
-            self.images.present[spec.tag] = FakeImage({LABEL_LOCK: spec.lock_sha256, LABEL_STACK: stack})
+            self.images.present[spec.tag] = FakeImage({LABEL_LOCK: spec.lock_sha256, LABEL_SOURCE: spec.source_sha256, LABEL_STACK: stack})
 
     def info(self):
         return {"ServerVersion": "28.1.1", "Runtimes": {r: {} for r in self.runtimes}}

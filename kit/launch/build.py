@@ -23,6 +23,7 @@ from kit.launch.stacks import (
     LABEL_APEX_BUILT,
     LABEL_APEX_REF,
     LABEL_LOCK,
+    LABEL_SOURCE,
     LABEL_STACK,
     LABEL_VERSION,
     ImageSpec,
@@ -222,7 +223,7 @@ def list_images(client: Any = None) -> list[ImageInfo]:
 
 
 def image_state(client: Any, spec: ImageSpec) -> str:
-    """'missing', 'stale' (built from another lock) or 'current'."""
+    """'missing', 'stale' (built from another lock or older kit code) or 'current'."""
     try:
         img = client.images.get(spec.tag)
     except Exception as exc:  # noqa: BLE001
@@ -230,7 +231,9 @@ def image_state(client: Any, spec: ImageSpec) -> str:
             return "missing"
         raise engine.explain(engine.api_error_text(exc), engine.Context(during="connect")) from None
     labels = img.labels or {}
-    return "current" if labels.get(LABEL_LOCK) == spec.lock_sha256 else "stale"
+    same_lock = labels.get(LABEL_LOCK) == spec.lock_sha256
+    same_code = not spec.source_sha256 or labels.get(LABEL_SOURCE) == spec.source_sha256
+    return "current" if same_lock and same_code else "stale"
 
 
 __all__ = ["BuildResult", "BuildUI", "ImageInfo", "NullBuildUI", "build_image", "build_stack", "image_state", "list_images", "stack_facts"]

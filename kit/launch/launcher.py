@@ -173,7 +173,8 @@ def ensure_image(client: Any, stack: str, ui: LaunchUI, *, rebuild: bool = False
         return spec.tag
     ui.note(
         f"Building {spec.tag} (first use of the {stack} stack on this engine)" if state == "missing"
-        else f"Rebuilding {spec.tag}: docker/locks/{stack}.txt changed since it was built"
+        else f"Rebuilding {spec.tag}: docker/locks/{stack}.txt or the kit's code changed since it was built "
+        "(cached layers make this quick when only the code changed)"
     )
     build_image(spec, root, client, network=network, ui=ui.build_ui())
     return spec.tag

@@ -20,6 +20,8 @@ IMAGE_REPO = "mpkit"
 #: Labels the Dockerfile writes (read back by `kit image list` and the launcher).
 LABEL_STACK = "mpkit.stack"
 LABEL_LOCK = "mpkit.lock.sha256"
+#: hash of the kit's own files in the image: an image built from older code is rebuilt
+LABEL_SOURCE = "mpkit.source.sha256"
 LABEL_VERSION = "mpkit.kit.version"
 LABEL_APEX_BUILT = "mpkit.apex.built"
 LABEL_APEX_REF = "mpkit.apex.ref"
@@ -58,6 +60,8 @@ class ImageSpec:
     #: Files added to the build context (path in the context -> text), e.g.
     #: the proxy CA certificate. They never touch the checkout.
     extra_files: dict[str, str] = field(default_factory=dict)
+    #: sha256 over the kit's source files that the image copies (see source_sha256)
+    source_sha256: str = ""
 
     @property
     def apex_built(self) -> bool:
@@ -100,6 +104,21 @@ def lock_path(stack: str, root: Path) -> Path:
 
 def file_sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def source_sha256(root: Path) -> str:
+    """One hash over every file of the kit that goes into an image (the package,
+    pyproject.toml, the Dockerfile and its scripts), names included, so that
+    `kit launch` notices an image built from older code and rebuilds it (the
+    dependency layers stay cached, so that takes seconds)."""
+    files = [root / "pyproject.toml", root / "docker" / "Dockerfile"]
+    files += sorted((root / "docker").glob("*.sh"))
+    files += sorted(p for p in (root / "kit").rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    h = hashlib.sha256()
+    for f in files:
+        if f.is_file():
+            h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
 
 
 def python_apt_packages(python: str, headers: bool = False) -> tuple[str, str]:
@@ -147,6 +166,7 @@ def image_spec(
         "KIT_RUNNER": "kit" if kit_installable else LEGACY_RUNNER,
         "KIT_VERSION": __version__,
         "LOCK_SHA256": sha,
+        "SOURCE_SHA256": source_sha256(root),
     }
     # Optional arguments are only passed when given, so that an image built
     # without them shares its cached layers with the next such build.
@@ -158,7 +178,7 @@ def image_spec(
         if value:
             args[key] = value
     extra = {EXTRA_CA_PATH: extra_ca_pem} if extra_ca_pem else {}
-    return ImageSpec(stack, image_tag(stack), args["BASE"], lock, sha, args, extra)
+    return ImageSpec(stack, image_tag(stack), args["BASE"], lock, sha, args, extra, args["SOURCE_SHA256"])
 
 
 def read_ca_cert(path: str | Path) -> str:
