@@ -22,15 +22,15 @@ from __future__ import annotations
 import io
 import os
 import pickle
-import tempfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kit.data.files import find_nearby, kit_dir, resolve_data_dir, set_public_mode, verify_file
+from kit.data.files import find_nearby, kit_dir, resolve_data_dir, verify_file
 from kit.errors import DataError, UsageError
 from kit.facts.datasets import CIFAR100, CIFAR_IMAGE_SHAPE, DatasetFacts
+from kit.results.atomic import atomic_open
 
 #: A member bigger than this is not CIFAR (the real train pickle is about 155 MB).
 _MAX_MEMBER_BYTES = 512 * 1024 * 1024
@@ -259,25 +259,10 @@ def _write_cache(path: Path, arrays: tuple, facts: DatasetFacts) -> None:
 
     train_x, train_y, test_x, test_y, classes = arrays
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError:
-        return  # read-only data folder: no cache, the archive is decoded each time
-    try:
-        with os.fdopen(fd, "wb") as fh:
+        with atomic_open(path, public=True) as fh:
             np.savez(fh, train_x=train_x, train_y=train_y, test_x=test_x, test_y=test_y, classes=np.array(classes), source_md5=np.array(facts.md5))
-            fh.flush()
-            os.fsync(fh.fileno())
-        set_public_mode(tmp)
-        os.replace(tmp, path)
-    except BaseException as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(exc, OSError):
-            return  # disk full or similar: carry on without a cache
-        raise
+    except OSError:
+        return  # read-only folder, disk full or similar: carry on without a cache (the archive is decoded each time)
 
 
 def _load_cache(path: Path, facts: DatasetFacts) -> CifarData | None:

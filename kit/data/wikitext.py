@@ -23,16 +23,16 @@ from __future__ import annotations
 import json
 import os
 import stat
-import tempfile
 import zlib
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kit.data.files import find_nearby, hash_file, resolve_data_dir, set_public_mode, verify_file
+from kit.data.files import find_nearby, hash_file, resolve_data_dir, verify_file
 from kit.errors import DataError, UsageError
 from kit.facts.datasets import WIKITEXT2, DatasetFacts
+from kit.results.atomic import atomic_open
 
 EOS = "<eos>"
 SPLITS = ("train", "valid", "test")
@@ -216,34 +216,20 @@ def _extract_one(zf: Any, zinfo: Any, target: Path, zip_path: Path) -> None:
     import zipfile
 
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    except OSError as exc:
-        raise DataError(f"Cannot write into {target.parent}: {exc.strerror or exc}.", remedy="Fix the folder's permissions, or choose another --data-dir.") from None
-    try:
-        with os.fdopen(fd, "wb") as out, zf.open(zinfo) as src:
+        with atomic_open(target, public=True) as out, zf.open(zinfo) as src:
             written = 0
             while chunk := src.read(1 << 20):
                 written += len(chunk)
                 if written > _MAX_MEMBER_BYTES:
                     raise DataError(f"{zip_path.name}: {zinfo.filename} unpacks to more than it declares; refusing.")
                 out.write(chunk)
-            out.flush()
-            os.fsync(out.fileno())
-        set_public_mode(tmp)
-        os.replace(tmp, target)
-    except BaseException as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(exc, (zipfile.BadZipFile, zlib.error, EOFError)):
-            raise DataError(f"{zip_path} is damaged: {zinfo.filename} does not unpack ({exc}).", remedy="Delete it and fetch it again.") from None
-        if isinstance(exc, OSError):
-            raise DataError(
-                f"Cannot extract {zinfo.filename} into {target.parent}: {exc.strerror or exc}.",
-                remedy="Free some disk space or fix the folder's permissions, or choose another --data-dir.",
-            ) from None
-        raise
+    except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
+        raise DataError(f"{zip_path} is damaged: {zinfo.filename} does not unpack ({exc}).", remedy="Delete it and fetch it again.") from None
+    except OSError as exc:
+        raise DataError(
+            f"Cannot extract {zinfo.filename} into {target.parent}: {exc.strerror or exc}.",
+            remedy="Free some disk space or fix the folder's permissions, or choose another --data-dir.",
+        ) from None
 
 
 def _marker_matches(token_dir: Path, facts: DatasetFacts) -> bool:
