@@ -41,8 +41,10 @@ def test_missing_facts_are_unknown_with_a_reason_never_empty():
     assert rec["nvml"]["available"] is False and rec["nvml"]["state"] == "no_driver"
     for key in ("seed", "data", "device_requested"):
         assert is_unknown(rec[key])
-    for key in ("stack", "image_id", "image_digest"):
+    for key in ("image_id", "image_digest"):
         assert is_unknown(rec["container"][key]) and "kit launch" in rec["container"][key]["reason"]
+    # not started in one of the kit's images: the run used the user's own environment
+    assert rec["container"]["stack"] == "native"
 
     def walk(value, path="record"):
         assert value != "" and value != {} or path.endswith("unsupported"), f"{path} is empty"

@@ -256,7 +256,8 @@ def container_info(env: Mapping[str, str]) -> dict:
     not_set = "not set (not started by kit launch)"
     return {
         "inside": inside,
-        "stack": env.get("KIT_STACK") or unknown(f"KIT_STACK {not_set}"),
+        # not started in one of the kit's images (KIT_STACK unset): the user's own environment
+        "stack": env.get("KIT_STACK") or "native",
         "image_id": env.get("KIT_IMAGE_ID") or unknown(f"KIT_IMAGE_ID {not_set}"),
         "image_digest": env.get("KIT_IMAGE_DIGEST") or unknown(f"KIT_IMAGE_DIGEST {not_set}"),
     }
