@@ -31,7 +31,7 @@ smoke: $(VENV)/.test ## a one-minute native run on synthetic data
 	$(BIN)/kit run --smoke --suite all $(ARGS)
 
 bench-h200: $(VENV)/.test ## the performance-target benchmark (see README, Performance)
-	bash scripts/bench_h200.sh
+	KIT="$(BIN)/python -m kit" PY=$(BIN)/python bash scripts/bench_h200.sh
 
 # The host side installs in seconds: typer, rich, docker, nvidia-ml-py.
 $(VENV)/.host: pyproject.toml
