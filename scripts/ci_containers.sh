@@ -39,6 +39,13 @@ if ! command -v dockerd >/dev/null 2>&1 || ! command -v debootstrap >/dev/null 2
     apt-get install -y -qq docker.io debootstrap >/dev/null
 fi
 if ! docker info >/dev/null 2>&1; then
+    # A daemon killed earlier (the machine's last session ended) leaves pid files
+    # that make a new dockerd refuse to start: drop those whose process is gone.
+    for pidfile in /var/run/docker.pid /var/run/docker/containerd/containerd.pid; do
+        if [ -f "$pidfile" ] && ! kill -0 "$(cat "$pidfile" 2>/dev/null)" 2>/dev/null; then
+            rm -f "$pidfile"
+        fi
+    done
     # No systemd on CI machines: start the daemon ourselves, log to a file.
     nohup dockerd >"$LOG_DIR/dockerd.log" 2>&1 &
     for _ in $(seq 1 60); do
