@@ -58,27 +58,23 @@ def main() -> None:
     bs = args.batch_size
     xs = [data.to_input(data.train_x[i * bs:(i + 1) * bs], 32) for i in range(8)]
     ys = [data.train_y[i * bs:(i + 1) * bs] for i in range(8)]
-    t0 = time.perf_counter()
-    for i in range(15):
-        tr.step(xs[i % 8], ys[i % 8])
-    sync()
-    warm = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    for i in range(args.steps):
-        tr.step(xs[i % 8], ys[i % 8])
-    sync()
-    dt = (time.perf_counter() - t0) / args.steps
+    def run(steps: int) -> float:
+        """Seconds for ``steps`` training steps, the device synchronised at the end."""
+        t0 = time.perf_counter()
+        for i in range(steps):
+            tr.step(xs[i % 8], ys[i % 8])
+        sync()
+        return time.perf_counter() - t0
+
+    warm = run(15)
+    dt = run(args.steps) / args.steps
     print(f"{args.model} {args.precision} compile={args.compile}: warm-up {warm:.1f} s, "
           f"{dt * 1e3:.2f} ms/step, {bs / dt:,.0f} images/s (batch {bs}, data pre-normalised)")
     if args.profile:
         from torch.profiler import ProfilerActivity, profile
 
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            t0 = time.perf_counter()
-            for i in range(10):
-                tr.step(xs[i % 8], ys[i % 8])
-            sync()
-            wall = time.perf_counter() - t0
+            wall = run(10)
         events = prof.key_averages()
         kernel_us = sum(e.self_device_time_total for e in events if e.device_type.name == "CUDA")
         print(f"GPU busy {kernel_us / 1e6 / wall:.0%} of wall time over 10 profiled steps")

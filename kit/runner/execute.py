@@ -227,7 +227,9 @@ def _data_provenance(config: RunConfig) -> dict:
     """Which data each suite used: real (with checksums) or synthetic."""
     from kit.data import describe
 
-    names = {"cifar": ["cifar100"], "lstm": ["wikitext2"], "all": ["cifar100", "wikitext2"]}[config.suite]
+    from kit.runner.plan import SUITE_DATASETS
+
+    names = SUITE_DATASETS[config.suite]
     return {name: describe(config.data_dir, name, config.data) for name in names}
 
 

@@ -22,6 +22,8 @@ DEFAULT_LSTM_PRECISIONS = ["fp32", "tf32", "amp-fp16", "amp-bf16", "fp16-master"
 #: steps per epoch in throughput mode (an epoch of CIFAR-100 at batch 256 is 196 steps)
 DEFAULT_CIFAR_STEPS = 100
 DEFAULT_CIFAR_BATCH = 256
+#: the data sets each suite reads (names as in kit.facts.datasets)
+SUITE_DATASETS = {"cifar": ["cifar100"], "lstm": ["wikitext2"], "all": ["cifar100", "wikitext2"]}
 DEFAULT_CIFAR_BATCH_CPU = 32
 
 

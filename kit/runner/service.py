@@ -138,7 +138,9 @@ def ensure_real_data(config: RunConfig, console) -> None:
     before any run folder exists; a failure names the file, checksum and folder."""
     from kit.data import describe, fetch_dataset
 
-    names = {"cifar": ["cifar100"], "lstm": ["wikitext2"], "all": ["cifar100", "wikitext2"]}[config.suite]
+    from kit.runner.plan import SUITE_DATASETS
+
+    names = SUITE_DATASETS[config.suite]
     for name in names:
         d = describe(config.data_dir, name, "real")
         if d.get("present") and not d.get("problem"):
