@@ -156,3 +156,36 @@ def test_sigterm_ends_the_run_like_ctrl_c(tmp_path, fake_bench):
     assert res.status == "interrupted" and len(res.cells) == 2
     assert [e["event"] for e in read_journal(run_dir / "journal.jsonl")][-1] == "run_end"
     assert signal.getsignal(signal.SIGTERM) is not None  # the previous handler is back
+
+
+def test_a_child_forked_during_a_run_is_killed_by_sigterm(tmp_path, fake_bench):
+    """DataLoader workers are forked inside a cell; PyTorch stops a slow one with SIGTERM.
+    The kit's SIGTERM -> KeyboardInterrupt handler must not be inherited by them."""
+    import os
+    import signal
+
+    fb = fake_bench()
+    original = fb.run_cell
+    seen: dict[str, int] = {}
+
+    def run_cell(spec, ctx):
+        if not seen:
+            pid = os.fork()
+            if pid == 0:  # the child: wait for the signal; a KeyboardInterrupt would exit 3
+                signal.alarm(10)  # and a lost signal ends it by SIGALRM instead of hanging the test
+                try:
+                    signal.pause()
+                except KeyboardInterrupt:
+                    os._exit(3)
+                os._exit(0)
+            os.kill(pid, signal.SIGTERM)
+            _, status = os.waitpid(pid, 0)
+            seen["status"] = status
+            # the parent itself still turns SIGTERM into an interrupt
+            seen["parent_handler"] = signal.getsignal(signal.SIGTERM).__name__
+        return original(spec, ctx)
+
+    fb.run_cell = run_cell
+    execute(_config(), tmp_path, make_bundle=False)
+    assert os.WIFSIGNALED(seen["status"]) and os.WTERMSIG(seen["status"]) == signal.SIGTERM
+    assert seen["parent_handler"] == "_raise_interrupt"
