@@ -136,3 +136,41 @@ def test_max_batch_search_is_skipped_on_cpu_with_a_note(tiny_data):
     result = suite.run_cell(_spec("fp32", "torch", find_max_batch=True), _ctx([]))
     assert "max_batch" not in result.metrics
     assert any("find_max_batch skipped" in n for n in result.notes)
+
+
+def test_max_batch_search_is_done_once_per_model_and_precision_and_flags_the_limit(monkeypatch):
+    """The search runs once per (model, precision, size); the fastai cell reuses it; a search
+    that never ran out of memory says the real limit is higher; cuDNN autotuning comes back on."""
+    import torch
+
+    from kit.bench.cifar import torch_engine
+
+    tried: list[int] = []
+
+    def fake_try_batch_fn(cfg, data, steps):
+        assert steps == suite.SEARCH_STEPS_PER_TRY
+        assert torch.backends.cudnn.benchmark is False
+
+        def try_batch(n):
+            tried.append(n)
+            if n > cfg.batch_size * 50:  # "device memory" of this fake
+                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return try_batch
+
+    monkeypatch.setattr(torch_engine, "try_batch_fn", fake_try_batch_fn)
+    monkeypatch.setattr(suite, "_max_batch_cache", {})
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark", True)
+    cfg = suite.train_config(_spec("amp-fp16", "torch", batch_size=4), _ctx([]))
+    notes: list[str] = []
+    first = suite.max_batch_search(cfg, None, 50_000, _ctx([]), notes)
+    assert first["max_batch"] == 200 and first["max_batch_at_limit"] is False
+    assert first["max_batch_tries"][-1][0] in tried and len(tried) == len(first["max_batch_tries"])
+    assert torch.backends.cudnn.benchmark is True
+    n_tries = len(tried)
+    again = suite.max_batch_search(cfg, None, 50_000, _ctx([]), notes)
+    assert again == first and len(tried) == n_tries and "earlier in this run" in notes[-1]
+
+    small = suite.train_config(_spec("fp32", "torch", batch_size=4), _ctx([]))
+    capped = suite.max_batch_search(small, None, 100, _ctx([]), notes)
+    assert capped["max_batch"] == 100 and capped["max_batch_at_limit"] is True
+    assert "real limit is higher" in notes[-1]

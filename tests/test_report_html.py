@@ -181,3 +181,18 @@ def test_console_error_detection_works(tmp_path):
     page.write_text("<!DOCTYPE html><html><body><script>console.error('fixture error')</script></body></html>")
     r = _browser(tmp_path, page.as_uri(), "--dump-dom")
     assert any("fixture error" in line for line in _console_errors(r.stderr))
+
+
+def test_max_batch_search_is_a_table_with_ratios_and_bounds():
+    cells = [make_cell(precision="fp32"), make_cell(precision="amp-fp16"), make_cell(model="resnet50", precision="fp32"),
+             make_cell(model="resnet50", precision="amp-fp16")]
+    found = {("resnet18", "fp32"): (50_000, True), ("resnet18", "amp-fp16"): (50_000, True),
+             ("resnet50", "fp32"): (1_000, False), ("resnet50", "amp-fp16"): (1_800, False)}
+    for c in cells:
+        mb, at_limit = found[(c["model"], c["precision"])]
+        c["metrics"].update(max_batch=mb, max_batch_at_limit=at_limit)
+    text = _visible_text(_report(cells))
+    assert "Largest batch that fits" in text
+    assert "cifar/resnet50 amp-fp16 1,800 1.80×" in text
+    assert "cifar/resnet18 amp-fp16 ≥ 50,000 ≈ 1.00×" in text
+    assert "Largest batch" not in _visible_text(_report(standard_cells()))

@@ -58,6 +58,7 @@ def merge_bundles(paths: list[Path], out_dir: Path) -> Path:
     env = dict(first.environment)
     env["merged_from"] = [
         {"bundle": b.path.name, "run_id": b.results.run_id, "status": b.results.status,
+         "device": b.environment.get("run_device"),
          "command_line": b.results.config.command_line,
          "manifest_sha256": hashlib.sha256(b.files["manifest.json"]).hexdigest() if "manifest.json" in b.files else None}
         for b in bundles

@@ -163,6 +163,28 @@ def _cells_table(results: RunResults) -> str:
     )
 
 
+def _max_batch_table(results: RunResults) -> str:
+    """The batch search's answers per model and precision, and each one's ratio to fp32's."""
+    found = {}
+    for c in sorted((c for c in results.cells if c.status == "ok"), key=measures.order_key):
+        mb = c.metrics.get("max_batch")
+        if mb is not None:
+            found.setdefault((c.workload, c.model, c.precision), (mb, bool(c.metrics.get("max_batch_at_limit"))))
+    if not found:
+        return ""
+    rows = []
+    for (workload, model, precision), (mb, at_limit) in found.items():
+        base = found.get((workload, model, "fp32"))
+        ratio = None if base is None or precision == "fp32" or not base[0] else mb / base[0]
+        capped = at_limit or (base is not None and base[1])
+        rows.append([escape(f"{workload}/{model}"), escape(precision), ("≥ " if at_limit else "") + f"{mb:,}",
+                     "—" if ratio is None else ("≈ " if capped else "") + f"{ratio:.2f}×"])
+    return ("<h2>Largest batch that fits</h2>"
+            + _table(["model", "precision", "max batch", "vs fp32"], rows, numeric_from=2)
+            + '<p class="sub">Found by doubling then binary search (to within 8 images), each try a few real training '
+              "steps; ≥ means the whole training set fit, so the real limit is higher and the ratio is only a bound.</p>")
+
+
 def _telemetry_table(results: RunResults) -> str:
     rows = []
     reasons: set[str] = set()
@@ -245,6 +267,7 @@ def render_run_report(
         body.append("</div>")
     body.append("<h2>Cells</h2>" + _cells_table(results))
     body.append(f'<p class="sub">Statistics over repeats: {escape(METHOD)}. cv = standard deviation ÷ mean; ≥ 10% is flagged.</p>')
+    body.append(_max_batch_table(results))
     tele = _telemetry_table(results)
     if tele:
         body.append("<h2>GPU telemetry</h2>" + tele)

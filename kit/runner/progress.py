@@ -29,6 +29,9 @@ def describe_result(result: "CellResult") -> str:
         parts.append(f"{s['median']:,.0f} {result.throughput_unit}/s (cv {s['cv']:.1%})")
     if e:
         parts.append(f"{e['median']:.2f} s/epoch")
+    mb = result.metrics.get("max_batch")
+    if mb is not None:
+        parts.append(f"max batch {'≥ ' if result.metrics.get('max_batch_at_limit') else ''}{mb:,}")
     return ", ".join(parts) or "ok"
 
 

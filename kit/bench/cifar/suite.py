@@ -119,6 +119,52 @@ def skip_reason(spec: CellSpec, device: str) -> str | None:
     return why
 
 
+#: Batch-search results by (model, precision, image size, classes, device): the
+#: search uses the torch engine's eager step, so the fastai cell of the same model
+#: and precision reuses the torch cell's answer instead of searching again.
+_max_batch_cache: dict[tuple, dict] = {}
+
+#: Training steps per try: the first allocates gradients and momentum buffers,
+#: the second reaches the steady-state peak.
+SEARCH_STEPS_PER_TRY = 2
+
+
+def max_batch_search(cfg: TrainConfig, dev_data: Any, n_train: int, ctx: CellContext, notes: list[str]) -> dict:
+    """The largest batch that trains (see batch_search.find_max_batch), as cell metrics."""
+    import torch
+
+    key = (cfg.model, cfg.precision, cfg.image_size, cfg.num_classes, cfg.device)
+    if key in _max_batch_cache:
+        notes.append("max_batch: the search's result for this model and precision from earlier in this run "
+                     "(the search uses the torch engine's eager step for every engine)")
+        return dict(_max_batch_cache[key])
+    tries: list[batch_search.Try] = []
+    ctx.event("note", message="searching for the largest batch that fits")
+    # cuDNN autotuning would benchmark every layer again at each new batch size
+    # (minutes for the deep ResNets); the search only needs to know what fits
+    bench_before = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = False
+    try:
+        found = batch_search.find_max_batch(
+            torch_engine.try_batch_fn(cfg, dev_data, steps=SEARCH_STEPS_PER_TRY),
+            start=64, limit=n_train, resolution=8, log=tries,
+        )
+    finally:
+        torch.backends.cudnn.benchmark = bench_before
+    out = {
+        "max_batch": found,
+        "max_batch_at_limit": found >= n_train,
+        "max_batch_tries": [[t.batch_size, t.fits] for t in tries],
+        "max_batch_method": (f"doubling from 64 then binary search to within 8 images; each try {SEARCH_STEPS_PER_TRY} "
+                             "eager training steps of the torch engine in this precision, cuDNN autotuning off "
+                             f"(limit: the training set size, {n_train})"),
+    }
+    if found >= n_train:
+        notes.append(f"max_batch: the whole training set ({n_train} images) fits in one batch; the real limit is higher")
+    _max_batch_cache[key] = dict(out)
+    return out
+
+
 def engine_settings(cfg: TrainConfig, engine: str) -> dict:
     """What the engine did, in words and numbers (recorded in metrics)."""
     if engine == "torch":
@@ -174,14 +220,7 @@ def run_cell(spec: CellSpec, ctx: CellContext) -> CellResult:
 
     if spec.params.get("find_max_batch"):
         if device.startswith("cuda"):
-            tries: list[batch_search.Try] = []
-            ctx.event("note", message="searching for the largest batch that fits")
-            metrics["max_batch"] = batch_search.find_max_batch(
-                torch_engine.try_batch_fn(cfg, dev_data), start=64, limit=int(len(arrays.train_x)), resolution=8, log=tries,
-            )
-            metrics["max_batch_tries"] = [[t.batch_size, t.fits] for t in tries]
-            metrics["max_batch_method"] = ("doubling from 64 then binary search to within 8 images; each try 3 eager training "
-                                           "steps of the torch engine in this precision (limit: the training set size)")
+            metrics.update(max_batch_search(cfg, dev_data, len(arrays.train_x), ctx, notes))
         else:
             notes.append("find_max_batch skipped: the batch search measures device memory and runs on CUDA only")
 
