@@ -12,8 +12,9 @@ cd "$(dirname "$0")/.."
 OUT=${1:-bench-out}
 KIT=${KIT:-python3 -m kit}
 PY=${PY:-python3}
+DEVICE=${DEVICE:-cuda:0}   # which GPU (cuda:N)
 mkdir -p "$OUT"
-common=(--data synthetic --device cuda:0 --image-size 32 --batch-size 256 --repeats 3 --skip-checks)
+common=(--data synthetic --device "$DEVICE" --image-size 32 --batch-size 256 --repeats 3 --skip-checks)
 
 # 1) torch engine, ResNet-18: amp-bf16 (target) and amp-fp16 (for the torch/fastai ratio)
 $KIT run --suite cifar --engines torch --models resnet18 --precisions amp-bf16,amp-fp16 \
@@ -25,9 +26,9 @@ $KIT run --suite cifar --engines torch --models resnet50 --precisions fp32,amp-f
 $KIT run --suite cifar --engines fastai --models resnet18 --precisions amp-fp16 \
     --epochs 1 --steps 100 "${common[@]}" --results-dir "$OUT/r18-fastai"
 # 4) LSTM tensor-core preset: strict fp32 vs amp-fp16
-$KIT run --suite lstm --preset tensor-core --precisions fp32,amp-fp16 --data synthetic --device cuda:0 \
+$KIT run --suite lstm --preset tensor-core --precisions fp32,amp-fp16 --data synthetic --device "$DEVICE" \
     --epochs 1 --max-batches 300 --repeats 3 --skip-checks --results-dir "$OUT/lstm-tc"
 # 5) instrumentation overheads: kit's fastai callback vs a bare Learner.fit; the NVML sampler
-$PY scripts/bench_overhead.py --out "$OUT/overhead.json"
+$PY scripts/bench_overhead.py --device "$DEVICE" --out "$OUT/overhead.json"
 # 6) the table
 $PY scripts/perf_table.py "$OUT" | tee "$OUT/perf.md"
