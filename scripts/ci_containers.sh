@@ -80,6 +80,8 @@ fi
 # -- 3. base image ------------------------------------------------------------
 phase "local base image (debootstrap)"
 bash scripts/make_base_image.sh kit-base/debian:bookworm
+# the cuda10 stack's OS (Ubuntu 18.04, Python 3.7 from universe)
+bash scripts/make_base_image.sh kit-base/ubuntu:18.04 bionic
 phase_done
 
 # -- 4. local package mirror --------------------------------------------------
@@ -116,6 +118,7 @@ phase_done
 phase "container tests (pytest -m docker)"
 export KIT_DOCKER_TESTS=1
 export KIT_TEST_BASE_IMAGE=kit-base/debian:bookworm
+export KIT_TEST_CUDA10_BASE_IMAGE=kit-base/ubuntu:18.04
 export KIT_TEST_PIP_EXTRA_INDEX_URL="$EXTRA_URLS"
 # The machine's CA bundle goes into the image: the same --ca-cert option that
 # users behind TLS-inspecting proxies use.

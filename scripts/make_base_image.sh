@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Make a local Debian 12 base image without any image registry.
+# Make a local Debian or Ubuntu base image without any image registry.
 #
 # For machines that cannot reach Docker Hub (CI here; air-gapped labs): build the
 # root file system with debootstrap from a Debian mirror and import it as an
@@ -7,6 +7,14 @@
 #
 #     bash scripts/make_base_image.sh                      # -> kit-base/debian:bookworm
 #     kit image build --stack cpu --base kit-base/debian:bookworm
+#     bash scripts/make_base_image.sh kit-base/ubuntu:18.04 bionic   # the cuda10 stack's OS
+#     kit image build --stack cuda10 --base kit-base/ubuntu:18.04
+#
+# Ubuntu suites (bionic, focal, jammy, noble) come from the Ubuntu archive, with
+# main and universe (Python 3.7 is in bionic's universe) and the -updates and
+# -security pockets, as in Ubuntu's own images. Where the host has no Ubuntu
+# keyring (Debian), debootstrap cannot check the first Release file's signature
+# and says so; inside the image apt checks every later download with Ubuntu's keys.
 #
 # Usage: make_base_image.sh [IMAGE] [SUITE] [MIRROR]
 # Skips the work when IMAGE already exists. Needs root (debootstrap) and a
@@ -15,7 +23,11 @@ set -euo pipefail
 
 IMAGE="${1:-kit-base/debian:bookworm}"
 SUITE="${2:-bookworm}"
-MIRROR="${3:-${DEBIAN_MIRROR:-http://deb.debian.org/debian}}"
+case "$SUITE" in
+    bionic|focal|jammy|noble) UBUNTU=1; DEFAULT_MIRROR="${UBUNTU_MIRROR:-http://archive.ubuntu.com/ubuntu}" ;;
+    *) UBUNTU=0; DEFAULT_MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}" ;;
+esac
+MIRROR="${3:-$DEFAULT_MIRROR}"
 
 if docker image inspect "$IMAGE" >/dev/null 2>&1; then
     echo "make_base_image: $IMAGE already exists; nothing to do"
@@ -38,6 +50,13 @@ debootstrap --variant=minbase "$SUITE" "$ROOTFS" "$MIRROR" >"$ROOTFS.log" 2>&1 |
     exit 1
 }
 rm -f "$ROOTFS.log"
+if [ "$UBUNTU" = 1 ]; then
+    {
+        echo "deb $MIRROR $SUITE main universe"
+        echo "deb $MIRROR $SUITE-updates main universe"
+        echo "deb $MIRROR $SUITE-security main universe"
+    } > "$ROOTFS/etc/apt/sources.list"
+fi
 # Keep the image small and its apt lists fresh-on-demand, like the official images.
 rm -rf "$ROOTFS"/var/cache/apt/archives/*.deb "$ROOTFS"/var/lib/apt/lists/*
 

@@ -27,6 +27,8 @@ from typing import Iterable
 import torch
 from torch import nn
 
+from kit.bench import caps
+
 FP16_MODES = ("amp-fp16", "fp16-master", "apex-o1", "apex-o2")
 
 
@@ -56,7 +58,11 @@ def unavailable_reason(mode: str, device: str) -> str | None:
     on_cpu = cap is None
     if mode == "fp32":
         return None
+    if mode in ("amp-fp16", "amp-bf16") and not caps.HAS_AUTOCAST:
+        return caps.no_autocast_reason()
     if mode == "tf32":
+        if not caps.HAS_TF32_SWITCH:
+            return f"torch {torch.__version__} has no TF32 switch (TF32 arrived with Ampere and torch 1.7)"
         if on_cpu:
             return "TF32 is a tensor-core format of NVIDIA GPUs (Ampere or newer); the CPU has none"
         if cap < (8, 0):
@@ -87,6 +93,8 @@ def configure_backends(mode: str) -> dict:
     which would make an "fp32" run a TF32 run without saying so.
     """
     allow = mode == "tf32"
+    if not caps.HAS_TF32_SWITCH:
+        return {"tf32": f"no switch in torch {torch.__version__} (TF32 did not exist)"}
     torch.backends.cuda.matmul.allow_tf32 = allow
     torch.backends.cudnn.allow_tf32 = allow
     return {"matmul_allow_tf32": allow, "cudnn_allow_tf32": allow}
@@ -284,7 +292,7 @@ class Precision:
             self.scaler.update()
             # keep the scale on the device (no sync); overflows are counted at the end
             self._scale_history.append(self.scaler._scale.detach().clone())
-            optimizer.zero_grad(set_to_none=True)
+            caps.zero_grad(optimizer)
             return StepResult()
         if self.mode == "fp16-master":
             ls = self.loss_scaler
@@ -293,12 +301,12 @@ class Precision:
             self.master.zero_model_grads()
             ls.update(overflow)
             if overflow:
-                optimizer.zero_grad(set_to_none=True)
+                caps.zero_grad(optimizer)
                 return StepResult(skipped=True)
             if clip is not None:
                 torch.nn.utils.clip_grad_norm_(self.master.master_params, clip)
             optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+            caps.zero_grad(optimizer)
             self.master.master_to_model()
             return StepResult()
         if self._apex_amp is not None:
@@ -307,13 +315,13 @@ class Precision:
             if clip is not None:
                 torch.nn.utils.clip_grad_norm_(self._apex_amp.master_params(optimizer), clip)
             optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+            caps.zero_grad(optimizer)
             return StepResult()
         loss.backward()
         if clip is not None:
             torch.nn.utils.clip_grad_norm_(params if params is not None else _opt_params(optimizer), clip)
         optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        caps.zero_grad(optimizer)
         return StepResult()
 
     # -- accounting

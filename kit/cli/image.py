@@ -29,6 +29,7 @@ def build(
     base: Optional[str] = typer.Option(None, "--base", help="Base image instead of the stack's (e.g. a local copy: scripts/make_base_image.sh)."),
     network: str = typer.Option("host", "--network", help="Network for the build's RUN steps (host, bridge, none)."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Rebuild every layer."),
+    apex: bool = typer.Option(True, "--apex/--no-apex", help="Build NVIDIA Apex from GitHub (cuda10, cuda12). --no-apex where GitHub is unreachable: Apex precisions are then recorded as skipped."),
 ) -> None:
     """Build mpkit:<stack>-<kit version> from docker/Dockerfile (classic builder, progress shown)."""
     from rich.console import Console
@@ -45,7 +46,8 @@ def build(
         console.print(f"--stack auto: building the {name} stack (kit doctor explains the choice)")
     result = build_stack(
         name, ca_cert=ca_cert, pip_index_url=pip_index_url, pip_extra_index_url=pip_extra_index_url,
-        pip_trusted_host=pip_trusted_host, base=base, network=network, no_cache=no_cache, ui=RichBuildUI(console),
+        pip_trusted_host=pip_trusted_host, base=base, network=network, no_cache=no_cache, apex=apex,
+        ui=RichBuildUI(console),
     )
     console.print(
         f"Built [bold]{result.tag}[/bold] ({result.image_id[:19]}) in {result.seconds:.0f} s, "

@@ -54,7 +54,7 @@ def hash_file(path: Path) -> Checksums:
     md5, sha = hashlib.md5(), hashlib.sha256()
     size = 0
     with open(path, "rb") as fh:
-        while chunk := fh.read(_CHUNK):
+        for chunk in iter(lambda: fh.read(_CHUNK), b""):
             md5.update(chunk)
             sha.update(chunk)
             size += len(chunk)

@@ -218,7 +218,7 @@ def _extract_one(zf: Any, zinfo: Any, target: Path, zip_path: Path) -> None:
     try:
         with atomic_open(target, public=True) as out, zf.open(zinfo) as src:
             written = 0
-            while chunk := src.read(1 << 20):
+            for chunk in iter(lambda: src.read(1 << 20), b""):
                 written += len(chunk)
                 if written > _MAX_MEMBER_BYTES:
                     raise DataError(f"{zip_path.name}: {zinfo.filename} unpacks to more than it declares; refusing.")

@@ -30,7 +30,10 @@ requested stack (or, for ``auto``, the recommended one) can run.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from typing import Literal
 
 from kit import __version__
 from kit.env import docker_probe
@@ -40,7 +43,7 @@ from kit.errors import DockerError, EnvironmentCheckError, UsageError
 from kit.facts import cuda as cuda_facts
 from kit.facts.stacks import MIN_GPU_MEMORY_BYTES, STACK_NAMES, STACKS, Stack
 
-Status = Literal["ok", "limited", "cannot"]
+Status = str  # "ok" | "limited" | "cannot" (no typing.Literal on the cuda10 image's Python 3.7)
 
 #: What `docker run --gpus` prints when the NVIDIA Container Toolkit is missing.
 NO_TOOLKIT_ERROR = 'could not select device driver "" with capabilities: [[gpu]]'

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import re
-from importlib import metadata
+from kit.compat import metadata
 from typing import Any
 
 from kit.env import nvml as nvml_probe

@@ -37,7 +37,7 @@ import socket
 import subprocess
 import sys
 import time
-from importlib import metadata
+from kit.compat import metadata
 from pathlib import Path
 from typing import Any, Mapping
 

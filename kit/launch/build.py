@@ -73,6 +73,7 @@ def build_stack(
     base: str | None = None,
     network: str = "host",
     no_cache: bool = False,
+    apex: bool = True,
     client: Any = None,
     ui: BuildUI | None = None,
     root: Path | None = None,
@@ -83,6 +84,7 @@ def build_stack(
     spec = image_spec(
         stack, root, base=base, extra_ca_pem=pem,
         pip_index_url=pip_index_url, pip_extra_index_url=pip_extra_index_url, pip_trusted_host=pip_trusted_host,
+        apex=apex,
     )
     client = client or engine.connect()
     return build_image(spec, root, client, network=network, no_cache=no_cache, ui=ui)

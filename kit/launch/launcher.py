@@ -115,6 +115,17 @@ def container_command(stack: str, run_args: Sequence[str], smoke_default: bool) 
     return ["run", *args]
 
 
+def runs_on_cpu(run_args: Sequence[str]) -> bool:
+    """Whether the `kit run` options ask for the CPU (``--device cpu``)."""
+    args = list(run_args)
+    for i, a in enumerate(args):
+        if a == "--device" and i + 1 < len(args):
+            return args[i + 1] == "cpu"
+        if a.startswith("--device="):
+            return a.split("=", 1)[1] == "cpu"
+    return False
+
+
 # -- 2. environment -----------------------------------------------------------
 
 
@@ -187,7 +198,7 @@ def start_container(client: Any, image: str, command: list[str], *, stack: str, 
     from docker.types import DeviceRequest
 
     device_requests = []
-    if stack_facts(stack).uses_gpu:
+    if stack_facts(stack).uses_gpu and gpus:
         device_requests = [DeviceRequest(device_ids=[str(i) for i in gpus], capabilities=[["gpu"]])]
     user = f"{os.getuid()}:{os.getgid()}" if hasattr(os, "getuid") else None
     name = f"mpkit-{stack}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
@@ -347,10 +358,14 @@ def launch(
     else:
         resolved, notes = check_environment(stack, gpus, client=client, nvml=nvml)
     uses_gpu = stack_facts(resolved).uses_gpu
+    if uses_gpu and runs_on_cpu(run_args):
+        uses_gpu = False
+        notes.append(f"--device cpu: the {resolved} image runs on the CPU and no GPU is given to the container "
+                     "(a check of the stack's software, not a GPU result).")
     if uses_gpu:
         engine.require_gpu_support(client)
     smoke_default = stack == "auto" and not uses_gpu
-    if not uses_gpu:
+    if not stack_facts(resolved).uses_gpu:
         notes.append(
             "No GPU was used: the cpu stack runs PyTorch on the CPU. This checks the kit end to end; its numbers are not GPU results."
             if stack == "auto" else "The cpu stack does not use a GPU (--gpu is ignored)."

@@ -142,15 +142,18 @@ def image_spec(
     pip_index_url: str | None = None,
     pip_extra_index_url: str | None = None,
     pip_trusted_host: str | None = None,
+    apex: bool = True,
 ) -> ImageSpec:
-    """Everything `docker build` needs for ``stack`` (no Docker call)."""
+    """Everything `docker build` needs for ``stack`` (no Docker call). ``apex=False``
+    builds without NVIDIA Apex (no GitHub access; the image records it and the kit
+    reports Apex precisions as skipped)."""
     facts = stack_facts(stack)
     lock = lock_path(stack, root)
     if not lock.is_file():
         raise UsageError(f"the {stack} stack has no lock file at {lock}", remedy="Restore docker/locks/ from the kit's repository.")
     sha = file_sha256(lock)
     apex_opts = _APEX_BUILD_OPTS.get(stack)
-    build_apex = apex_opts is not None and facts.apex_ref is not None
+    build_apex = apex and apex_opts is not None and facts.apex_ref is not None
     interpreter, apt = python_apt_packages(facts.python, headers=build_apex)
     kit_installable = tuple(int(x) for x in facts.python.split(".")[:2]) >= (3, 10)
     args = {

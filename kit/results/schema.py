@@ -20,22 +20,22 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from kit import __version__
 from kit.errors import SchemaError, UsageError
 
 SCHEMA_VERSION = 1
 
-Workload = Literal["cifar", "lstm"]
-Precision = Literal["fp32", "tf32", "amp-fp16", "amp-bf16", "fp16-master", "apex-o1", "apex-o2"]
+Workload = str  # one of: cifar, lstm (no typing.Literal: the cuda10 image runs this on Python 3.7)
+Precision = str  # one of: fp32, tf32, amp-fp16, amp-bf16, fp16-master, apex-o1, apex-o2
 PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "amp-fp16", "amp-bf16", "fp16-master", "apex-o1", "apex-o2")
 CIFAR_MODELS: tuple[str, ...] = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152")
 CIFAR_ENGINES: tuple[str, ...] = ("torch", "fastai")
 LSTM_PRESETS: tuple[str, ...] = ("apex-2018", "tensor-core")
 LSTM_ENGINES: tuple[str, ...] = ("kit",)
-CellStatus = Literal["ok", "skipped", "failed", "interrupted"]
-RunStatus = Literal["running", "complete", "interrupted", "failed"]
+CellStatus = str  # one of: ok, skipped, failed, interrupted
+RunStatus = str  # one of: running, complete, interrupted, failed
 
 
 def cell_id(workload: str, model: str, precision: str, engine: str) -> str:

@@ -29,7 +29,7 @@ class Stats:
         xs = [float(x) for x in samples if x is not None and not (isinstance(x, float) and math.isnan(x))]
         if not xs:
             return None
-        mean = statistics.fmean(xs)
+        mean = sum(xs) / len(xs)
         sd = statistics.stdev(xs) if len(xs) > 1 else 0.0
         return cls(
             n=len(xs),

@@ -133,7 +133,7 @@ def run_from_cli(opts: dict[str, Any], argv: list[str] | None = None) -> None:
         )
 
 
-def ensure_real_data(config: RunConfig, console) -> None:
+def ensure_real_data(config: RunConfig, console, progress: bool = True) -> None:
     """Fetch (with a progress bar) whatever real data set the run needs and lacks,
     before any run folder exists; a failure names the file, checksum and folder."""
     from kit.data import describe, fetch_dataset
@@ -146,4 +146,4 @@ def ensure_real_data(config: RunConfig, console) -> None:
         if d.get("present") and not d.get("problem"):
             continue
         console.print(f"{name}: not in {config.data_dir} yet; fetching it")
-        fetch_dataset(name, config.data_dir)
+        fetch_dataset(name, config.data_dir, progress=progress)

@@ -9,6 +9,8 @@ Environment the tests read (all optional):
     KIT_TEST_BASE_IMAGE           base image for the cpu stack (default: the stack's own)
     KIT_TEST_PIP_EXTRA_INDEX_URL  the local package mirror(s) for the build
     KIT_TEST_CA_CERT              CA bundle to put into the image (TLS-inspecting proxy)
+    KIT_TEST_CUDA10_BASE_IMAGE    an Ubuntu 18.04 image for the cuda10 stack (its test is
+                                  skipped without one: Docker Hub is unreachable in CI)
 
 The tests run in file order: the build first, then what uses the image.
 """
@@ -32,6 +34,7 @@ KIT = [sys.executable, "-m", "kit"]
 BASE = os.environ.get("KIT_TEST_BASE_IMAGE", "")
 MIRROR = os.environ.get("KIT_TEST_PIP_EXTRA_INDEX_URL", "")
 CA_CERT = os.environ.get("KIT_TEST_CA_CERT", "")
+CUDA10_BASE = os.environ.get("KIT_TEST_CUDA10_BASE_IMAGE", "")
 BUILD_TIMEOUT_S = 40 * 60
 RUN_TIMEOUT_S = 20 * 60
 
@@ -51,10 +54,10 @@ def _run(cmd: list[str], timeout: float, **kw) -> subprocess.CompletedProcess:
     return proc
 
 
-def _build_options() -> list[str]:
+def _build_options(base: str = BASE) -> list[str]:
     opts = []
-    if BASE:
-        opts += ["--base", BASE]
+    if base:
+        opts += ["--base", base]
     if CA_CERT:
         opts += ["--ca-cert", CA_CERT]
     if MIRROR:
@@ -153,6 +156,55 @@ def test_compose_up_bench_on_cpu_writes_a_bundle(cpu_image, tmp_path):
     bundles = sorted(results.glob("*.tar.gz"))
     assert len(bundles) == 1, sorted(p.name for p in results.iterdir())
     _check_bundle(bundles[0], owner=owner)
+
+
+# -- the 2019 stack (cuda10): Python 3.7, torch 1.4, fastai v1 ------------------------
+
+
+@pytest.fixture(scope="module")
+def cuda10_image() -> str:
+    """The cuda10 image from its pinned lock, without Apex (GitHub is unreachable here)."""
+    if not CUDA10_BASE:
+        pytest.skip("KIT_TEST_CUDA10_BASE_IMAGE is not set (scripts/ci_containers.sh makes one)")
+    proc = _run(KIT + ["image", "build", "--stack", "cuda10", "--no-apex", *_build_options(CUDA10_BASE)],
+                timeout=BUILD_TIMEOUT_S, env=_env())
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    tag = proc.stdout.strip().splitlines()[-1]
+    assert tag.startswith("mpkit:cuda10-")
+    return tag
+
+
+def test_cuda10_stack_runs_the_2019_software_and_the_host_bundles_it(cuda10_image, tmp_path):
+    """`kit launch --stack cuda10` on the CPU: the in-container runner (Python 3.7) measures
+    what the old stack can run, skips the rest with reasons, and the host writes the bundle."""
+    labels = _client().images.get(cuda10_image).labels
+    assert labels["mpkit.stack"] == "cuda10" and labels["mpkit.apex.built"] == "0"
+    results, data = tmp_path / "results", tmp_path / "data"
+    run_args = ["--smoke", "--suite", "all", "--device", "cpu", "-p", "fp32,amp-fp16,fp16-master,apex-o1"]
+    proc = _run(KIT + ["launch", "--stack", "cuda10", "--skip-checks", "--results-dir", str(results),
+                       "--data-dir", str(data), "--", *run_args], timeout=RUN_TIMEOUT_S, env=_env())
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    assert "no GPU is given to the container" in proc.stderr
+    bundles = sorted(results.glob("*.tar.gz"))
+    assert len(bundles) == 1, sorted(p.name for p in results.iterdir())
+    _check_bundle(bundles[0], owner=os.getuid())
+
+    from kit.bundle.safe_open import open_bundle
+
+    b = open_bundle(bundles[0])
+    env = b.environment
+    assert env["container"]["stack"] == "cuda10", env.get("container")
+    assert str(env["python"]["version"]).startswith("3.7"), env["python"]
+    versions = env["packages"]
+    assert versions["torch"] == "1.4.0" and versions["fastai"] == "1.0.61", versions
+    cells = {c.cell_id: c for c in b.results.cells}
+    for cid in ("cifar/resnet18/fp32/torch", "cifar/resnet18/fp32/fastai", "lstm/apex-2018/fp32/kit"):
+        assert cells[cid].status == "ok", (cid, cells[cid].reason)
+        assert cells[cid].summary["throughput_items_per_s"]["median"] > 0
+    assert "no autocast" in cells["cifar/resnet18/amp-fp16/torch"].reason
+    assert cells["cifar/resnet18/fp16-master/fastai"].status == "skipped"  # fp16 on the CPU
+    assert cells["lstm/apex-2018/apex-o1/kit"].status == "skipped"
+    assert cells["cifar/resnet18/fp32/fastai"].metrics["precision"]["fastai"] == "no callback"
 
 
 # -- the errors a user meets without a GPU ----------------------------------------

@@ -30,6 +30,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from kit.bench import caps
 from kit.bench.cifar import models
 from kit.bench.precision import Precision
 
@@ -58,7 +59,7 @@ class GraphedTrainer:
         self.lr_sched = torch.tensor(sched, dtype=torch.float32, device=dev)
         self.step_idx = torch.zeros((), dtype=torch.long, device=dev)
         self.last = len(sched) - 1
-        self.loss_fn = nn.CrossEntropyLoss(label_smoothing=cfg.label_smoothing)
+        self.loss_fn = caps.cross_entropy(cfg.label_smoothing)
         self.scaled = cfg.precision == "amp-fp16"
         self.init_scale = 2.0**16
         self.scale = torch.full((), self.init_scale, dtype=torch.float32, device=dev)

@@ -36,4 +36,10 @@ def build(name: str, num_classes: int = 100) -> nn.Module:
         raise ModelUnavailable(reason, remedy="Install the torchvision that matches your torch (kit doctor shows both).")
     import torchvision.models as tvm
 
-    return getattr(tvm, name)(weights=None, num_classes=num_classes)
+    import inspect
+
+    ctor = getattr(tvm, name)
+    if "weights" in inspect.signature(ctor).parameters:
+        return ctor(weights=None, num_classes=num_classes)
+    # torchvision before 0.13 (the cuda10 image's 0.5): the same models, older switch
+    return ctor(pretrained=False, num_classes=num_classes)

@@ -109,7 +109,7 @@ def skip_reason(spec: CellSpec, device: str) -> str | None:
     if why:
         return why
     if spec.engine == "fastai":
-        return fastai_engine.skip_reason(spec.precision, device)
+        return fastai_impl().skip_reason(spec.precision, device)
     why = unavailable_reason(spec.precision, device)
     if why is None and spec.precision == "amp-bf16" and device == "cpu" and cpu_has_native_bf16() is False:
         # without bf16 instructions PyTorch emulates every bf16 convolution: many
@@ -163,6 +163,13 @@ def max_batch_search(cfg: TrainConfig, dev_data: Any, n_train: int, ctx: CellCon
         notes.append(f"max_batch: the whole training set ({n_train} images) fits in one batch; the real limit is higher")
     _max_batch_cache[key] = dict(out)
     return out
+
+
+def fastai_impl():
+    """The fastai engine for the installed fastai: v2 (today's stacks) or v1 (cuda10)."""
+    from kit.bench.cifar import fastai_v1_engine
+
+    return fastai_v1_engine if fastai_v1_engine.is_fastai_v1() else fastai_engine
 
 
 def engine_settings(cfg: TrainConfig, engine: str) -> dict:
@@ -233,7 +240,7 @@ def run_cell(spec: CellSpec, ctx: CellContext) -> CellResult:
         if device.startswith("cuda"):
             notes.append("peak_memory_bytes includes the uint8 data set resident on the device")
     else:
-        repeats = fastai_engine.run_repeats(cfg, arrays, ctx, ctx.repeats, progress, cfg.num_workers)
+        repeats = fastai_impl().run_repeats(cfg, arrays, ctx, ctx.repeats, progress, cfg.num_workers)
         notes.append("data_wait_s = host time between batches (DataLoader, host-to-device copy, batch transforms), "
                      "read without device synchronisation; epoch_seconds time the training phase only")
         if not cfg.evaluate:

@@ -27,7 +27,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from kit.bench import timing
+from kit.bench import caps, timing
 from kit.bench.cifar import models
 from kit.bench.cifar.batch_search import free_device_memory, is_oom
 from kit.bench.cifar.gpu_data import DeviceData, augment
@@ -101,12 +101,13 @@ def compile_candidates(compile: str, device: str, precision: str | None = None) 
     are torch.compile modes."""
     if compile == "off" or (compile == "auto" and not device.startswith("cuda")):
         return [None]
+    compiled = ["reduce-overhead", "default"] if caps.HAS_COMPILE else []
     if device.startswith("cuda"):
         from kit.bench.cifar.graphed import GRAPH_MODES
 
-        graph = ["cuda-graph"] if precision in GRAPH_MODES else []
-        return graph + ["reduce-overhead", "default", None]
-    return ["default", None]  # CUDA graphs need CUDA
+        graph = ["cuda-graph"] if precision in GRAPH_MODES and caps.HAS_GRAPHED_STEP else []
+        return graph + compiled + [None]
+    return compiled[1:] + [None]  # CUDA graphs need CUDA
 
 
 def epoch_indices(n_total: int, count: int, device: str, generator: torch.Generator) -> torch.Tensor:
@@ -122,7 +123,7 @@ def epoch_indices(n_total: int, count: int, device: str, generator: torch.Genera
 def memory_format(device: str) -> torch.memory_format:
     """channels_last on CUDA (Tensor Core convolutions want NHWC); the default
     layout on the CPU, where channels_last training was slower in our runs."""
-    return torch.channels_last if device.startswith("cuda") else torch.contiguous_format
+    return torch.channels_last if device.startswith("cuda") and caps.HAS_CHANNELS_LAST else torch.contiguous_format
 
 
 def make_generator(device: str, seed: int) -> torch.Generator:
@@ -155,7 +156,7 @@ class Trainer:
         model, opt = self.prec.wrap(model, opt)
         self.model, self.opt = model, opt
         self.sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: one_cycle_factor(step, self.total_steps))
-        self.loss_fn = nn.CrossEntropyLoss(label_smoothing=cfg.label_smoothing)
+        self.loss_fn = caps.cross_entropy(cfg.label_smoothing)
         if self.compile_mode is not None:
             torch._dynamo.reset()  # a fresh compile per repeat; never hit the recompile limit
             self.step_model = torch.compile(model, mode=None if self.compile_mode == "default" else self.compile_mode)

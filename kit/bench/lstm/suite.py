@@ -39,6 +39,11 @@ _corpus_cache: dict[tuple, Any] = {}
 _probe_cache: dict[tuple[str, str], tuple[str | None, str | None]] = {}
 
 
+
+def _dtype_name(dtype) -> str:
+    """"torch.float16" -> "float16"."""
+    return str(dtype).split(".")[-1]
+
 def load_corpus(ctx: CellContext, pad_vocab_to: int):
     """The corpus for this run, loaded once per (folder, source, seed, padding).
 
@@ -99,17 +104,17 @@ def probe_lstm(mode: str, device: str) -> tuple[str | None, str | None]:
             why = f"PyTorch cannot run an LSTM in {mode[4:]} on this CPU (oneDNN's bf16 LSTM needs AVX-512/AMX bf16 support): {first}"
         _probe_cache[key] = (why, None)
         return _probe_cache[key]
-    _probe_cache[key] = (None, str(out.dtype).removeprefix("torch."))
+    _probe_cache[key] = (None, _dtype_name(out.dtype))
     return _probe_cache[key]
 
 
 def lstm_dtype_note(mode: str, lstm_dtype: str | None) -> str | None:
     """A note when autocast ran the LSTM layers in another dtype than the mode's name says."""
     wanted = _AUTOCAST.get(mode)
-    if wanted is None or lstm_dtype is None or lstm_dtype == str(wanted).removeprefix("torch."):
+    if wanted is None or lstm_dtype is None or lstm_dtype == _dtype_name(wanted):
         return None
     return (f"{mode}: this PyTorch's autocast runs the LSTM layers in {lstm_dtype}, not "
-            f"{str(wanted).removeprefix('torch.')}; embedding and decoder follow the mode")
+            f"{_dtype_name(wanted)}; embedding and decoder follow the mode")
 
 
 def precision_kwargs(mode: str, cfg: lstm_config.LSTMConfig) -> tuple[dict, list[str]]:

@@ -1,0 +1,168 @@
+"""`kit run` inside the cuda10 image (Python 3.7, torch 1.4, fastai v1, Apex with amp).
+
+The kit's command line needs Python 3.10+, the 2019 stack is Python 3.7. The
+boundary: this module parses the same run options with argparse and calls the
+same runner (kit.runner.execute) as `kit run`, which writes the run folder
+(journal.jsonl, results.json after every cell, env.json, run.log). The bench
+code detects what the old stack offers (kit.bench.caps) and records the rest as
+skipped with a reason. It writes no bundle: `kit launch` on the host follows the
+journal for progress and exports the bundle and report when the container ends
+(`kit bundle export RUN_DIR` does the same by hand), so bundles, reports and
+comparisons never run on the old Python.
+
+    python -m kit.bench.legacy run --suite all --device cuda:0     (what the image runs)
+
+Python 3.7 syntax only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from kit import __version__
+from kit.errors import Interrupted, KitError, RunFailed, UsageError
+
+RUN_OPTIONS = (
+    # (flag, dest, type, default); lists are comma-separated or repeated, as with `kit run`
+    ("--suite", "suite", str, "cifar"),
+    ("--data", "data", str, "real"),
+    ("--device", "device", str, "auto"),
+    ("--models", "models", list, None),
+    ("--precisions", "precisions", list, None),
+    ("--engines", "engines", list, None),
+    ("--preset", "presets", list, None),
+    ("--epochs", "epochs", int, None),
+    ("--steps", "steps", int, None),
+    ("--max-batches", "max_batches", int, None),
+    ("--batch-size", "batch_size", int, None),
+    ("--image-size", "image_size", int, 32),
+    ("--repeats", "repeats", int, 3),
+    ("--seed", "seed", int, 0),
+    ("--mode", "mode", str, "throughput"),
+    ("--compile", "compile", str, "auto"),
+    ("--tolerance", "tolerance", float, None),
+    ("--emsize", "emsize", int, None),
+    ("--nhid", "nhid", int, None),
+    ("--nlayers", "nlayers", int, None),
+    ("--lr", "lr", float, None),
+    ("--clip", "clip", float, None),
+    ("--bptt", "bptt", int, None),
+    ("--dropout", "dropout", float, None),
+    ("--static-loss-scale", "static_loss_scale", float, None),
+    ("--data-dir", "data_dir", Path, Path(os.environ.get("KIT_DATA_DIR", "data"))),
+    ("--results-dir", "results_dir", Path, Path(os.environ.get("KIT_RESULTS_DIR", "results"))),
+    ("--resume", "resume", Path, None),
+)
+FLAGS = (("--find-max-batch", "find_max_batch"), ("--smoke", "smoke"), ("--skip-checks", "skip_checks"))
+TRI_STATE = (("--tied", "--untied", "tied"), ("--dynamic-loss-scale", "--no-dynamic-loss-scale", "dynamic_loss_scale"))
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # a KitError (exit 2), not argparse's own exit
+        raise UsageError(f"{self.prog}: {message}", remedy="See `kit run --help` on the host for the options.")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="kit run (cuda10 stack)", description=__doc__.split("\n\n")[0])
+    for flag, dest, typ, default in RUN_OPTIONS:
+        short = {"--models": ["-m"], "--precisions": ["-p"], "--engines": ["-e"]}.get(flag, [])
+        if typ is list:
+            p.add_argument(flag, *short, dest=dest, action="append", default=default)
+        else:
+            p.add_argument(flag, *short, dest=dest, type=typ, default=default)
+    for flag, dest in FLAGS:
+        p.add_argument(flag, dest=dest, action="store_true")
+    for on, off, dest in TRI_STATE:
+        p.add_argument(on, dest=dest, action="store_true", default=None)
+        p.add_argument(off, dest=dest, action="store_false")
+    return p
+
+
+def parse(argv: list) -> dict:
+    args = list(argv)
+    if args and args[0] == "run":
+        args = args[1:]
+    return vars(parser().parse_args(args))
+
+
+def _print(text: str) -> None:
+    print(text, flush=True)
+
+
+class PlainUI:
+    """One line per cell on stdout (the host's `kit launch` draws the bars from the journal)."""
+
+    def plan(self, plan, done) -> None:
+        _print(f"plan: {len(plan.cells)} cell(s), {len(done)} already done")
+
+    def cell_start(self, spec) -> None:
+        _print(f"{spec.cell_id}: running")
+
+    def cell_progress(self, spec, done, total, desc: str = "") -> None:
+        pass
+
+    def cell_done(self, spec, result) -> None:
+        from kit.runner.progress import describe_result
+
+        _print(f"{spec.cell_id}: {describe_result(result)}")
+
+    def cell_skipped_resume(self, spec) -> None:
+        _print(f"{spec.cell_id}: finished before the resume")
+
+    def close(self) -> None:
+        pass
+
+
+def run(opts: dict, argv: list) -> int:
+    from kit.runner.execute import execute
+    from kit.runner.service import check_lstm_settings, config_from_options, ensure_real_data
+
+    if opts["compile"] not in ("auto", "on", "off"):
+        raise UsageError("--compile must be auto, on or off")
+    resume = opts.get("resume")
+    config = None if resume else config_from_options(opts, argv)
+    results_dir = Path(resume).resolve().parent if resume else Path(opts["results_dir"])
+    if config is not None:
+        check_lstm_settings(config)
+        if config.data == "real":
+            ensure_real_data(config, _PrintConsole(), progress=False)  # no rich on this stack
+    outcome = execute(config, results_dir, resume_dir=Path(resume) if resume else None, ui=PlainUI(), make_bundle=False)
+    res = outcome.results
+    failed = [c for c in res.cells if c.status == "failed"]
+    _print(f"{sum(c.status == 'ok' for c in res.cells)} cell(s) measured, "
+           f"{sum(c.status == 'skipped' for c in res.cells)} skipped, {len(failed)} failed. Run folder: {outcome.run_dir}")
+    _print(f"No bundle in the container (Python {sys.version_info[0]}.{sys.version_info[1]}): `kit launch` exports it on "
+           f"the host, or run `kit bundle export {outcome.run_dir}` there.")
+    if failed:
+        raise RunFailed(f"{len(failed)} cell(s) failed: " + "; ".join(f"{c.cell_id} ({c.reason})" for c in failed[:5]),
+                        remedy=f"See {outcome.run_dir / 'run.log'} for the tracebacks; finished cells are kept.")
+    return 0
+
+
+class _PrintConsole:
+    def print(self, text: str) -> None:
+        _print(text)
+
+
+def main(argv: list | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] in (["--version"], ["version"]):
+        _print(f"kit {__version__} (cuda10 runner, Python {sys.version.split()[0]})")
+        return 0
+    try:
+        if argv[:1] not in ([], ["run"]) and not argv[0].startswith("-"):
+            raise UsageError(f"the cuda10 image runs benchmarks only (`run ...`); got {argv[0]!r}",
+                             remedy="Bundles, reports and comparisons run on the host: kit bundle / kit compare.")
+        return run(parse(argv), argv)
+    except KeyboardInterrupt:
+        _print("Interrupted: finished cells are kept in the run folder.")
+        return Interrupted.exit_code
+    except KitError as exc:
+        _print(f"error: {exc.message}" + (f"\nwhat to do: {exc.remedy}" if getattr(exc, "remedy", None) else ""))
+        return exc.exit_code
+
+if __name__ == "__main__":
+    sys.exit(main())
