@@ -20,6 +20,9 @@ def resolve_device(requested: str) -> str:
         index = int(requested.split(":", 1)[1]) if ":" in requested else 0
         if index >= torch.cuda.device_count():
             raise UsageError(f"--device {requested}: only {torch.cuda.device_count()} GPU(s) visible (indices 0..{torch.cuda.device_count() - 1}).")
+        # the run's GPU becomes the current device, so that streams, CUDA graphs and
+        # library handles that default to "the current device" are on it too
+        torch.cuda.set_device(index)
         return f"cuda:{index}"
     raise UsageError(f"unknown --device {requested!r}; use auto, cpu, cuda or cuda:N")
 

@@ -32,8 +32,8 @@ DOCKERFILE = "docker/Dockerfile"
 EXTRA_CA_PATH = "docker/extra-ca.pem"
 
 #: The module the cuda10 image runs instead of `kit` (its Python 3.7 cannot
-#: install the kit, which needs 3.10+). Written separately; until it exists
-#: the image's entrypoint says so and exits 6.
+#: install the kit's command line, which needs 3.10+): the same runner behind an
+#: argparse front end; the host exports the bundle (docs/containers.md).
 LEGACY_RUNNER = "kit.bench.legacy"
 
 #: Apex pip build options per stack (None: no Apex). Empty = python-only build.

@@ -119,6 +119,14 @@ class GraphedTrainer:
         self.step_idx += 1
 
     def step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        if not self.capture:
+            return self._step(x, y)
+        # streams, the capture and the replay on the run's GPU even when it is not the
+        # current device (cuda:1): otherwise the capture runs on cuda:0's stream and fails
+        with torch.cuda.device(self.cfg.device):
+            return self._step(x, y)
+
+    def _step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         if self.static_x is None:
             self.static_x, self.static_y = x.clone(), y.clone()
         else:
