@@ -1,4 +1,5 @@
-"""Print the README's performance table from a bench_h200.sh output folder.
+"""Print the README's performance table from a bench_h200.sh output folder, or from
+a folder holding bundles and an overhead.json (e.g. references/h200).
 
 Every figure is read from the runs' results.json files (medians over repeats);
 nothing here is typed in by hand except the targets, which are the project's goals.
@@ -16,9 +17,13 @@ from kit.results.schema import load_results  # noqa: E402
 
 
 def cells(folder: Path) -> dict[str, dict]:
+    """Cells of the run folders (*/results.json) and bundles (*.tar.gz) in ``folder``."""
+    from kit.bundle.safe_open import open_bundle
+
+    runs = [load_results(p) for p in sorted(folder.glob("*/results.json"))]
+    runs += [open_bundle(p).results for p in sorted(folder.glob("*.tar.gz"))]
     out = {}
-    for res_path in sorted(folder.glob("*/results.json")):
-        res = load_results(res_path)
+    for res in runs:
         for c in res.cells:
             out[c.cell_id] = {"status": c.status, "reason": c.reason, "summary": c.summary, "env": res.environment}
     return out
@@ -36,7 +41,7 @@ def cv(cell: dict | None) -> str:
 
 
 def main(out: Path) -> None:
-    c = {}
+    c = cells(out)
     for sub in ("r18-torch", "r50-torch", "r18-fastai", "lstm-tc"):
         c.update(cells(out / sub))
     r18bf = c.get("cifar/resnet18/amp-bf16/torch")

@@ -44,3 +44,27 @@ def test_compare_against_the_reference_from_the_command_line(tmp_path):
                          capture_output=True, text=True, cwd=REPO)
     assert out.returncode == 0, out.stderr
     assert "cifar/resnet18/amp-bf16/torch" in out.stdout
+
+
+def test_bundles_of_two_machines_merge_only_with_same_model_and_say_so(tmp_path):
+    """Two hosts with identical GPUs: refused by default, merged with --same-model, and the
+    merged environment names each source's GPUs."""
+    from fixtures.results.factory import make_cell, make_env, make_results, make_run_dir
+    from kit.bundle.export import export_run
+
+    def bundle(uuid: str, cells, name: str) -> Path:
+        env = make_env()
+        env["host"] = {"host_id": f"h-{name}"}
+        env["nvml"] = {"driver_version": "580.159", "gpus": [{"name": "NVIDIA H200", "uuid": uuid}]}
+        run = make_run_dir(tmp_path / name, make_results(cells, env))
+        return export_run(run, tmp_path / f"out-{name}")
+
+    a = bundle("GPU-aaaa", [make_cell(precision="fp32")], "a")
+    b = bundle("GPU-bbbb", [make_cell(precision="amp-fp16")], "b")
+    with pytest.raises(BundleError, match="another machine") as refused:
+        merge_bundles([a, b], tmp_path / "m1")
+    assert "--same-model" in refused.value.remedy
+    merged = open_bundle(merge_bundles([a, b], tmp_path / "m2", same_model=True))
+    assert {c.cell_id for c in merged.results.cells} == {"cifar/resnet18/fp32/torch", "cifar/resnet18/amp-fp16/torch"}
+    assert [m["gpu_uuids"] for m in merged.environment["merged_from"]] == [["GPU-aaaa"], ["GPU-bbbb"]]
+    assert "more than one machine" in merged.environment["merged_across_machines"]

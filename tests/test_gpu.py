@@ -124,18 +124,24 @@ def test_the_cuda_graph_step_trains_and_counts_like_the_eager_one(mode):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 2, reason="needs two CUDA GPUs")
-def test_the_cuda_graph_step_captures_on_a_second_gpu_while_cuda0_is_current():
-    """--device cuda:1: the capture must happen on cuda:1's streams (it once fell back to
-    torch.compile with 'operation failed due to a previous error during capture')."""
+def test_the_cuda_graph_step_captures_on_a_second_gpu_chosen_with_device():
+    """--device cuda:1: the runner makes cuda:1 the current device (kit.bench.api.resolve_device),
+    so the step is captured on its streams (it once fell back to torch.compile with 'operation
+    failed due to a previous error during capture')."""
     pytest.importorskip("torchvision")
+    from kit.bench.api import resolve_device
     from kit.bench.cifar.graphed import GraphedTrainer
     from kit.bench.cifar.torch_engine import TrainConfig
 
     torch.cuda.set_device(0)
-    cfg = TrainConfig(model="resnet18", precision="amp-bf16", device="cuda:1", batch_size=64, steps=20)
-    tr = GraphedTrainer(cfg, 20, lambda s: 0.05)
-    x = torch.randn(64, 3, 32, 32, device="cuda:1").contiguous(memory_format=torch.channels_last)
-    y = torch.randint(0, 100, (64,), device="cuda:1")
-    losses = [float(tr.step(x, y)) for _ in range(20)]
-    assert tr.graph is not None and all(l == l for l in losses)
-    assert torch.cuda.current_device() == 0  # the engine did not move the caller's current device
+    device = resolve_device("cuda:1")
+    try:
+        assert torch.cuda.current_device() == 1
+        cfg = TrainConfig(model="resnet18", precision="amp-bf16", device=device, batch_size=64, steps=20)
+        tr = GraphedTrainer(cfg, 20, lambda s: 0.05)
+        x = torch.randn(64, 3, 32, 32, device=device).contiguous(memory_format=torch.channels_last)
+        y = torch.randint(0, 100, (64,), device=device)
+        losses = [float(tr.step(x, y)) for _ in range(20)]
+        assert tr.graph is not None and all(loss == loss for loss in losses)
+    finally:
+        torch.cuda.set_device(0)

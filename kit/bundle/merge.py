@@ -23,30 +23,48 @@ from kit.results.derive import derive
 from kit.results.schema import RunResults
 
 
-def _identity(env: dict) -> dict:
-    host = env.get("host") or {}
+def _gpus(env: dict) -> list | None:
     nvml = env.get("nvml") or {}
     gpus = nvml.get("gpus") if isinstance(nvml, dict) else None
-    return {
-        "host_id": host.get("host_id") if isinstance(host, dict) else None,
-        "gpus": [g.get("uuid") or g.get("name") for g in gpus] if isinstance(gpus, list) else None,
+    return gpus if isinstance(gpus, list) else None
+
+
+def _identity(env: dict, same_model: bool = False) -> dict:
+    """What must match for bundles to be merged: the machine (host, each GPU's UUID,
+    driver), or with ``same_model`` only the GPU models and the driver."""
+    host = env.get("host") or {}
+    nvml = env.get("nvml") or {}
+    gpus = _gpus(env)
+    key = "name" if same_model else "uuid"
+    ident = {
+        "gpus": [g.get(key) or g.get("name") for g in gpus] if gpus is not None else None,
         "driver": nvml.get("driver_version") if isinstance(nvml, dict) else None,
     }
+    if not same_model:
+        ident["host_id"] = host.get("host_id") if isinstance(host, dict) else None
+    return ident
 
 
-def merge_bundles(paths: list[Path], out_dir: Path) -> Path:
+def merge_bundles(paths: list[Path], out_dir: Path, same_model: bool = False) -> Path:
+    """One bundle from several. By default they must come from one machine; with
+    ``same_model`` from machines with the same GPU models and driver (e.g. two hosts
+    of one cloud instance type), and ``environment.merged_from`` says which GPU
+    (UUID and device) measured each source bundle."""
     if len(paths) < 2:
         raise BundleError("give at least two bundles to merge")
     bundles = [open_bundle(p) for p in paths]
     first = bundles[0]
-    ident = _identity(first.environment)
+    ident = _identity(first.environment, same_model)
     seen: dict[str, str] = {}
     for b in bundles:
-        if _identity(b.environment) != ident:
+        if _identity(b.environment, same_model) != ident:
+            what = "GPU models or driver" if same_model else "machine or driver"
             raise BundleError(
-                f"{b.path.name} was measured on another machine or driver than {first.path.name} "
-                f"({_identity(b.environment)} vs {ident}); only one machine's bundles can be merged.",
-                remedy="Compare them instead: kit compare A B",
+                f"{b.path.name} was measured on another {what} than {first.path.name} "
+                f"({_identity(b.environment, same_model)} vs {ident}); only bundles of one "
+                + ("GPU model and driver" if same_model else "machine") + " can be merged.",
+                remedy="Compare them instead: kit compare A B"
+                + ("" if same_model else " (or, for identical GPUs on another host, kit bundle merge --same-model)"),
             )
         if b.results.kit_version != first.results.kit_version:
             raise BundleError(f"{b.path.name} was written by kit {b.results.kit_version}, {first.path.name} by "
@@ -56,9 +74,14 @@ def merge_bundles(paths: list[Path], out_dir: Path) -> Path:
                 raise BundleError(f"cell {c.cell_id} is in both {seen[c.cell_id]} and {b.path.name}; merging would hide one.")
             seen[c.cell_id] = b.path.name
     env = dict(first.environment)
+    if same_model:
+        env["merged_across_machines"] = ("cells come from more than one machine with the same GPU model and driver; "
+                                         "merged_from names the GPUs of each source bundle")
     env["merged_from"] = [
         {"bundle": b.path.name, "run_id": b.results.run_id, "status": b.results.status,
          "device": b.environment.get("run_device"),
+         "gpu_uuids": [g.get("uuid") for g in (_gpus(b.environment) or [])],
+         "host_id": (b.environment.get("host") or {}).get("host_id"),
          "command_line": b.results.config.command_line,
          "manifest_sha256": hashlib.sha256(b.files["manifest.json"]).hexdigest() if "manifest.json" in b.files else None}
         for b in bundles

@@ -52,8 +52,9 @@ def show(bundle: Path = typer.Argument(..., help="The bundle (.tar.gz) to summar
 def merge(
     bundles: List[Path] = typer.Argument(..., help="Two or more bundles measured on the same machine."),
     out: Path = typer.Option(Path("results"), "--out", help="Folder for the merged bundle."),
+    same_model: bool = typer.Option(False, "--same-model", help="Accept bundles from other machines with the same GPU models and driver (recorded per source)."),
 ) -> None:
     """Merge bundles from one machine (e.g. several kit runs of one session) into one bundle."""
     from kit.bundle.merge import merge_bundles
 
-    typer.echo(f"Merged bundle: {merge_bundles(list(bundles), out)}")
+    typer.echo(f"Merged bundle: {merge_bundles(list(bundles), out, same_model=same_model)}")

@@ -121,8 +121,9 @@ class GraphedTrainer:
     def step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         if not self.capture:
             return self._step(x, y)
-        # streams, the capture and the replay on the run's GPU even when it is not the
-        # current device (cuda:1): otherwise the capture runs on cuda:0's stream and fails
+        # streams, the capture and the replay on the run's GPU even when the caller did not
+        # make it the current device (`kit run` does, in kit.bench.api.resolve_device):
+        # scripts/bench_overhead.py on cuda:1 fell back to torch.compile without this
         with torch.cuda.device(self.cfg.device):
             return self._step(x, y)
 
