@@ -48,7 +48,7 @@ def test_cuda10_carries_a_runner_instead_of_the_kit():
     args = image_spec("cuda10", ROOT).build_args
     # Python 3.7 cannot install the kit (3.10+): the image runs the legacy runner module.
     assert args["INSTALL_KIT"] == "0" and args["KIT_RUNNER"] == stk.LEGACY_RUNNER
-    assert args["PYTHON"] == "python3.7" and args["PIP_VERSION"] == "24.0"
+    assert args["PYTHON"] == "python3.7" and args["VENV_PIP"] == "24.0"
     for name in ("cuda12", "cpu"):
         a = image_spec(name, ROOT).build_args
         assert a["INSTALL_KIT"] == "1" and a["KIT_RUNNER"] == "kit"

@@ -3,12 +3,13 @@
 The kit's command line needs Python 3.10+, the 2019 stack is Python 3.7. The
 boundary: this module parses the same run options with argparse and calls the
 same runner (kit.runner.execute) as `kit run`, which writes the run folder
-(journal.jsonl, results.json after every cell, env.json, run.log). The bench
-code detects what the old stack offers (kit.bench.caps) and records the rest as
-skipped with a reason. It writes no bundle: `kit launch` on the host follows the
-journal for progress and exports the bundle and report when the container ends
-(`kit bundle export RUN_DIR` does the same by hand), so bundles, reports and
-comparisons never run on the old Python.
+(journal.jsonl, results.json after every cell, env.json, run.log) and the bundle
+with its report. The bench code detects what the old stack offers (kit.bench.caps)
+and records the rest as skipped with a reason. The runner, the bundle writer and the
+report keep to Python 3.7 (tests/test_py37_boundary.py checks the syntax; CI runs
+this module in the cuda10 image); the command line, `kit doctor`, `kit launch` and
+`kit compare` stay on the host. Should the bundle step fail in the container,
+`kit launch` exports it on the host from the run folder.
 
     python -m kit.bench.legacy run --suite all --device cuda:0     (what the image runs)
 
@@ -129,13 +130,16 @@ def run(opts: dict, argv: list) -> int:
         check_lstm_settings(config)
         if config.data == "real":
             ensure_real_data(config, _PrintConsole(), progress=False)  # no rich on this stack
-    outcome = execute(config, results_dir, resume_dir=Path(resume) if resume else None, ui=PlainUI(), make_bundle=False)
+    outcome = execute(config, results_dir, resume_dir=Path(resume) if resume else None, ui=PlainUI())
     res = outcome.results
     failed = [c for c in res.cells if c.status == "failed"]
     _print(f"{sum(c.status == 'ok' for c in res.cells)} cell(s) measured, "
            f"{sum(c.status == 'skipped' for c in res.cells)} skipped, {len(failed)} failed. Run folder: {outcome.run_dir}")
-    _print(f"No bundle in the container (Python {sys.version_info[0]}.{sys.version_info[1]}): `kit launch` exports it on "
-           f"the host, or run `kit bundle export {outcome.run_dir}` there.")
+    if outcome.bundle:
+        _print(f"Bundle: {outcome.bundle}")
+    else:
+        _print(f"No bundle ({outcome.bundle_error}); `kit launch` exports it on the host, "
+               f"or run `kit bundle export {outcome.run_dir}` there.")
     if failed:
         raise RunFailed(f"{len(failed)} cell(s) failed: " + "; ".join(f"{c.cell_id} ({c.reason})" for c in failed[:5]),
                         remedy=f"See {outcome.run_dir / 'run.log'} for the tracebacks; finished cells are kept.")

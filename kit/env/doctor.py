@@ -30,10 +30,7 @@ requested stack (or, for ``auto``, the recommended one) can run.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from typing import Literal
+from typing import Any
 
 from kit import __version__
 from kit.env import docker_probe
@@ -82,7 +79,7 @@ class Verdict:
 class Problem:
     """A host-level finding shown under the tables (driver missing, Docker down...)."""
 
-    severity: Literal["error", "warning", "info"]
+    severity: str  # "error" | "warning" | "info"
     message: str
     remedy: str | None = None
 

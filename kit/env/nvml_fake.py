@@ -68,7 +68,7 @@ class NVMLError(Exception):
     value = 999
 
     def __str__(self) -> str:
-        return _MESSAGES.get(type(self).__name__.removeprefix("NVMLError_"), "Unknown Error")
+        return _MESSAGES.get(type(self).__name__[len("NVMLError_"):] if type(self).__name__.startswith("NVMLError_") else type(self).__name__, "Unknown Error")
 
 
 _ERROR_CLASSES: dict[str, type[NVMLError]] = {

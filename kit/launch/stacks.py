@@ -130,6 +130,10 @@ def python_apt_packages(python: str, headers: bool = False) -> tuple[str, str]:
     """
     name = "python3.7" if python == "3.7" else "python3"
     packages = f"{name} {name}-venv" + (f" {name}-dev" if headers else "")
+    if python == "3.7":
+        # Ubuntu 18.04 splits distutils out of python3.7 into python3-distutils;
+        # without it `python3.7 -m venv` fails in ensurepip ("cannot import sysconfig")
+        packages += " python3-distutils"
     return name, packages
 
 
@@ -161,7 +165,7 @@ def image_spec(
         "STACK": stack,
         "PYTHON": interpreter,
         "PYTHON_APT": apt,
-        "PIP_VERSION": _PIP_VERSION.get(stack, ""),
+        "VENV_PIP": _PIP_VERSION.get(stack, ""),
         "BUILD_APEX": "1" if build_apex else "0",
         "APEX_REF": (facts.apex_ref or "") if build_apex else "",
         "APEX_BUILD_OPTS": (apex_opts or "") if build_apex else "",

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
@@ -308,13 +307,8 @@ def train_repeat(cfg: TrainConfig, arrays: Any, ctx: Any, repeat: int,
                  progress: Callable[[int], None] | None = None, num_workers: int | None = None) -> dict:
     """One instrumented repeat (seed cfg.seed). Returns the repeat record."""
     device = cfg.device
-    n_train = len(arrays.train_x)
-    spe = cfg.steps if cfg.steps else n_train // cfg.batch_size
-    total = spe * cfg.epochs
-    free_device_memory()
-    timing.reset_peak_memory(device)
+    spe, clock = repeat_clock(cfg, len(arrays.train_x))
     learn = build_learner(cfg, arrays, num_workers)
-    clock = timing.StepClock(device, warmup_steps=timing.warmup_steps_for(total, cfg.warmup_steps or WARMUP))
     KitTimer = _make_timer_cls()
     timer = KitTimer(clock, cfg.batch_size, ctx, repeat, progress, max(1, spe // 20), cfg.evaluate)
     learn.add_cb(timer)
@@ -348,14 +342,28 @@ def train_repeat(cfg: TrainConfig, arrays: Any, ctx: Any, repeat: int,
     return rec
 
 
+def repeat_clock(cfg: TrainConfig, n_train: int) -> tuple[int, timing.StepClock]:
+    """Steps per epoch and a fresh clock for one repeat, after freeing device memory
+    and resetting its peak (shared by the fastai v2 and v1 engines)."""
+    spe = cfg.steps if cfg.steps else n_train // cfg.batch_size
+    free_device_memory()
+    timing.reset_peak_memory(cfg.device)
+    warm = timing.warmup_steps_for(spe * cfg.epochs, cfg.warmup_steps or WARMUP)
+    return spe, timing.StepClock(cfg.device, warmup_steps=warm)
+
+
 def run_repeats(cfg: TrainConfig, arrays: Any, ctx: Any, repeats: int,
-                progress: Callable[[int, int], None] | None = None, num_workers: int | None = None) -> list[dict]:
+                progress: Callable[[int, int], None] | None = None, num_workers: int | None = None,
+                train: Callable[..., dict] | None = None) -> list[dict]:
+    """All repeats of one cell, seeds cfg.seed + r; ``train`` is the engine's
+    train_repeat (this module's by default; the fastai v1 engine passes its own)."""
     from dataclasses import replace
 
+    train = train or train_repeat
     spe = cfg.steps if cfg.steps else len(arrays.train_x) // cfg.batch_size
     per = spe * cfg.epochs
     out = []
     for r in range(repeats):
         cb = (lambda n, d=r * per: progress(d + n, repeats * per)) if progress else None
-        out.append(train_repeat(replace(cfg, seed=cfg.seed + r), arrays, ctx, r, cb, num_workers))
+        out.append(train(replace(cfg, seed=cfg.seed + r), arrays, ctx, r, cb, num_workers))
     return out

@@ -34,7 +34,8 @@ from torch import nn
 from kit.bench import timing
 from kit.bench.cifar import models
 from kit.bench.cifar.batch_search import free_device_memory
-from kit.bench.cifar.fastai_engine import WARMUP, default_num_workers
+from kit.bench.cifar import fastai_engine
+from kit.bench.cifar.fastai_engine import default_num_workers, repeat_clock
 from kit.bench.cifar.gpu_data import PAD, channel_stats, crop_flip_indices
 from kit.bench.cifar.torch_engine import TrainConfig
 from kit.bench.precision import unavailable_reason
@@ -130,7 +131,8 @@ def make_data(cfg: TrainConfig, arrays: Any, num_workers: int):
 
 # --------------------------------------------------------------------------- learner
 def _quiet_progress_bars() -> None:
-    """fastai v1 draws fastprogress bars on the console in fit(); the kit shows its own."""
+    """fastai v1 draws fastprogress bars in fit(); NO_BAR stops their updates (fastprogress
+    0.2 still prints each bar's empty outline once). The kit reports progress itself."""
     try:
         import fastai.basic_train as bt
         from fastprogress import fastprogress as fp
@@ -221,13 +223,8 @@ def train_repeat(cfg: TrainConfig, arrays: Any, ctx: Any, repeat: int,
                  progress: Callable[[int], None] | None = None, num_workers: int | None = None) -> dict:
     device = cfg.device
     nw = default_num_workers(device) if num_workers is None else num_workers
-    n_train = len(arrays.train_x)
-    spe = cfg.steps if cfg.steps else n_train // cfg.batch_size
-    total = spe * cfg.epochs
-    free_device_memory()
-    timing.reset_peak_memory(device)
+    spe, clock = repeat_clock(cfg, len(arrays.train_x))
     learn = build_learner(cfg, arrays, nw)
-    clock = timing.StepClock(device, warmup_steps=timing.warmup_steps_for(total, cfg.warmup_steps or WARMUP))
     timer = _timer(learn, clock, cfg.batch_size, ctx, repeat, progress, max(1, spe // 20))
     epoch_marks = _epoch_marks(clock, timer, ctx, repeat, cfg)
     clock.start()
@@ -306,12 +303,4 @@ def _epoch_marks(clock: "timing.StepClock", timer: Any, ctx: Any, repeat: int, c
 
 def run_repeats(cfg: TrainConfig, arrays: Any, ctx: Any, repeats: int,
                 progress: Callable[[int, int], None] | None = None, num_workers: int | None = None) -> list:
-    from dataclasses import replace
-
-    spe = cfg.steps if cfg.steps else len(arrays.train_x) // cfg.batch_size
-    per = spe * cfg.epochs
-    out = []
-    for r in range(repeats):
-        cb = (lambda n, d=r * per: progress(d + n, repeats * per)) if progress else None
-        out.append(train_repeat(replace(cfg, seed=cfg.seed + r), arrays, ctx, r, cb, num_workers))
-    return out
+    return fastai_engine.run_repeats(cfg, arrays, ctx, repeats, progress, num_workers, train=train_repeat)
