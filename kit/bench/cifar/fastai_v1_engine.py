@@ -73,10 +73,9 @@ class PadCropFlipDataset(torch.utils.data.Dataset):
     cropped back and flipped (fastai v1's ``[*rand_pad(4, 32), flip_lr(p=0.5)]``,
     with the torch engine's index rule), per image in the DataLoader's workers."""
 
-    def __init__(self, x: np.ndarray, y: np.ndarray, idx: np.ndarray, augment: bool, seed: int):
+    def __init__(self, x: np.ndarray, y: np.ndarray, idx: np.ndarray, augment: bool):
         self.x, self.y, self.idx, self.augment = x, y, idx, augment
         self.c = int(y.max()) + 1 if len(y) else 0  # fastai v1 reads .c (number of classes)
-        self.seed = seed
 
     def __len__(self) -> int:
         return len(self.idx)
@@ -85,11 +84,12 @@ class PadCropFlipDataset(torch.utils.data.Dataset):
         j = int(self.idx[i])
         img = torch.from_numpy(np.ascontiguousarray(self.x[j])).permute(2, 0, 1)
         if self.augment:
-            g = np.random.randint(0, 2 * PAD + 1, size=2)
-            flip = np.random.rand() < 0.5
+            # torch's generator, which the DataLoader seeds per worker (numpy's would
+            # repeat the same draws in every forked worker)
+            dy, dx = torch.randint(0, 2 * PAD + 1, (2, 1))
+            flip = torch.rand(1) < 0.5
             _, h, w = img.shape
-            rows, cols = crop_flip_indices(torch.tensor([int(g[0])]), torch.tensor([int(g[1])]),
-                                           torch.tensor([bool(flip)]), h, w, PAD)
+            rows, cols = crop_flip_indices(dy, dx, flip, h, w, PAD)
             img = img[:, rows[0][:, None], cols[0][None, :]]
         return img, int(self.y[j])
 
@@ -122,8 +122,8 @@ def make_data(cfg: TrainConfig, arrays: Any, num_workers: int):
         train_idx = np.arange(n_train)
     n_valid = len(arrays.test_x) if cfg.evaluate else min(cfg.batch_size, len(arrays.test_x))
     mean, std = channel_stats(arrays.train_x)
-    train = PadCropFlipDataset(arrays.train_x, arrays.train_y, train_idx, True, cfg.seed)
-    valid = PadCropFlipDataset(arrays.test_x, arrays.test_y, np.arange(n_valid), False, cfg.seed)
+    train = PadCropFlipDataset(arrays.train_x, arrays.train_y, train_idx, True)
+    valid = PadCropFlipDataset(arrays.test_x, arrays.test_y, np.arange(n_valid), False)
     tfm = _batch_tfm(mean, std, cfg.image_size, arrays.train_x.shape[1], device)
     return DataBunch.create(train, valid, bs=cfg.batch_size, num_workers=num_workers, device=device,
                             dl_tfms=[tfm], no_check=True)
