@@ -14,7 +14,14 @@ if [ "$(id -u)" = 0 ] && [ -n "${KIT_RUN_AS_OWNER_OF:-}" ] && [ -d "$KIT_RUN_AS_
     uid="$(stat -c %u "$KIT_RUN_AS_OWNER_OF")"
     gid="$(stat -c %g "$KIT_RUN_AS_OWNER_OF")"
     if [ "$uid" != 0 ]; then
-        exec setpriv --reuid="$uid" --regid="$gid" --clear-groups -- "$0" "$@"
+        if command -v setpriv >/dev/null 2>&1; then
+            exec setpriv --reuid="$uid" --regid="$gid" --clear-groups -- "$0" "$@"
+        fi
+        # Ubuntu 18.04 (the cuda10 stack) has no setpriv in its base system: the
+        # same drop (groups cleared, gid, then uid) with the image's Python
+        exec /opt/venv/bin/python -c 'import os, sys
+os.setgroups([]); os.setgid(int(sys.argv[2])); os.setuid(int(sys.argv[1]))
+os.execv(sys.argv[3], sys.argv[3:])' "$uid" "$gid" "$0" "$@"
     fi
 fi
 

@@ -125,9 +125,9 @@ def test_kit_launch_cpu_writes_a_verified_bundle_owned_by_the_user(cpu_image, tm
     assert not _client().containers.list(all=True, filters={"label": "mpkit.launch=1"}), "the launcher left its container behind"
 
 
-def test_compose_up_bench_on_cpu_writes_a_bundle(cpu_image, tmp_path):
-    compose = shutil.which("docker")
-    assert compose, "the docker CLI is needed for Compose"
+def _compose_up(files: list[str], tmp_path: Path, **env_extra: str) -> tuple[Path, int]:
+    """`docker compose up bench` with these files; returns (the one bundle, its expected owner)."""
+    assert shutil.which("docker"), "the docker CLI is needed for Compose"
     results, data = tmp_path / "results", tmp_path / "data"
     results.mkdir()
     data.mkdir()
@@ -137,25 +137,29 @@ def test_compose_up_bench_on_cpu_writes_a_bundle(cpu_image, tmp_path):
         # switch to the folder's owner, so the bundle must end up theirs.
         owner = 4321
         os.chown(results, owner, owner)
-    env = _env(KIT_RESULTS_DIR=str(results), KIT_DATA_DIR=str(data), KIT_BASE=BASE or "debian:bookworm",
-               KIT_PIP_EXTRA_INDEX_URL=MIRROR)
+    env = _env(KIT_RESULTS_DIR=str(results), KIT_DATA_DIR=str(data), KIT_PIP_EXTRA_INDEX_URL=MIRROR, **env_extra)
     ca_copy = ROOT / "docker" / "extra-ca.pem"
     made_ca = False
     if CA_CERT and not ca_copy.exists():
         shutil.copyfile(CA_CERT, ca_copy)  # what the docs tell proxy users to do
         made_ca = True
-    files = ["-f", "compose.yaml", "-f", "compose.cpu.yaml"]
+    args = [a for f in files for a in ("-f", f)]
     try:
-        proc = _run(["docker", "compose", *files, "up", "--build", "--exit-code-from", "bench", "bench"],
+        proc = _run(["docker", "compose", *args, "up", "--build", "--exit-code-from", "bench", "bench"],
                     timeout=BUILD_TIMEOUT_S, env=env)
         assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     finally:
         if made_ca:
             ca_copy.unlink()
-        _run(["docker", "compose", *files, "down"], timeout=120, env=env)
+        _run(["docker", "compose", *args, "down"], timeout=120, env=env)
     bundles = sorted(results.glob("*.tar.gz"))
     assert len(bundles) == 1, sorted(p.name for p in results.iterdir())
-    _check_bundle(bundles[0], owner=owner)
+    return bundles[0], owner
+
+
+def test_compose_up_bench_on_cpu_writes_a_bundle(cpu_image, tmp_path):
+    bundle, owner = _compose_up(["compose.yaml", "compose.cpu.yaml"], tmp_path, KIT_BASE=BASE or "debian:bookworm")
+    _check_bundle(bundle, owner=owner)
 
 
 # -- the 2019 stack (cuda10): Python 3.7, torch 1.4, fastai v1 ------------------------
@@ -205,6 +209,27 @@ def test_cuda10_stack_runs_the_2019_software_and_the_host_bundles_it(cuda10_imag
     assert cells["cifar/resnet18/fp16-master/fastai"].status == "skipped"  # fp16 on the CPU
     assert cells["lstm/apex-2018/apex-o1/kit"].status == "skipped"
     assert cells["cifar/resnet18/fp32/fastai"].metrics["precision"]["fastai"] == "no callback"
+
+
+def test_compose_cuda10_variant_ends_with_a_bundle(cuda10_image, tmp_path):
+    """compose.cuda10.yaml builds the 2019 stack and its Python 3.7 runner writes the bundle.
+    Without a GPU here, a throw-away override drops the GPU reservation and runs the smoke
+    suite on the CPU (what compose.cpu.yaml does for the cpu stack)."""
+    override = tmp_path / "compose.cuda10-on-cpu.yaml"
+    override.write_text(
+        "services:\n"
+        "  bench:\n"
+        "    deploy: !reset {}\n"
+        '    command: ["run", "--smoke", "--suite", "all", "--device", "cpu"]\n'
+    )
+    bundle, owner = _compose_up(["compose.yaml", "compose.cuda10.yaml", str(override)], tmp_path,
+                                KIT_BASE=CUDA10_BASE, KIT_BUILD_APEX="0")
+    _check_bundle(bundle, owner=owner)
+
+    from kit.bundle.safe_open import open_bundle
+
+    env = open_bundle(bundle).environment
+    assert env["container"]["stack"] == "cuda10" and env["packages"]["torch"] == "1.4.0"
 
 
 # -- the errors a user meets without a GPU ----------------------------------------
