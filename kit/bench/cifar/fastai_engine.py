@@ -314,16 +314,10 @@ def train_repeat(cfg: TrainConfig, arrays: Any, ctx: Any, repeat: int,
     learn.add_cb(timer)
     clock.start()
     _fit(learn, cfg)
-    fit_seconds = timing.now(device) - clock.t_start
-    rec = clock.summary()
-    epoch_total = sum(clock.epoch_seconds)
+    rec = timed_record(clock, device, timer.data_wait)
     full_test = cfg.evaluate
     accs = [v.get("accuracy") for v in timer.valid] if full_test else []
     rec.update(
-        fit_seconds=fit_seconds,
-        data_wait_s=timer.data_wait,
-        compute_s=max(0.0, epoch_total - timer.data_wait),
-        peak_memory_bytes=timing.peak_memory_bytes(device),
         overflow_steps=timer.overflows,
         nan_losses=timer.nan_losses(),
         loss_scale_final=timer.loss_scale,
@@ -350,6 +344,20 @@ def repeat_clock(cfg: TrainConfig, n_train: int) -> tuple[int, timing.StepClock]
     timing.reset_peak_memory(cfg.device)
     warm = timing.warmup_steps_for(spe * cfg.epochs, cfg.warmup_steps or WARMUP)
     return spe, timing.StepClock(cfg.device, warmup_steps=warm)
+
+
+def timed_record(clock: timing.StepClock, device: str, data_wait: float) -> dict:
+    """The clock's summary plus fit time, data wait vs compute, and peak memory, read
+    right after fit (shared by the fastai v2 and v1 engines)."""
+    fit_seconds = timing.now(device) - clock.t_start
+    rec = clock.summary()
+    rec.update(
+        fit_seconds=fit_seconds,
+        data_wait_s=data_wait,
+        compute_s=max(0.0, sum(clock.epoch_seconds) - data_wait),
+        peak_memory_bytes=timing.peak_memory_bytes(device),
+    )
+    return rec
 
 
 def run_repeats(cfg: TrainConfig, arrays: Any, ctx: Any, repeats: int,

@@ -230,16 +230,10 @@ def train_repeat(cfg: TrainConfig, arrays: Any, ctx: Any, repeat: int,
     clock.start()
     kwargs = {} if cfg.lr is None else {"max_lr": cfg.lr}
     learn.fit_one_cycle(cfg.epochs, callbacks=[timer, epoch_marks], **kwargs)
-    fit_seconds = timing.now(device) - clock.t_start
-    rec = clock.summary()
-    epoch_total = sum(clock.epoch_seconds)
-    accs = [v for v in epoch_marks.accuracy] if cfg.evaluate else []
+    rec = fastai_engine.timed_record(clock, device, timer.data_wait)
+    accs = list(epoch_marks.accuracy) if cfg.evaluate else []
     mp = timer.mp
     rec.update(
-        fit_seconds=fit_seconds,
-        data_wait_s=timer.data_wait,
-        compute_s=max(0.0, epoch_total - timer.data_wait),
-        peak_memory_bytes=timing.peak_memory_bytes(device),
         overflow_steps=timer.overflows,
         nan_losses=timer.nan,
         loss_scale_final=float(mp.loss_scale) if mp is not None else None,
