@@ -178,9 +178,9 @@ def cuda10_image() -> str:
     return tag
 
 
-def test_cuda10_stack_runs_the_2019_software_and_the_host_bundles_it(cuda10_image, tmp_path):
+def test_cuda10_stack_runs_the_2019_software_and_writes_a_bundle(cuda10_image, tmp_path):
     """`kit launch --stack cuda10` on the CPU: the in-container runner (Python 3.7) measures
-    what the old stack can run, skips the rest with reasons, and the host writes the bundle."""
+    what the old stack can run, skips the rest with reasons, and writes the bundle."""
     labels = _client().images.get(cuda10_image).labels
     assert labels["mpkit.stack"] == "cuda10" and labels["mpkit.apex.built"] == "0"
     results, data = tmp_path / "results", tmp_path / "data"
