@@ -13,7 +13,7 @@ from kit.bench.lstm.batching import batchify  # noqa: E402
 from kit.bench.lstm.config import LSTMConfig  # noqa: E402
 from kit.bench.lstm.model import LSTMModel  # noqa: E402
 from kit.bench.lstm.train import SplitData, anneal_lr, evaluate, lm_loss, perplexity, run_repeat  # noqa: E402
-from kit.bench.precision import LossScaler, Precision  # noqa: E402
+from kit.bench.precision import Precision  # noqa: E402
 
 
 def tiny_cfg(**kw) -> LSTMConfig:
@@ -116,15 +116,6 @@ def test_a_safe_loss_scale_takes_the_step_on_the_fp32_masters():
     assert prec.counters()["overflow_steps"] == 0
     # the half model was refreshed from the updated masters
     assert torch.equal(core.decoder.weight.float(), prec.master.master_params[-2].half().float())
-
-
-def test_dynamic_scale_grows_after_a_run_of_clean_steps():
-    ls = LossScaler(scale=8.0, dynamic=True, growth_interval=3)
-    for _ in range(3):
-        ls.update(False)
-    assert ls.scale == 16.0
-    ls.update(True)
-    assert ls.scale == 8.0 and ls.overflows == 1
 
 
 def test_fp16_master_training_loop_counts_every_overflowing_step():

@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 from kit import __version__
-from kit.errors import Interrupted, KitError, RunFailed, UsageError
+from kit.errors import Interrupted, KitError, UsageError
 
 RUN_OPTIONS = (
     # (flag, dest, type, default); lists are comma-separated or repeated, as with `kit run`
@@ -119,10 +119,9 @@ class PlainUI:
 
 def run(opts: dict, argv: list) -> int:
     from kit.runner.execute import execute
-    from kit.runner.service import check_lstm_settings, config_from_options, ensure_real_data
+    from kit.runner.service import (check_lstm_settings, config_from_options, ensure_real_data, outcome_summary,
+                                    raise_if_cells_failed)
 
-    if opts["compile"] not in ("auto", "on", "off"):
-        raise UsageError("--compile must be auto, on or off")
     resume = opts.get("resume")
     config = None if resume else config_from_options(opts, argv)
     results_dir = Path(resume).resolve().parent if resume else Path(opts["results_dir"])
@@ -131,18 +130,13 @@ def run(opts: dict, argv: list) -> int:
         if config.data == "real":
             ensure_real_data(config, _PrintConsole(), progress=False)  # no rich on this stack
     outcome = execute(config, results_dir, resume_dir=Path(resume) if resume else None, ui=PlainUI())
-    res = outcome.results
-    failed = [c for c in res.cells if c.status == "failed"]
-    _print(f"{sum(c.status == 'ok' for c in res.cells)} cell(s) measured, "
-           f"{sum(c.status == 'skipped' for c in res.cells)} skipped, {len(failed)} failed. Run folder: {outcome.run_dir}")
+    _print(outcome_summary(outcome))
     if outcome.bundle:
         _print(f"Bundle: {outcome.bundle}")
     else:
         _print(f"No bundle ({outcome.bundle_error}); `kit launch` exports it on the host, "
                f"or run `kit bundle export {outcome.run_dir}` there.")
-    if failed:
-        raise RunFailed(f"{len(failed)} cell(s) failed: " + "; ".join(f"{c.cell_id} ({c.reason})" for c in failed[:5]),
-                        remedy=f"See {outcome.run_dir / 'run.log'} for the tracebacks; finished cells are kept.")
+    raise_if_cells_failed(outcome)
     return 0
 
 

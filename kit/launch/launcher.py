@@ -110,20 +110,25 @@ def container_command(stack: str, run_args: Sequence[str], smoke_default: bool) 
         args = args[1:]
     if not args:
         return list(SMOKE_ARGS) if smoke_default or stack == "cpu" else GPU_ARGS + ["--device", "cuda:0"]
-    if not any(a == "--device" or a.startswith("--device=") for a in args):
+    if device_arg(args) is None:
         args += ["--device", "cpu" if stack == "cpu" else "cuda:0"]
     return ["run", *args]
 
 
-def runs_on_cpu(run_args: Sequence[str]) -> bool:
-    """Whether the `kit run` options ask for the CPU (``--device cpu``)."""
+def device_arg(run_args: Sequence[str]) -> str | None:
+    """The value of ``--device`` in `kit run` options (``--device X`` or ``--device=X``), if given."""
     args = list(run_args)
     for i, a in enumerate(args):
-        if a == "--device" and i + 1 < len(args):
-            return args[i + 1] == "cpu"
+        if a == "--device":
+            return args[i + 1] if i + 1 < len(args) else ""
         if a.startswith("--device="):
-            return a.split("=", 1)[1] == "cpu"
-    return False
+            return a.split("=", 1)[1]
+    return None
+
+
+def runs_on_cpu(run_args: Sequence[str]) -> bool:
+    """Whether the `kit run` options ask for the CPU (``--device cpu``)."""
+    return device_arg(run_args) == "cpu"
 
 
 # -- 2. environment -----------------------------------------------------------
@@ -252,12 +257,7 @@ def follow(container: Any, follower: JournalFollower, ui: LaunchUI, poll_s: floa
                 ui.cell_done(str(ev.get("cell_id")), headline(result), str(result.get("status", "?")))
 
     try:
-        while True:
-            drain()
-            container.reload()
-            if container.status in ("exited", "dead"):
-                break
-            time.sleep(poll_s)
+        _wait_exited(container, drain, poll_s)
     except KeyboardInterrupt:
         interrupted = True
         ui.stopping()
@@ -266,20 +266,27 @@ def follow(container: Any, follower: JournalFollower, ui: LaunchUI, poll_s: floa
     return interrupted, cells_done
 
 
+def _wait_exited(container: Any, drain: Any, poll_s: float, deadline: float | None = None) -> bool:
+    """Drain the journal and poll until the container has exited (True) or the
+    monotonic ``deadline`` passes (False)."""
+    while deadline is None or time.monotonic() < deadline:
+        drain()
+        container.reload()
+        if container.status in ("exited", "dead"):
+            return True
+        time.sleep(poll_s)
+    return False
+
+
 def _interrupt(container: Any, follower: JournalFollower, drain: Any, poll_s: float) -> None:
     """SIGINT (the runner keeps finished cells and bundles), then stop if it lingers."""
     try:
         container.kill(signal="SIGINT")
     except Exception:  # noqa: BLE001 -- already gone
         return
-    deadline = time.monotonic() + INTERRUPT_GRACE_S
     try:
-        while time.monotonic() < deadline:
-            drain()
-            container.reload()
-            if container.status in ("exited", "dead"):
-                return
-            time.sleep(poll_s)
+        if _wait_exited(container, drain, poll_s, deadline=time.monotonic() + INTERRUPT_GRACE_S):
+            return
     except KeyboardInterrupt:
         pass  # a second Ctrl-C: stop now
     try:

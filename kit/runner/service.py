@@ -19,6 +19,8 @@ def _split(values: list[str] | None) -> list[str]:
 
 
 def config_from_options(opts: dict[str, Any], argv: list[str] | None = None) -> RunConfig:
+    if opts["compile"] not in ("auto", "on", "off"):
+        raise UsageError("--compile must be auto, on or off")
     suite = getattr(opts["suite"], "value", opts["suite"])
     if opts.get("smoke"):
         return RunConfig(
@@ -83,11 +85,9 @@ def run_from_cli(opts: dict[str, Any], argv: list[str] | None = None) -> None:
     from rich.console import Console
 
     from kit.runner.execute import execute
-    from kit.runner.progress import RichUI, describe_result
+    from kit.runner.progress import RichUI
 
     console = Console(stderr=True)
-    if opts["compile"] not in ("auto", "on", "off"):
-        raise UsageError("--compile must be auto, on or off")
     resume = opts.get("resume")
     config = None if resume else config_from_options(opts, argv)
     results_dir = Path(opts["results_dir"])
@@ -113,10 +113,7 @@ def run_from_cli(opts: dict[str, Any], argv: list[str] | None = None) -> None:
     finally:
         ui.close()
     res = outcome.results
-    ok = sum(c.status == "ok" for c in res.cells)
-    skipped = sum(c.status == "skipped" for c in res.cells)
-    failed = [c for c in res.cells if c.status == "failed"]
-    console.print(f"\n{ok} cell(s) measured, {skipped} skipped, {len(failed)} failed. Run folder: {outcome.run_dir}")
+    console.print("\n" + outcome_summary(outcome))
     for c in res.cells:
         if c.status == "skipped":
             console.print(f"  skipped {c.cell_id}: {c.reason}")
@@ -124,6 +121,20 @@ def run_from_cli(opts: dict[str, Any], argv: list[str] | None = None) -> None:
         console.print(f"Bundle: {outcome.bundle}")
     elif outcome.bundle_error:
         console.print(f"[yellow]No bundle ({outcome.bundle_error}); results.json is in the run folder; retry with: kit bundle export {outcome.run_dir}[/yellow]")
+    raise_if_cells_failed(outcome)
+
+
+def outcome_summary(outcome) -> str:
+    """"N cell(s) measured, N skipped, N failed. Run folder: ..." (kit run and the cuda10 runner)."""
+    cells = outcome.results.cells
+    counts = {s: sum(c.status == s for c in cells) for s in ("ok", "skipped", "failed")}
+    return (f"{counts['ok']} cell(s) measured, {counts['skipped']} skipped, {counts['failed']} failed. "
+            f"Run folder: {outcome.run_dir}")
+
+
+def raise_if_cells_failed(outcome) -> None:
+    """RunFailed (exit 8) naming the first failed cells, when any failed; finished cells are kept."""
+    failed = [c for c in outcome.results.cells if c.status == "failed"]
     if failed:
         from kit.errors import RunFailed
 

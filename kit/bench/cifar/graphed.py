@@ -119,9 +119,9 @@ class GraphedTrainer:
         self.step_idx += 1
 
     def step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        if not self.capture:
-            return self._step(x, y)
-        # streams, the capture and the replay on the run's GPU even when the caller did not
+        if not self.capture or self.graph is not None:
+            return self._step(x, y)  # a replay runs on the device it was captured on
+        # warm-up streams and the capture on the run's GPU even when the caller did not
         # make it the current device (`kit run` does, in kit.bench.api.resolve_device):
         # scripts/bench_overhead.py on cuda:1 fell back to torch.compile without this
         with torch.cuda.device(self.cfg.device):
