@@ -124,24 +124,35 @@ def test_the_cuda_graph_step_trains_and_counts_like_the_eager_one(mode):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 2, reason="needs two CUDA GPUs")
-def test_the_cuda_graph_step_captures_on_a_second_gpu_chosen_with_device():
-    """--device cuda:1: the runner makes cuda:1 the current device (kit.bench.api.resolve_device),
-    so the step is captured on its streams (it once fell back to torch.compile with 'operation
-    failed due to a previous error during capture')."""
+@pytest.mark.parametrize("current", ["cuda:1", "cuda:0"])
+def test_the_cuda_graph_step_captures_on_a_second_gpu_after_a_capture_on_the_first(current):
+    """A process that captured a graph on cuda:0 then trains on cuda:1, with cuda:1 made current
+    (kit run, via kit.bench.api.resolve_device) or with cuda:0 still current (a script). torch's
+    default capture stream belongs to the GPU of the process's first capture; capturing cuda:1's
+    step on it failed with 'operation not permitted when stream is capturing' (seen in this file's
+    own run on a two-GPU H200 host), so the trainer captures on a stream of its own GPU."""
     pytest.importorskip("torchvision")
     from kit.bench.api import resolve_device
     from kit.bench.cifar.graphed import GraphedTrainer
     from kit.bench.cifar.torch_engine import TrainConfig
 
     torch.cuda.set_device(0)
-    device = resolve_device("cuda:1")
+    first = torch.cuda.CUDAGraph()
+    a = torch.ones(8, device="cuda:0")
+    with torch.cuda.graph(first):  # torch's default capture stream is made now, on cuda:0
+        a.mul_(2)
+    first.replay()
+    device = resolve_device("cuda:1") if current == "cuda:1" else "cuda:1"
     try:
-        assert torch.cuda.current_device() == 1
+        assert torch.cuda.current_device() == int(current[-1])
         cfg = TrainConfig(model="resnet18", precision="amp-bf16", device=device, batch_size=64, steps=20)
         tr = GraphedTrainer(cfg, 20, lambda s: 0.05)
         x = torch.randn(64, 3, 32, 32, device=device).contiguous(memory_format=torch.channels_last)
         y = torch.randint(0, 100, (64,), device=device)
         losses = [float(tr.step(x, y)) for _ in range(20)]
         assert tr.graph is not None and all(loss == loss for loss in losses)
+        assert losses[-1] < losses[0]  # the replays train: same batch, the loss falls
+        first.replay()
+        assert a[0].item() == 4.0  # the first GPU's graph still replays
     finally:
         torch.cuda.set_device(0)

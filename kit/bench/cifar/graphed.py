@@ -69,6 +69,7 @@ class GraphedTrainer:
         self.nan_count = torch.zeros((), dtype=torch.int64, device=dev)
         self.capture = capture
         self.graph: torch.cuda.CUDAGraph | None = None
+        self.side: torch.cuda.Stream | None = None
         self.static_x: torch.Tensor | None = None
         self.static_y: torch.Tensor | None = None
         self.static_loss: torch.Tensor | None = None
@@ -141,7 +142,14 @@ class GraphedTrainer:
             for p in self.params:
                 p.grad = None
             return self._body()
-        side = torch.cuda.Stream(device=self.cfg.device)
+        # one stream of the run's GPU for every warm-up step and the capture: torch.cuda.graph's
+        # own default is one stream per process, made on whichever GPU was current when the
+        # first graph was captured (a later capture on another GPU then fails with "operation
+        # not permitted when stream is capturing"), and cuDNN/cuBLAS set up per-stream
+        # workspaces on first use, which must happen in warm-up, not during the capture
+        if self.side is None:
+            self.side = torch.cuda.Stream(device=self.cfg.device)
+        side = self.side
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
             for p in self.params:
@@ -153,7 +161,7 @@ class GraphedTrainer:
             for p in self.params:
                 p.grad = None  # backward inside the capture allocates them in the graph's pool
             self.graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(self.graph):
+            with torch.cuda.graph(self.graph, stream=side):
                 self.static_loss = self._body()
             # capture records but does not run: this step's update already happened above
         return loss.clone()
