@@ -68,3 +68,33 @@ def test_bundles_of_two_machines_merge_only_with_same_model_and_say_so(tmp_path)
     assert {c.cell_id for c in merged.results.cells} == {"cifar/resnet18/fp32/torch", "cifar/resnet18/amp-fp16/torch"}
     assert [m["gpu_uuids"] for m in merged.environment["merged_from"]] == [["GPU-aaaa"], ["GPU-bbbb"]]
     assert "more than one machine" in merged.environment["merged_across_machines"]
+
+
+def test_a_merged_bundle_says_what_its_runs_asked_for_and_where_they_differed(tmp_path):
+    """Two runs of one machine with different suites, models and step counts: the merged
+    config is their union (not the first run's), the differing settings are listed per run,
+    and the report names each merged run's command instead of the first one's."""
+    from fixtures.results.factory import make_cell, make_results, make_run_dir
+    from kit.bundle.export import export_run
+
+    def bundle(name: str, cell: dict, **config) -> Path:
+        results = make_results([cell], run_id=f"R-{name}")
+        results["config"].update(config)
+        run = make_run_dir(tmp_path / name, results)
+        return export_run(run, tmp_path / f"out-{name}")
+
+    a = bundle("a", make_cell(model="resnet18"), suite="cifar", models=["resnet18"], engines=["torch"], steps=100,
+               command_line=["kit", "run", "--suite", "cifar", "--steps", "100"])
+    b = bundle("b", make_cell(workload="lstm", model="tensor-core", engine="kit"), suite="lstm",
+               presets=["tensor-core"], max_batches=300, repeats=5,
+               command_line=["kit", "run", "--suite", "lstm", "--repeats", "5"])
+    merged = open_bundle(merge_bundles([a, b], tmp_path / "m"))
+    cfg = merged.results.config
+    assert (cfg.suite, cfg.models, cfg.engines, cfg.presets) == ("all", ["resnet18"], ["torch"], ["tensor-core"])
+    assert cfg.steps is None and cfg.max_batches is None and cfg.command_line == []
+    differs = merged.environment["merged_config_differs"]
+    assert differs["steps"] == [100, None] and differs["repeats"] == [3, 5]
+    assert "models" not in differs  # lists are unions, not differences
+    report = merged.text("report.html")
+    assert "repeats per cell vary" in report
+    assert "--suite cifar --steps 100" in report and "--suite lstm --repeats 5" in report

@@ -4,8 +4,10 @@ A benchmark session is often several `kit run`s (one per workload, say);
 sharing and comparing is easier with one bundle. Merging is refused unless
 every input was measured on the same machine (same host id, GPUs and driver),
 the same kit and schema, and no cell appears twice. The merged results keep
-every cell as measured; the environment lists the merged bundles (name and
-sha256 of each manifest) under ``merged_from``, and the journals are
+every cell as measured; the environment lists the merged bundles (name,
+command line and sha256 of each manifest) under ``merged_from`` and the
+settings the runs did not share under ``merged_config_differs``; the config is
+the union of the runs' (see :func:`merged_config`), and the journals are
 concatenated in input order.
 """
 
@@ -20,7 +22,35 @@ from kit.bundle.safe_open import open_bundle
 from kit.errors import BundleError
 from kit.results.atomic import atomic_write_json, atomic_write_text
 from kit.results.derive import derive
-from kit.results.schema import RunResults
+from kit.results.schema import RunConfig, RunResults
+
+#: RunConfig fields that are lists: the merged config holds their union, in first-seen order
+_LIST_FIELDS = ("models", "precisions", "engines", "presets")
+
+
+def merged_config(configs: list[RunConfig]) -> tuple[RunConfig, dict]:
+    """The config of a merged bundle: the union of what the source runs asked for, and
+    the fields the runs set differently (per source, in input order). A field that
+    differs and may be empty (steps, epochs, ...) is left empty; the others keep the
+    first run's value. Each cell's own ``params`` stay the record of how it was run,
+    and ``environment.merged_from`` holds each run's command line."""
+    first = configs[0]
+    d = first.to_dict()
+    differs: dict[str, list] = {}
+    for name, value in d.items():
+        if name == "command_line":
+            continue
+        values = [getattr(c, name) for c in configs]
+        if name in _LIST_FIELDS:
+            d[name] = list(dict.fromkeys(v for vs in values for v in vs))
+        elif any(v != value for v in values):
+            differs[name] = values
+            if name == "suite":
+                d[name] = "all"
+            elif value is None or name in ("epochs", "steps", "max_batches", "batch_size", "tolerance"):
+                d[name] = None
+    d["command_line"] = []
+    return RunConfig.from_dict(d), differs
 
 
 def _gpus(env: dict) -> list | None:
@@ -86,17 +116,20 @@ def merge_bundles(paths: list[Path], out_dir: Path, same_model: bool = False) ->
          "manifest_sha256": hashlib.sha256(b.files["manifest.json"]).hexdigest() if "manifest.json" in b.files else None}
         for b in bundles
     ]
+    config, differs = merged_config([b.results.config for b in bundles])
+    if differs:
+        env["merged_config_differs"] = differs
     cells = [c for b in bundles for c in b.results.cells]
     merged = RunResults(
         run_id=f"merged-{time.strftime('%Y%m%d-%H%M%S')}",
-        config=first.results.config,
+        config=config,
         environment=env,
         cells=cells,
         status="complete" if all(b.results.status == "complete" for b in bundles) else "interrupted",
         started_at=min((b.results.started_at or 0) for b in bundles) or None,
         finished_at=max((b.results.finished_at or 0) for b in bundles) or None,
     )
-    merged.derived = derive(cells, first.results.config.mode, first.results.config.tolerance,
+    merged.derived = derive(cells, config.mode, config.tolerance,
                             env.get("peak_tflops_measured"))
     with tempfile.TemporaryDirectory(prefix="kit-merge-") as tmp:
         run = Path(tmp) / merged.run_id

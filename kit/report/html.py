@@ -101,10 +101,16 @@ def _env_rows(env: EnvSummary, results: RunResults | None = None) -> list[tuple[
         rows += [
             ("run id", results.run_id), ("status", results.status),
             ("started", _stamp(results.started_at)), ("finished", _stamp(results.finished_at)),
-            ("mode", f"{results.config.mode}, {results.config.repeats} repeat(s) per cell"),
         ]
+        differs = results.environment.get("merged_config_differs") or {}
+        repeats = ("repeats per cell vary: see each cell" if "repeats" in differs
+                   else f"{results.config.repeats} repeat(s) per cell")
+        rows.append(("mode", f"{results.config.mode}, {repeats}"))
         if results.config.command_line:
             rows.append(("command", " ".join(str(a) for a in results.config.command_line)))
+        for i, src in enumerate(results.environment.get("merged_from") or [], 1):
+            where = ", ".join(x for x in (src.get("device"), src.get("status")) if x)
+            rows.append((f"merged run {i}", f"{' '.join(str(a) for a in src.get('command_line') or [])} ({where})"))
     return rows
 
 
