@@ -11,7 +11,8 @@
 #           loader sets its pace; 50 steps x 3 repeats keep the part near 9 minutes on an H200)
 #   lstm    LSTM, both presets x every precision, 1 epoch cut to 300 batches
 #   merge   join the parts' bundles into one with `kit bundle merge`
-# Devices: DEVICE_TORCH, DEVICE_FASTAI, DEVICE_LSTM (default cuda:0 each). On a two-GPU
+# Devices: DEVICE_TORCH, DEVICE_FASTAI, DEVICE_LSTM (default cuda:0 each); MODELS narrows the
+# CIFAR parts to some ResNets (to split a part across GPUs, then merge the bundles). On a two-GPU
 # machine the torch and fastai parts can run at once on different GPUs; the merged
 # bundle records which device each part ran on (environment.merged_from).
 # Precisions the GPU or the installed software cannot run (apex-* without apex.amp)
@@ -23,7 +24,7 @@ shift
 PARTS=("$@")
 [ ${#PARTS[@]} -gt 0 ] || PARTS=(torch fastai lstm merge)
 KIT=${KIT:-python3 -m kit}
-MODELS=resnet18,resnet34,resnet50,resnet101,resnet152
+MODELS=${MODELS:-resnet18,resnet34,resnet50,resnet101,resnet152}
 PRECS=fp32,tf32,amp-fp16,amp-bf16,fp16-master,apex-o1,apex-o2
 mkdir -p "$OUT"
 common=(--data synthetic --repeats 3 --skip-checks)

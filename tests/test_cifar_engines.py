@@ -130,6 +130,35 @@ def test_failed_compile_falls_back_to_eager_and_says_why(monkeypatch):
     assert [r["seed"] for r in repeats] == [0, 1]
 
 
+def test_an_untimed_warm_up_runs_before_the_first_repeat_and_is_in_no_repeat():
+    """The warm-up (auto on CUDA; asked for here on the CPU) trains a throwaway model for
+    a few steps before repeat 0: it is recorded in the cell's metrics, writes no journal
+    events, and leaves the repeats, their seeds and their step counts as they were."""
+    arrays = tiny_arrays()
+    data = DeviceData.upload(arrays.train_x, arrays.train_y, arrays.test_x, arrays.test_y, "cpu")
+    events: list[tuple] = []
+    c = ctx(repeats=2)
+    c.event = lambda kind, **f: events.append((kind, f.get("repeat")))
+    metrics: dict = {}
+    cfg = TrainConfig("resnet18", "fp32", "cpu", batch_size=4, steps=3, seed=7, untimed_warmup_steps=2)
+    repeats, _ = torch_engine.run_repeats(cfg, data, c, repeats=2, metrics=metrics)
+    assert metrics["untimed_warmup_steps"] == 2 and metrics["untimed_warmup_s"] > 0
+    assert [r["seed"] for r in repeats] == [7, 8] and [r["steps"] for r in repeats] == [3, 3]
+    assert events and all(rep in (0, 1) for _kind, rep in events)  # nothing from the warm-up
+
+
+def test_the_untimed_warm_up_is_on_for_cuda_and_off_for_the_cpu_by_default():
+    from kit.bench.cifar.graphed import WARMUP_BEFORE_CAPTURE
+
+    steps = torch_engine.untimed_warmup_steps
+    assert steps(TrainConfig("resnet18", "fp32", "cpu", steps=100), 100, None) == 0
+    assert steps(TrainConfig("resnet18", "fp32", "cuda:1", steps=100), 100, None) == torch_engine.WARMUP_EAGER + 1
+    assert steps(TrainConfig("resnet18", "fp32", "cuda", steps=100), 100, "reduce-overhead") == torch_engine.WARMUP_COMPILED + 1
+    assert steps(TrainConfig("resnet18", "fp32", "cuda", steps=100), 100, "cuda-graph") >= WARMUP_BEFORE_CAPTURE + 2
+    assert 1 <= steps(TrainConfig("resnet18", "fp32", "cuda", steps=3), 3, None) <= 3  # never more than the run
+    assert steps(TrainConfig("resnet18", "fp32", "cuda", untimed_warmup_steps=0), 100, None) == 0
+
+
 def test_each_repeat_starts_from_a_fresh_model_seeded_by_repeat():
     cfg = TrainConfig("resnet18", "fp32", "cpu", batch_size=4, steps=1, seed=5)
     a = torch_engine.Trainer(cfg, 1).model.state_dict()["fc.weight"]

@@ -123,6 +123,30 @@ def test_the_cuda_graph_step_trains_and_counts_like_the_eager_one(mode):
         assert c["loss_scale_final"] >= 1.0
 
 
+def test_the_untimed_warm_up_takes_the_one_time_costs_out_of_the_first_repeat():
+    """On CUDA the torch engine warms up (cuDNN autotuning for new shapes, capture) before
+    repeat 0, so repeat 0 starts as fast as the others; batch 96 is a shape no other test
+    in this file tunes."""
+    pytest.importorskip("torchvision")
+    from kit.bench.cifar import torch_engine
+    from kit.bench.cifar.gpu_data import DeviceData
+    from kit.runner.context import CellContext
+    from pathlib import Path
+
+    torch.backends.cudnn.benchmark = True
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(0, 256, (960, 32, 32, 3), dtype=torch.uint8, generator=g).numpy()
+    y = torch.randint(0, 100, (960,), generator=g).numpy()
+    data = DeviceData.upload(x, y, x[:96], y[:96], "cuda:0")
+    cfg = torch_engine.TrainConfig("resnet18", "amp-bf16", "cuda:0", batch_size=96, steps=10)
+    ctx = CellContext(device="cuda:0", data_dir=Path("unused"), data_source="synthetic", repeats=2)
+    metrics: dict = {}
+    repeats, _ = torch_engine.run_repeats(cfg, data, ctx, 2, metrics=metrics)
+    assert metrics["untimed_warmup_steps"] >= 5
+    assert [r["compile_mode"] for r in repeats] == ["cuda-graph", "cuda-graph"]
+    assert repeats[0]["time_to_first_step_s"] < metrics["untimed_warmup_s"]
+
+
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 2, reason="needs two CUDA GPUs")
 @pytest.mark.parametrize("current", ["cuda:1", "cuda:0"])
 def test_the_cuda_graph_step_captures_on_a_second_gpu_after_a_capture_on_the_first(current):

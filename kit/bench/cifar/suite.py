@@ -227,8 +227,12 @@ def run_cell(spec: CellSpec, ctx: CellContext) -> CellResult:
 
     progress = (lambda done, total: ctx.progress(done, total, f"{spec.model} {spec.precision} {spec.engine}"))
     if spec.engine == "torch":
-        repeats, compile_notes = torch_engine.run_repeats(cfg, dev_data, ctx, ctx.repeats, progress)
+        repeats, compile_notes = torch_engine.run_repeats(cfg, dev_data, ctx, ctx.repeats, progress, metrics)
         notes.extend(compile_notes)
+        if metrics.get("untimed_warmup_steps"):
+            notes.append(f"untimed warm-up before the first repeat: {metrics['untimed_warmup_steps']} steps in "
+                         f"{metrics['untimed_warmup_s']:.1f} s (cuDNN autotuning, kernel loading, compilation or "
+                         "graph capture); no repeat's time includes it")
         notes.append("data_wait_s = on-device augmentation (one crop+flip gather per epoch); "
                      "normalisation and upsampling run inside each step and count in compute_s")
         if device.startswith("cuda"):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -63,6 +64,9 @@ class TrainConfig:
     momentum: float = 0.9
     weight_decay: float = 5e-4
     warmup_steps: int | None = None
+    #: untimed steps before a cell's first repeat (None = auto: on CUDA, the repeat's own
+    #: warm-up plus one; on the CPU none); see run_repeats
+    untimed_warmup_steps: int | None = None
     num_classes: int = 100
     #: fastai engine only: DataLoader worker processes (None = auto)
     num_workers: int | None = None
@@ -200,13 +204,8 @@ class Trainer:
         return correct.item() / max(1, n), loss_sum.item() / max(1, n)
 
 
-def train_repeat(cfg: TrainConfig, data: DeviceData, ctx: Any, repeat: int, compile_mode: str | None,
-                 progress: Callable[[int], None] | None = None) -> dict:
-    """One repeat: fresh model (seed cfg.seed), train, time. Returns the repeat record."""
-    device = cfg.device
-    n_train = data.train_x.shape[0]
-    spe = cfg.steps_per_epoch(n_train)
-    total = spe * cfg.epochs
+def steady_state_warmup(cfg: TrainConfig, total: int, compile_mode: str | None) -> int:
+    """Steps of a repeat left out of its steady-state throughput."""
     wanted = cfg.warmup_steps or (WARMUP_COMPILED if compile_mode else WARMUP_EAGER)
     warm = timing.warmup_steps_for(total, wanted)
     if compile_mode == "cuda-graph":
@@ -214,6 +213,40 @@ def train_repeat(cfg: TrainConfig, data: DeviceData, ctx: Any, repeat: int, comp
 
         # the steady state starts after the capture, never before it
         warm = max(warm, min(total, WARMUP_BEFORE_CAPTURE + 1))
+    return warm
+
+
+def untimed_warmup_steps(cfg: TrainConfig, total: int, compile_mode: str | None) -> int:
+    """Steps of the untimed warm-up before a cell's first repeat (0: none)."""
+    if cfg.untimed_warmup_steps is not None:
+        return min(cfg.untimed_warmup_steps, total)
+    if not cfg.device.startswith("cuda"):
+        return 0
+    return min(total, steady_state_warmup(cfg, total, compile_mode) + 1)
+
+
+class _Untimed:
+    """The cell context for the untimed warm-up: stop requests pass, journal events do not
+    (the warm-up is no repeat)."""
+
+    def __init__(self, ctx: Any):
+        self._ctx = ctx
+
+    def event(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._ctx, name)
+
+
+def train_repeat(cfg: TrainConfig, data: DeviceData, ctx: Any, repeat: int, compile_mode: str | None,
+                 progress: Callable[[int], None] | None = None) -> dict:
+    """One repeat: fresh model (seed cfg.seed), train, time. Returns the repeat record."""
+    device = cfg.device
+    n_train = data.train_x.shape[0]
+    spe = cfg.steps_per_epoch(n_train)
+    total = spe * cfg.epochs
+    warm = steady_state_warmup(cfg, total, compile_mode)
     clock = timing.StepClock(device, warmup_steps=warm)
     gen = make_generator(device, cfg.seed)
     free_device_memory()
@@ -291,9 +324,17 @@ def train_repeat(cfg: TrainConfig, data: DeviceData, ctx: Any, repeat: int, comp
 
 
 def run_repeats(cfg: TrainConfig, data: DeviceData, ctx: Any, repeats: int,
-                progress: Callable[[int, int], None] | None = None) -> tuple[list[dict], list[str]]:
+                progress: Callable[[int, int], None] | None = None,
+                metrics: dict | None = None) -> tuple[list[dict], list[str]]:
     """All repeats of one cell, seeds cfg.seed + r. Falls back from a failing
-    torch.compile mode to the next (recording why) and keeps that choice."""
+    torch.compile mode to the next (recording why) and keeps that choice.
+
+    On CUDA an untimed warm-up (a few steps of a throwaway model) runs first: cuDNN
+    autotuning, lazy kernel loading and compilation are paid once per process and
+    shape, so without it the first repeat's epoch time depended on which cells had run
+    before it in the same process (an H200 run: ResNet-18 tf32's first repeat took
+    11.9 s against 0.25 s for the next two, while ResNet-152 after ResNet-101 showed no
+    such outlier). Its steps and seconds go into ``metrics`` (untimed_warmup_*)."""
     from dataclasses import replace
 
     modes = compile_candidates(cfg.compile, cfg.device, cfg.precision)
@@ -308,12 +349,20 @@ def run_repeats(cfg: TrainConfig, data: DeviceData, ctx: Any, repeats: int,
     out: list[dict] = []
     spe = cfg.steps_per_epoch(data.train_x.shape[0])
     per_repeat = spe * cfg.epochs
-    for r in range(repeats):
+    for r in [-1] + list(range(repeats)):  # -1: the untimed warm-up
         while True:
             mode = modes[0]
-            done_before = r * per_repeat
-            cb = (lambda n, d=done_before: progress(d + n, repeats * per_repeat)) if progress else None
             try:
+                if r < 0:
+                    n = untimed_warmup_steps(cfg, per_repeat, mode)
+                    if n:
+                        t0 = time.perf_counter()
+                        train_repeat(replace(cfg, steps=n, epochs=1, evaluate=False), data, _Untimed(ctx), r, mode)
+                        if metrics is not None:
+                            metrics.update(untimed_warmup_steps=n, untimed_warmup_s=time.perf_counter() - t0)
+                    break
+                done_before = r * per_repeat
+                cb = (lambda n, d=done_before: progress(d + n, repeats * per_repeat)) if progress else None
                 out.append(train_repeat(replace(cfg, seed=cfg.seed + r), data, ctx, r, mode, cb))
                 break
             except (KeyboardInterrupt, KitError):
