@@ -89,3 +89,41 @@ def test_bad_lstm_settings_are_refused_before_any_cell_runs(workdir):
     assert out.returncode == 2, out.stderr
     assert "dropout" in out.stderr
     assert not (workdir / "results").exists(), "a run folder was made for a run that could not start"
+
+
+def test_dry_run_prints_the_plan_and_writes_nothing(workdir):
+    out = subprocess.run([sys.executable, "-m", "kit", "run", "--dry-run", "--suite", "all", "--data", "synthetic",
+                          "-m", "resnet18,resnet50", "-p", "fp32,amp-fp16", "--preset", "tensor-core"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    text = " ".join(out.stderr.split())  # the console wraps long lines
+    assert "Plan: 10 cells x 3 repeats" in text and "rough estimate" in text
+    assert "Dry run: nothing was run" in text
+    assert not (workdir / "results").exists() and not (workdir / "data").exists()
+    bad = subprocess.run([sys.executable, "-m", "kit", "run", "--dry-run", "--suite", "lstm", "--dropout", "1.5"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "dropout" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_dry_run_of_a_resume_counts_the_finished_cells(workdir):
+    from fixtures.results.factory import make_cell, make_results, make_run_dir
+
+    results = make_results([make_cell("resnet18", "fp32")], status="interrupted")
+    results["config"].update(models=["resnet18"], precisions=["fp32", "amp-fp16"], engines=["torch"])
+    run_dir = make_run_dir(workdir / "runs", results, finish_journal=False)
+    out = subprocess.run([sys.executable, "-m", "kit", "run", "--dry-run", "--resume", str(run_dir)],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    text = " ".join(out.stderr.split())
+    assert "1 cell(s) to run" in text and "1 already finished (resumed)" in text
+    assert sorted(p.name for p in run_dir.iterdir()) == ["env.json", "journal.jsonl", "results.json", "run.log"]
+
+
+def test_the_plan_estimate_counts_one_lstm_epoch_in_throughput_mode():
+    from kit.results.schema import CellSpec
+    from kit.runner.plan import estimate_seconds
+
+    spec = CellSpec("lstm", "tensor-core", "fp32", "kit", {"preset": "tensor-core", "epochs": None})
+    one = CellSpec("lstm", "tensor-core", "fp32", "kit", {"preset": "tensor-core", "epochs": 1})
+    assert estimate_seconds(spec, 1, 10.0, "throughput") == estimate_seconds(one, 1, 10.0, "throughput")
+    assert estimate_seconds(spec, 1, 10.0, "convergence") > 10 * estimate_seconds(one, 1, 10.0, "convergence")

@@ -51,6 +51,7 @@ def run(
     resume: Optional[Path] = typer.Option(None, help="Continue an interrupted run from its folder, skipping finished cells."),
     smoke: bool = typer.Option(False, "--smoke", help="A one-minute sanity run: resnet18, fp32 + amp-bf16 + fp16-master, 1 epoch of 4 steps, 1 repeat, synthetic data, plus a 5-batch LSTM."),
     skip_checks: bool = typer.Option(False, "--skip-checks", help="Do not run the driver/GPU checks first."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the cells the run would measure and a rough duration, then stop (nothing is checked, fetched or written)."),
 ) -> None:
     """Run the benchmark suites and write results.json, the journal and a bundle."""
     from kit.runner.service import run_from_cli

@@ -81,7 +81,7 @@ def build_plan(config: RunConfig) -> Plan:
     return Plan(config, cells)
 
 
-def estimate_seconds(spec: CellSpec, repeats: int, tflops: float) -> float:
+def estimate_seconds(spec: CellSpec, repeats: int, tflops: float, mode: str = "throughput") -> float:
     """A rough wall-time guess for the plan printout (never reported as a result).
 
     Uses the model's forward FLOPs (kit.facts.models) x3 for training, at
@@ -94,6 +94,11 @@ def estimate_seconds(spec: CellSpec, repeats: int, tflops: float) -> float:
         work = per_image * p.get("batch_size", 256) * steps
         warmup = 20.0 if p.get("compile") != "off" and spec.engine == "torch" else 3.0
     else:
-        work = model_facts.lstm_train_flops(spec.params) 
+        # epochs left unset mean 1 in throughput mode and the preset's in convergence mode
+        # (kit.bench.lstm.config.resolve); the preset's (up to 40) made this 40x too long
+        params = dict(spec.params)
+        if params.get("epochs") is None and mode == "throughput":
+            params["epochs"] = 1
+        work = model_facts.lstm_train_flops(params)
         warmup = 3.0
     return repeats * (work / (tflops * 1e12) + warmup)

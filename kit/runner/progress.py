@@ -35,6 +35,32 @@ def describe_result(result: "CellResult") -> str:
     return ", ".join(parts) or "ok"
 
 
+def print_plan(console, plan: "Plan", done: dict, estimate_tflops: float = 10.0) -> None:
+    """The plan table (one row per workload x model x engine) and the cell count with a
+    rough time estimate: printed before a run, and alone by `kit run --dry-run`."""
+    from rich.table import Table
+
+    from kit.runner.plan import estimate_seconds
+
+    todo = [c for c in plan.cells if c.cell_id not in done]
+    est = sum(estimate_seconds(c, plan.config.repeats, estimate_tflops, plan.config.mode) for c in todo)
+    table = Table(title=f"Plan: {len(plan.cells)} cells x {plan.config.repeats} repeats", show_lines=False)
+    for col in ("workload", "model", "engine", "precisions"):
+        table.add_column(col)
+    groups: dict[tuple, list[str]] = {}
+    for c in plan.cells:
+        groups.setdefault((c.workload, c.model, c.engine), []).append(c.precision)
+    for (w, m, e), ps in groups.items():
+        table.add_row(w, m, e, ", ".join(ps))
+    console.print(table)
+    data = "synthetic data (throughput only)" if plan.config.data == "synthetic" else "real data"
+    console.print(
+        f"{len(todo)} cell(s) to run on {data}"
+        + (f", {len(done)} already finished (resumed)" if done else "")
+        + f"; rough estimate {_fmt_s(est)} (from model FLOPs at an assumed {estimate_tflops:g} TFLOP/s; a guess, not a measurement)"
+    )
+
+
 class RichUI(NullUI):
     """Rich progress: one overall bar (cells, with ETA) and one for the cell in flight."""
 
@@ -58,27 +84,7 @@ class RichUI(NullUI):
         self._started = False
 
     def plan(self, plan, done):
-        from rich.table import Table
-
-        from kit.runner.plan import estimate_seconds
-
-        todo = [c for c in plan.cells if c.cell_id not in done]
-        est = sum(estimate_seconds(c, plan.config.repeats, self.estimate_tflops) for c in todo)
-        table = Table(title=f"Plan: {len(plan.cells)} cells x {plan.config.repeats} repeats", show_lines=False)
-        for col in ("workload", "model", "engine", "precisions"):
-            table.add_column(col)
-        groups: dict[tuple, list[str]] = {}
-        for c in plan.cells:
-            groups.setdefault((c.workload, c.model, c.engine), []).append(c.precision)
-        for (w, m, e), ps in groups.items():
-            table.add_row(w, m, e, ", ".join(ps))
-        self.console.print(table)
-        data = "synthetic data (throughput only)" if plan.config.data == "synthetic" else "real data"
-        self.console.print(
-            f"{len(todo)} cell(s) to run on {data}"
-            + (f", {len(done)} already finished (resumed)" if done else "")
-            + f"; rough estimate {_fmt_s(est)} (from model FLOPs at an assumed {self.estimate_tflops:g} TFLOP/s; a guess, not a measurement)"
-        )
+        print_plan(self.console, plan, done, self.estimate_tflops)
         self.progress.start()
         self._started = True
         self.overall = self.progress.add_task("all cells", total=len(plan.cells), completed=len(done))

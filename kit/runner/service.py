@@ -99,6 +99,9 @@ def run_from_cli(opts: dict[str, Any], argv: list[str] | None = None) -> None:
         device = load_resume_state(Path(resume))[0].device
         results_dir = Path(resume).resolve().parent
         console.print("Resuming: the run's own options (from its journal) apply; other run options are ignored.")
+    if opts.get("dry_run"):
+        show_plan(config, resume, console)
+        return
     if not opts.get("skip_checks"):
         from kit.env.preflight import check_native_run
 
@@ -122,6 +125,24 @@ def run_from_cli(opts: dict[str, Any], argv: list[str] | None = None) -> None:
     elif outcome.bundle_error:
         console.print(f"[yellow]No bundle ({outcome.bundle_error}); results.json is in the run folder; retry with: kit bundle export {outcome.run_dir}[/yellow]")
     raise_if_cells_failed(outcome)
+
+
+def show_plan(config: RunConfig | None, resume: Path | None, console) -> None:
+    """`kit run --dry-run`: the cells the run would measure (those a resumed run has left)
+    and a rough duration; nothing is checked, fetched, trained or written. Precisions the
+    machine cannot run are only known when the run starts: they are recorded as skipped."""
+    from kit.runner.plan import build_plan
+    from kit.runner.progress import print_plan
+
+    done: dict = {}
+    if resume:
+        from kit.runner.execute import load_resume_state
+
+        config, _run_id, done, _started = load_resume_state(Path(resume))
+    check_lstm_settings(config)
+    print_plan(console, build_plan(config), done)
+    console.print("Dry run: nothing was run. Cells this machine cannot run (e.g. apex-* without Apex, "
+                  "amp-bf16 before Ampere) are recorded as skipped when the run starts.")
 
 
 def outcome_summary(outcome) -> str:
