@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import tempfile
 import time
+from dataclasses import fields
 from pathlib import Path
 
 from kit.bundle.safe_open import open_bundle
@@ -24,30 +25,26 @@ from kit.results.atomic import atomic_write_json, atomic_write_text
 from kit.results.derive import derive
 from kit.results.schema import RunConfig, RunResults
 
-#: RunConfig fields that are lists: the merged config holds their union, in first-seen order
-_LIST_FIELDS = ("models", "precisions", "engines", "presets")
-
-
 def merged_config(configs: list[RunConfig]) -> tuple[RunConfig, dict]:
     """The config of a merged bundle: the union of what the source runs asked for, and
     the fields the runs set differently (per source, in input order). A field that
     differs and may be empty (steps, epochs, ...) is left empty; the others keep the
     first run's value. Each cell's own ``params`` stay the record of how it was run,
     and ``environment.merged_from`` holds each run's command line."""
-    first = configs[0]
-    d = first.to_dict()
+    optional = {f.name for f in fields(RunConfig) if f.default is None}
+    d = configs[0].to_dict()
     differs: dict[str, list] = {}
     for name, value in d.items():
         if name == "command_line":
             continue
         values = [getattr(c, name) for c in configs]
-        if name in _LIST_FIELDS:
+        if isinstance(value, list):  # models, precisions, engines, presets: first-seen order
             d[name] = list(dict.fromkeys(v for vs in values for v in vs))
         elif any(v != value for v in values):
             differs[name] = values
             if name == "suite":
                 d[name] = "all"
-            elif value is None or name in ("epochs", "steps", "max_batches", "batch_size", "tolerance"):
+            elif name in optional:
                 d[name] = None
     d["command_line"] = []
     return RunConfig.from_dict(d), differs

@@ -94,11 +94,8 @@ def estimate_seconds(spec: CellSpec, repeats: int, tflops: float, mode: str = "t
         work = per_image * p.get("batch_size", 256) * steps
         warmup = 20.0 if p.get("compile") != "off" and spec.engine == "torch" else 3.0
     else:
-        # epochs left unset mean 1 in throughput mode and the preset's in convergence mode
-        # (kit.bench.lstm.config.resolve); the preset's (up to 40) made this 40x too long
-        params = dict(spec.params)
-        if params.get("epochs") is None and mode == "throughput":
-            params["epochs"] = 1
-        work = model_facts.lstm_train_flops(params)
+        from kit.bench.lstm.config import resolve  # torch-free; owns the mode's default epochs
+
+        work = model_facts.lstm_train_flops(resolve(spec.params, mode).to_dict())
         warmup = 3.0
     return repeats * (work / (tflops * 1e12) + warmup)

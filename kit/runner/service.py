@@ -91,16 +91,17 @@ def run_from_cli(opts: dict[str, Any], argv: list[str] | None = None) -> None:
     resume = opts.get("resume")
     config = None if resume else config_from_options(opts, argv)
     results_dir = Path(opts["results_dir"])
-    device = config.device if config else "auto"
+    run_config, done = config, {}
     if resume:
         from kit.runner.execute import load_resume_state
 
         # a resumed run keeps its own options (from its journal) and its bundle lands beside it
-        device = load_resume_state(Path(resume))[0].device
+        run_config, _run_id, done, _started = load_resume_state(Path(resume))
         results_dir = Path(resume).resolve().parent
         console.print("Resuming: the run's own options (from its journal) apply; other run options are ignored.")
+    device = run_config.device
     if opts.get("dry_run"):
-        show_plan(config, resume, console)
+        show_plan(run_config, done, console)
         return
     if not opts.get("skip_checks"):
         from kit.env.preflight import check_native_run
@@ -127,18 +128,14 @@ def run_from_cli(opts: dict[str, Any], argv: list[str] | None = None) -> None:
     raise_if_cells_failed(outcome)
 
 
-def show_plan(config: RunConfig | None, resume: Path | None, console) -> None:
-    """`kit run --dry-run`: the cells the run would measure (those a resumed run has left)
-    and a rough duration; nothing is checked, fetched, trained or written. Precisions the
-    machine cannot run are only known when the run starts: they are recorded as skipped."""
+def show_plan(config: RunConfig, done: dict, console) -> None:
+    """`kit run --dry-run`: the cells the run would measure (those a resumed run has left,
+    ``done`` being its finished ones) and a rough duration; nothing is checked, fetched,
+    trained or written. Precisions the machine cannot run are only known when the run
+    starts: they are recorded as skipped."""
     from kit.runner.plan import build_plan
     from kit.runner.progress import print_plan
 
-    done: dict = {}
-    if resume:
-        from kit.runner.execute import load_resume_state
-
-        config, _run_id, done, _started = load_resume_state(Path(resume))
     check_lstm_settings(config)
     print_plan(console, build_plan(config), done)
     console.print("Dry run: nothing was run. Cells this machine cannot run (e.g. apex-* without Apex, "

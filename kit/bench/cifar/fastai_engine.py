@@ -336,10 +336,15 @@ def train_repeat(cfg: TrainConfig, arrays: Any, ctx: Any, repeat: int,
     return rec
 
 
+def _steps_per_epoch(cfg: TrainConfig, n_train: int) -> int:
+    # fastai drops the last partial batch, so no max(1, ...) as in TrainConfig.steps_per_epoch
+    return cfg.steps if cfg.steps else n_train // cfg.batch_size
+
+
 def repeat_clock(cfg: TrainConfig, n_train: int) -> tuple[int, timing.StepClock]:
     """Steps per epoch and a fresh clock for one repeat, after freeing device memory
     and resetting its peak (shared by the fastai v2 and v1 engines)."""
-    spe = cfg.steps if cfg.steps else n_train // cfg.batch_size
+    spe = _steps_per_epoch(cfg, n_train)
     free_device_memory()
     timing.reset_peak_memory(cfg.device)
     warm = timing.warmup_steps_for(spe * cfg.epochs, cfg.warmup_steps or WARMUP)
@@ -368,8 +373,7 @@ def run_repeats(cfg: TrainConfig, arrays: Any, ctx: Any, repeats: int,
     from dataclasses import replace
 
     train = train or train_repeat
-    spe = cfg.steps if cfg.steps else len(arrays.train_x) // cfg.batch_size
-    per = spe * cfg.epochs
+    per = _steps_per_epoch(cfg, len(arrays.train_x)) * cfg.epochs
     out = []
     for r in range(repeats):
         cb = (lambda n, d=r * per: progress(d + n, repeats * per)) if progress else None

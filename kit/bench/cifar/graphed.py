@@ -69,7 +69,12 @@ class GraphedTrainer:
         self.nan_count = torch.zeros((), dtype=torch.int64, device=dev)
         self.capture = capture
         self.graph: torch.cuda.CUDAGraph | None = None
-        self.side: torch.cuda.Stream | None = None
+        # one stream of the run's GPU for every warm-up step and the capture: torch.cuda.graph's
+        # own default is one stream per process, made on whichever GPU was current when the
+        # first graph was captured (a later capture on another GPU then fails with "operation
+        # not permitted when stream is capturing"), and cuDNN/cuBLAS set up per-stream
+        # workspaces on first use, which must happen in warm-up, not during the capture
+        self.side = torch.cuda.Stream(device=dev) if capture else None
         self.static_x: torch.Tensor | None = None
         self.static_y: torch.Tensor | None = None
         self.static_loss: torch.Tensor | None = None
@@ -142,13 +147,6 @@ class GraphedTrainer:
             for p in self.params:
                 p.grad = None
             return self._body()
-        # one stream of the run's GPU for every warm-up step and the capture: torch.cuda.graph's
-        # own default is one stream per process, made on whichever GPU was current when the
-        # first graph was captured (a later capture on another GPU then fails with "operation
-        # not permitted when stream is capturing"), and cuDNN/cuBLAS set up per-stream
-        # workspaces on first use, which must happen in warm-up, not during the capture
-        if self.side is None:
-            self.side = torch.cuda.Stream(device=self.cfg.device)
         side = self.side
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
