@@ -94,12 +94,13 @@ def _half_step(scale: float, dynamic: bool) -> tuple[Precision, LSTMModel, list,
     return prec, core, before, step.skipped, changed
 
 
-def test_static_loss_scale_overflow_skips_the_step_and_keeps_the_scale():
+def test_static_loss_scale_overflow_takes_the_step_as_the_example_does():
+    """The example's --fp16 --static-loss-scale checks nothing: the step is taken."""
     prec, core, _, skipped, changed = _half_step(scale=2.0**100, dynamic=False)
     assert core.decoder.weight.dtype == torch.float16  # the example's --fp16: a half model
-    assert skipped and not changed
+    assert not skipped and changed
     assert prec.loss_scaler.scale == 2.0**100
-    assert prec.counters()["overflow_steps"] == 1
+    assert prec.counters()["overflow_steps"] == 1  # counted on the device, never acted on
 
 
 def test_dynamic_loss_scale_overflow_skips_the_step_and_halves_the_scale():
@@ -126,3 +127,64 @@ def test_fp16_master_training_loop_counts_every_overflowing_step():
     assert rec["overflow_steps"] == 4
     assert rec["loss_scale_final"] == 2.0**116
     assert rec["nan_losses"] == 0
+
+
+# ---------------------------------------------------------------- the example's evaluation rules
+def test_test_perplexity_comes_from_the_best_validation_model(monkeypatch):
+    """The example reloads the checkpoint of the best validation loss for the test split."""
+    import kit.bench.lstm.train as train
+
+    seen = []
+    losses = iter([1.0, 5.0])  # epoch 1 validates better than epoch 2
+
+    def fake_evaluate(model, core, source, bptt, prec, max_batches=None):
+        seen.append(core.decoder.weight.detach().clone())
+        return next(losses, 2.0)
+
+    monkeypatch.setattr(train, "evaluate", fake_evaluate)
+    rec = run_repeat(tiny_cfg(epochs=2, max_batches=3), cyclic_data(), "fp32", "cpu", seed=1)
+    val1, val2, test = seen
+    assert not torch.equal(val1, val2)  # epoch 2 trained on
+    assert torch.equal(test, val1)  # but the test split saw epoch 1's model
+    assert rec["metrics"]["test_model_epoch"] == 1
+
+
+def test_fp16_master_loss_is_computed_on_half_logits_as_in_the_example():
+    from kit.bench.lstm.train import loss_in_fp32
+
+    assert not loss_in_fp32(Precision("fp16-master", "cpu", check_available=False))
+    assert loss_in_fp32(Precision("fp32", "cpu"))
+    logits = torch.randn(3, 2, 7).half()
+    assert lm_loss(logits, torch.zeros(3, 2, dtype=torch.long), in_fp32=False).dtype == torch.float16
+    assert lm_loss(logits, torch.zeros(3, 2, dtype=torch.long)).dtype == torch.float32
+
+
+def _example_model_module(tmp_path):
+    """Apex's own examples/word_language_model/model.py (241dd6c4), read from the
+    vendored source snapshot: the oracle, never copied into the kit."""
+    import importlib.util
+    import tarfile
+    from pathlib import Path
+
+    archive = Path(__file__).resolve().parents[1].parent / "shared" / "vendor" / "apex" / "apex-241dd6c4.tar.gz"
+    if not archive.is_file():
+        pytest.skip(f"Apex source snapshot not found at {archive}")
+    with tarfile.open(archive) as tar:
+        member = next(m for m in tar.getmembers() if m.name.endswith("examples/word_language_model/model.py"))
+        (tmp_path / "apex_wlm_model.py").write_bytes(tar.extractfile(member).read())
+    spec = importlib.util.spec_from_file_location("apex_wlm_model", tmp_path / "apex_wlm_model.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_initial_weights_equal_the_apex_examples_model(tmp_path, tied):
+    ref_mod = _example_model_module(tmp_path)
+    torch.manual_seed(1111)
+    ref = ref_mod.RNNModel("LSTM", 50, 16, 16, 2, 0.2, tied)
+    torch.manual_seed(1111)
+    mine = LSTMModel(50, 16, 16, 2, dropout=0.2, tied=tied)
+    ref_state = ref.state_dict()
+    for name, value in mine.state_dict().items():
+        assert torch.equal(value, ref_state[name]), name

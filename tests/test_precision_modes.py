@@ -83,14 +83,62 @@ def test_fp16_master_overflow_skips_step_keeps_weights_and_halves_dynamic_scale(
     assert c["loss_scale_final"] == 2.0**39
 
 
-def test_fp16_master_overflow_with_static_scale_skips_but_keeps_scale():
+def test_fp16_master_static_scale_never_skips_a_step_as_apex_static_loss_scaler():
+    """Apex's static LossScaler has no overflow check (has_overflow is False): an
+    overflowing step is taken, not skipped; the kit still counts it, on the device."""
     prec, model, opt = _fp16_master(static_loss_scale=1e30, dynamic_loss_scale=False)
     before = _params(model)
     _train_step(prec, model, opt)
     _train_step(prec, model, opt)
-    assert all(torch.equal(a, b) for a, b in zip(before, _params(model)))
+    assert any(not torch.equal(a, b) for a, b in zip(before, _params(model)))
     c = prec.counters()
     assert c["overflow_steps"] == 2 and c["loss_scale_final"] == 1e30
+
+
+class _NoHostReads:
+    """Makes every way of reading a tensor back to the host raise inside the block."""
+
+    NAMES = ("item", "tolist", "numpy", "__bool__", "__float__", "__int__", "__index__")
+
+    def __init__(self, monkeypatch):
+        self.mp = monkeypatch
+
+    def __enter__(self):
+        def refuse(*_a, **_k):
+            raise AssertionError("the step read a tensor back to the host (a device sync on a GPU)")
+
+        for name in self.NAMES:
+            self.mp.setattr(torch.Tensor, name, refuse)
+        return self
+
+    def __exit__(self, *exc):
+        self.mp.undo()
+        return False
+
+
+def test_fp16_master_static_scale_step_reads_nothing_back_to_the_host(monkeypatch):
+    prec, model, opt = _fp16_master(static_loss_scale=128.0, dynamic_loss_scale=False)
+    x, y = _batch()
+    with prec.autocast():
+        loss = nn.functional.cross_entropy(model(x).float(), y)
+    with _NoHostReads(monkeypatch):
+        prec.backward_step(loss, opt, clip=0.25)
+    assert prec.counters()["steps"] == 1
+
+
+def test_fp16_master_dynamic_scale_reads_the_overflow_flag_once_per_step(monkeypatch):
+    prec, model, opt = _fp16_master()
+    reads = []
+    real_item = torch.Tensor.item
+    monkeypatch.setattr(torch.Tensor, "item", lambda t: reads.append(1) or real_item(t))
+    _train_step(prec, model, opt)
+    assert len(reads) == 1  # DynamicLossScaler must decide on the host: one sync, not one per parameter
+
+
+def test_fp16_master_dynamic_scale_starts_at_apex_dynamic_loss_scaler_default():
+    prec, _, _ = _fp16_master()
+    assert prec.loss_scaler.dynamic and prec.loss_scaler.scale == 2.0**32
+    assert prec.loss_scaler.growth_interval == 1000
 
 
 def test_fp16_master_clean_step_updates_masters_and_copies_them_to_the_model():

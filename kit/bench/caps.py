@@ -30,6 +30,8 @@ HAS_COMPILE = hasattr(torch, "compile")
 #: The whole-step CUDA graph (kit/bench/cifar/graphed.py) needs torch.cuda.graph and
 #: the _foreach ops and GradScaler kernels of torch 2.x.
 HAS_GRAPHED_STEP = TORCH >= (2, 0) and hasattr(torch.cuda, "graph")
+#: torch._amp_foreach_non_finite_check_and_unscale_ (1.6, GradScaler's fused kernel).
+HAS_FOREACH_UNSCALE = hasattr(torch, "_amp_foreach_non_finite_check_and_unscale_")
 #: CrossEntropyLoss(label_smoothing=...) (1.10).
 HAS_LABEL_SMOOTHING = "label_smoothing" in nn.CrossEntropyLoss.__init__.__code__.co_varnames
 

@@ -10,7 +10,9 @@ context, whether a loss scaler runs, and what dtype the model's weights have.
     amp-bf16      fp32      bf16                     - (bf16 has fp32's range)  off
     fp16-master   fp16 (BatchNorm fp32) + fp32 master copies, static or dynamic
                   loss scale: the 2018 scheme of fastai v1 to_fp16() and Apex
-                  FP16_Optimizer, implemented here                           off
+                  FP16_Optimizer, implemented here with FP16_Optimizer's rules
+                  (static: no overflow check, no host sync; dynamic: start 2**32,
+                  halve and skip on overflow, double after 1000 clean steps)  off
     apex-o1/o2    Apex amp (only where `apex.amp` still exists: deleted in Apex 25.07)
 
 A mode the device or the installed software cannot run is *skipped with the
@@ -101,17 +103,27 @@ def configure_backends(mode: str) -> dict:
 
 
 # --------------------------------------------------------------------------- loss scaling
+#: Apex FP16_Optimizer's DynamicLossScaler (apex/fp16_utils/loss_scaler.py, Dec 2018):
+#: start at 2**32, halve on overflow (never below 1), double after 1000 clean steps.
+DYNAMIC_INIT_SCALE = 2.0**32
+DYNAMIC_GROWTH_INTERVAL = 1000
+#: torch.amp.GradScaler's own default start (amp-fp16).
+GRADSCALER_INIT_SCALE = 2.0**16
+
+
 @dataclass
 class LossScaler:
-    """Static or dynamic loss scale (the 2018 Apex/fastai-v1 rules).
+    """Static or dynamic loss scale, by the rules of Apex's FP16_Optimizer.
 
-    Dynamic: start at 2**16, halve and skip the step on overflow, double after
-    `growth_interval` clean steps.
+    Static (``LossScaler``): the scale never changes and nothing is checked: its
+    ``has_overflow`` returns False, so a step is never skipped. Dynamic
+    (``DynamicLossScaler``): start at 2**32, halve and skip the step on
+    overflow, double after ``growth_interval`` clean steps.
     """
 
-    scale: float = 2.0**16
+    scale: float = DYNAMIC_INIT_SCALE
     dynamic: bool = True
-    growth_interval: int = 1000
+    growth_interval: int = DYNAMIC_GROWTH_INTERVAL
     backoff: float = 0.5
     growth: float = 2.0
     min_scale: float = 1.0
@@ -164,23 +176,45 @@ class MasterWeights:
             mp = p.detach().clone().float()
             mp.requires_grad_(True)
             self.master_params.append(mp)
+        device = self.master_params[0].device if self.master_params else "cpu"
+        #: 1.0 when the last step's gradients held an inf or NaN (on the device)
+        self.found_inf = torch.zeros((), dtype=torch.float32, device=device)
+        #: steps whose gradients held an inf or NaN, counted on the device (no sync)
+        self.nonfinite_steps = torch.zeros((), dtype=torch.float32, device=device)
+        self._inv_scale: tuple = (None, None)
 
-    def grads_to_master(self, scale: float) -> bool:
-        """Copy model grads into fp32 master grads, unscaled. Returns True on overflow."""
-        inv = 1.0 / scale
-        overflow = False
-        finite_checks = []
+    def _inv(self, scale: float) -> torch.Tensor:
+        if self._inv_scale[0] != scale:  # a new tensor only when the scale changes
+            self._inv_scale = (scale, torch.full((), 1.0 / scale, dtype=torch.float32, device=self.found_inf.device))
+        return self._inv_scale[1]
+
+    def grads_to_master(self, scale: float) -> torch.Tensor:
+        """Copy model grads into fp32 master grads, unscaled (FP16_Optimizer's
+        ``update_master_grads``), and check them for inf/NaN on the device.
+
+        Returns ``found_inf``, a device tensor (1.0 = overflow): reading it is the
+        caller's choice, because reading it is a device-to-host sync. Apex's static
+        scaler never reads it; its dynamic scaler must, to decide on the skip."""
+        grads = []
         for p, mp in zip(self.model_params, self.master_params):
             if p.grad is None:
                 mp.grad = None
                 continue
-            g = p.grad.detach().float()
-            finite_checks.append(torch.isfinite(g).all())
-            mp.grad = g.mul_(inv)
-        if finite_checks:
-            # one host sync per step: the 2018 scheme decides on the host whether to skip
-            overflow = not bool(torch.stack(finite_checks).all())
-        return overflow
+            mp.grad = p.grad.detach().float()
+            grads.append(mp.grad)
+        self.found_inf.zero_()
+        if grads:
+            if caps.HAS_FOREACH_UNSCALE:
+                # one fused kernel: unscale every grad and flag any inf/NaN (GradScaler's own)
+                torch._amp_foreach_non_finite_check_and_unscale_(grads, self.found_inf, self._inv(scale))
+            else:  # torch < 1.6 (the cuda10 stack)
+                inv = 1.0 / scale
+                for g in grads:
+                    self.found_inf += (~torch.isfinite(g)).any().float()
+                    g.mul_(inv)
+                self.found_inf.clamp_(max=1.0)
+        self.nonfinite_steps += self.found_inf
+        return self.found_inf
 
     def master_to_model(self) -> None:
         with torch.no_grad():
@@ -217,7 +251,9 @@ class Precision:
     device: str
     static_loss_scale: float | None = None
     dynamic_loss_scale: bool = True
-    init_scale: float = 2.0**16
+    #: first dynamic loss scale; None = the original's default (GradScaler 2**16 for
+    #: amp-fp16, DynamicLossScaler 2**32 for fp16-master)
+    init_scale: float | None = None
     backends: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     #: False only in tests that exercise the fp16 bookkeeping on the CPU
@@ -237,11 +273,15 @@ class Precision:
         self._nan_count = torch.zeros((), dtype=torch.int64, device=self.device)
         self._steps = 0
         if self.mode == "amp-fp16":
+            if self.init_scale is None:
+                self.init_scale = GRADSCALER_INIT_SCALE
             self.scaler = torch.amp.GradScaler(self.device_type, init_scale=self.init_scale)
         if self.mode == "fp16-master":
             if self.static_loss_scale is not None and not self.dynamic_loss_scale:
                 self.loss_scaler = LossScaler(scale=float(self.static_loss_scale), dynamic=False)
             else:
+                if self.init_scale is None:
+                    self.init_scale = DYNAMIC_INIT_SCALE
                 self.loss_scaler = LossScaler(scale=self.init_scale, dynamic=True)
 
     # -- model and optimizer
@@ -296,13 +336,19 @@ class Precision:
             return StepResult()
         if self.mode == "fp16-master":
             ls = self.loss_scaler
-            (loss.float() * ls.scale).backward()
-            overflow = self.master.grads_to_master(ls.scale)
+            (loss.float() * ls.scale).backward()  # FP16_Optimizer.backward: the scaled loss in fp32
+            found_inf = self.master.grads_to_master(ls.scale)
             self.master.zero_model_grads()
-            ls.update(overflow)
-            if overflow:
-                caps.zero_grad(optimizer)
-                return StepResult(skipped=True)
+            if ls.dynamic:
+                # DynamicLossScaler decides on the host whether to skip: one sync per step
+                # (Apex's own check read every gradient's sum back, one sync per parameter)
+                overflow = bool(found_inf.item())
+                ls.update(overflow)
+                if overflow:
+                    caps.zero_grad(optimizer)
+                    return StepResult(skipped=True)
+            # static scale: Apex's LossScaler.has_overflow is False, so the step is always
+            # taken and nothing is read back; inf/NaN steps are still counted on the device
             if clip is not None:
                 torch.nn.utils.clip_grad_norm_(self.master.master_params, clip)
             optimizer.step()
@@ -338,7 +384,8 @@ class Precision:
                 prev = s
             scale = hist[-1]
         elif self.loss_scaler is not None:
-            overflow = self.loss_scaler.overflows
+            # dynamic: the host saw every overflow (and skipped the step); static: counted on the device
+            overflow = self.loss_scaler.overflows if self.loss_scaler.dynamic else int(self.master.nonfinite_steps.item())
             scale = self.loss_scaler.scale
         elif self._apex_amp is not None:
             try:

@@ -55,7 +55,7 @@ LSTM_PRESETS = {
         "clip": 0.25,
         "epochs": 30,
         "batch_size": 24,
-        "eval_batch_size": 8,
+        "eval_batch_size": 10,  # 10 in every version of the example (main.py: eval_batch_size = 10)
         "bptt": 35,
         "dropout": 0.65,
         "tied": False,

@@ -5,7 +5,8 @@
       -> Dropout -> Linear(nhid, ntoken) -> logits (seq, bsz, ntoken)
 
 Weights of the embedding and decoder start uniform in [-0.1, 0.1] and the
-decoder bias at zero, as in the example; the LSTM keeps PyTorch's own init.
+decoder bias at zero, drawn in the example's order (tied: the shared matrix is
+drawn twice, as there); the LSTM keeps PyTorch's own init.
 With ``tied`` the decoder reuses the embedding matrix (needs emsize == nhid).
 """
 
@@ -47,10 +48,11 @@ class LSTMModel(nn.Module):
         self.init_weights()
 
     def init_weights(self) -> None:
+        # the example's order and draws: with tied weights the shared matrix is drawn
+        # twice and keeps the second draw, so the random stream matches the example's
         nn.init.uniform_(self.encoder.weight, -INIT_RANGE, INIT_RANGE)
         nn.init.zeros_(self.decoder.bias)
-        if self.decoder.weight is not self.encoder.weight:
-            nn.init.uniform_(self.decoder.weight, -INIT_RANGE, INIT_RANGE)
+        nn.init.uniform_(self.decoder.weight, -INIT_RANGE, INIT_RANGE)
 
     def forward(self, tokens: torch.Tensor, hidden: tuple[torch.Tensor, torch.Tensor]):
         emb = self.drop(self.encoder(tokens))

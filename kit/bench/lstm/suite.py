@@ -126,9 +126,9 @@ def precision_kwargs(mode: str, cfg: lstm_config.LSTMConfig) -> tuple[dict, list
     notes: list[str] = []
     if mode == "fp16-master":
         if cfg.dynamic_loss_scale:
-            notes.append("fp16-master: half model, fp32 master weights, dynamic loss scale (the example's main_fp16_optimizer.py --dynamic-loss-scale)")
+            notes.append("fp16-master: half model, fp32 master weights, dynamic loss scale by DynamicLossScaler's rules (start 2^32; the example's main_fp16_optimizer.py --dynamic-loss-scale)")
         else:
-            notes.append(f"fp16-master: half model, fp32 master weights, static loss scale {cfg.static_loss_scale:g} (the example's --fp16 --static-loss-scale)")
+            notes.append(f"fp16-master: half model, fp32 master weights, static loss scale {cfg.static_loss_scale:g} with no overflow check, as Apex's static LossScaler (the example's --fp16 --static-loss-scale)")
         return {"static_loss_scale": cfg.static_loss_scale, "dynamic_loss_scale": cfg.dynamic_loss_scale}, notes
     if mode in ("apex-o1", "apex-o2"):
         if cfg.user_loss_scale:

@@ -5,7 +5,7 @@ columns in ``bptt``-token chunks, detach the hidden state between chunks
 (truncated BPTT), take one SGD step per chunk with gradient-norm clipping,
 then evaluate on the validation split; if the validation loss did not improve
 on the best so far, divide the learning rate by 4. After the last epoch,
-evaluate on the test split. Perplexity = exp(mean cross-entropy per token).
+evaluate the best-validation model on the test split. Perplexity = exp(mean cross-entropy per token).
 
 Every precision mode runs this same code: :class:`kit.bench.precision.Precision`
 decides the autocast context, the half model with fp32 master weights, and the
@@ -76,10 +76,40 @@ def perplexity(mean_loss: float) -> float:
     return math.exp(mean_loss) if mean_loss < 709.0 else math.inf
 
 
-def lm_loss(logits: torch.Tensor, target: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
-    # fp32 loss for every mode: a softmax over 33k words in fp16 loses the small
-    # probabilities (autocast makes the same choice for cross_entropy).
-    return F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), target.reshape(-1), reduction=reduction)
+def lm_loss(logits: torch.Tensor, target: torch.Tensor, reduction: str = "mean", in_fp32: bool = True) -> torch.Tensor:
+    """Cross-entropy per token.
+
+    ``in_fp32`` (every mode but fp16-master): the loss on an fp32 view of the logits,
+    the choice autocast makes for cross_entropy. fp16-master computes it on the half
+    model's half logits, as Apex's example does (``criterion(output.view(-1, ntokens),
+    targets)``): no fp32 copy of a (bptt x batch x 33k) tensor per step. PyTorch's
+    half log-softmax accumulates in fp32 on the GPU."""
+    flat = logits.reshape(-1, logits.size(-1))
+    return F.cross_entropy(flat.float() if in_fp32 else flat, target.reshape(-1), reduction=reduction)
+
+
+def loss_in_fp32(prec: Precision) -> bool:
+    """Whether this mode's loss is computed on fp32 logits (see lm_loss)."""
+    return prec.mode != "fp16-master"
+
+
+class BestCheckpoint:
+    """The model of the best validation loss so far, kept on the device: the example
+    saves it (``torch.save(model)``) whenever validation improves and reloads it for
+    the test split. Copies happen between epochs, outside the timed training."""
+
+    def __init__(self) -> None:
+        self.state: dict | None = None
+        self.epoch: int | None = None
+
+    def offer(self, model: torch.nn.Module, epoch: int, val_loss: float, best_before: float | None) -> None:
+        if best_before is None or val_loss < best_before:  # NaN never improves
+            self.state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+            self.epoch = epoch
+
+    def restore(self, model: torch.nn.Module) -> None:
+        if self.state is not None:
+            model.load_state_dict(self.state)
 
 
 def evaluate(model, core: LSTMModel, source: torch.Tensor, bptt: int, prec: Precision, max_batches: int | None = None) -> float:
@@ -93,7 +123,7 @@ def evaluate(model, core: LSTMModel, source: torch.Tensor, bptt: int, prec: Prec
             data, target = get_batch(source, i, bptt)
             with prec.autocast():
                 logits, hidden = model(data, hidden)
-                total += lm_loss(logits, target, reduction="sum").double()
+                total += lm_loss(logits, target, reduction="sum", in_fp32=loss_in_fp32(prec)).double()
             count += target.numel()
     return float(total.item()) / max(count, 1)
 
@@ -103,6 +133,7 @@ def train_epoch(model, core: LSTMModel, source: torch.Tensor, cfg: LSTMConfig, p
     model.train()
     hidden = core.init_hidden(source.size(1))
     params = prec.optimizer_params(model)
+    in_fp32 = loss_in_fp32(prec)
     loss_sum = torch.zeros((), dtype=torch.float64, device=source.device)  # summed on the device: no per-step sync
     tokens = 0
     pending = 0
@@ -112,7 +143,7 @@ def train_epoch(model, core: LSTMModel, source: torch.Tensor, cfg: LSTMConfig, p
         hidden = repackage_hidden(hidden)  # truncated BPTT: the graph stops at this chunk
         with prec.autocast():
             logits, hidden = model(data, hidden)
-            loss = lm_loss(logits, target)
+            loss = lm_loss(logits, target, in_fp32=in_fp32)
         prec.backward_step(loss, optimizer, clip=cfg.clip, params=params)
         n = target.numel()
         loss_sum += loss.detach().double() * n
@@ -154,6 +185,7 @@ def run_repeat(cfg: LSTMConfig, data: SplitData, precision_mode: str, device: st
     model, optimizer = prec.wrap(model, optimizer)
 
     lr, best_val = cfg.lr, None
+    best = BestCheckpoint()
     train_losses: list[float] = []
     val_losses: list[float] = []
     lrs: list[float] = []
@@ -170,7 +202,9 @@ def run_repeat(cfg: LSTMConfig, data: SplitData, precision_mode: str, device: st
             "train_loss": _finite(train_loss), "val_loss": _finite(val_loss),
             "val_perplexity": _finite(perplexity(val_loss)),
         })
+        best.offer(core, epoch, val_loss, best_val)
         lr, best_val = anneal_lr(lr, val_loss, best_val)
+    best.restore(core)  # test perplexity of the best-validation model, as the example reports it
     test_loss = evaluate(model, core, data.test, cfg.bptt, prec, cfg.max_batches)
     counters = prec.counters()
     peak = timing.peak_memory_bytes(device)
@@ -203,6 +237,7 @@ def run_repeat(cfg: LSTMConfig, data: SplitData, precision_mode: str, device: st
             "lr": lrs,
             "test_loss": _finite(test_loss),
             "test_perplexity": _finite(test_ppl),
+            "test_model_epoch": best.epoch,
         },
         "precision": prec.describe(),
     }
