@@ -70,9 +70,33 @@ def test_real_fp16_overflow_skips_the_step_and_halves_the_scale():
         prec.backward_step(loss, opt)
         c = prec.counters()
         assert c["overflow_steps"] == 1, (mode, c)
-        assert c["loss_scale_final"] == 2.0**15, (mode, c)
+        # GradScaler starts at 2^16, Apex's DynamicLossScaler (fp16-master) at 2^32: both halve
+        assert c["loss_scale_final"] == prec.init_scale / 2, (mode, c)
         for b, p in zip(before, model.parameters()):
             assert torch.equal(b, p.detach()), f"{mode} changed weights on an overflowed step"
+
+
+def test_fp16_master_static_scale_step_makes_no_host_sync():
+    """Apex's static LossScaler checks nothing, so the step never waits for the GPU:
+    torch's sync debug mode turns any synchronising call into an error."""
+    from kit.bench.precision import Precision
+
+    device = "cuda:0"
+    torch.manual_seed(0)
+    prec = Precision("fp16-master", device, static_loss_scale=128.0, dynamic_loss_scale=False)
+    model = prec.prepare_model(nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10)).to(device))
+    opt = torch.optim.SGD(prec.optimizer_params(model), lr=0.1, momentum=0.9)
+    x = torch.randn(32, 64, device=device)
+    y = torch.randint(0, 10, (32,), device=device)
+    for _ in range(2):
+        out = model(x)
+        loss = nn.functional.cross_entropy(out.float(), y)
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            prec.backward_step(loss, opt, clip=0.25)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    assert prec.counters()["overflow_steps"] == 0
 
 
 def test_telemetry_samples_a_busy_gpu():

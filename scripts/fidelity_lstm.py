@@ -1,0 +1,237 @@
+"""Apex's own word_language_model example beside the kit's LSTM cells: same corpus, same GPU.
+
+    python scripts/fidelity_lstm.py --example-src ../shared/vendor/apex/apex-241dd6c4.tar.gz \
+        --fp16-utils /path/to/apex-25.01 [--presets apex-2018,tensor-core] [--out DIR]
+
+What runs, per preset (the kit's `apex-2018` = the example's defaults; `tensor-core` = 1504 units,
+batch 24, dropout 0.65, static loss scale 128):
+
+    the original main.py (from --example-src, never copied into the kit), one epoch each:
+        fp32 with TF32 off everywhere         <-> kit fp32 (strict)
+        fp32 with TF32 on everywhere          <-> kit tf32
+        fp32 with today's defaults            (cuDNN TF32 on, matmul TF32 off: no kit cell has that)
+        --fp16 [--static-loss-scale S]        <-> kit fp16-master
+    the kit: `kit run --suite lstm -p fp32,tf32,fp16-master --data synthetic`, 3 repeats
+
+The corpus is the kit's synthetic WikiText-2 (seed 0) written in the example's file format (one line
+per line, the example appends <eos>), so both read the same token sequence. Where WikiText-2's real
+train split is available, pass --corpus DIR with train.txt/valid.txt/test.txt instead (and the kit then
+runs with --data real).
+
+The example needs two edits for today's PyTorch, applied to a temporary copy at run time:
+`p.data.add_(-lr, grad)` -> `p.data.add_(grad, alpha=-lr)` (the old signature is gone) and
+`torch.load(f)` -> `torch.load(f, weights_only=False)` (its own checkpoint of a whole model); one more
+line sets the TF32 switches for the run, and one ends each training epoch after --max-batches batches
+(the kit's own cap), so that --runs runs of each setting fit in a few minutes. Its `apex.fp16_utils` comes from --fp16-utils (Apex 25.01
+still has it and imports with torch 2.x; the 241dd6c4 package does not).
+
+The original's speed: the median of its printed `ms/batch` windows (200 batches each) after the first,
+as tokens/s = batch x bptt / (ms/batch). The kit's: each cell's median steady-state tokens/s.
+Prints a Markdown table and writes fidelity.json to --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+#: The example's command-line settings per kit preset (kit/facts/models.py holds the same values).
+PRESET_ARGS = {
+    "apex-2018": {"args": [], "batch": 20, "bptt": 35, "fp16_scale": None},
+    "tensor-core": {"args": ["--emsize", "1504", "--nhid", "1504", "--batch_size", "24", "--dropout", "0.65"],
+                    "batch": 24, "bptt": 35, "fp16_scale": 128},
+}
+PATCHES = [
+    ("p.data.add_(-lr/args.static_loss_scale, p.grad.data)", "p.data.add_(p.grad.data, alpha=-lr/args.static_loss_scale)"),
+    ("model = torch.load(f)", "model = torch.load(f, weights_only=False)"),
+    # stop the epoch after KIT_MAX_BATCHES batches (the kit's --max-batches), so several runs fit
+    ("        data, targets = get_batch(train_data, i)\n",
+     "        if batch >= int(os.environ.get('KIT_MAX_BATCHES', '1000000000')):\n            break\n"
+     "        data, targets = get_batch(train_data, i)\n"),
+    ("import argparse\n", "import argparse\nimport os\n"),
+    # and evaluate at most as many chunks as the kit does (its --max-batches caps evaluation too)
+    ("        for i in range(0, data_source.size(0) - 1, args.bptt):\n",
+     "        for n_eval, i in enumerate(range(0, data_source.size(0) - 1, args.bptt)):\n"
+     "            if n_eval >= int(os.environ.get('KIT_MAX_BATCHES', '1000000000')):\n                break\n"),
+]
+#: the original's settings: label -> (TF32 switches: True/False/None = torch defaults, --fp16, log tag, kit cell)
+SETTINGS = {
+    "strict": ("fp32 (TF32 off)", False, False, "fp32"),
+    "tf32": ("fp32 (TF32 on)", True, False, "tf32"),
+    "default": ("fp32 (torch defaults)", None, False, None),
+    "fp16": ("--fp16", None, True, "fp16-master"),
+}
+MS_PER_BATCH = re.compile(r"ms/batch\s+([0-9.]+)")
+
+
+def extract_example(src: Path, dest: Path) -> Path:
+    """examples/word_language_model from an Apex folder or `git archive` tarball."""
+    dest.mkdir(parents=True, exist_ok=True)
+    want = ("main.py", "data.py", "model.py")
+    if src.is_dir():
+        found = next(src.rglob("examples/word_language_model/main.py"), None)
+        if found is None:
+            sys.exit(f"error: {src} has no examples/word_language_model/main.py")
+        for name in want:
+            shutil.copy(found.parent / name, dest / name)
+        return dest
+    with tarfile.open(src) as tar:
+        for m in tar.getmembers():
+            parts = m.name.split("/")
+            if m.isfile() and len(parts) >= 3 and parts[-3:-1] == ["examples", "word_language_model"] and parts[-1] in want:
+                (dest / parts[-1]).write_bytes(tar.extractfile(m).read())
+    missing = [n for n in want if not (dest / n).is_file()]
+    if missing:
+        sys.exit(f"error: {src} has no examples/word_language_model/{', '.join(missing)}")
+    return dest
+
+
+def patched_main(example: Path, tf32: bool | None) -> Path:
+    text = (example / "main.py").read_text()
+    for old, new in PATCHES:
+        if old not in text:
+            sys.exit(f"error: main.py does not contain {old!r}: another version of the example?")
+        text = text.replace(old, new)
+    if tf32 is not None:
+        hook = "args = parser.parse_args()\n"
+        text = text.replace(hook, hook + f"torch.backends.cudnn.allow_tf32 = {tf32}; torch.backends.cuda.matmul.allow_tf32 = {tf32}\n", 1)
+    name = {None: "main_default.py", True: "main_tf32.py", False: "main_strict.py"}[tf32]
+    (example / name).write_text(text)
+    return example / name
+
+
+def write_synthetic_corpus(folder: Path, seed: int = 0) -> dict:
+    """The kit's synthetic WikiText-2 in the example's format: a line per <eos>-terminated run."""
+    from kit.data.synthetic import wikitext2_like
+
+    corpus = wikitext2_like(seed=seed)
+    words = corpus.dictionary.idx2word
+    folder.mkdir(parents=True, exist_ok=True)
+    for split, name in (("train", "train.txt"), ("valid", "valid.txt"), ("test", "test.txt")):
+        ids = getattr(corpus, split)
+        lines, line = [], []
+        for i in ids.tolist():
+            if words[i] == "<eos>":
+                lines.append(" ".join(line))
+                line = []
+            else:
+                line.append(words[i])
+        (folder / name).write_text("\n".join(lines) + "\n")
+    return corpus.info
+
+
+def run_original(script: Path, corpus: Path, preset: str, fp16: bool, log: Path, runs: int, max_batches: int) -> dict:
+    """``runs`` runs of the example; its speed is the median over runs of each run's median window."""
+    per_run = [_run_original_once(script, corpus, preset, fp16, log.with_suffix(f".run{r}.log"), max_batches) for r in range(runs)]
+    rates = [r["tokens_per_s"] for r in per_run]
+    return {"tokens_per_s": statistics.median(rates), "tokens_per_s_runs": rates,
+            "ms_per_batch_windows": [r["ms_per_batch_windows"] for r in per_run], "command": per_run[0]["command"]}
+
+
+def _run_original_once(script: Path, corpus: Path, preset: str, fp16: bool, log: Path, max_batches: int) -> dict:
+    p = PRESET_ARGS[preset]
+    cmd = [sys.executable, script.name, "--cuda", "--epochs", "1", "--log-interval", "100", "--data", str(corpus),
+           "--save", str(script.parent / "model.pt"), *p["args"]]
+    if fp16:
+        cmd.append("--fp16")
+        if p["fp16_scale"]:
+            cmd += ["--static-loss-scale", str(p["fp16_scale"])]
+    env = dict(os.environ, KIT_MAX_BATCHES=str(max_batches))
+    out = subprocess.run(cmd, cwd=script.parent, capture_output=True, text=True, env=env)
+    log.write_text(" ".join(cmd) + "\n\n" + out.stdout + "\n" + out.stderr)
+    if out.returncode != 0:
+        raise RuntimeError(f"the original example failed ({out.returncode}); see {log}")
+    windows = [float(x) for x in MS_PER_BATCH.findall(out.stdout)]
+    steady = windows[1:] or windows
+    if not steady:
+        raise RuntimeError(f"the original printed no ms/batch lines; see {log}")
+    ms = statistics.median(steady)
+    return {"ms_per_batch_windows": windows, "tokens_per_s": p["batch"] * p["bptt"] * 1000.0 / ms, "command": cmd}
+
+
+def run_kit(preset: str, precisions: list, results: Path, repeats: int, max_batches: int, data: str, log: Path) -> dict:
+    cmd = [sys.executable, "-m", "kit", "run", "--suite", "lstm", "--preset", preset, "--precisions", ",".join(precisions),
+           "--data", data, "--device", "cuda", "--repeats", str(repeats), "--max-batches", str(max_batches),
+           "--skip-checks", "--results-dir", str(results)]
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    log.write_text(" ".join(cmd) + "\n\n" + out.stdout + "\n" + out.stderr)
+    found = sorted(results.glob("*/results.json"), key=lambda p: p.stat().st_mtime)
+    if not found:
+        raise RuntimeError(f"kit run wrote no results.json ({out.returncode}); see {log}")
+    shutil.copy(found[-1], log.with_suffix(".results.json"))
+    cells = json.loads(found[-1].read_text())["cells"]
+    return {c["precision"]: c for c in cells if c.get("model") == preset}
+
+
+def kit_rate(cell: dict | None) -> float | None:
+    if not cell or cell.get("status") != "ok":
+        return None
+    s = (cell.get("summary") or {}).get("throughput_items_per_s") or {}
+    return s.get("median")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--example-src", type=Path, required=True, help="Apex folder or git-archive tarball with examples/word_language_model")
+    ap.add_argument("--fp16-utils", type=Path, required=True, help="an Apex folder whose apex.fp16_utils imports with this torch (25.01)")
+    ap.add_argument("--presets", default="apex-2018,tensor-core")
+    ap.add_argument("--corpus", type=Path, help="train/valid/test .txt in the example's format (default: the kit's synthetic text)")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--max-batches", type=int, default=1000, help="training batches per epoch, for both")
+    ap.add_argument("--runs", type=int, default=3, help="runs of the original per setting")
+    ap.add_argument("--settings", default=",".join(SETTINGS), help=f"which of the original's settings: {', '.join(SETTINGS)}")
+    ap.add_argument("--out", type=Path, default=Path("fidelity-lstm"))
+    a = ap.parse_args()
+    a.out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="kit-fidelity-"))
+    example = extract_example(a.example_src.resolve(), work / "example")
+    scripts = {tf32: patched_main(example, tf32) for tf32 in (False, True, None)}
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(a.fp16_utils.resolve()), os.environ.get("PYTHONPATH", "")])
+    if a.corpus:
+        corpus, data, corpus_info = a.corpus.resolve(), "real", {"source": "given", "folder": str(a.corpus)}
+    else:
+        corpus, data = work / "corpus", "synthetic"
+        corpus_info = write_synthetic_corpus(corpus)
+    report = {"corpus": corpus_info, "rows": []}
+    import torch
+
+    report["device"] = torch.cuda.get_device_name(0)
+    report["torch"] = torch.__version__
+    for preset in [p.strip() for p in a.presets.split(",") if p.strip()]:
+        chosen = [SETTINGS[k] for k in a.settings.split(",")]
+        orig = {label: run_original(scripts[tf32], corpus, preset, fp16, a.out / f"original-{preset}-{label.split()[0].strip('-')}-{tf32}.log",
+                                    a.runs, a.max_batches)
+                for label, tf32, fp16, _ in chosen}
+        kit = run_kit(preset, [c for *_, c in chosen if c], work / f"kit-{preset}", a.repeats, a.max_batches, data, a.out / f"kit-{preset}.log")
+        for label, _tf32, _fp16, kit_mode in chosen:
+            o = orig[label]["tokens_per_s"]
+            k = kit_rate(kit.get(kit_mode)) if kit_mode else None
+            report["rows"].append({"preset": preset, "original": label, "kit_cell": kit_mode, "original_tokens_per_s": o,
+                                   "original_tokens_per_s_runs": orig[label]["tokens_per_s_runs"],
+                                   "kit_tokens_per_s": k, "kit_over_original": (k / o) if k and o else None,
+                                   "original_ms_per_batch_windows": orig[label]["ms_per_batch_windows"]})
+        (a.out / "fidelity.json").write_text(json.dumps(report, indent=2))  # after each preset: a time-out keeps it
+    (a.out / "fidelity.json").write_text(json.dumps(report, indent=2))
+    print(f"{report['device']}, torch {report['torch']}, corpus: {corpus_info.get('source')}")
+    print("| preset | original | kit cell | original tokens/s | kit tokens/s | kit ÷ original |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for r in report["rows"]:
+        k = f"{r['kit_tokens_per_s']:,.0f}" if r["kit_tokens_per_s"] else "—"
+        ratio = f"{r['kit_over_original']:.3f}" if r["kit_over_original"] else "—"
+        print(f"| {r['preset']} | {r['original']} | {r['kit_cell'] or '—'} | {r['original_tokens_per_s']:,.0f} | {k} | {ratio} |")
+
+
+if __name__ == "__main__":
+    main()
