@@ -30,13 +30,19 @@ def _visible_text(html: str) -> str:
     return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
 
 
+def _findings(html: str) -> str:
+    """The "What the run shows" list as text, one finding per line."""
+    part = html[html.index("What the run shows"):html.index("<h2>Environment")]
+    return "\n".join(re.sub(r"<[^>]+>", "", li) for li in re.findall(r"<li>(.*?)</li>", part))
+
+
 def test_report_shows_environment_cells_and_charts():
     html = _report(standard_cells())
     text = _visible_text(html)
     for needle in ("fixture-host-a", "Fixture GPU A", "580.159", "cuda12", "2.11.0", "cifar/resnet50/amp-bf16/torch"):
         assert needle in text
     assert html.count("<svg") == 3 and html.count('class="bar"') == 6 + 6 + 4  # time, throughput, speedup bars
-    assert "×1.600" in text and "significant" in text
+    assert "1.60× [" in text and "significant" in text
 
 
 def test_synthetic_and_interrupted_badges():
@@ -52,11 +58,9 @@ def test_loader_bound_run_is_explained():
         make_cell("resnet18", "fp32", epoch_s=[10.0, 10.1, 9.9], data_wait_frac=0.5),
         make_cell("resnet18", "amp-fp16", epoch_s=[9.9, 10.0, 9.8], data_wait_frac=0.6),
     ]
-    text = _visible_text(_report(cells))
-    assert (
-        "amp-fp16 gave no speedup (×1.01, not significant): the run was limited by the data loader "
-        "(waiting for data 60% of the step time)"
-    ) in text
+    text = _findings(_report(cells))
+    assert "No speedup (speedup over fp32 1.00×–1.10×): resnet18 · torch: amp-fp16 1.01× (not significant)." in text
+    assert "Limited by the data loader: waiting for data 30% or more of the step time: resnet18 · torch: amp-fp16 60%." in text
 
 
 def test_low_gpu_utilisation_is_reported():
@@ -64,30 +68,43 @@ def test_low_gpu_utilisation_is_reported():
         make_cell("resnet34", "fp32", epoch_s=[10.0, 10.1, 9.9], util_pct=35.0),
         make_cell("resnet34", "amp-bf16", epoch_s=[9.8, 10.0, 9.9], util_pct=33.0),
     ]
-    text = _visible_text(_report(cells))
-    assert "the GPU was busy 33% of the time" in text
-    assert "In fp32 the GPU was busy 35% of the time" in text
+    text = _findings(_report(cells))
+    assert ("GPU busy under 70% of the time: Python, kernel launches or the input pipeline bound the run, "
+            "not GPU math: resnet34 · torch: fp32 35%, amp-bf16 33%.") in text
 
 
 def test_speedup_is_stated_and_synthetic_means_throughput_only():
-    text = _visible_text(_report(standard_cells(models=("resnet50",))))
-    assert "faster than fp32: amp-fp16 ×1.60, amp-bf16 ×1.68" in text
+    text = _findings(_report(standard_cells(models=("resnet50",))))
+    assert "Faster than fp32 (speedup over fp32 ≥ 1.10×): resnet50 · torch: amp-fp16 1.60×, amp-bf16 1.68×." in text
     assert "Synthetic data: throughput only" in text
+
+
+def test_each_finding_is_one_line_listing_its_cells():
+    """Five models that all speed up and all use synthetic data give one "faster" line and one
+    "synthetic" line, not one sentence per model."""
+    html = _report(standard_cells(models=("resnet18", "resnet34", "resnet50", "resnet101", "resnet152")))
+    items = re.findall(r"<li><strong>(.*?)</strong>", html[html.index("What the run shows"):html.index("<h2>Environment")])
+    assert items == ["Faster than fp32 (speedup over fp32 ≥ 1.10×)", "Synthetic data"]
+    text = _findings(html)
+    assert text.count("Synthetic data") == 1
+    for model in ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152"):
+        assert f"{model} · torch: amp-fp16 1.60×, amp-bf16 1.68×" in text
 
 
 def test_no_claim_without_the_data_to_support_it():
     # fp16 is not faster, but nothing says why: no "limited by" sentence is invented.
     cells = [make_cell("resnet18", "fp32", epoch_s=[10.0, 10.1, 9.9]), make_cell("resnet18", "amp-fp16", epoch_s=[9.9, 10.0, 9.8])]
-    text = _visible_text(_report(cells))
-    assert "amp-fp16 gave no speedup (×1.01, not significant)." in text
-    assert "limited by" not in text and "busy" not in text and "not the limit" not in text
+    text = _findings(_report(cells))
+    assert "resnet18 · torch: amp-fp16 1.01× (not significant)." in text
+    assert "limited by" not in text.lower() and "busy" not in text and "not the limit" not in text
 
 
 def test_a_slower_precision_with_a_fast_loader_is_called_slower_not_explained():
     cells = [make_cell("resnet18", "fp32", epoch_s=[10.0], data_wait_frac=0.02),
              make_cell("resnet18", "amp-bf16", epoch_s=[13.7], data_wait_frac=0.01)]
-    text = _visible_text(_report(cells))
-    assert "amp-bf16 was slower than fp32 (×0.73, 1 repeat); the data loader was not the limit (waiting for data 1% of the step time)." in text
+    text = _findings(_report(cells))
+    assert "Slower than fp32 (speedup over fp32 under 1.00×): resnet18 · torch: amp-bf16 0.73× (1 repeat)." in text
+    assert "The data loader was not the limit: waiting for data: resnet18 · torch: amp-bf16 1%." in text
 
 
 def test_untrusted_text_is_escaped_and_the_page_is_self_contained():
@@ -163,7 +180,7 @@ def test_report_renders_in_headless_chromium_without_console_errors(tmp_path):
     assert "<table" in dom.stdout and dom.stdout.count("<svg") == 3
     assert dom.stdout.count('class="bar"') >= 20
     assert "SYNTHETIC DATA" in dom.stdout and "INTERRUPTED" in dom.stdout
-    assert "limited by the data loader" in dom.stdout
+    assert "Limited by the data loader" in dom.stdout
     assert _console_errors(dom.stderr) == []
 
     shot = tmp_path / "report.png"

@@ -16,6 +16,7 @@ def compare(
     json_: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
     markdown: bool = typer.Option(False, "--markdown", help="Print Markdown tables instead of rich tables."),
     html: Optional[Path] = typer.Option(None, "--html", help="Also write a self-contained HTML page with charts to FILE."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="List every cell that could not be compared (default: counts by reason)."),
     fail_if_slower: Optional[str] = typer.Option(
         None, "--fail-if-slower", metavar="PCT",
         help="Exit with code 9 if any input is significantly slower than the baseline by more than PCT percent on any cell.",
@@ -42,11 +43,11 @@ def compare(
     err = Console(stderr=True)
     if csv or json_ or markdown:
         # stdout carries only the data; warnings go to stderr.
-        typer.echo(render.to_csv(cmp) if csv else render.to_json(cmp) if json_ else render.to_markdown(cmp), nl=False)
+        typer.echo(render.to_csv(cmp) if csv else render.to_json(cmp) if json_ else render.to_markdown(cmp, verbose), nl=False)
         if not json_:
-            render.print_notes(cmp, err)
+            render.print_notes(cmp, err, verbose)
     else:
-        render.print_rich(cmp, Console())
+        render.print_rich(cmp, Console(), verbose)
     if html is not None:
         from kit.results.atomic import atomic_write_text
         from kit.report.html import render_compare_page
