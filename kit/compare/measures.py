@@ -10,14 +10,14 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from kit.compare.fmt import CV_NAMES
 from kit.compare.stats import RatioEstimate, Sample, ratio_estimate
 from kit.results import ratios
 from kit.results.ratios import BASE_PRECISION, EPOCH_S, THROUGHPUT
 from kit.results.schema import CellResult, RunResults
 
 ENERGY = "energy_j_per_epoch"
-#: what each measure's coefficient of variation is called wherever it is shown
-CV_NAMES = {EPOCH_S: "epoch-time CV", THROUGHPUT: "throughput CV"}
+
 #: Precision order for tables and charts (the schema's order).
 PRECISION_ORDER = ("fp32", "tf32", "amp-fp16", "amp-bf16", "fp16-master", "apex-o1", "apex-o2")
 MODEL_ORDER = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "apex-2018", "tensor-core")

@@ -19,9 +19,9 @@ import json
 from typing import Iterable
 
 from kit.compare.engine import Comparison, MachineCell, Row
-from kit.compare.measures import CV_NAMES, EPOCH_S, THROUGHPUT
-from kit.compare.stats import ONE_REPEAT, OUTSIDE_MARK, OUTSIDE_NOTE, RatioEstimate, Sample
-from kit.results.ratios import RATIO_DECIMALS, fmt_ratio as _fmt_value
+from kit.compare.fmt import fmt_cv, fmt_ratio, fmt_speedup_estimate, fmt_vs_baseline  # noqa: F401 (re-exported)
+from kit.compare.measures import EPOCH_S, THROUGHPUT
+from kit.compare.stats import OUTSIDE_NOTE, RatioEstimate, Sample
 
 _UNIT_SHORT = {"images": "img/s", "tokens": "tok/s"}
 
@@ -44,41 +44,9 @@ def fmt_throughput(s: Sample | None, unit: str) -> str:
     return f"{s.median:,.0f} {_UNIT_SHORT.get(unit, unit + '/s')}" if s.median >= 100 else f"{s.median:.3g} {_UNIT_SHORT.get(unit, unit + '/s')}"
 
 
-#: decimals of a machine-against-baseline ratio (differences of a few tenths of a percent matter there)
-VS_BASELINE_DECIMALS = 3
-
-
-def fmt_ratio(est: RatioEstimate | None, decimals: int = VS_BASELINE_DECIMALS) -> str:
-    """``1.015× [1.011, 1.018]``: the point estimate (ratio of medians), then the
-    95% CI of the ratio of means, in the same decimals; ``†`` when the point
-    lies outside that interval (see :data:`kit.compare.stats.OUTSIDE_NOTE`)."""
-    if est is None:
-        return "—"
-    point = _fmt_value(est.ratio, decimals) + (OUTSIDE_MARK if est.outside_ci else "")
-    if est.verdict == ONE_REPEAT:
-        return point
-    return f"{point} {est.ci_text(decimals)}"
-
-
-def fmt_speedup_estimate(est: RatioEstimate | None) -> str:
-    """The speedup over fp32 with its interval, as every view prints it."""
-    return fmt_ratio(est, RATIO_DECIMALS)
-
-
-def fmt_vs_baseline(est: RatioEstimate | None) -> str:
-    return fmt_ratio(est, VS_BASELINE_DECIMALS)
-
-
 def any_outside_ci(cmp: Comparison) -> bool:
     return any(est is not None and est.outside_ci for r in cmp.rows for mc in r.machines if mc
                for est in (mc.vs_fp32, mc.vs_baseline))
-
-
-def fmt_cv(s: Sample | None, metric: str) -> str:
-    """``throughput CV 0.2%``: a CV always says whose it is."""
-    if s is None or s.n < 2:
-        return ""
-    return f"{CV_NAMES[metric]} {s.cv:.1%}"
 
 
 def speed_verdict(est: RatioEstimate | None) -> str:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Iterable
 from kit import __version__
 from kit.bundle.envinfo import EnvSummary, cell_is_synthetic, summarise_environment
 from kit.compare import measures
+from kit.compare.fmt import fmt_speedup_estimate
 from kit.compare.stats import METHOD, OUTSIDE_NOTE
 from kit.results.ratios import SPEEDUP_DEFINITION
 from kit.report.insights import run_insights
@@ -130,8 +131,6 @@ def _env_rows(env: EnvSummary, results: RunResults | None = None) -> list[tuple[
 
 def _verdict_html(est) -> str:
     """A speedup over fp32 with its interval and verdict (the one formatter: kit.compare.render)."""
-    from kit.compare.render import fmt_speedup_estimate
-
     if est is None:
         return "—"
     cls = "sig" if est.significant and est.ratio >= 1 else "slower" if est.significant else "ns"
