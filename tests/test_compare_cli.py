@@ -258,3 +258,28 @@ def test_bad_bundle_in_compare_exits_5(two, tmp_path, capsys, monkeypatch):
     bad.write_text("not a bundle")
     code, _, err = _run_cli(["compare", str(two[0]), str(bad)], capsys, monkeypatch)
     assert code == 5 and "not a gzip file" in err
+
+
+@pytest.mark.parametrize("where", ["under-a-file", "a-folder", "proc"])
+def test_an_unusable_html_path_is_a_one_line_usage_error_and_writes_nothing(two, tmp_path, capsys, monkeypatch, where):
+    a, b = two
+    plain = tmp_path / "hostname"
+    plain.write_text("x\n")
+    target = {"under-a-file": plain / "x.html", "a-folder": tmp_path, "proc": Path("/proc/x.html")}[where]
+    if where == "proc" and not Path("/proc/self").exists():
+        pytest.skip("no /proc here")
+    before = sorted(tmp_path.rglob("*"))
+    code, out, err = _run_cli(["compare", str(a), str(b), "--html", str(target)], capsys, monkeypatch)
+    assert code == 2
+    assert "Traceback" not in err and err.startswith(f"error: --html {target}:")
+    assert out == ""  # checked before any work: no tables printed for a run that then fails
+    assert sorted(tmp_path.rglob("*")) == before and plain.read_text() == "x\n"
+
+
+def test_html_into_a_new_folder_is_written_whole(two, tmp_path, capsys, monkeypatch):
+    a, b = two
+    page = tmp_path / "new" / "cmp.html"
+    code, _, err = _run_cli(["compare", str(a), str(b), "--html", str(page)], capsys, monkeypatch)
+    assert code == 0, err
+    assert page.read_text().rstrip().endswith("</html>")
+    assert [p.name for p in page.parent.iterdir()] == ["cmp.html"]  # no temporary file left

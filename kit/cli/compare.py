@@ -31,6 +31,8 @@ def compare(
 
     if sum((csv, json_, markdown)) > 1:
         raise UsageError("choose at most one of --csv, --json and --markdown.")
+    if html is not None:
+        check_output_path(html, "--html")  # before any work: a bad path costs nothing and writes nothing
     pct = parse_pct(fail_if_slower) if fail_if_slower is not None else None
     paths = list(inputs)
     if against:
@@ -52,10 +54,39 @@ def compare(
         from kit.results.atomic import atomic_write_text
         from kit.report.html import render_compare_page
 
-        atomic_write_text(html, render_compare_page(cmp))
+        page = render_compare_page(cmp)
+        try:
+            atomic_write_text(html, page)  # a temporary file renamed into place: never half a page
+        except OSError as exc:
+            raise UsageError(f"--html {html}: cannot write it ({exc.strerror or exc}).",
+                             remedy="Give a file path in a folder you can write to.") from None
         err.print(f"HTML report: {html}")
     if pct is not None:
         check_regressions(cmp, pct)
+
+
+def check_output_path(path: Path, option: str) -> None:
+    """Raise UsageError (exit 2) unless ``path`` can be written as a new or
+    replaced file: not a folder, under a folder (existing, or creatable from its
+    nearest existing ancestor) where a file can be created. Probes with a
+    temporary file that is removed at once."""
+    import tempfile
+
+    from kit.errors import UsageError
+
+    remedy = "Give a file path in a folder you can write to, e.g. --html compare.html."
+    if path.is_dir():
+        raise UsageError(f"{option} {path}: is a folder, not a file.", remedy=remedy)
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise UsageError(f"{option} {path}: {folder} is a file, not a folder.", remedy=remedy)
+    try:
+        with tempfile.TemporaryFile(dir=folder, prefix=".kit-write-check."):
+            pass
+    except OSError as exc:
+        raise UsageError(f"{option} {path}: cannot write in {folder} ({exc.strerror or exc}).", remedy=remedy) from None
 
 
 def register(app: typer.Typer) -> None:
