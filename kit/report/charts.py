@@ -28,6 +28,8 @@ from kit.results.schema import RunResults
 if TYPE_CHECKING:
     from kit.compare.engine import Comparison
 
+MIN_MAX_NOTE = "error bars: min–max of repeats; ▲ a repeat beyond the axis (e.g. a warm-up), with its value"
+
 
 def _groups(results: RunResults) -> dict[tuple[str, str], dict]:
     """(workload, engine) -> {"models": [...], "precisions": [...], "cells": {(model, precision): cell}}."""
@@ -84,14 +86,14 @@ def run_charts(results: RunResults, suffix: str = "", id_prefix: str = "") -> di
         if any(v is not None for s in time_series for v in s.values):
             charts[f"charts/{base}-epoch-time.svg"] = bar_chart(
                 f"Time per epoch — {title}", models, time_series,
-                y_label="seconds per epoch (median; bars: min–max of repeats; ▲ beyond the axis)", x_label="model",
-                chart_id=f"{id_prefix}{base}-epoch-time", scale_to_values=True,
+                y_label="seconds per epoch (median)", x_label="model",
+                chart_id=f"{id_prefix}{base}-epoch-time", scale_to_values=True, note=MIN_MAX_NOTE,
             )
         if any(v is not None for s in thr_series for v in s.values):
             charts[f"charts/{base}-throughput.svg"] = bar_chart(
                 f"Throughput — {title}", models, thr_series,
-                y_label=f"{g['unit']} per second (median; bars: min–max; ▲ beyond the axis)", x_label="model",
-                chart_id=f"{id_prefix}{base}-throughput", scale_to_values=True,
+                y_label=f"{g['unit']} per second (median)", x_label="model",
+                chart_id=f"{id_prefix}{base}-throughput", scale_to_values=True, note=MIN_MAX_NOTE,
             )
         ratio_series = []
         for p in precisions:
@@ -110,8 +112,10 @@ def run_charts(results: RunResults, suffix: str = "", id_prefix: str = "") -> di
         if ratio_series:
             charts[f"charts/{base}-speedup.svg"] = bar_chart(
                 f"Speedup over fp32 — {title}", models, ratio_series,
-                y_label="median throughput ÷ fp32's (×; bars: 95% CI of the ratio of means)", x_label="model",
+                y_label="speedup over fp32 (×)", x_label="model",
+                note="median throughput ÷ fp32's median; error bars: 95% CI of the ratio of means; ▲ beyond the axis",
                 reference=1.0, reference_label="fp32 = 1", chart_id=f"{id_prefix}{base}-speedup",
+                scale_to_values=True,
             )
     return charts
 
@@ -141,7 +145,8 @@ def comparison_charts(comparison: "Comparison") -> list[tuple[str, str]]:
         if series and any(v is not None for s in series for v in s.values):
             svg = bar_chart(
                 f"Throughput relative to {base.label} ({base.short_name}) — {_group_title(workload, engine)}",
-                cats, series, y_label=f"median throughput ÷ {base.label}'s (×; bars: 95% CI of the ratio of means)",
+                cats, series, y_label=f"throughput ÷ {base.label}'s (×)",
+                note=f"median throughput ÷ {base.label}'s median; error bars: 95% CI of the ratio of means",
                 reference=1.0, reference_label=f"{base.label} = 1", chart_id=f"vs-baseline-{workload}-{engine}",
                 width=max(760, 40 + 34 * len(cats) * max(1, len(series))),
             )

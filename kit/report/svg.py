@@ -73,13 +73,15 @@ def bar_chart(
     height: int = 360,
     chart_id: str = "chart",
     scale_to_values: bool = False,
+    note: str = "",
 ) -> str:
     """An SVG bar chart; values of None draw nothing (and say "no data" on hover).
 
     ``scale_to_values``: the y axis is scaled to the bars (the medians), not to
     the error bars; an error bar that reaches beyond the axis (a warm-up repeat)
     is cut at the top and marked with a triangle and its value, so one outlier
-    does not flatten every bar."""
+    does not flatten every bar. ``note``: a line under the chart saying what
+    the error bars and markers are."""
     n_series = max(len(series), 1)
     legend_rows = math.ceil(len(series) / 4) if series else 0
     longest = max((len(c) for c in categories), default=1)
@@ -88,7 +90,7 @@ def bar_chart(
     title_main, _, title_sub = title.partition(" — ")
     top_pad = 16 if title_sub else 0
     margin_l, margin_r, margin_t = 72, 16, 42 + top_pad + legend_rows * 18
-    margin_b = 48 + (min(longest, 28) * 5 if rotate else 0) + (16 if x_label else 0)
+    margin_b = 48 + (min(longest, 28) * 5 if rotate else 0) + (16 if x_label else 0) + (16 if note else 0)
     plot_w = width - margin_l - margin_r
     plot_h = height - margin_t - margin_b
     if plot_h < 80:
@@ -128,8 +130,8 @@ def bar_chart(
         for i, s in enumerate(series):
             lx = margin_l + (i % 4) * ((plot_w) / 4)
             ly = 34 + top_pad + (i // 4) * 18
-            out.append(f'<rect x="{lx:.1f}" y="{ly - 9}" width="12" height="12" fill="{s.colour or PALETTE[i % len(PALETTE)]}"/>')
-            out.append(f'<text x="{lx + 17:.1f}" y="{ly + 1}" font-size="12" fill="#333">{escape(s.name)}</text>')
+            out.append(f'<g class="legend"><rect x="{lx:.1f}" y="{ly - 9}" width="12" height="12" fill="{s.colour or PALETTE[i % len(PALETTE)]}"/>'
+                       f'<text x="{lx + 17:.1f}" y="{ly + 1}" font-size="12" fill="#333">{escape(s.name)}</text></g>')
     # grid and y axis
     tick = 0.0
     while tick <= y_top + step / 1000:
@@ -154,7 +156,7 @@ def bar_chart(
             v = s.values[ci] if ci < len(s.values) else None
             bx = gx + si * bar_w
             colour = s.colour or PALETTE[si % len(PALETTE)]
-            note = s.notes[ci] if ci < len(s.notes) and s.notes[ci] else None
+            bar_note = s.notes[ci] if ci < len(s.notes) and s.notes[ci] else None
             if v is None or not math.isfinite(v):
                 out.append(
                     f'<text x="{bx + bar_w / 2:.1f}" y="{margin_t + plot_h - 4}" font-size="9" fill="#999" '
@@ -163,7 +165,7 @@ def bar_chart(
                 continue
             top = y(v)
             text = s.texts[ci] if ci < len(s.texts) and s.texts[ci] else _fmt_value(v)
-            label = f"{s.name}, {cat}: {text}" + (f" ({note})" if note else "")
+            label = f"{s.name}, {cat}: {text}" + (f" ({bar_note})" if bar_note else "")
             out.append(
                 f'<rect class="bar" x="{bx + 1:.1f}" y="{top:.1f}" width="{max(bar_w - 2, 1):.1f}" '
                 f'height="{max(margin_t + plot_h - top, 0):.1f}" fill="{colour}"><title>{escape(label)}</title></rect>'
@@ -186,9 +188,9 @@ def bar_chart(
                     ty = margin_t
                     out.append(
                         f'<g class="offscale"><path d="M{ex - 4:.1f},{ty + 7:.1f} L{ex:.1f},{ty:.1f} L{ex + 4:.1f},{ty + 7:.1f} Z" '
-                        f'fill="#b00020"/><text x="{ex:.1f}" y="{ty + 17:.1f}" font-size="9" fill="#b00020" '
-                        f'text-anchor="middle">{escape(_fmt_value(hi))}</text>'
-                        f'<title>{escape(s.name)}, {escape(cat)}: highest repeat {escape(_fmt_value(hi))}, beyond the axis</title></g>'
+                        f'fill="#b00020"/><text x="{ex + 5:.1f}" y="{ty + 8:.1f}" font-size="9" fill="#b00020" '
+                        f'text-anchor="start">{escape(_fmt_value(hi))}</text>'
+                        f'<title>{escape(s.name)}, {escape(cat)}: error bar reaches {escape(_fmt_value(hi))}, beyond the axis</title></g>'
                     )
         lx = margin_l + ci * group_w + group_w / 2
         ly = margin_t + plot_h + 16
@@ -212,8 +214,10 @@ def bar_chart(
             )
     if x_label:
         out.append(
-            f'<text x="{margin_l + plot_w / 2:.1f}" y="{height - 8}" font-size="12" fill="#333" '
+            f'<text x="{margin_l + plot_w / 2:.1f}" y="{height - 8 - (16 if note else 0)}" font-size="12" fill="#333" '
             f'text-anchor="middle">{escape(x_label)}</text>'
         )
+    if note:
+        out.append(f'<text class="note" x="{margin_l}" y="{height - 7}" font-size="10.5" fill="#555">{escape(note)}</text>')
     out.append("</svg>")
     return "\n".join(out)
