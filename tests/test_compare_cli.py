@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -283,3 +284,18 @@ def test_html_into_a_new_folder_is_written_whole(two, tmp_path, capsys, monkeypa
     assert code == 0, err
     assert page.read_text().rstrip().endswith("</html>")
     assert [p.name for p in page.parent.iterdir()] == ["cmp.html"]  # no temporary file left
+
+
+def test_a_speedup_outside_its_printed_interval_is_marked_and_explained(tmp_path, capsys, monkeypatch):
+    skewed = [make_cell("resnet18", "fp32", epoch_s=[20.0, 20.02, 19.98] * 7),
+              make_cell("resnet18", "amp-fp16", epoch_s=[10.0] * 15 + [14.0] * 6)]
+    a = _bundle(tmp_path, "a", skewed)
+    b = _bundle(tmp_path, "b", skewed, host="fixture-host-b")
+    est = compare_paths([a, b]).rows[1].machines[0].vs_fp32
+    assert est.ratio == pytest.approx(2.0, rel=1e-3) and est.outside_ci
+    for args in ([], ["--markdown"]):
+        code, out, _ = _run_cli(["compare", str(a), str(b), *args], capsys, monkeypatch)
+        assert code == 0 and "2.00×† [" in out
+        assert "the ratio of medians lies outside the 95% CI of the ratio of means" in re.sub(r"\s+", " ", out)
+    data = json.loads(_run_cli(["compare", str(a), str(b), "--json"], capsys, monkeypatch)[1])
+    assert data["rows"][1]["machines"]["A"]["speedup_vs_fp32"]["median_outside_ci"] is True
