@@ -126,6 +126,9 @@ def test_json_output_is_complete(two, capsys, monkeypatch):
     est = row["machines"]["B"]["throughput_vs_baseline"]
     assert est["ratio"] == pytest.approx(1.25, rel=1e-3) and est["verdict"] == "significant"
     assert any("missing in B" in x for x in data["not_comparable"])
+    machine = row["machines"]["B"]
+    assert machine["throughput_cv"] == pytest.approx(machine["throughput_items_per_s"]["cv"])
+    assert machine["epoch_time_cv"] == pytest.approx(machine["epoch_seconds"]["cv"])
 
 
 def test_markdown_output_has_the_three_tables(two, capsys, monkeypatch):

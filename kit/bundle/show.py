@@ -43,9 +43,10 @@ def print_show(bundle: Bundle, console) -> None:
     head.add_column(style="dim")
     head.add_column()
     gpus = env.gpu if not env.gpu_count or env.gpu_count == 1 else f"{env.gpu_count} x {env.gpu}"
-    from kit.report.html import used_or_built
+    from kit.report.html import cpu_only, used_or_built
 
-    for k, v in (("machine", env.machine), ("GPU", gpus), ("driver", env.driver), ("stack", env.stack),
+    driver = "none (CPU run)" if cpu_only(env) and env.driver == "unknown" else env.driver
+    for k, v in (("machine", env.machine), ("GPU", gpus), ("driver", driver), ("stack", env.stack),
                  ("torch", env.torch), ("cuDNN", used_or_built(env.cudnn, env)), ("fastai", env.fastai), ("data", env.data_source),
                  ("run", f"{res.run_id} ({res.status})"), ("kit", bundle.manifest.get("kit_version", "unknown"))):
         head.add_row(k, escape(str(v)))

@@ -74,6 +74,9 @@ class MachineCell:
             "reason": self.reason,
             "epoch_seconds": s(self.epoch_s),
             "throughput_items_per_s": s(self.throughput),
+            # each CV under its own name (also inside the two summaries above, as "cv")
+            "epoch_time_cv": self.epoch_s.cv if self.epoch_s and self.epoch_s.n > 1 else None,
+            "throughput_cv": self.throughput.cv if self.throughput and self.throughput.n > 1 else None,
             "energy_j_per_epoch": self.energy_j_per_epoch,
             "speedup_vs_fp32": self.vs_fp32.to_dict() if self.vs_fp32 else None,
             "throughput_vs_baseline": self.vs_baseline.to_dict() if self.vs_baseline else None,
