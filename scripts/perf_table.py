@@ -1,8 +1,15 @@
-"""Print the README's performance table from a bench_h200.sh output folder, or from
-a folder holding bundles and an overhead.json (e.g. references/h200).
+"""Print the README's performance tables from the runs' own files.
 
-Every figure is read from the runs' results.json files (medians over repeats);
-nothing here is typed in by hand except the targets, which are the project's goals.
+    python scripts/perf_table.py references/h200/perf
+        the targets table (references/h200/perf/perf.md) from a bench_h200.sh output
+        folder, or a folder holding bundles and an overhead.json;
+    python scripts/perf_table.py --suite references/h200/vm_NVIDIA-H200_*.tar.gz
+        the full-suite tables of README "The full suite on an H200" from a bundle.
+
+Every figure is read from the runs' results.json files (medians over repeats); the
+speedup over fp32 is computed and printed by kit.results.ratios, the one function
+every view of the kit uses. Nothing here is typed in by hand except the targets,
+which are the project's goals.
 """
 
 from __future__ import annotations
@@ -13,37 +20,63 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kit.results.schema import load_results  # noqa: E402
+from kit.results import ratios  # noqa: E402
+from kit.results.schema import CellResult, RunResults, load_results  # noqa: E402
 
 
-def cells(folder: Path) -> dict[str, dict]:
-    """Cells of the run folders (*/results.json) and bundles (*.tar.gz) in ``folder``."""
+def _runs(folder: Path) -> list[RunResults]:
     from kit.bundle.safe_open import open_bundle
 
     runs = [load_results(p) for p in sorted(folder.glob("*/results.json"))]
     runs += [open_bundle(p).results for p in sorted(folder.glob("*.tar.gz"))]
-    out = {}
-    for res in runs:
+    return runs
+
+
+def cells(folder: Path) -> tuple[dict[str, CellResult], dict]:
+    """The cells of the run folders (*/results.json) and bundles (*.tar.gz) in
+    ``folder`` by cell id, and the environment of the last run read."""
+    out: dict[str, CellResult] = {}
+    env: dict = {}
+    for res in _runs(folder):
         for c in res.cells:
-            out[c.cell_id] = {"status": c.status, "reason": c.reason, "summary": c.summary, "env": res.environment}
-    return out
+            out[c.cell_id] = c
+        env = res.environment or env
+    return out, env
 
 
-def median(cell: dict | None, key: str = "throughput_items_per_s") -> float | None:
-    if not cell or cell["status"] != "ok" or key not in cell["summary"]:
-        return None
-    return cell["summary"][key]["median"]
+def _ok(cell: CellResult | None) -> CellResult | None:
+    return cell if cell is not None and cell.status == "ok" else None
 
 
-def cv(cell: dict | None) -> str:
-    s = (cell or {}).get("summary", {}).get("throughput_items_per_s")
-    return f"{s['cv']:.1%}" if s else "n/a"
+def median(cell: CellResult | None, key: str = ratios.THROUGHPUT) -> float | None:
+    """The median over repeats the kit's views use (kit.results.ratios.metric_values)."""
+    import statistics
+
+    xs = ratios.metric_values(cell, key) if _ok(cell) else []
+    return statistics.median(xs) if xs else None
+
+
+def speedup(cell: CellResult | None, fp32: CellResult | None) -> float | None:
+    return ratios.speedup_over_fp32(_ok(cell), _ok(fp32))
+
+
+def cv(cell: CellResult | None) -> str:
+    s = (cell.summary or {}).get(ratios.THROUGHPUT) if _ok(cell) else None
+    return f"throughput CV {s['cv']:.1%}" if s else "throughput CV n/a"
+
+
+def _gpu(env: dict) -> str:
+    gpus = env.get("gpus") or (env.get("nvml") or {}).get("gpus") or []
+    return gpus[0].get("name") if gpus and isinstance(gpus[0], dict) else "unknown GPU"
 
 
 def main(out: Path) -> None:
-    c = cells(out)
+    c, env = cells(out)
     for sub in ("r18-torch", "r50-torch", "r18-fastai", "lstm-tc"):
-        c.update(cells(out / sub))
+        if (out / sub).is_dir():
+            more, env2 = cells(out / sub)
+            c.update(more)
+            env = env or env2
     r18bf = c.get("cifar/resnet18/amp-bf16/torch")
     r18h = c.get("cifar/resnet18/amp-fp16/torch")
     r50h = c.get("cifar/resnet50/amp-fp16/torch")
@@ -53,37 +86,72 @@ def main(out: Path) -> None:
     lf = c.get("lstm/tensor-core/fp32/kit")
     overhead = json.loads((out / "overhead.json").read_text()) if (out / "overhead.json").exists() else {}
 
-    def ratio(a, b):
-        return (a / b) if a and b else None
-
     rows = []
 
     def row(name, value, unit, target, ok, note=""):
-        shown = "not measured" if value is None else (f"{value:,.0f} {unit}" if unit else f"{value:.2f}x")
+        shown = "not measured" if value is None else (f"{value:,.0f} {unit}" if unit else ratios.fmt_ratio(value))
         verdict = "n/a" if value is None else ("met" if ok(value) else "MISSED")
         rows.append(f"| {name} | {shown} | {target} | {verdict} | {note} |")
 
-    row("torch engine, ResNet-18, amp-bf16", median(r18bf), "images/s", "≥ 85,000 images/s", lambda v: v >= 85000, f"CV {cv(r18bf)}")
-    row("torch engine, ResNet-50, amp-fp16", median(r50h), "images/s", "≥ 38,000 images/s", lambda v: v >= 38000, f"CV {cv(r50h)}")
-    row("ResNet-50 amp-fp16 / strict fp32 (torch engine)", ratio(median(r50h), median(r50f)), "", "≥ 1.8x", lambda v: v >= 1.8,
-        f"fp32 {median(r50f) or 0:,.0f} images/s")
-    row("torch vs fastai engine, ResNet-18, amp-fp16", ratio(median(r18h), median(fa18)), "", "≥ 5x", lambda v: v >= 5,
+    row("torch engine, ResNet-18, amp-bf16", median(r18bf), "images/s", "≥ 85,000 images/s", lambda v: v >= 85000, cv(r18bf))
+    row("torch engine, ResNet-50, amp-fp16", median(r50h), "images/s", "≥ 38,000 images/s", lambda v: v >= 38000, cv(r50h))
+    row("ResNet-50 amp-fp16, speedup over strict fp32 (torch engine)", speedup(r50h, r50f), "", "≥ 1.80×",
+        lambda v: v >= 1.8, f"fp32 {median(r50f) or 0:,.0f} images/s")
+    torch_vs_fastai = ratios.ratio_of_medians(ratios.metric_values(r18h, ratios.THROUGHPUT) if _ok(r18h) else [],
+                                              ratios.metric_values(fa18, ratios.THROUGHPUT) if _ok(fa18) else [])
+    row("torch vs fastai engine, ResNet-18, amp-fp16 (throughput ratio)", torch_vs_fastai, "", "≥ 5.00×", lambda v: v >= 5,
         f"torch {median(r18h) or 0:,.0f}, fastai {median(fa18) or 0:,.0f} images/s")
     fo = overhead.get("fastai_instrumented_over_bare")
-    row("fastai engine vs bare Learner.fit (same data)", fo, "", "≥ 0.95x", lambda v: v >= 0.95, overhead.get("fastai_note", ""))
-    row("LSTM tensor-core, amp-fp16 / strict fp32 tokens/s", ratio(median(lh), median(lf)), "", "≥ 1.6x", lambda v: v >= 1.6,
+    row("fastai engine vs bare Learner.fit (same data)", fo, "", "≥ 0.95×", lambda v: v >= 0.95, overhead.get("fastai_note", ""))
+    row("LSTM tensor-core, amp-fp16, speedup over strict fp32", speedup(lh, lf), "", "≥ 1.60×", lambda v: v >= 1.6,
         f"fp32 {median(lf) or 0:,.0f}, amp-fp16 {median(lh) or 0:,.0f} tokens/s")
     to = overhead.get("telemetry_overhead_fraction")
     rows.append(f"| telemetry sampler overhead | {'not measured' if to is None else f'{to:.2%}'} | ≤ 1% | "
                 f"{'n/a' if to is None else ('met' if to <= 0.01 else 'MISSED')} | {overhead.get('telemetry_note', '')} |")
-    env = next(iter(c.values()))["env"] if c else {}
-    gpus = env.get("gpus") or (env.get("nvml") or {}).get("gpus") or []
-    gpu = gpus[0].get("name") if gpus and isinstance(gpus[0], dict) else "unknown GPU"
-    print(f"Measured on {gpu}; medians of 3 repeats; synthetic data (throughput only).\n")
+    print(f"Measured on {_gpu(env)}; medians of 3 repeats; synthetic data (throughput only); "
+          f"{ratios.SPEEDUP_DEFINITION}.\n")
     print("| workload | measured | target | verdict | notes |")
     print("| --- | --- | --- | --- | --- |")
     print("\n".join(rows))
 
 
+#: (workload, engine, first header, model label per model id, header per precision)
+SUITE = (
+    ("cifar", "torch", "`torch` engine",
+     {"resnet18": "ResNet-18", "resnet34": "ResNet-34", "resnet50": "ResNet-50", "resnet101": "ResNet-101", "resnet152": "ResNet-152"},
+     {"fp32": "fp32 (strict)", "tf32": "tf32", "amp-fp16": "amp-fp16", "amp-bf16": "amp-bf16", "fp16-master": "fp16-master"}),
+    ("cifar", "fastai", "`fastai` engine",
+     {"resnet18": "ResNet-18", "resnet34": "ResNet-34", "resnet50": "ResNet-50", "resnet101": "ResNet-101", "resnet152": "ResNet-152"},
+     {"fp32": "fp32", "tf32": "tf32", "amp-fp16": "amp-fp16 (`to_fp16`)", "amp-bf16": "amp-bf16 (`to_bf16`)",
+      "fp16-master": "fp16-master (`to_non_native_fp16`)"}),
+    ("lstm", "kit", "LSTM (tokens/s)",
+     {"apex-2018": "`apex-2018` (200 units)", "tensor-core": "`tensor-core` (1504 units)"},
+     {"fp32": "fp32", "tf32": "tf32", "amp-fp16": "amp-fp16", "amp-bf16": "amp-bf16", "fp16-master": "fp16-master"}),
+)
+
+
+def suite_tables(results: RunResults, precision: str = "amp-fp16") -> str:
+    """Median throughput per model and precision, and the speedup over fp32 of ``precision``."""
+    by_id = {c.cell_id: c for c in results.cells}
+    out = []
+    for workload, engine, first, models, precisions in SUITE:
+        head = [first] + list(precisions.values()) + [f"{ratios.SPEEDUP_NAME} ({precision})"]
+        lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+        for model, label in models.items():
+            cell = {p: by_id.get(f"{workload}/{model}/{p}/{engine}") for p in precisions}
+            values = [median(cell[p]) for p in precisions]
+            shown = ["—" if v is None else f"{v:,.0f}" for v in values]
+            lines.append("| " + " | ".join([label] + shown + [ratios.fmt_speedup(speedup(cell[precision], cell["fp32"]))]) + " |")
+        out.append("\n".join(lines))
+    return "\n\n".join(out) + "\n"
+
+
 if __name__ == "__main__":
-    main(Path(sys.argv[1] if len(sys.argv) > 1 else "bench-out"))
+    args = sys.argv[1:]
+    if args[:1] == ["--suite"]:
+        from kit.bundle.safe_open import open_bundle
+
+        for path in args[1:]:
+            print(suite_tables(open_bundle(Path(path)).results), end="")
+    else:
+        main(Path(args[0] if args else "bench-out"))

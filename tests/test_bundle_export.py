@@ -94,7 +94,7 @@ def test_cli_export_verify_show(tmp_path):
     r = runner.invoke(app, ["bundle", "show", str(bundle)], env={"COLUMNS": "160"})
     assert r.exit_code == 0, r.output
     assert "Fixture GPU A" in r.output and "580.159" in r.output and "cuda12" in r.output
-    assert "cifar/resnet18/amp-fp16/torch" in r.output and "x1.60" in r.output
+    assert "cifar/resnet18/amp-fp16/torch" in r.output and "1.60×" in r.output
     assert "SYNTHETIC DATA" in r.output
 
 

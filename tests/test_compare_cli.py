@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from kit.bundle.export import export_run
 from kit.cli.main import main
 from kit.compare.engine import check_regressions, compare_paths
 from kit.errors import RegressionDetected
+from kit.results.stats import summarise_repeats
 
 
 def _bundle(root: Path, name: str, cells: list[dict], **env) -> Path:
@@ -54,9 +56,42 @@ def test_two_bundles_compare_as_rich_tables(two, capsys, monkeypatch):
     assert "fixture-host-a" in out and "fixture-host-b" in out and "(baseline)" in out
     assert "cifar/resnet18/amp-fp16/torch" in out
     assert "Fieller" in out and "Welch" in out
-    assert "×1.250" in out and "faster" in out
+    assert "1.250×" in out and "faster" in out
+    # cells not compared are counted by reason; --verbose lists each
+    assert "Not compared: 2 cells" in out and "--verbose" in out
+    assert "1 cell: missing in B" in out and "1 cell: skipped in A (Apex not installed (fixture))" in out
+    assert "cannot compare cifar/resnet50/amp-bf16/torch" not in out
+    code, out, err = _run_cli(["compare", str(a), str(b), "--verbose"], capsys, monkeypatch)
+    assert code == 0, err
     assert "cannot compare cifar/resnet50/amp-bf16/torch: missing in B" in out
     assert "cannot compare cifar/resnet18/apex-o1/torch: skipped in A (Apex not installed (fixture))" in out
+
+
+def test_not_compared_list_is_summarised_by_reason(tmp_path, capsys, monkeypatch):
+    a = _bundle(tmp_path, "a", standard_cells())
+    b = _bundle(tmp_path, "b", standard_cells(models=("resnet18",)), host="fixture-host-b")
+    code, out, _ = _run_cli(["compare", str(a), str(b), "--markdown"], capsys, monkeypatch)
+    assert code == 0
+    lines = out[out.index("## Not compared"):].splitlines()
+    assert lines[0].startswith("## Not compared: 3 cells") and "- 3 cells: missing in B" in lines
+    assert not any(line.startswith("- cannot compare") for line in lines)
+    data = json.loads(_run_cli(["compare", str(a), str(b), "--json"], capsys, monkeypatch)[1])
+    assert data["not_compared_by_reason"] == [{"reason": "missing in B", "cells": 3}]
+    assert len(data["not_comparable"]) == 3
+
+
+def test_two_copies_of_one_run_are_flagged_as_the_same_run(two, tmp_path, capsys, monkeypatch):
+    a, _ = two
+    copy = tmp_path / ("copy-" + a.name)
+    copy.write_bytes(a.read_bytes())
+    cmp = compare_paths([a, copy])
+    [same] = [w for w in cmp.warnings if w.kind == "same run"]
+    assert same is cmp.warnings[0] and same.severity == "high"
+    assert "A (" in same.message and "B (copy-" in same.message and "FIXTURE-a" in same.message
+    code, out, _ = _run_cli(["compare", str(a), str(copy)], capsys, monkeypatch)
+    assert code == 0 and "are the same run" in out
+    # two different runs get no such warning
+    assert not [w for w in compare_paths(list(two)).warnings if w.kind == "same run"]
 
 
 def test_csv_has_one_line_per_cell_and_machine_with_ratios(two, capsys, monkeypatch):
@@ -70,7 +105,9 @@ def test_csv_has_one_line_per_cell_and_machine_with_ratios(two, capsys, monkeypa
     b18 = next(r for r in rows if r["cell_id"] == "cifar/resnet18/fp32/torch" and r["machine"] == "B")
     assert float(b18["vs_baseline"]) == pytest.approx(1.25, rel=1e-3)
     assert b18["vs_baseline_verdict"] == "significant"
-    assert float(b18["vs_baseline_ci_low"]) < 1.25 < float(b18["vs_baseline_ci_high"])
+    assert float(b18["vs_baseline_mean_ratio_ci95_low"]) < 1.25 < float(b18["vs_baseline_mean_ratio_ci95_high"])
+    assert b18["vs_baseline_median_outside_ci"] == "no"
+    assert {"epoch_time_cv", "throughput_cv"} <= set(b18) and "epoch_s_cv" not in b18
     a16 = next(r for r in rows if r["cell_id"] == "cifar/resnet18/amp-fp16/torch" and r["machine"] == "A")
     assert float(a16["speedup_vs_fp32"]) == pytest.approx(1.6, rel=1e-3)
     assert a16["vs_baseline"] == "" and a16["baseline"] == "yes"
@@ -89,6 +126,9 @@ def test_json_output_is_complete(two, capsys, monkeypatch):
     est = row["machines"]["B"]["throughput_vs_baseline"]
     assert est["ratio"] == pytest.approx(1.25, rel=1e-3) and est["verdict"] == "significant"
     assert any("missing in B" in x for x in data["not_comparable"])
+    machine = row["machines"]["B"]
+    assert machine["throughput_cv"] == pytest.approx(machine["throughput_items_per_s"]["cv"])
+    assert machine["epoch_time_cv"] == pytest.approx(machine["epoch_seconds"]["cv"])
 
 
 def test_markdown_output_has_the_three_tables(two, capsys, monkeypatch):
@@ -97,7 +137,7 @@ def test_markdown_output_has_the_three_tables(two, capsys, monkeypatch):
     assert code == 0
     assert "## Time per epoch and throughput" in out
     assert "## Speedup over fp32 on each machine" in out
-    assert "## Throughput relative to A (baseline)" in out
+    assert "## Throughput relative to A (baseline" in out
     assert "| cifar/resnet18/fp32/torch |" in out
 
 
@@ -158,10 +198,29 @@ def test_high_cv_and_single_repeat_are_marked(tmp_path, capsys, monkeypatch):
     a = _bundle(tmp_path, "a", [make_cell("resnet18", "fp32", epoch_s=[10.0, 13.0, 8.0])])
     b = _bundle(tmp_path, "b", [make_cell("resnet18", "fp32", epoch_s=[9.0])], host="fixture-host-b")
     cmp = compare_paths([a, b])
-    assert any(f.startswith("high cv") for f in cmp.rows[0].machines[0].flags)
+    assert any(f.startswith("high epoch-time CV") for f in cmp.rows[0].machines[0].flags)
     assert cmp.rows[0].machines[1].vs_baseline.verdict == "n/a (1 repeat)"
     code, out, _ = _run_cli(["compare", str(a), str(b)], capsys, monkeypatch)
-    assert code == 0 and "n/a (1 repeat)" in out and "high cv" in out
+    assert code == 0 and "n/a (1 repeat)" in out and "high epoch-time CV" in out
+
+
+def test_every_cv_in_a_compare_cell_says_whose_it_is(tmp_path, capsys, monkeypatch):
+    """A cell with steady throughput but one slow first epoch shows two CVs: each is named."""
+    slow_first = make_cell("resnet18", "fp32", epoch_s=[30.0, 10.0, 10.1])
+    for rep_, thr in zip(slow_first["repeats"], (5000.0, 5001.0, 4999.0)):
+        rep_["throughput_items_per_s"] = thr
+    slow_first["summary"] = summarise_repeats(slow_first["repeats"])
+    a = _bundle(tmp_path, "a", [slow_first])
+    b = _bundle(tmp_path, "b", [make_cell("resnet18", "fp32", epoch_s=[10.0, 10.1, 9.9])], host="fixture-host-b")
+    for args in ([], ["--markdown"]):
+        code, out, _ = _run_cli(["compare", str(a), str(b), *args], capsys, monkeypatch)
+        assert code == 0
+        assert "throughput CV 0.0%" in out and "high epoch-time CV" in out
+        assert " cv " not in out.lower().replace("throughput cv", "").replace("epoch-time cv", "")
+    page = tmp_path / "c.html"
+    assert _run_cli(["compare", str(a), str(b), "--html", str(page)], capsys, monkeypatch)[0] == 0
+    html = page.read_text()
+    assert "throughput CV 0.0%" in html and "high epoch-time CV" in html
 
 
 def test_run_folders_and_results_files_compare_too(tmp_path):
@@ -203,3 +262,43 @@ def test_bad_bundle_in_compare_exits_5(two, tmp_path, capsys, monkeypatch):
     bad.write_text("not a bundle")
     code, _, err = _run_cli(["compare", str(two[0]), str(bad)], capsys, monkeypatch)
     assert code == 5 and "not a gzip file" in err
+
+
+@pytest.mark.parametrize("where", ["under-a-file", "a-folder", "proc"])
+def test_an_unusable_html_path_is_a_one_line_usage_error_and_writes_nothing(two, tmp_path, capsys, monkeypatch, where):
+    a, b = two
+    plain = tmp_path / "hostname"
+    plain.write_text("x\n")
+    target = {"under-a-file": plain / "x.html", "a-folder": tmp_path, "proc": Path("/proc/x.html")}[where]
+    if where == "proc" and not Path("/proc/self").exists():
+        pytest.skip("no /proc here")
+    before = sorted(tmp_path.rglob("*"))
+    code, out, err = _run_cli(["compare", str(a), str(b), "--html", str(target)], capsys, monkeypatch)
+    assert code == 2
+    assert "Traceback" not in err and err.startswith(f"error: --html {target}:")
+    assert out == ""  # checked before any work: no tables printed for a run that then fails
+    assert sorted(tmp_path.rglob("*")) == before and plain.read_text() == "x\n"
+
+
+def test_html_into_a_new_folder_is_written_whole(two, tmp_path, capsys, monkeypatch):
+    a, b = two
+    page = tmp_path / "new" / "cmp.html"
+    code, _, err = _run_cli(["compare", str(a), str(b), "--html", str(page)], capsys, monkeypatch)
+    assert code == 0, err
+    assert page.read_text().rstrip().endswith("</html>")
+    assert [p.name for p in page.parent.iterdir()] == ["cmp.html"]  # no temporary file left
+
+
+def test_a_speedup_outside_its_printed_interval_is_marked_and_explained(tmp_path, capsys, monkeypatch):
+    skewed = [make_cell("resnet18", "fp32", epoch_s=[20.0, 20.02, 19.98] * 7),
+              make_cell("resnet18", "amp-fp16", epoch_s=[10.0] * 15 + [14.0] * 6)]
+    a = _bundle(tmp_path, "a", skewed)
+    b = _bundle(tmp_path, "b", skewed, host="fixture-host-b")
+    est = compare_paths([a, b]).rows[1].machines[0].vs_fp32
+    assert est.ratio == pytest.approx(2.0, rel=1e-3) and est.outside_ci
+    for args in ([], ["--markdown"]):
+        code, out, _ = _run_cli(["compare", str(a), str(b), *args], capsys, monkeypatch)
+        assert code == 0 and "2.00×† [" in out
+        assert "the ratio of medians lies outside the 95% CI of the ratio of means" in re.sub(r"\s+", " ", out)
+    data = json.loads(_run_cli(["compare", str(a), str(b), "--json"], capsys, monkeypatch)[1])
+    assert data["rows"][1]["machines"]["A"]["speedup_vs_fp32"]["median_outside_ci"] is True

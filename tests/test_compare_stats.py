@@ -113,3 +113,21 @@ def test_sample_from_a_results_summary():
     s = Sample.from_stats({"n": 3, "median": 10.0, "mean": 10.1, "min": 9.5, "max": 10.8, "stdev": 0.4, "cv": 0.04})
     assert (s.n, s.mean, s.sd, s.median, s.min, s.max) == (3, 10.1, 0.4, 10.0, 9.5, 10.8)
     assert Sample.from_stats({"median": 1}) is None
+
+
+def test_the_point_estimate_is_the_ratio_of_medians_and_the_ci_that_of_the_means():
+    est = ratio_estimate(Sample.of([9.0, 10.0, 20.0]), Sample.of([5.0, 5.0, 5.0]))
+    assert est.ratio == 2.0 and est.mean_ratio == pytest.approx(13 / 5)
+    d = est.to_dict()
+    assert d["point_estimate"] == "ratio of medians" and d["ci_of"].startswith("ratio of means")
+
+
+def test_a_median_outside_the_interval_of_the_means_is_marked():
+    """Twenty repeats, a quarter of them slow: the mean (and its tight interval) moves, the median does not."""
+    est = ratio_estimate(Sample.of([10.0] * 15 + [14.0] * 5), Sample.of([10.0, 10.01, 9.99] * 5))
+    assert est.ratio == pytest.approx(1.0) and est.ci_low > 1.0 and est.outside_ci
+    from kit.compare.fmt import fmt_speedup_estimate
+
+    assert fmt_speedup_estimate(est).startswith("1.00×† [")
+    inside = ratio_estimate(Sample.of([20.0, 20.1, 19.9]), Sample.of([10.0, 10.1, 9.9]))
+    assert not inside.outside_ci and "†" not in fmt_speedup_estimate(inside)

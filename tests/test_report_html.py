@@ -30,13 +30,19 @@ def _visible_text(html: str) -> str:
     return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
 
 
+def _findings(html: str) -> str:
+    """The "What the run shows" list as text, one finding per line."""
+    part = html[html.index("What the run shows"):html.index("<h2>Environment")]
+    return "\n".join(re.sub(r"<[^>]+>", "", li) for li in re.findall(r"<li>(.*?)</li>", part))
+
+
 def test_report_shows_environment_cells_and_charts():
     html = _report(standard_cells())
     text = _visible_text(html)
     for needle in ("fixture-host-a", "Fixture GPU A", "580.159", "cuda12", "2.11.0", "cifar/resnet50/amp-bf16/torch"):
         assert needle in text
     assert html.count("<svg") == 3 and html.count('class="bar"') == 6 + 6 + 4  # time, throughput, speedup bars
-    assert "×1.600" in text and "significant" in text
+    assert "1.60× [" in text and "significant" in text
 
 
 def test_synthetic_and_interrupted_badges():
@@ -52,11 +58,9 @@ def test_loader_bound_run_is_explained():
         make_cell("resnet18", "fp32", epoch_s=[10.0, 10.1, 9.9], data_wait_frac=0.5),
         make_cell("resnet18", "amp-fp16", epoch_s=[9.9, 10.0, 9.8], data_wait_frac=0.6),
     ]
-    text = _visible_text(_report(cells))
-    assert (
-        "amp-fp16 gave no speedup (×1.01, not significant): the run was limited by the data loader "
-        "(waiting for data 60% of the step time)"
-    ) in text
+    text = _findings(_report(cells))
+    assert "No speedup (speedup over fp32 1.00×–1.10×): resnet18 · torch: amp-fp16 1.01× (not significant)." in text
+    assert "Limited by the data loader: waiting for data 30% or more of the step time: resnet18 · torch: amp-fp16 60%." in text
 
 
 def test_low_gpu_utilisation_is_reported():
@@ -64,30 +68,43 @@ def test_low_gpu_utilisation_is_reported():
         make_cell("resnet34", "fp32", epoch_s=[10.0, 10.1, 9.9], util_pct=35.0),
         make_cell("resnet34", "amp-bf16", epoch_s=[9.8, 10.0, 9.9], util_pct=33.0),
     ]
-    text = _visible_text(_report(cells))
-    assert "the GPU was busy 33% of the time" in text
-    assert "In fp32 the GPU was busy 35% of the time" in text
+    text = _findings(_report(cells))
+    assert ("GPU busy under 70% of the time: Python, kernel launches or the input pipeline bound the run, "
+            "not GPU math: resnet34 · torch: fp32 35%, amp-bf16 33%.") in text
 
 
 def test_speedup_is_stated_and_synthetic_means_throughput_only():
-    text = _visible_text(_report(standard_cells(models=("resnet50",))))
-    assert "faster than fp32: amp-fp16 ×1.60, amp-bf16 ×1.68" in text
+    text = _findings(_report(standard_cells(models=("resnet50",))))
+    assert "Faster than fp32 (speedup over fp32 ≥ 1.10×): resnet50 · torch: amp-fp16 1.60×, amp-bf16 1.68×." in text
     assert "Synthetic data: throughput only" in text
+
+
+def test_each_finding_is_one_line_listing_its_cells():
+    """Five models that all speed up and all use synthetic data give one "faster" line and one
+    "synthetic" line, not one sentence per model."""
+    html = _report(standard_cells(models=("resnet18", "resnet34", "resnet50", "resnet101", "resnet152")))
+    items = re.findall(r"<li><strong>(.*?)</strong>", html[html.index("What the run shows"):html.index("<h2>Environment")])
+    assert items == ["Faster than fp32 (speedup over fp32 ≥ 1.10×)", "Synthetic data"]
+    text = _findings(html)
+    assert text.count("Synthetic data") == 1
+    for model in ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152"):
+        assert f"{model} · torch: amp-fp16 1.60×, amp-bf16 1.68×" in text
 
 
 def test_no_claim_without_the_data_to_support_it():
     # fp16 is not faster, but nothing says why: no "limited by" sentence is invented.
     cells = [make_cell("resnet18", "fp32", epoch_s=[10.0, 10.1, 9.9]), make_cell("resnet18", "amp-fp16", epoch_s=[9.9, 10.0, 9.8])]
-    text = _visible_text(_report(cells))
-    assert "amp-fp16 gave no speedup (×1.01, not significant)." in text
-    assert "limited by" not in text and "busy" not in text and "not the limit" not in text
+    text = _findings(_report(cells))
+    assert "resnet18 · torch: amp-fp16 1.01× (not significant)." in text
+    assert "limited by" not in text.lower() and "busy" not in text and "not the limit" not in text
 
 
 def test_a_slower_precision_with_a_fast_loader_is_called_slower_not_explained():
     cells = [make_cell("resnet18", "fp32", epoch_s=[10.0], data_wait_frac=0.02),
              make_cell("resnet18", "amp-bf16", epoch_s=[13.7], data_wait_frac=0.01)]
-    text = _visible_text(_report(cells))
-    assert "amp-bf16 was slower than fp32 (×0.73, 1 repeat); the data loader was not the limit (waiting for data 1% of the step time)." in text
+    text = _findings(_report(cells))
+    assert "Slower than fp32 (speedup over fp32 under 1.00×): resnet18 · torch: amp-bf16 0.73× (1 repeat)." in text
+    assert "The data loader was not the limit: waiting for data: resnet18 · torch: amp-bf16 1%." in text
 
 
 def test_untrusted_text_is_escaped_and_the_page_is_self_contained():
@@ -163,7 +180,7 @@ def test_report_renders_in_headless_chromium_without_console_errors(tmp_path):
     assert "<table" in dom.stdout and dom.stdout.count("<svg") == 3
     assert dom.stdout.count('class="bar"') >= 20
     assert "SYNTHETIC DATA" in dom.stdout and "INTERRUPTED" in dom.stdout
-    assert "limited by the data loader" in dom.stdout
+    assert "Limited by the data loader" in dom.stdout
     assert _console_errors(dom.stderr) == []
 
     shot = tmp_path / "report.png"
@@ -196,3 +213,158 @@ def test_max_batch_search_is_a_table_with_ratios_and_bounds():
     assert "cifar/resnet50 amp-fp16 1,800 1.80×" in text
     assert "cifar/resnet18 amp-fp16 ≥ 50,000 ≈ 1.00×" in text
     assert "Largest batch" not in _visible_text(_report(standard_cells()))
+
+
+# --- charts: axis, outliers, legend; the environment of a CPU run --------------------------------
+
+def _warm_first_cells():
+    """fp32 and amp-bf16 whose first repeat took 125 s (warm-up); medians 0.2–15 s."""
+    return [make_cell("resnet18", "fp32", epoch_s=[125.0, 3.0, 3.1]), make_cell("resnet18", "amp-bf16", epoch_s=[60.0, 2.5, 2.4]),
+            make_cell("resnet50", "fp32", epoch_s=[40.0, 15.0, 15.1]), make_cell("resnet50", "amp-bf16", epoch_s=[20.0, 0.2, 0.21])]
+
+
+def _y_ticks(svg: str) -> list[float]:
+    return [float(t.replace(",", "")) for t in re.findall(r'text-anchor="end" fill="#555">([\d.,]+)</text>', svg)]
+
+
+def test_epoch_time_axis_is_scaled_to_the_medians_and_marks_the_warm_up_repeats():
+    res = RunResults.from_dict(make_results(_warm_first_cells(), make_env()))
+    svg = run_charts(res)["charts/cifar-torch-epoch-time.svg"]
+    assert max(_y_ticks(svg)) <= 20  # the largest median is 15.1 s, not the 125 s warm-up
+    marks = re.findall(r'<g class="offscale">.*?</g>', svg)
+    assert len(marks) == 3  # 125, 60 and 40 s reach beyond the axis; 20 s sits on it
+    assert any(">125.0</text>" in m and "beyond the axis" in m for m in marks)
+    assert "a repeat beyond the axis" in svg  # the chart says what the marks are
+
+
+def test_without_outliers_the_axis_still_covers_every_error_bar():
+    svg = bar_chart("Speedup — fixture", ["a"], [Series("x", [1.0], [0.9], [1.1])], y_label="×",
+                    scale_to_values=True)
+    assert max(_y_ticks(svg)) >= 1.1 and 'class="offscale"' not in svg
+
+
+def test_a_chart_with_one_series_has_a_legend():
+    cells = [make_cell("resnet18", "fp32", engine="fastai"),
+             make_cell("resnet18", "amp-bf16", engine="fastai", status="skipped", reason="no GPU")]
+    charts = run_charts(RunResults.from_dict(make_results(cells, make_env())))
+    for name in ("charts/cifar-fastai-epoch-time.svg", "charts/cifar-fastai-throughput.svg"):
+        legend = re.findall(r'<g class="legend">.*?</g>', charts[name])
+        assert len(legend) == 1 and ">fp32</text>" in legend[0]
+
+
+def _cpu_env() -> dict:
+    env = make_env()
+    env.update(gpus=[], run_device="cpu", driver="unknown", cuda_runtime={"cuda": "13.0", "cudnn": "91900"})
+    env.pop("cudnn")
+    return env
+
+
+def test_a_cpu_run_does_not_claim_cuda_or_cudnn_were_used():
+    html = _report(standard_cells(models=("resnet18",)), env=_cpu_env())
+    env_table = html[html.index("<h2>Environment</h2>"):html.index("</table>", html.index("<h2>Environment</h2>"))]
+    rows = dict(re.findall(r"<tr><td>(.*?)</td><td>(.*?)</td></tr>", env_table))
+    assert rows["GPU"] == "CPU only"
+    assert rows["CUDA"] == "not used (CPU run); torch built with 13.0"
+    assert rows["cuDNN"] == "not used (CPU run); torch built with 91900"
+    assert rows["driver"] == "none (CPU run)"
+    gpu_env = _report(standard_cells(models=("resnet18",)))
+    assert "not used (CPU run)" not in gpu_env
+
+
+# --- the kit's own pages forbid scripts and network loads ---------------------------------------
+
+CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+
+
+def _compare_page(tmp_path: Path) -> str:
+    from kit.compare.engine import compare_paths
+    from kit.report.html import render_compare_page
+
+    a = make_run_dir(tmp_path / "a", make_results(standard_cells(), make_env(), run_id="FIXTURE-csp-a"))
+    b = make_run_dir(tmp_path / "b", make_results(standard_cells(speed=1.2), make_env(host="fixture-host-b"), run_id="FIXTURE-csp-b"))
+    return render_compare_page(compare_paths([a, b]))
+
+
+def _assert_inert(html: str) -> None:
+    head = html[:html.index("</head>")]
+    metas = re.findall(r'<meta http-equiv="Content-Security-Policy" content="([^"]*)">', head)
+    assert metas == [CSP]
+    assert head.index("Content-Security-Policy") < head.index("<style>")  # in force before anything else loads
+    assert "<script" not in html.lower() and "javascript:" not in html.lower()
+    assert not re.search(r"<[^>]+\son[a-z]+\s*=", html)  # no event-handler attributes
+    outside = html.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert not re.search(r'(src|href|action|data)\s*=\s*"', outside)
+    assert "url(" not in outside and "@import" not in outside and "<link" not in outside
+
+
+def test_the_report_and_the_compare_page_carry_a_csp_and_nothing_active(tmp_path):
+    _assert_inert(_report(standard_cells()))
+    _assert_inert(_compare_page(tmp_path))
+
+
+def test_the_inertness_check_catches_a_script_or_a_missing_csp():
+    good = _report(standard_cells(models=("resnet18",)))
+    for bad in (good.replace("</body>", "<script>1</script></body>"),
+                good.replace(CSP, "default-src *"),
+                good.replace("<h2>", '<h2 onclick="x()">', 1)):
+        with pytest.raises(AssertionError):
+            _assert_inert(bad)
+
+
+def _png_pixels(png: bytes) -> tuple[int, int, list[bytes]]:
+    """Decode an 8-bit RGB/RGBA PNG (what Chromium writes) into rows of raw pixels."""
+    import zlib
+
+    pos, idat, width = 8, b"", 0
+    while pos < len(png):
+        length, kind = struct.unpack(">I4s", png[pos:pos + 8])
+        data = png[pos + 8:pos + 8 + length]
+        if kind == b"IHDR":
+            width, height, depth, colour = struct.unpack(">IIBB", data[:10])
+            assert depth == 8 and colour in (2, 6)
+            bpp = 3 if colour == 2 else 4
+        elif kind == b"IDAT":
+            idat += data
+        pos += 12 + length
+    raw, rows, prev, stride = zlib.decompress(idat), [], bytearray(width * bpp), width * bpp
+    for y in range(height):
+        f, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for i in range(stride):
+            a = line[i - bpp] if i >= bpp else 0
+            b, c = prev[i], prev[i - bpp] if i >= bpp else 0
+            if f == 1:
+                line[i] = (line[i] + a) & 255
+            elif f == 2:
+                line[i] = (line[i] + b) & 255
+            elif f == 3:
+                line[i] = (line[i] + (a + b) // 2) & 255
+            elif f == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+        rows.append(bytes(line))
+        prev = line
+    return width, bpp, rows
+
+
+@pytest.mark.browser
+def test_under_its_csp_the_page_still_renders_its_styles_and_charts_and_no_script_runs(tmp_path):
+    page = tmp_path / "cmp.html"
+    page.write_text(_compare_page(tmp_path))
+    shot = tmp_path / "cmp.png"
+    r = _browser(tmp_path, page.as_uri(), f"--screenshot={shot}", "--window-size=1200,2400")
+    assert r.returncode == 0 and shot.exists()
+    width, bpp, rows = _png_pixels(shot.read_bytes())
+    colours = {row[i:i + 3] for row in rows for i in range(0, len(row), bpp)}
+    assert bytes((0xF0, 0xF2, 0xF5)) in colours  # the stylesheet's table-header background: styles applied
+    assert bytes((0xFF, 0xF3, 0xCD)) in colours  # the SYNTHETIC badge's background
+    assert bytes((0x00, 0x72, 0xB2)) in colours  # the first series' colour: the SVG bars were drawn
+    # control: the same policy stops an inline script that would change the page
+    probe = tmp_path / "probe.html"
+    html = page.read_text().replace("</main>", "<script>document.body.setAttribute('data-ran','yes')</script></main>")
+    probe.write_text(html)
+    dom = _browser(tmp_path, probe.as_uri(), "--dump-dom")
+    assert dom.returncode == 0 and "<svg" in dom.stdout and 'data-ran="yes"' not in dom.stdout
+    unprotected = tmp_path / "unprotected.html"
+    unprotected.write_text(html.replace(CSP, "default-src 'unsafe-inline'"))
+    assert 'data-ran="yes"' in _browser(tmp_path, unprotected.as_uri(), "--dump-dom").stdout

@@ -5,6 +5,8 @@ from __future__ import annotations
 from kit.bundle.envinfo import summarise_environment
 from kit.bundle.safe_open import MANIFEST_NAME, Bundle
 from kit.compare import measures
+from kit.compare.stats import ONE_REPEAT
+from kit.results.ratios import fmt_speedup
 
 
 def verify_lines(bundle: Bundle) -> list[str]:
@@ -24,6 +26,7 @@ def verify_lines(bundle: Bundle) -> list[str]:
 
 
 def print_show(bundle: Bundle, console) -> None:
+    from rich import box
     from rich.markup import escape
     from rich.table import Table
 
@@ -40,37 +43,66 @@ def print_show(bundle: Bundle, console) -> None:
     head.add_column(style="dim")
     head.add_column()
     gpus = env.gpu if not env.gpu_count or env.gpu_count == 1 else f"{env.gpu_count} x {env.gpu}"
-    for k, v in (("machine", env.machine), ("GPU", gpus), ("driver", env.driver), ("stack", env.stack),
-                 ("torch", env.torch), ("cuDNN", env.cudnn), ("fastai", env.fastai), ("data", env.data_source),
+    from kit.report.html import cpu_only, used_or_built
+
+    driver = "none (CPU run)" if cpu_only(env) and env.driver == "unknown" else env.driver
+    for k, v in (("machine", env.machine), ("GPU", gpus), ("driver", driver), ("stack", env.stack),
+                 ("torch", env.torch), ("cuDNN", used_or_built(env.cudnn, env)), ("fastai", env.fastai), ("data", env.data_source),
                  ("run", f"{res.run_id} ({res.status})"), ("kit", bundle.manifest.get("kit_version", "unknown"))):
         head.add_row(k, escape(str(v)))
     console.print(head)
     ratios = measures.speedup_vs_fp32(res)
-    t = Table(title="Cells (median over repeats)", title_justify="left")
-    for col, just in (("cell", "left"), ("status", "left"), ("throughput", "right"), ("s/epoch", "right"),
-                      ("cv", "right"), ("vs fp32", "right"), ("notes", "left")):
-        t.add_column(col, justify=just)
+    units = sorted({c.throughput_unit for c in res.cells if c.status == "ok" and c.throughput_unit})
+    rows = []
     for c in sorted(res.cells, key=measures.order_key):
         if c.status != "ok":
-            t.add_row(escape(c.cell_id), f"[yellow]{escape(c.status)}[/yellow]", "—", "—", "—", "—", escape(c.reason or ""))
+            rows.append((escape(c.cell_id), f"[yellow]{escape(c.status)}[/yellow]", "—", "—", "—", escape(c.reason or "")))
             continue
         thr, ep = measures.sample(c, measures.THROUGHPUT), measures.sample(c, measures.EPOCH_S)
         # spread of the steady-state throughput: epoch times also carry warm-up and autotuning
-        spread = thr if thr and thr.n > 1 else ep
-        cv = spread.cv if spread and spread.n > 1 else None
+        cv = thr.cv if thr and thr.n > 1 else None
         est = ratios.get((c.workload, c.model, c.precision, c.engine))
-        notes = []
-        if cv is not None and cv >= 0.10:
-            notes.append("high cv")
+        notes = measures.high_cv_flags(c)
+        if est is not None and not est.significant:
+            notes.append("speedup " + ("from 1 repeat" if est.verdict == ONE_REPEAT else est.verdict))
         if measures.throttled(c):
             notes.append("throttled")
-        t.add_row(
+        rows.append((
             escape(c.cell_id),
-            "ok",
-            escape(f"{thr.median:,.0f} {c.throughput_unit}/s" if thr.median >= 100 else f"{thr.median:.3g} {c.throughput_unit}/s") if thr else "—",
+            (f"{thr.median:,.0f}" if thr.median >= 100 else f"{thr.median:.3g}") if thr else "—",
             f"{ep.median:.3f}" if ep else "—",
             f"{cv:.1%}" if cv is not None else ("n=1" if (thr or ep) else "—"),
-            f"x{est.ratio:.2f}" + ("" if est.significant else " (ns)" if est.verdict == "not significant" else "") if est else "—",
-            ", ".join(notes),
-        )
+            fmt_speedup(est.ratio) if est else "—",
+            escape(", ".join(notes)),
+        ))
+    # The cell id and the numbers are never cut: their columns keep their full
+    # width and the headers wrap at spaces. Notes get a column when the terminal
+    # has room for one, else a line of their own under the cell id.
+    titles = (("cell", "left"), ("throughput", "right"), ("s/epoch", "right"), ("throughput CV", "right"),
+              ("speedup over fp32", "right"))
+    widths = [max([len(_plain(r[i])) for r in rows] + [max(len(w) for w in col.split())])
+              for i, (col, _j) in enumerate(titles)]
+    notes_column = console.width >= sum(widths) + 2 * len(widths) + 24
+    t = Table(title=f"Cells (median over repeats; throughput in {' or '.join(u + '/s' for u in units) or 'items/s'})",
+              title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
+    for i, ((col, just), width) in enumerate(zip(titles, widths)):
+        t.add_column(col, justify=just, no_wrap=i == 0, min_width=width)
+    if notes_column:
+        t.add_column("notes", justify="left", overflow="fold")
+    import textwrap
+
+    for r in rows:
+        if notes_column:
+            t.add_row(*r)
+            continue
+        t.add_row(*r[:-1])
+        if r[-1]:
+            for line in textwrap.wrap(_plain(r[-1]), width=max(widths[0] - 2, 20)):
+                t.add_row(f"[dim]  {escape(line)}[/dim]", "", "", "", "")
     console.print(t)
+
+
+def _plain(markup: str) -> str:
+    from rich.text import Text
+
+    return Text.from_markup(markup).plain

@@ -16,6 +16,7 @@ def compare(
     json_: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
     markdown: bool = typer.Option(False, "--markdown", help="Print Markdown tables instead of rich tables."),
     html: Optional[Path] = typer.Option(None, "--html", help="Also write a self-contained HTML page with charts to FILE."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="List every cell that could not be compared (default: counts by reason)."),
     fail_if_slower: Optional[str] = typer.Option(
         None, "--fail-if-slower", metavar="PCT",
         help="Exit with code 9 if any input is significantly slower than the baseline by more than PCT percent on any cell.",
@@ -30,6 +31,8 @@ def compare(
 
     if sum((csv, json_, markdown)) > 1:
         raise UsageError("choose at most one of --csv, --json and --markdown.")
+    if html is not None:
+        check_output_path(html, "--html")  # before any work: a bad path costs nothing and writes nothing
     pct = parse_pct(fail_if_slower) if fail_if_slower is not None else None
     paths = list(inputs)
     if against:
@@ -42,19 +45,48 @@ def compare(
     err = Console(stderr=True)
     if csv or json_ or markdown:
         # stdout carries only the data; warnings go to stderr.
-        typer.echo(render.to_csv(cmp) if csv else render.to_json(cmp) if json_ else render.to_markdown(cmp), nl=False)
+        typer.echo(render.to_csv(cmp) if csv else render.to_json(cmp) if json_ else render.to_markdown(cmp, verbose), nl=False)
         if not json_:
-            render.print_notes(cmp, err)
+            render.print_notes(cmp, err, verbose)
     else:
-        render.print_rich(cmp, Console())
+        render.print_rich(cmp, Console(), verbose)
     if html is not None:
         from kit.results.atomic import atomic_write_text
         from kit.report.html import render_compare_page
 
-        atomic_write_text(html, render_compare_page(cmp))
+        page = render_compare_page(cmp)
+        try:
+            atomic_write_text(html, page)  # a temporary file renamed into place: never half a page
+        except OSError as exc:
+            raise UsageError(f"--html {html}: cannot write it ({exc.strerror or exc}).",
+                             remedy="Give a file path in a folder you can write to.") from None
         err.print(f"HTML report: {html}")
     if pct is not None:
         check_regressions(cmp, pct)
+
+
+def check_output_path(path: Path, option: str) -> None:
+    """Raise UsageError (exit 2) unless ``path`` can be written as a new or
+    replaced file: not a folder, under a folder (existing, or creatable from its
+    nearest existing ancestor) where a file can be created. Probes with a
+    temporary file that is removed at once."""
+    import tempfile
+
+    from kit.errors import UsageError
+
+    remedy = "Give a file path in a folder you can write to, e.g. --html compare.html."
+    if path.is_dir():
+        raise UsageError(f"{option} {path}: is a folder, not a file.", remedy=remedy)
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise UsageError(f"{option} {path}: {folder} is a file, not a folder.", remedy=remedy)
+    try:
+        with tempfile.TemporaryFile(dir=folder, prefix=".kit-write-check."):
+            pass
+    except OSError as exc:
+        raise UsageError(f"{option} {path}: cannot write in {folder} ({exc.strerror or exc}).", remedy=remedy) from None
 
 
 def register(app: typer.Typer) -> None:

@@ -4,16 +4,18 @@ A *row* is one workload x model x precision x engine that at least two inputs
 measured successfully. For each machine (input) it holds:
 
 - median epoch time and median throughput over repeats;
-- ``vs_fp32``: fp32 epoch time / this precision's epoch time on the same
-  machine (the 2019 article's "performance ratio"; > 1 = faster than fp32);
-- ``vs_baseline``: this machine's throughput / the baseline machine's
+- ``vs_fp32``: the speedup over fp32 on the same machine (the 2019 article's
+  "performance ratio", :mod:`kit.results.ratios`: median throughput ÷ fp32's
+  median throughput; > 1 = faster than fp32);
+- ``vs_baseline``: this machine's median throughput / the baseline machine's
   (> 1 = faster than the baseline);
 - energy per epoch where recorded, and flags (high CV, throttled, synthetic).
 
-Ratios come with a 95% CI and a verdict from :mod:`kit.compare.stats`.
+Ratios come with the 95% CI of the ratio of means and a verdict from
+:mod:`kit.compare.stats`.
 
 Cells missing, skipped or failed on some inputs are listed in
-``not_comparable``; differences that make numbers hard to compare (stack,
+``not_compared`` (and counted by reason); differences that make numbers hard to compare (stack,
 library versions, data source, batch size, throttling) are listed in
 ``warnings``, most severe first.
 """
@@ -28,6 +30,7 @@ from kit.compare import measures
 from kit.compare.load import Source, load_sources
 from kit.compare.stats import METHOD, RatioEstimate, Sample, ratio_estimate
 from kit.errors import RegressionDetected
+from kit.results import ratios
 from kit.results.schema import CellResult
 
 Key = tuple[str, str, str, str]  # workload, model, precision, engine
@@ -36,6 +39,7 @@ Key = tuple[str, str, str, str]  # workload, model, precision, engine
 #: warnings are shown.
 HIGH, MEDIUM, LOW = "high", "medium", "low"
 _RANK = {
+    "same run": (0, HIGH),
     "stack": (1, HIGH),
     "libraries": (2, HIGH),
     "data": (3, MEDIUM),
@@ -70,6 +74,9 @@ class MachineCell:
             "reason": self.reason,
             "epoch_seconds": s(self.epoch_s),
             "throughput_items_per_s": s(self.throughput),
+            # each CV under its own name (also inside the two summaries above, as "cv")
+            "epoch_time_cv": self.epoch_s.cv if self.epoch_s and self.epoch_s.n > 1 else None,
+            "throughput_cv": self.throughput.cv if self.throughput and self.throughput.n > 1 else None,
             "energy_j_per_epoch": self.energy_j_per_epoch,
             "speedup_vs_fp32": self.vs_fp32.to_dict() if self.vs_fp32 else None,
             "throughput_vs_baseline": self.vs_baseline.to_dict() if self.vs_baseline else None,
@@ -122,17 +129,41 @@ class Regression:
         return (1.0 - self.ratio.ratio) * 100.0
 
 
+@dataclass(frozen=True)
+class NotCompared:
+    """A cell that fewer than all inputs measured successfully, and why."""
+
+    cell_id: str
+    reason: str  # "missing in B", "skipped in A (...); missing in B"
+
+    @property
+    def line(self) -> str:
+        return f"cannot compare {self.cell_id}: {self.reason}"
+
+
 @dataclass
 class Comparison:
     sources: list[Source]
     rows: list[Row]
-    not_comparable: list[str]
+    not_compared: list[NotCompared]
     warnings: list[CompareWarning]
     method: str = METHOD
 
     @property
     def baseline_source(self) -> Source:
         return self.sources[0]
+
+    @property
+    def not_comparable(self) -> list[str]:
+        """One line per cell not compared (what ``--verbose`` prints)."""
+        return [n.line for n in self.not_compared]
+
+    def not_compared_by_reason(self) -> list[tuple[str, int]]:
+        """(reason, number of cells), most cells first: the summary the views print."""
+        counts: dict[str, int] = {}
+        for n in self.not_compared:
+            counts[n.reason] = counts.get(n.reason, 0) + 1
+        return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
 
     def regressions(self, pct: float) -> list[Regression]:
         """Cells where a non-baseline input is significantly slower than the
@@ -152,6 +183,7 @@ class Comparison:
             "sources": [s.describe() for s in self.sources],
             "warnings": [w.to_dict() for w in self.warnings],
             "not_comparable": list(self.not_comparable),
+            "not_compared_by_reason": [{"reason": r, "cells": n} for r, n in self.not_compared_by_reason()],
             "rows": [
                 {
                     "cell_id": r.cell_id,
@@ -170,14 +202,16 @@ class Comparison:
 
 
 def _speed_ratio(cell: CellResult, base: CellResult) -> RatioEstimate | None:
-    """This machine's speed / the baseline's: throughput when both have it,
-    else the inverse ratio of epoch times."""
+    """This machine's speed / the baseline's (ratio of medians): throughput when
+    both have it, else the inverse ratio of epoch times."""
     a, b = measures.sample(cell, measures.THROUGHPUT), measures.sample(base, measures.THROUGHPUT)
     if a and b:
-        return ratio_estimate(a, b)
+        point = ratios.ratio_of_medians(ratios.metric_values(cell, measures.THROUGHPUT), ratios.metric_values(base, measures.THROUGHPUT))
+        return ratio_estimate(a, b, point)
     ta, tb = measures.sample(cell, measures.EPOCH_S), measures.sample(base, measures.EPOCH_S)
     if ta and tb:
-        return ratio_estimate(tb, ta)
+        point = ratios.ratio_of_medians(ratios.metric_values(base, measures.EPOCH_S), ratios.metric_values(cell, measures.EPOCH_S))
+        return ratio_estimate(tb, ta, point)
     return None
 
 
@@ -193,9 +227,7 @@ def _machine_cell(cell: CellResult, src: Source, speedups: dict, base_cell: Cell
     )
     if base_cell is not None and not is_base:
         mc.vs_baseline = _speed_ratio(cell, base_cell)
-    cv = measures.high_cv(cell)
-    if cv is not None:
-        mc.flags.append(f"high cv {cv:.0%}")
+    mc.flags.extend(measures.high_cv_flags(cell))
     if measures.throttled(cell):
         mc.flags.append("throttled")
     source = (cell.data or {}).get("source") if isinstance(cell.data, dict) else None
@@ -208,7 +240,7 @@ def build_comparison(sources: list[Source]) -> Comparison:
     speedups = [measures.speedup_vs_fp32(s.results) for s in sources]
     all_keys = sorted({k for cells in per_source for k in cells}, key=measures.order_key)
     rows: list[Row] = []
-    not_comparable: list[str] = []
+    not_compared: list[NotCompared] = []
     for key in all_keys:
         cid = "/".join(key)
         present = [cells.get(key) for cells in per_source]
@@ -220,7 +252,7 @@ def build_comparison(sources: list[Source]) -> Comparison:
             elif cell.status != "ok":
                 problems.append(f"{cell.status} in {src.label}" + (f" ({cell.reason})" if cell.reason else ""))
         if problems:
-            not_comparable.append(f"cannot compare {cid}: " + "; ".join(problems))
+            not_compared.append(NotCompared(cid, "; ".join(problems)))
         if sum(ok) < 2:
             continue
         base_cell = present[0] if ok[0] else None
@@ -235,7 +267,7 @@ def build_comparison(sources: list[Source]) -> Comparison:
         unit = next((measures.unit_of(c) for c in present if c is not None and c.status == "ok"), "items")
         rows.append(Row(key, unit, machines))
     warnings = _warnings(sources, rows)
-    return Comparison(sources, rows, not_comparable, warnings)
+    return Comparison(sources, rows, not_compared, warnings)
 
 
 def _differs(sources: list[Source], attr: str) -> dict[str, list[str]] | None:
@@ -250,8 +282,25 @@ def _fmt_values(values: dict[str, list[str]]) -> str:
     return ", ".join(f"{'+'.join(labels)} {v}" for v, labels in values.items())
 
 
+def _same_runs(sources: list[Source]) -> list[CompareWarning]:
+    """Inputs that are copies of one run (same run id): they agree by construction."""
+    by_run: dict[str, list[Source]] = {}
+    for s in sources:
+        rid = str(s.results.run_id or "")
+        if rid and rid != "unknown":
+            by_run.setdefault(rid, []).append(s)
+    out = []
+    for rid, same in by_run.items():
+        if len(same) > 1:
+            names = " and ".join(f"{s.label} ({s.path.name})" for s in same)
+            out.append(CompareWarning(
+                "same run", f"{names} are the same run (run id {rid}): their numbers agree by construction, "
+                "so this comparison says nothing about machines or changes."))
+    return out
+
+
 def _warnings(sources: list[Source], rows: list[Row]) -> list[CompareWarning]:
-    out: list[CompareWarning] = []
+    out: list[CompareWarning] = _same_runs(sources)
     for attr, what in (("stack", "image stack"), ("image", "container image")):
         d = _differs(sources, attr)
         if d:
@@ -286,7 +335,7 @@ def _warnings(sources: list[Source], rows: list[Row]) -> list[CompareWarning]:
             )
             more = f" and {len(diff_cells) - 1} more" if len(diff_cells) > 1 else ""
             out.append(CompareWarning("params", f"different {param} in {example} ({detail}){more}: these cells measure different work."))
-    for flag, kind, text in (("throttled", "throttled", "the GPU throttled (power or thermal) during"), ("high cv", "noisy", "repeats varied by 10% or more in")):
+    for flag, kind, text in (("throttled", "throttled", "the GPU throttled (power or thermal) during"), ("high ", "noisy", "repeats varied by 10% or more (epoch-time or throughput CV) in")):
         for s, idx in zip(sources, range(len(sources))):
             hits = [r.cell_id for r in rows if r.machines[idx] and any(f.startswith(flag) for f in r.machines[idx].flags)]
             if hits:
@@ -312,12 +361,14 @@ def compare_paths(paths: list[str | Path], baseline: str | None = None) -> Compa
 def check_regressions(comparison: Comparison, pct: float) -> None:
     """Raise RegressionDetected when any input is significantly slower than the
     baseline by more than ``pct`` percent on any cell."""
+    from kit.compare.render import fmt_vs_baseline
+
     regs = comparison.regressions(pct)
     if regs:
         base = comparison.baseline_source
         lines = [
             f"{r.label} is {r.slower_pct:.1f}% slower than {base.label} on {r.cell_id} "
-            f"(throughput ×{r.ratio.ratio:.3f}, 95% CI {r.ratio.ci_text()}, p={r.ratio.p_value:.2g})"
+            f"(throughput {fmt_vs_baseline(r.ratio)}, p={r.ratio.p_value:.2g})"
             for r in regs[:20]
         ]
         more = f"\n  ... and {len(regs) - 20} more" if len(regs) > 20 else ""

@@ -10,13 +10,14 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from kit.compare.fmt import CV_NAMES
 from kit.compare.stats import RatioEstimate, Sample, ratio_estimate
+from kit.results import ratios
+from kit.results.ratios import BASE_PRECISION, EPOCH_S, THROUGHPUT
 from kit.results.schema import CellResult, RunResults
 
-EPOCH_S = "epoch_seconds_median"
-THROUGHPUT = "throughput_items_per_s"
 ENERGY = "energy_j_per_epoch"
-BASE_PRECISION = "fp32"
+
 #: Precision order for tables and charts (the schema's order).
 PRECISION_ORDER = ("fp32", "tf32", "amp-fp16", "amp-bf16", "fp16-master", "apex-o1", "apex-o2")
 MODEL_ORDER = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "apex-2018", "tensor-core")
@@ -93,16 +94,27 @@ def data_wait_fraction(cell: CellResult) -> float | None:
     return wait / (wait + compute)
 
 
-def high_cv(cell: CellResult) -> float | None:
-    """The largest CV of epoch time / throughput when it is >= 10% (pyperf's threshold)."""
+def high_cvs(cell: CellResult) -> dict[str, float]:
+    """Each CV (by its name, "epoch-time CV" / "throughput CV") that is >= 10% (pyperf's threshold)."""
     from kit.results.stats import HIGH_CV
 
-    worst = None
+    out: dict[str, float] = {}
     for metric in (EPOCH_S, THROUGHPUT):
         s = sample(cell, metric)
         if s and s.n > 1 and s.cv >= HIGH_CV:
-            worst = max(worst or 0.0, s.cv)
-    return worst
+            out[CV_NAMES[metric]] = s.cv
+    return out
+
+
+def high_cv(cell: CellResult) -> float | None:
+    """The largest of :func:`high_cvs`, or None."""
+    cvs = high_cvs(cell)
+    return max(cvs.values()) if cvs else None
+
+
+def high_cv_flags(cell: CellResult) -> list[str]:
+    """``["high epoch-time CV 157%"]``: one flag per CV at or over the threshold, each named."""
+    return [f"high {name} {cv:.0%}" for name, cv in high_cvs(cell).items()]
 
 
 def group_key(cell: CellResult) -> tuple[str, str, str]:
@@ -127,12 +139,10 @@ def ok_cells(results: RunResults) -> dict[tuple[str, str, str, str], CellResult]
 
 
 def speedup_vs_fp32(results: RunResults) -> dict[tuple[str, str, str, str], RatioEstimate]:
-    """Per ok cell that is not fp32: the 2019 article's "performance ratio"
-    (fp32 time / this precision's time; > 1 means faster), computed from
-    steady-state throughput (this / fp32). Epoch wall time includes warm-up,
-    cuDNN autotuning and graph capture, which in a short throughput-mode epoch
-    can swamp the difference the ratio is meant to show; in steady state the
-    two definitions agree."""
+    """Per ok cell that is not fp32: the speedup over fp32 (the 2019 article's
+    "performance ratio", defined in :mod:`kit.results.ratios`: median
+    throughput ÷ fp32's median throughput), with the CI and verdict of
+    :func:`kit.compare.stats.ratio_estimate`."""
     cells = ok_cells(results)
     out: dict[tuple[str, str, str, str], RatioEstimate] = {}
     for key, cell in cells.items():
@@ -141,8 +151,9 @@ def speedup_vs_fp32(results: RunResults) -> dict[tuple[str, str, str, str], Rati
         if p == BASE_PRECISION or base is None:
             continue
         num, den = sample(cell, THROUGHPUT), sample(base, THROUGHPUT)
-        if num and den:
-            est = ratio_estimate(num, den)
+        point = ratios.speedup_over_fp32(cell, base)
+        if num and den and point is not None:
+            est = ratio_estimate(num, den, point)
             if est:
                 out[key] = est
     return out

@@ -4,6 +4,11 @@ Every output carries the same numbers; the rich and Markdown forms show three
 tables (time and throughput, speedup over fp32 per machine, throughput
 against the baseline), the warnings and the cells that could not be compared.
 CSV is tidy (one line per cell x machine) for spreadsheets and pandas.
+
+Ratios are printed by :func:`fmt_speedup_estimate` (speedup over fp32, the
+point from :func:`kit.results.ratios.fmt_speedup`) and :func:`fmt_vs_baseline`
+(machine against the baseline); every other view (``kit bundle show``, the
+HTML pages, the charts) uses the same two functions.
 """
 
 from __future__ import annotations
@@ -14,9 +19,16 @@ import json
 from typing import Iterable
 
 from kit.compare.engine import Comparison, MachineCell, Row
-from kit.compare.stats import ONE_REPEAT, RatioEstimate, Sample
+from kit.compare.fmt import fmt_cv, fmt_ratio, fmt_speedup_estimate, fmt_vs_baseline  # noqa: F401 (re-exported)
+from kit.compare.measures import EPOCH_S, THROUGHPUT
+from kit.compare.stats import OUTSIDE_NOTE, RatioEstimate, Sample
 
 _UNIT_SHORT = {"images": "img/s", "tokens": "tok/s"}
+
+SPEEDUP_TITLE = (
+    "Speedup over fp32 on each machine (median throughput ÷ fp32's = fp32 time ÷ this precision's; "
+    ">1 = faster; [95% CI of the ratio of means])"
+)
 
 
 def fmt_time(s: Sample | None) -> str:
@@ -32,12 +44,9 @@ def fmt_throughput(s: Sample | None, unit: str) -> str:
     return f"{s.median:,.0f} {_UNIT_SHORT.get(unit, unit + '/s')}" if s.median >= 100 else f"{s.median:.3g} {_UNIT_SHORT.get(unit, unit + '/s')}"
 
 
-def fmt_ratio(est: RatioEstimate | None) -> str:
-    if est is None:
-        return "—"
-    if est.verdict == ONE_REPEAT:
-        return f"×{est.ratio:.3f}"
-    return f"×{est.ratio:.3f} {est.ci_text()}"
+def any_outside_ci(cmp: Comparison) -> bool:
+    return any(est is not None and est.outside_ci for r in cmp.rows for mc in r.machines if mc
+               for est in (mc.vs_fp32, mc.vs_baseline))
 
 
 def speed_verdict(est: RatioEstimate | None) -> str:
@@ -63,14 +72,33 @@ def _time_cell(row: Row, mc: MachineCell | None, with_energy: bool) -> list[str]
     if mc is None or mc.status != "ok":
         return [_status_text(mc)]
     lines = [f"{fmt_time(mc.epoch_s)}/epoch", fmt_throughput(mc.throughput, row.unit)]
-    n = (mc.throughput or mc.epoch_s)
-    if n is not None:
-        lines.append(f"n={n.n}, cv {n.cv:.1%}" if n.n > 1 else "n=1")
+    lines += n_and_cv(mc)
     if with_energy and mc.energy_j_per_epoch is not None:
         lines.append(f"{mc.energy_j_per_epoch:,.0f} J/epoch")
     if mc.flags:
         lines.append("⚠ " + ", ".join(mc.flags))
     return lines
+
+
+def n_and_cv(mc: MachineCell) -> list[str]:
+    """``n=3, throughput CV 0.2%`` (the epoch-time CV when there is no throughput)."""
+    s, metric = (mc.throughput, THROUGHPUT) if mc.throughput is not None else (mc.epoch_s, EPOCH_S)
+    if s is None:
+        return []
+    return [f"n={s.n}, {fmt_cv(s, metric)}" if s.n > 1 else "n=1"]
+
+
+def not_compared_lines(cmp: Comparison, verbose: bool) -> list[str]:
+    """The cells not compared: counted by reason, or (``verbose``) one line each."""
+    if verbose:
+        return list(cmp.not_comparable)
+    return [f"{n} cell{'s' if n != 1 else ''}: {reason}" for reason, n in cmp.not_compared_by_reason()]
+
+
+def not_compared_title(cmp: Comparison, verbose: bool) -> str:
+    n = len(cmp.not_compared)
+    tail = "" if verbose else " — counted by reason; --verbose lists every cell"
+    return f"Not compared: {n} cell{'s' if n != 1 else ''} missing, skipped or failed on some inputs{tail}"
 
 
 def _has_energy(cmp: Comparison) -> bool:
@@ -79,7 +107,7 @@ def _has_energy(cmp: Comparison) -> bool:
 
 # --- rich --------------------------------------------------------------------------------
 
-def print_rich(cmp: Comparison, console) -> None:
+def print_rich(cmp: Comparison, console, verbose: bool = False) -> None:
     from rich.markup import escape
     from rich.table import Table
 
@@ -108,18 +136,18 @@ def print_rich(cmp: Comparison, console) -> None:
 
     sp_rows = [r for r in cmp.rows if any(mc and mc.vs_fp32 for mc in r.machines)]
     if sp_rows:
-        t = Table(title="Speedup over fp32 on each machine (fp32 time ÷ this precision's; >1 = faster)", title_justify="left")
+        t = Table(title=SPEEDUP_TITLE, title_justify="left")
         t.add_column("cell", overflow="fold")
         for s in cmp.sources:
             t.add_column(s.label)
         for row in sp_rows:
             t.add_row(escape(_cell_label(row)), *(
-                (f"{fmt_ratio(mc.vs_fp32)}\n{mc.vs_fp32.verdict}" if mc and mc.vs_fp32 else "—") for mc in row.machines
+                (f"{fmt_speedup_estimate(mc.vs_fp32)}\n{mc.vs_fp32.verdict}" if mc and mc.vs_fp32 else "—") for mc in row.machines
             ))
         console.print(t)
 
     base = cmp.baseline_source
-    t = Table(title=f"Throughput relative to {base.label} (baseline; >1 = faster than {base.label})", title_justify="left")
+    t = Table(title=f"Throughput relative to {base.label} (baseline; median ÷ median, >1 = faster than {base.label}; [95% CI of the ratio of means])", title_justify="left")
     t.add_column("cell", overflow="fold")
     for s in cmp.sources[1:]:
         t.add_column(f"{s.label} ÷ {base.label}")
@@ -131,12 +159,18 @@ def print_rich(cmp: Comparison, console) -> None:
                 cells.append("—" if mc is None or mc.status == "ok" else escape(_status_text(mc)))
                 continue
             colour = "green" if speed_verdict(est) == "faster" else "red" if speed_verdict(est) == "slower" else "default"
-            cells.append(f"[{colour}]{escape(fmt_ratio(est))}\n{speed_verdict(est)}[/{colour}]")
+            cells.append(f"[{colour}]{escape(fmt_vs_baseline(est))}\n{speed_verdict(est)}[/{colour}]")
         t.add_row(escape(_cell_label(row)), *cells)
     console.print(t)
-    if cmp.not_comparable:
-        console.print("[bold]Not compared[/bold] (missing, skipped or failed on some inputs):")
-        for line in cmp.not_comparable:
+    if any_outside_ci(cmp):
+        console.print(OUTSIDE_NOTE + ".", highlight=False, markup=False)
+    _print_not_compared(cmp, console, verbose)
+
+
+def _print_not_compared(cmp: Comparison, console, verbose: bool) -> None:
+    if cmp.not_compared:
+        console.print(not_compared_title(cmp, verbose) + ":", highlight=False, markup=False, style="bold")
+        for line in not_compared_lines(cmp, verbose):
             console.print(f"  {line}", highlight=False, markup=False)
 
 
@@ -151,29 +185,32 @@ def _print_warnings(cmp: Comparison, console) -> None:
         console.print(w.message, markup=False, highlight=False)
 
 
-def print_notes(cmp: Comparison, console) -> None:
+def print_notes(cmp: Comparison, console, verbose: bool = False) -> None:
     """Warnings and not-comparable cells, for stderr when stdout carries CSV/JSON/Markdown."""
     _print_warnings(cmp, console)
-    for line in cmp.not_comparable:
-        console.print(f"  {line}", markup=False, highlight=False)
+    _print_not_compared(cmp, console, verbose)
 
 
 # --- CSV, JSON -----------------------------------------------------------------------------
 
 CSV_COLUMNS = (
     "cell_id", "workload", "model", "precision", "engine", "machine", "baseline", "machine_name", "gpu",
-    "status", "reason", "n", "epoch_s_median", "epoch_s_cv", "throughput_median", "throughput_unit", "throughput_cv",
-    "speedup_vs_fp32", "speedup_ci_low", "speedup_ci_high", "speedup_p", "speedup_verdict",
-    "vs_baseline", "vs_baseline_ci_low", "vs_baseline_ci_high", "vs_baseline_p", "vs_baseline_verdict",
+    "status", "reason", "n", "epoch_s_median", "epoch_time_cv", "throughput_median", "throughput_unit", "throughput_cv",
+    "speedup_vs_fp32", "speedup_mean_ratio", "speedup_mean_ratio_ci95_low", "speedup_mean_ratio_ci95_high",
+    "speedup_welch_p", "speedup_verdict", "speedup_median_outside_ci",
+    "vs_baseline", "vs_baseline_mean_ratio", "vs_baseline_mean_ratio_ci95_low", "vs_baseline_mean_ratio_ci95_high",
+    "vs_baseline_welch_p", "vs_baseline_verdict", "vs_baseline_median_outside_ci",
     "energy_j_per_epoch", "data_source", "flags",
 )
 
 
 def _est_cols(est: RatioEstimate | None) -> list:
+    """ratio of medians, ratio of means, its 95% CI, Welch p, verdict, whether the median is outside the CI."""
     if est is None:
-        return ["", "", "", "", ""]
-    return [est.ratio, "" if est.ci_low is None else est.ci_low, "" if est.ci_high is None else est.ci_high,
-            "" if est.p_value is None else est.p_value, est.verdict]
+        return ["", "", "", "", "", "", ""]
+    return [est.ratio, "" if est.mean_ratio is None else est.mean_ratio,
+            "" if est.ci_low is None else est.ci_low, "" if est.ci_high is None else est.ci_high,
+            "" if est.p_value is None else est.p_value, est.verdict, "yes" if est.outside_ci else "no"]
 
 
 def to_csv(cmp: Comparison) -> str:
@@ -213,7 +250,7 @@ def _md_table(header: Iterable[str], rows: Iterable[Iterable[str]]) -> str:
     return "\n".join(lines)
 
 
-def to_markdown(cmp: Comparison) -> str:
+def to_markdown(cmp: Comparison, verbose: bool = False) -> str:
     base = cmp.baseline_source
     out = ["## Inputs", "", _md_table(
         ("", "machine", "GPU", "driver", "stack", "torch", "data", "file"),
@@ -229,16 +266,18 @@ def to_markdown(cmp: Comparison) -> str:
     ), ""]
     sp_rows = [r for r in cmp.rows if any(mc and mc.vs_fp32 for mc in r.machines)]
     if sp_rows:
-        out += ["## Speedup over fp32 on each machine (fp32 time ÷ this precision's)", "", _md_table(
+        out += [f"## {SPEEDUP_TITLE}", "", _md_table(
             ["cell"] + [s.label for s in cmp.sources],
-            [[_cell_label(r)] + [f"{fmt_ratio(mc.vs_fp32)} {mc.vs_fp32.verdict}" if mc and mc.vs_fp32 else "—" for mc in r.machines] for r in sp_rows],
+            [[_cell_label(r)] + [f"{fmt_speedup_estimate(mc.vs_fp32)} {mc.vs_fp32.verdict}" if mc and mc.vs_fp32 else "—" for mc in r.machines] for r in sp_rows],
         ), ""]
-    out += [f"## Throughput relative to {base.label} (baseline)", "", _md_table(
+    out += [f"## Throughput relative to {base.label} (baseline; median ÷ median; [95% CI of the ratio of means])", "", _md_table(
         ["cell"] + [f"{s.label} ÷ {base.label}" for s in cmp.sources[1:]],
         [[_cell_label(r)] + [
-            (f"{fmt_ratio(mc.vs_baseline)} {speed_verdict(mc.vs_baseline)}" if mc and mc.vs_baseline else _status_text(mc) if mc and mc.status != "ok" else "—")
+            (f"{fmt_vs_baseline(mc.vs_baseline)} {speed_verdict(mc.vs_baseline)}" if mc and mc.vs_baseline else _status_text(mc) if mc and mc.status != "ok" else "—")
             for mc in r.machines[1:]] for r in cmp.rows],
     ), ""]
-    if cmp.not_comparable:
-        out += ["## Not compared", ""] + [f"- {line}" for line in cmp.not_comparable] + [""]
+    if any_outside_ci(cmp):
+        out += [OUTSIDE_NOTE + ".", ""]
+    if cmp.not_compared:
+        out += [f"## {not_compared_title(cmp, verbose)}", ""] + [f"- {line}" for line in not_compared_lines(cmp, verbose)] + [""]
     return "\n".join(out)

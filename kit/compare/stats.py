@@ -4,8 +4,11 @@ Pure Python (no scipy, no numpy): the host side installs in seconds.
 
 Method (stated in every compare output as :data:`METHOD`):
 
-- The ratio is a ratio of **means** over repeats, ``mean(num) / mean(den)``.
-- Its 95% confidence interval comes from **Fieller's theorem** for two
+- The point estimate is a ratio of **medians** over repeats,
+  ``median(num) / median(den)`` (:func:`kit.results.ratios.ratio_of_medians`,
+  the one definition every view uses): a single slow repeat does not move it.
+- The 95% confidence interval is that of the ratio of **means**,
+  ``mean(num) / mean(den)``, from **Fieller's theorem** for two
   independent samples: the set of R for which ``mean(num) - R*mean(den)`` is
   not significantly different from 0, with the Welch-Satterthwaite degrees of
   freedom. When the denominator itself is not clearly away from zero the
@@ -15,6 +18,10 @@ Method (stated in every compare output as :data:`METHOD`):
   and "the CI excludes 1" agree (up to the degrees of freedom used).
 - With fewer than two repeats on either side there is no spread to test
   against: the ratio is shown and the verdict is "n/a (1 repeat)".
+- Medians and means differ when the repeats are skewed (typically one slow
+  first repeat). Where the ratio of medians falls outside the interval of the
+  ratio of means, :attr:`RatioEstimate.outside_ci` is true and every view marks
+  the number with :data:`OUTSIDE_MARK` and says why (:data:`OUTSIDE_NOTE`).
 
 The Student-t distribution comes from the regularised incomplete beta
 function (continued fraction, as in Numerical Recipes section 6.4).
@@ -27,10 +34,17 @@ import statistics
 from dataclasses import asdict, dataclass
 from typing import Iterable
 
+from kit.results.ratios import ratio_of_medians
+
 ALPHA = 0.05
 METHOD = (
-    "ratio of means over repeats; 95% CI by Fieller's theorem with Welch-Satterthwaite degrees of freedom; "
-    "significance by Welch's two-sample t-test (two-sided, p < 0.05)"
+    "point estimate: ratio of medians over repeats; 95% CI: of the ratio of means, by Fieller's theorem with "
+    "Welch-Satterthwaite degrees of freedom; significance: Welch's two-sample t-test on the means (two-sided, p < 0.05)"
+)
+OUTSIDE_MARK = "†"
+OUTSIDE_NOTE = (
+    "† the ratio of medians lies outside the 95% CI of the ratio of means: the repeats are skewed "
+    "(often one slow repeat), so the mean and its interval are pulled away from the median; trust the median"
 )
 
 SIGNIFICANT = "significant"
@@ -167,26 +181,38 @@ class Sample:
 
 @dataclass(frozen=True)
 class RatioEstimate:
-    ratio: float
-    ci_low: float | None  # None: unbounded or not computable
+    ratio: float  # the point estimate: ratio of medians
+    ci_low: float | None  # 95% CI of the ratio of means; None: unbounded or not computable
     ci_high: float | None
-    p_value: float | None
+    p_value: float | None  # Welch's t-test on the means
     df: float | None
     verdict: str  # SIGNIFICANT / NOT_SIGNIFICANT / ONE_REPEAT
+    mean_ratio: float | None = None  # the ratio of means (what the CI is an interval of)
 
     @property
     def significant(self) -> bool:
         return self.verdict == SIGNIFICANT
 
-    def ci_text(self) -> str:
+    @property
+    def outside_ci(self) -> bool:
+        """The ratio of medians lies outside the (bounded) CI of the ratio of means."""
+        if self.ci_low is None or self.ci_high is None:
+            return False
+        return not (self.ci_low <= self.ratio <= self.ci_high)
+
+    def ci_text(self, decimals: int = 3) -> str:
         if self.verdict == ONE_REPEAT:
             return "n/a"
         if self.ci_low is None or self.ci_high is None:
             return "unbounded"
-        return f"[{self.ci_low:.3f}, {self.ci_high:.3f}]"
+        return f"[{self.ci_low:.{decimals}f}, {self.ci_high:.{decimals}f}]"
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        d["point_estimate"] = "ratio of medians"
+        d["ci_of"] = "ratio of means (Fieller, 95%)"
+        d["median_outside_ci"] = self.outside_ci
+        return d
 
 
 def welch_t_test(a: Sample, b: Sample) -> tuple[float, float, float]:
@@ -222,14 +248,19 @@ def fieller_interval(num: Sample, den: Sample, level: float = 0.95) -> tuple[flo
     return min(low, high), max(low, high), df
 
 
-def ratio_estimate(num: Sample, den: Sample) -> RatioEstimate | None:
-    """mean(num)/mean(den) with its CI and verdict; None when den's mean is 0."""
+def ratio_estimate(num: Sample, den: Sample, point: float | None = None) -> RatioEstimate | None:
+    """The ratio of medians (or ``point``, computed by the caller with the same
+    definition from the cells) with the CI of the ratio of means and Welch's
+    verdict; None when a denominator is 0."""
     if den.mean == 0:
         return None
-    ratio = num.mean / den.mean
+    ratio = point if point is not None else ratio_of_medians([num.median], [den.median])
+    if ratio is None:
+        return None
+    mean_ratio = num.mean / den.mean
     if num.n < 2 or den.n < 2:
-        return RatioEstimate(ratio, None, None, None, None, ONE_REPEAT)
+        return RatioEstimate(ratio, None, None, None, None, ONE_REPEAT, mean_ratio)
     _t, _df, p = welch_t_test(num, den)
     low, high, df = fieller_interval(num, den)
     verdict = SIGNIFICANT if p < ALPHA else NOT_SIGNIFICANT
-    return RatioEstimate(ratio, low, high, p, df, verdict)
+    return RatioEstimate(ratio, low, high, p, df, verdict, mean_ratio)

@@ -4,9 +4,12 @@ Per workload x engine (the CIFAR torch engine, the CIFAR fastai engine, the
 LSTM), one run gets:
 
 - ``epoch-time``: seconds per epoch per model, one bar per precision
-  (median over repeats; error bars span min..max over repeats);
-- ``speedup``: fp32 time / precision time per model (the 2019 article's
-  "performance ratio"; error bars are the 95% CI, see kit.compare.stats);
+  (median over repeats; error bars span min..max over repeats; the axis is
+  scaled to the medians, and a repeat beyond it, such as a first repeat's
+  warm-up, is marked at the top with its value);
+- ``speedup``: the speedup over fp32 per model (the 2019 article's
+  "performance ratio", :mod:`kit.results.ratios`: median throughput ÷ fp32's;
+  error bars are the 95% CI of the ratio of means, see kit.compare.stats);
 - ``throughput``: images or tokens per second per model and precision.
 
 A comparison adds, per workload x engine, each machine's throughput relative
@@ -18,11 +21,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kit.compare import measures
+from kit.compare.fmt import fmt_speedup_estimate, fmt_vs_baseline
 from kit.report.svg import PALETTE, Series, bar_chart
 from kit.results.schema import RunResults
 
 if TYPE_CHECKING:
     from kit.compare.engine import Comparison
+
+MIN_MAX_NOTE = "error bars: min–max of repeats; ▲ a repeat beyond the axis (e.g. a warm-up), with its value"
 
 
 def _groups(results: RunResults) -> dict[tuple[str, str], dict]:
@@ -80,33 +86,36 @@ def run_charts(results: RunResults, suffix: str = "", id_prefix: str = "") -> di
         if any(v is not None for s in time_series for v in s.values):
             charts[f"charts/{base}-epoch-time.svg"] = bar_chart(
                 f"Time per epoch — {title}", models, time_series,
-                y_label="seconds per epoch (median; bars: min–max of repeats)", x_label="model",
-                chart_id=f"{id_prefix}{base}-epoch-time",
+                y_label="seconds per epoch (median)", x_label="model",
+                chart_id=f"{id_prefix}{base}-epoch-time", scale_to_values=True, note=MIN_MAX_NOTE,
             )
         if any(v is not None for s in thr_series for v in s.values):
             charts[f"charts/{base}-throughput.svg"] = bar_chart(
                 f"Throughput — {title}", models, thr_series,
-                y_label=f"{g['unit']} per second (median; bars: min–max)", x_label="model",
-                chart_id=f"{id_prefix}{base}-throughput",
+                y_label=f"{g['unit']} per second (median)", x_label="model",
+                chart_id=f"{id_prefix}{base}-throughput", scale_to_values=True, note=MIN_MAX_NOTE,
             )
         ratio_series = []
         for p in precisions:
             if p == measures.BASE_PRECISION:
                 continue
-            vals, lo, hi, notes = [], [], [], []
+            vals, lo, hi, notes, texts = [], [], [], [], []
             for m in models:
                 est = ratios.get((workload, m, p, engine))
                 vals.append(est.ratio if est else None)
                 lo.append(est.ci_low if est else None)
                 hi.append(est.ci_high if est else None)
-                notes.append(f"95% CI {est.ci_text()}, {est.verdict}" if est else None)
+                texts.append(fmt_speedup_estimate(est) if est else None)
+                notes.append(f"95% CI of the ratio of means; {est.verdict}" if est else None)
             if any(v is not None for v in vals):
-                ratio_series.append(Series(p, vals, lo, hi, notes, colour=precision_colour(p)))
+                ratio_series.append(Series(p, vals, lo, hi, notes, colour=precision_colour(p), texts=texts))
         if ratio_series:
             charts[f"charts/{base}-speedup.svg"] = bar_chart(
                 f"Speedup over fp32 — {title}", models, ratio_series,
-                y_label="fp32 time ÷ precision time (×; bars: 95% CI)", x_label="model",
+                y_label="speedup over fp32 (×)", x_label="model",
+                note="median throughput ÷ fp32's median; error bars: 95% CI of the ratio of means; ▲ beyond the axis",
                 reference=1.0, reference_label="fp32 = 1", chart_id=f"{id_prefix}{base}-speedup",
+                scale_to_values=True,
             )
     return charts
 
@@ -123,19 +132,21 @@ def comparison_charts(comparison: "Comparison") -> list[tuple[str, str]]:
         cats = [f"{r.model} {r.precision}" if workload == "cifar" else f"{r.model} {r.precision}" for r in rows]
         series = []
         for src in others:
-            vals, lo, hi, notes = [], [], [], []
+            vals, lo, hi, notes, texts = [], [], [], [], []
             for r in rows:
                 mc = r.machines[src.index]
                 est = mc.vs_baseline if mc else None
                 vals.append(est.ratio if est else None)
                 lo.append(est.ci_low if est else None)
                 hi.append(est.ci_high if est else None)
-                notes.append(f"95% CI {est.ci_text()}, {est.verdict}" if est else None)
-            series.append(Series(f"{src.label}: {src.short_name}", vals, lo, hi, notes))
+                texts.append(fmt_vs_baseline(est) if est else None)
+                notes.append(f"95% CI of the ratio of means; {est.verdict}" if est else None)
+            series.append(Series(f"{src.label}: {src.short_name}", vals, lo, hi, notes, texts=texts))
         if series and any(v is not None for s in series for v in s.values):
             svg = bar_chart(
                 f"Throughput relative to {base.label} ({base.short_name}) — {_group_title(workload, engine)}",
-                cats, series, y_label=f"throughput ÷ {base.label}'s (×; bars: 95% CI)",
+                cats, series, y_label=f"throughput ÷ {base.label}'s (×)",
+                note=f"median throughput ÷ {base.label}'s median; error bars: 95% CI of the ratio of means",
                 reference=1.0, reference_label=f"{base.label} = 1", chart_id=f"vs-baseline-{workload}-{engine}",
                 width=max(760, 40 + 34 * len(cats) * max(1, len(series))),
             )

@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Iterable
 from kit import __version__
 from kit.bundle.envinfo import EnvSummary, cell_is_synthetic, summarise_environment
 from kit.compare import measures
-from kit.compare.stats import METHOD
+from kit.compare.fmt import fmt_speedup_estimate
+from kit.compare.stats import METHOD, OUTSIDE_NOTE
+from kit.results.ratios import SPEEDUP_DEFINITION
 from kit.report.insights import run_insights
 from kit.results.schema import CellResult, RunResults
 
@@ -89,11 +91,24 @@ def _stamp(t: float | None) -> str:
     return "unknown" if not t else time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t))
 
 
+def cpu_only(env: EnvSummary) -> bool:
+    return env.gpu == "CPU only"
+
+
+def used_or_built(value: str, env: EnvSummary) -> str:
+    """What a GPU library was on this run: on a CPU run it was not used, only
+    built into torch (so the version is shown as that, not as what ran)."""
+    if not cpu_only(env):
+        return value
+    return "not used (CPU run)" + (f"; torch built with {value}" if value and value != "unknown" else "")
+
+
 def _env_rows(env: EnvSummary, results: RunResults | None = None) -> list[tuple[str, str]]:
     gpus = env.gpu if not env.gpu_count or env.gpu_count == 1 else f"{env.gpu_count} × {env.gpu}"
     rows = [
-        ("machine", env.machine), ("GPU", gpus), ("driver", env.driver), ("CUDA", env.cuda),
-        ("image stack", env.stack), ("image", env.image), ("torch", env.torch), ("cuDNN", env.cudnn),
+        ("machine", env.machine), ("GPU", gpus), ("driver", env.driver if not cpu_only(env) or env.driver != "unknown" else "none (CPU run)"),
+        ("CUDA", used_or_built(env.cuda, env)),
+        ("image stack", env.stack), ("image", env.image), ("torch", env.torch), ("cuDNN", used_or_built(env.cudnn, env)),
         ("fastai", env.fastai), ("Python", env.python), ("data", env.data_source),
         ("kit", env.kit_version if env.kit_version != "unknown" else (results.kit_version if results else "unknown")),
     ]
@@ -115,11 +130,17 @@ def _env_rows(env: EnvSummary, results: RunResults | None = None) -> list[tuple[
 
 
 def _verdict_html(est) -> str:
+    """A speedup over fp32 with its interval and verdict (the one formatter: kit.compare.render)."""
     if est is None:
         return "—"
     cls = "sig" if est.significant and est.ratio >= 1 else "slower" if est.significant else "ns"
-    ci = "" if est.verdict.startswith("n/a") else f" {escape(est.ci_text())}"
-    return f'×{est.ratio:.3f}{ci} <span class="{cls}">{escape(est.verdict)}</span>'
+    return f'{escape(fmt_speedup_estimate(est))} <span class="{cls}">{escape(est.verdict)}</span>'
+
+
+def _outside_note(estimates) -> str:
+    if any(e is not None and e.outside_ci for e in estimates):
+        return f'<p class="sub">{escape(OUTSIDE_NOTE)}.</p>'
+    return ""
 
 
 def _gib(b: float | None) -> str:
@@ -133,16 +154,15 @@ def _cells_table(results: RunResults) -> str:
         key = (c.workload, c.model, c.precision, c.engine)
         e, t = measures.sample(c, measures.EPOCH_S), measures.sample(c, measures.THROUGHPUT)
         n = (t or e).n if (t or e) else 0
-        cv = max((s.cv for s in (e, t) if s and s.n > 1), default=None)
+        ecv = e.cv if e and e.n > 1 else None
+        tcv = t.cv if t and t.n > 1 else None
         wait = measures.data_wait_fraction(c)
         ttfs = measures.sample(c, "time_to_first_step_s")
         mem = measures.sample(c, "peak_memory_bytes")
         metric = measures.sample(c, "final_metric")
         overflow = sum(int(r.get("overflow_steps") or 0) for r in c.repeats if isinstance(r, dict))
         nan = sum(int(r.get("nan_losses") or 0) for r in c.repeats if isinstance(r, dict))
-        flags = []
-        if cv is not None and cv >= 0.10:
-            flags.append(f"high cv {cv:.0%}")
+        flags = measures.high_cv_flags(c)
         if measures.throttled(c):
             flags.append("throttled")
         if nan:
@@ -152,7 +172,8 @@ def _cells_table(results: RunResults) -> str:
             str(n),
             _fmt(e.median if e else None, "{:.3f}"),
             _fmt(t.median if t else None, "{:,.0f}") + f" {escape(c.throughput_unit)}/s" if t else "—",
-            _fmt(cv, "{:.1%}"),
+            _fmt(ecv, "{:.1%}"),
+            _fmt(tcv, "{:.1%}"),
             _verdict_html(ratios.get(key)),
             _fmt(ttfs.median if ttfs else None, "{:.2f}"),
             _fmt(wait, "{:.0%}"),
@@ -163,10 +184,11 @@ def _cells_table(results: RunResults) -> str:
     if not rows:
         return "<p>No cell finished successfully.</p>"
     return _table(
-        ["cell", "n", "s/epoch (median)", "throughput (median)", "cv", "speedup vs fp32 [95% CI]",
+        ["cell", "n", "s/epoch (median)", "throughput (median)", "epoch-time CV", "throughput CV",
+         "speedup over fp32 [95% CI of the ratio of means]",
          "first step s", "data wait", "peak mem GiB", "overflow steps", "final metric"],
         rows, numeric_from=1,
-    )
+    ) + _outside_note(ratios.values())
 
 
 def _max_batch_table(results: RunResults) -> str:
@@ -272,7 +294,9 @@ def render_run_report(
             body.append(f"<figure>{svg}<figcaption>{escape(name)}</figcaption></figure>")
         body.append("</div>")
     body.append("<h2>Cells</h2>" + _cells_table(results))
-    body.append(f'<p class="sub">Statistics over repeats: {escape(METHOD)}. cv = standard deviation ÷ mean; ≥ 10% is flagged.</p>')
+    body.append(f'<p class="sub">{escape(SPEEDUP_DEFINITION[0].upper() + SPEEDUP_DEFINITION[1:])}. '
+                f'Statistics over repeats: {escape(METHOD)}. CV (coefficient of variation) = standard deviation ÷ mean '
+                "over repeats, of the epoch time (includes warm-up) and of the steady-state throughput; ≥ 10% is flagged.</p>")
     body.append(_max_batch_table(results))
     tele = _telemetry_table(results)
     if tele:
@@ -288,7 +312,9 @@ def render_run_report(
 
 def render_compare_page(cmp: "Comparison") -> str:
     """The page ``kit compare --html FILE`` writes."""
-    from kit.compare.render import fmt_ratio, fmt_throughput, fmt_time, speed_verdict
+    from kit.compare.render import (
+        n_and_cv, fmt_throughput, fmt_time, fmt_vs_baseline, not_compared_lines, not_compared_title, speed_verdict,
+    )
     from kit.report.charts import comparison_charts
 
     base = cmp.baseline_source
@@ -312,9 +338,7 @@ def render_compare_page(cmp: "Comparison") -> str:
         if mc is None or mc.status != "ok":
             return escape(mc.status + (f": {mc.reason}" if mc and mc.reason else "")) if mc else "—"
         bits = [escape(fmt_time(mc.epoch_s)) + "/epoch", escape(fmt_throughput(mc.throughput, row.unit))]
-        s = mc.throughput or mc.epoch_s
-        if s is not None:
-            bits.append(f"n={s.n}" + (f", cv {s.cv:.1%}" if s.n > 1 else ""))
+        bits += [escape(x) for x in n_and_cv(mc)]
         if mc.energy_j_per_epoch is not None:
             bits.append(f"{mc.energy_j_per_epoch:,.0f} J/epoch")
         if mc.flags:
@@ -327,10 +351,12 @@ def render_compare_page(cmp: "Comparison") -> str:
     ))
     sp_rows = [r for r in cmp.rows if any(mc and mc.vs_fp32 for mc in r.machines)]
     if sp_rows:
-        body.append("<h2>Speedup over fp32 on each machine</h2><p class=\"sub\">fp32 time ÷ this precision's time; &gt; 1 means faster than fp32.</p>" + _table(
+        body.append("<h2>Speedup over fp32 on each machine</h2><p class=\"sub\">"
+                    + escape(SPEEDUP_DEFINITION[0].upper() + SPEEDUP_DEFINITION[1:])
+                    + "; [95% CI of the ratio of means].</p>" + _table(
             ["cell"] + [escape(s.label) for s in cmp.sources],
             [[escape(r.cell_id)] + [_verdict_html(mc.vs_fp32) if mc else "—" for mc in r.machines] for r in sp_rows], numeric_from=1,
-        ))
+        ) + _outside_note(mc.vs_fp32 for r in sp_rows for mc in r.machines if mc))
 
     def vs_cell(mc) -> str:
         est = mc.vs_baseline if mc else None
@@ -338,18 +364,23 @@ def render_compare_page(cmp: "Comparison") -> str:
             return escape(mc.status) if mc and mc.status != "ok" else "—"
         v = speed_verdict(est)
         cls = "sig" if v == "faster" else "slower" if v == "slower" else "ns"
-        return f'{escape(fmt_ratio(est))} <span class="{cls}">{escape(v)}</span>'
+        return f'{escape(fmt_vs_baseline(est))} <span class="{cls}">{escape(v)}</span>'
 
-    body.append(f"<h2>Throughput relative to {escape(base.label)}</h2>" + _table(
+    body.append(f"<h2>Throughput relative to {escape(base.label)}</h2>"
+                f'<p class="sub">Median throughput ÷ {escape(base.label)}\'s median; [95% CI of the ratio of means].</p>' + _table(
         ["cell"] + [f"{escape(s.label)} ÷ {escape(base.label)}" for s in cmp.sources[1:]],
         [[escape(r.cell_id)] + [vs_cell(mc) for mc in r.machines[1:]] for r in cmp.rows], numeric_from=1,
-    ))
+    ) + _outside_note(mc.vs_baseline for r in cmp.rows for mc in r.machines[1:] if mc))
     charts = comparison_charts(cmp)
     if charts:
         body.append('<h2>Charts</h2><div class="charts">')
         for caption, svg in charts:
             body.append(f"<figure>{svg}<figcaption>{escape(caption)}</figcaption></figure>")
         body.append("</div>")
-    if cmp.not_comparable:
-        body.append("<h2>Not compared</h2><ul>" + "".join(f"<li>{escape(x)}</li>" for x in cmp.not_comparable) + "</ul>")
+    if cmp.not_compared:
+        title = not_compared_title(cmp, verbose=True).replace("Not compared: ", "")
+        body.append(f"<h2>Not compared</h2><p class=\"sub\">{escape(title)}, counted by reason:</p><ul>"
+                    + "".join(f"<li>{escape(x)}</li>" for x in not_compared_lines(cmp, verbose=False)) + "</ul>"
+                    + "<details><summary>every cell</summary><ul>"
+                    + "".join(f"<li>{escape(x)}</li>" for x in not_compared_lines(cmp, verbose=True)) + "</ul></details>")
     return _page(f"Benchmark comparison — {len(cmp.sources)} runs", "\n".join(body))

@@ -1,4 +1,5 @@
-"""Plain-language lines: what each model's run says, and what bound it.
+"""Plain-language lines: what the run shows, one line per finding, each
+listing the cells it holds for (grouped by model and engine).
 
 A line is written only where the data supports it: a speedup claim needs the
 fp32 cell and the reduced-precision cell; "limited by the data loader" needs
@@ -12,9 +13,10 @@ from dataclasses import dataclass
 
 from kit.compare import measures
 from kit.compare.stats import ONE_REPEAT
+from kit.results.ratios import SPEEDUP_NAME, fmt_speedup
 from kit.results.schema import RunResults
 
-#: Below this fp32/reduced time ratio a precision "gave no speedup" (the
+#: Below this speedup over fp32 a precision "gave no speedup" (the
 #: 2019 article's ResNet-101 gain was 1.13-1.18x; under 1.1 is within what
 #: launch overheads and loaders usually eat).
 NO_SPEEDUP_BELOW = 1.10
@@ -26,67 +28,80 @@ LOW_UTIL_PCT = 70.0
 
 @dataclass(frozen=True)
 class Insight:
-    subject: str  # "resnet18 · torch"
-    text: str
+    subject: str  # the finding: "Slower than fp32"
+    text: str  # the cells it holds for, grouped by model and engine
 
 
 def _pct(x: float) -> str:
     return f"{x * 100:.0f}%"
 
 
+def _subject(key: tuple[str, str, str, str]) -> str:
+    workload, model, _precision, engine = key
+    return f"{model} · {engine}" if workload == "cifar" else f"LSTM {model} · {engine}"
+
+
+class _Finding:
+    """One finding and the cells it holds for, in the order they were added."""
+
+    def __init__(self, subject: str, explanation: str = "") -> None:
+        self.subject, self.explanation = subject, explanation
+        self.by_group: dict[str, list[str]] = {}
+
+    def add(self, key: tuple[str, str, str, str], detail: str) -> None:
+        self.by_group.setdefault(_subject(key), []).append(detail)
+
+    def insight(self) -> Insight | None:
+        if not self.by_group:
+            return None
+        cells = "; ".join(f"{group}: {', '.join(items)}" for group, items in self.by_group.items())
+        return Insight(self.subject, (f"{self.explanation}: " if self.explanation else "") + cells + ".")
+
+
 def run_insights(results: RunResults, synthetic: bool) -> list[Insight]:
+    """One line per finding (faster, no speedup, slower, loader-bound, GPU idle,
+    throttled, noisy), each listing the cells it holds for."""
     cells = measures.ok_cells(results)
-    ratios = measures.speedup_vs_fp32(results)
-    groups: dict[tuple[str, str, str], list[tuple[str, str, str, str]]] = {}
-    for key in sorted(cells, key=measures.order_key):
-        groups.setdefault((key[0], key[1], key[3]), []).append(key)
-    out: list[Insight] = []
-    for (workload, model, engine), keys in groups.items():
-        parts: list[str] = []
-        faster = []
-        for key in keys:
-            est = ratios.get(key)
-            if est is None:
-                continue
-            precision = key[2]
-            cell = cells[key]
+    speedups = measures.speedup_vs_fp32(results)
+    faster = _Finding(f"Faster than fp32 ({SPEEDUP_NAME} ≥ {fmt_speedup(NO_SPEEDUP_BELOW)})")
+    flat = _Finding(f"No speedup ({SPEEDUP_NAME} {fmt_speedup(1.0)}–{fmt_speedup(NO_SPEEDUP_BELOW)})")
+    slower = _Finding(f"Slower than fp32 ({SPEEDUP_NAME} under {fmt_speedup(1.0)})")
+    loader = _Finding("Limited by the data loader",
+                      f"waiting for data {_pct(DATA_BOUND_FRACTION)} or more of the step time")
+    idle = _Finding(f"GPU busy under {LOW_UTIL_PCT:.0f}% of the time",
+                    "Python, kernel launches or the input pipeline bound the run, not GPU math")
+    not_loader = _Finding("The data loader was not the limit", "waiting for data")
+    throttled = _Finding("The GPU throttled (power or thermal)", "those times are pessimistic")
+    noisy = _Finding("Repeats varied by 10% or more", "treat those numbers with care")
+    no_base = _Finding("No fp32 cell to compare against")
+
+    keys = sorted(cells, key=measures.order_key)
+    groups_with_fp32 = {(k[0], k[1], k[3]) for k in keys if k[2] == measures.BASE_PRECISION}
+    for key in keys:
+        cell, precision = cells[key], key[2]
+        est = speedups.get(key)
+        wait, util = measures.data_wait_fraction(cell), measures.util_pct(cell)
+        lacks_speedup = est is not None and est.ratio < NO_SPEEDUP_BELOW
+        if est is not None:
             note = "" if est.significant else "1 repeat" if est.verdict == ONE_REPEAT else est.verdict
-            qualifier = f", {note}" if note else ""
-            if est.ratio >= NO_SPEEDUP_BELOW:
-                faster.append(f"{precision} ×{est.ratio:.2f}" + (f" ({note})" if note else ""))
-                continue
-            what = "was slower than fp32" if est.ratio < 1.0 else "gave no speedup"
-            head = f"{precision} {what} (×{est.ratio:.2f}{qualifier})"
-            wait = measures.data_wait_fraction(cell)
-            util = measures.util_pct(cell)
-            if wait is not None and wait >= DATA_BOUND_FRACTION:
-                parts.append(f"{head}: the run was limited by the data loader (waiting for data {_pct(wait)} of the step time).")
+            detail = f"{precision} {fmt_speedup(est.ratio)}" + (f" ({note})" if note else "")
+            (faster if not lacks_speedup else flat if est.ratio >= 1.0 else slower).add(key, detail)
+        elif precision != measures.BASE_PRECISION and (key[0], key[1], key[3]) not in groups_with_fp32:
+            no_base.add(key, precision)
+        if lacks_speedup or precision == measures.BASE_PRECISION:
+            if lacks_speedup and wait is not None and wait >= DATA_BOUND_FRACTION:
+                loader.add(key, f"{precision} {_pct(wait)}")
             elif util is not None and util < LOW_UTIL_PCT:
-                parts.append(
-                    f"{head}: the GPU was busy {util:.0f}% of the time, so Python, kernel launches or the "
-                    "input pipeline bound the run, not GPU math."
-                )
-            elif wait is not None:
-                parts.append(f"{head}; the data loader was not the limit (waiting for data {_pct(wait)} of the step time).")
-            else:
-                parts.append(f"{head}.")
-        if faster:
-            parts.insert(0, "faster than fp32: " + ", ".join(faster) + ".")
-        base = cells.get((workload, model, measures.BASE_PRECISION, engine))
-        if base is not None:
-            util = measures.util_pct(base)
-            if util is not None and util < LOW_UTIL_PCT:
-                parts.append(f"In fp32 the GPU was busy {util:.0f}% of the time.")
-        throttled = [k[2] for k in keys if measures.throttled(cells[k])]
-        if throttled:
-            parts.append(f"The GPU throttled (power or thermal) during {', '.join(throttled)}: those times are pessimistic.")
-        noisy = [k[2] for k in keys if measures.high_cv(cells[k]) is not None]
-        if noisy:
-            parts.append(f"Repeats varied by 10% or more in {', '.join(noisy)}: treat those numbers with care.")
-        if synthetic:
-            parts.append("Synthetic data: throughput only; loss and accuracy mean nothing here.")
-        if not any(ratios.get(k) for k in keys) and base is None:
-            parts.insert(0, "no fp32 cell to compare against.")
-        if parts:
-            out.append(Insight(f"{model} · {engine}" if workload == "cifar" else f"LSTM {model} · {engine}", " ".join(parts)))
-    return out
+                idle.add(key, f"{precision} {util:.0f}%")
+            elif lacks_speedup and wait is not None:
+                not_loader.add(key, f"{precision} {_pct(wait)}")
+        if measures.throttled(cell):
+            throttled.add(key, precision)
+        cvs = measures.high_cvs(cell)
+        if cvs:
+            noisy.add(key, f"{precision} ({', '.join(f'{name} {cv:.0%}' for name, cv in cvs.items())})")
+
+    out = [f.insight() for f in (faster, flat, slower, loader, idle, not_loader, throttled, noisy, no_base)]
+    if synthetic and cells:
+        out.append(Insight("Synthetic data", "throughput only; loss and accuracy mean nothing here."))
+    return [i for i in out if i is not None]

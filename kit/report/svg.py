@@ -26,8 +26,10 @@ class Series:
     #: absolute lower / upper ends of the error bar per value (None = no bar)
     low: list[float | None] = field(default_factory=list)
     high: list[float | None] = field(default_factory=list)
-    #: optional per-value text for the hover title (e.g. "x1.42 [1.38, 1.46]")
+    #: optional per-value text for the hover title (e.g. "95% CI [1.38, 1.46]")
     notes: list[str | None] = field(default_factory=list)
+    #: optional per-value text that replaces the default number format (e.g. "1.42×")
+    texts: list[str | None] = field(default_factory=list)
     #: fixed colour (so a precision keeps its colour across charts); default: by position
     colour: str | None = None
 
@@ -70,17 +72,25 @@ def bar_chart(
     width: int = 760,
     height: int = 360,
     chart_id: str = "chart",
+    scale_to_values: bool = False,
+    note: str = "",
 ) -> str:
-    """An SVG bar chart; values of None draw nothing (and say "no data" on hover)."""
+    """An SVG bar chart; values of None draw nothing (and say "no data" on hover).
+
+    ``scale_to_values``: the y axis is scaled to the bars (the medians), not to
+    the error bars; an error bar that reaches beyond the axis (a warm-up repeat)
+    is cut at the top and marked with a triangle and its value, so one outlier
+    does not flatten every bar. ``note``: a line under the chart saying what
+    the error bars and markers are."""
     n_series = max(len(series), 1)
-    legend_rows = math.ceil(len(series) / 4) if len(series) > 1 else 0
+    legend_rows = math.ceil(len(series) / 4) if series else 0
     longest = max((len(c) for c in categories), default=1)
     rotate = longest * 7 * max(len(categories), 1) > (width - 100) * 0.9
     # "Title — detail" is drawn as a bold line and a smaller second line.
     title_main, _, title_sub = title.partition(" — ")
     top_pad = 16 if title_sub else 0
     margin_l, margin_r, margin_t = 72, 16, 42 + top_pad + legend_rows * 18
-    margin_b = 48 + (min(longest, 28) * 5 if rotate else 0) + (16 if x_label else 0)
+    margin_b = 48 + (min(longest, 28) * 5 if rotate else 0) + (16 if x_label else 0) + (16 if note else 0)
     plot_w = width - margin_l - margin_r
     plot_h = height - margin_t - margin_b
     if plot_h < 80:
@@ -92,14 +102,15 @@ def bar_chart(
         for i, v in enumerate(s.values):
             if v is None or not math.isfinite(v):
                 continue
-            hi = s.high[i] if i < len(s.high) and s.high[i] is not None else v
+            hi = s.high[i] if i < len(s.high) and s.high[i] is not None and not scale_to_values else v
             tops.append(max(v, hi if math.isfinite(hi) else v))
     if reference is not None:
         tops.append(reference)
     y_max = max(tops, default=1.0)
     y_max = y_max if y_max > 0 else 1.0
-    step = _nice_step(y_max * 1.05)
-    y_top = step * math.ceil(y_max * 1.05 / step)
+    headroom = 1.25 if scale_to_values else 1.05  # room for the cut error bars' markers
+    step = _nice_step(y_max * headroom)
+    y_top = step * math.ceil(y_max * headroom / step)
 
     def y(v: float) -> float:
         return margin_t + plot_h - (max(0.0, min(v, y_top)) / y_top) * plot_h
@@ -114,13 +125,13 @@ def bar_chart(
     ]
     if title_sub:
         out.append(f'<text x="{margin_l}" y="37" font-size="12" fill="#555">{escape(title_sub)}</text>')
-    # legend
-    if len(series) > 1:
+    # legend (also for one series: it says what the bars are)
+    if series:
         for i, s in enumerate(series):
             lx = margin_l + (i % 4) * ((plot_w) / 4)
             ly = 34 + top_pad + (i // 4) * 18
-            out.append(f'<rect x="{lx:.1f}" y="{ly - 9}" width="12" height="12" fill="{s.colour or PALETTE[i % len(PALETTE)]}"/>')
-            out.append(f'<text x="{lx + 17:.1f}" y="{ly + 1}" font-size="12" fill="#333">{escape(s.name)}</text>')
+            out.append(f'<g class="legend"><rect x="{lx:.1f}" y="{ly - 9}" width="12" height="12" fill="{s.colour or PALETTE[i % len(PALETTE)]}"/>'
+                       f'<text x="{lx + 17:.1f}" y="{ly + 1}" font-size="12" fill="#333">{escape(s.name)}</text></g>')
     # grid and y axis
     tick = 0.0
     while tick <= y_top + step / 1000:
@@ -145,7 +156,7 @@ def bar_chart(
             v = s.values[ci] if ci < len(s.values) else None
             bx = gx + si * bar_w
             colour = s.colour or PALETTE[si % len(PALETTE)]
-            note = s.notes[ci] if ci < len(s.notes) and s.notes[ci] else None
+            bar_note = s.notes[ci] if ci < len(s.notes) and s.notes[ci] else None
             if v is None or not math.isfinite(v):
                 out.append(
                     f'<text x="{bx + bar_w / 2:.1f}" y="{margin_t + plot_h - 4}" font-size="9" fill="#999" '
@@ -153,7 +164,8 @@ def bar_chart(
                 )
                 continue
             top = y(v)
-            label = f"{s.name}, {cat}: {_fmt_value(v)}" + (f" ({note})" if note else "")
+            text = s.texts[ci] if ci < len(s.texts) and s.texts[ci] else _fmt_value(v)
+            label = f"{s.name}, {cat}: {text}" + (f" ({bar_note})" if bar_note else "")
             out.append(
                 f'<rect class="bar" x="{bx + 1:.1f}" y="{top:.1f}" width="{max(bar_w - 2, 1):.1f}" '
                 f'height="{max(margin_t + plot_h - top, 0):.1f}" fill="{colour}"><title>{escape(label)}</title></rect>'
@@ -163,13 +175,23 @@ def bar_chart(
             if lo is not None and hi is not None and math.isfinite(lo) and math.isfinite(hi) and hi > lo:
                 ex = bx + bar_w / 2
                 cap = min(bar_w / 4, 6)
+                cut = hi > y_top  # an outlier beyond the axis: cut, and marked with its value
                 y_lo, y_hi = y(lo), y(hi)
                 out.append(
                     f'<g class="errorbar" stroke="#222" stroke-width="1.3">'
                     f'<line x1="{ex:.1f}" x2="{ex:.1f}" y1="{y_lo:.1f}" y2="{y_hi:.1f}"/>'
                     f'<line x1="{ex - cap:.1f}" x2="{ex + cap:.1f}" y1="{y_lo:.1f}" y2="{y_lo:.1f}"/>'
-                    f'<line x1="{ex - cap:.1f}" x2="{ex + cap:.1f}" y1="{y_hi:.1f}" y2="{y_hi:.1f}"/></g>'
+                    + ("" if cut else f'<line x1="{ex - cap:.1f}" x2="{ex + cap:.1f}" y1="{y_hi:.1f}" y2="{y_hi:.1f}"/>')
+                    + "</g>"
                 )
+                if cut:
+                    ty = margin_t
+                    out.append(
+                        f'<g class="offscale"><path d="M{ex - 4:.1f},{ty + 7:.1f} L{ex:.1f},{ty:.1f} L{ex + 4:.1f},{ty + 7:.1f} Z" '
+                        f'fill="#b00020"/><text x="{ex + 5:.1f}" y="{ty + 8:.1f}" font-size="9" fill="#b00020" '
+                        f'text-anchor="start">{escape(_fmt_value(hi))}</text>'
+                        f'<title>{escape(s.name)}, {escape(cat)}: error bar reaches {escape(_fmt_value(hi))}, beyond the axis</title></g>'
+                    )
         lx = margin_l + ci * group_w + group_w / 2
         ly = margin_t + plot_h + 16
         if rotate:
@@ -192,8 +214,10 @@ def bar_chart(
             )
     if x_label:
         out.append(
-            f'<text x="{margin_l + plot_w / 2:.1f}" y="{height - 8}" font-size="12" fill="#333" '
+            f'<text x="{margin_l + plot_w / 2:.1f}" y="{height - 8 - (16 if note else 0)}" font-size="12" fill="#333" '
             f'text-anchor="middle">{escape(x_label)}</text>'
         )
+    if note:
+        out.append(f'<text class="note" x="{margin_l}" y="{height - 7}" font-size="10.5" fill="#555">{escape(note)}</text>')
     out.append("</svg>")
     return "\n".join(out)

@@ -5,6 +5,7 @@ parity verdicts. Pure Python (host side); stored under ``derived`` in results.js
 
 from __future__ import annotations
 
+from kit.results import ratios
 from kit.results.schema import CellResult
 
 #: Default parity tolerances (documented in README "Convergence"):
@@ -27,24 +28,23 @@ def _group(cells: list[CellResult]) -> dict[tuple, dict[str, CellResult]]:
 
 
 def performance_ratios(cells: list[CellResult]) -> list[dict]:
-    """fp32 median epoch time / each other precision's (>1 means faster than fp32),
-    and the same from steady-state throughput. One row per (workload, model, engine, precision)."""
+    """The seed's performance ratio per reduced-precision cell, as defined in
+    :mod:`kit.results.ratios`: ``speedup_over_fp32`` (median steady-state
+    throughput ÷ fp32's; > 1 = faster than fp32), and, under its own name,
+    ``epoch_time_ratio`` (fp32 median epoch time ÷ this one's, warm-up included).
+    One row per (workload, model, engine, precision)."""
     rows = []
     for (workload, model, engine), by_prec in _group(cells).items():
-        base = by_prec.get("fp32")
+        base = by_prec.get(ratios.BASE_PRECISION)
         if base is None or base.status != "ok":
             continue
-        t32 = _median(base, "epoch_seconds_median")
-        x32 = _median(base, "throughput_items_per_s")
         for prec, c in by_prec.items():
-            if prec == "fp32" or c.status != "ok":
+            if prec == ratios.BASE_PRECISION or c.status != "ok":
                 continue
-            t = _median(c, "epoch_seconds_median")
-            x = _median(c, "throughput_items_per_s")
             rows.append({
                 "workload": workload, "model": model, "engine": engine, "precision": prec,
-                "epoch_time_ratio_fp32_over_mode": (t32 / t) if t32 and t else None,
-                "throughput_ratio_mode_over_fp32": (x / x32) if x and x32 else None,
+                "speedup_over_fp32": ratios.speedup_over_fp32(c, base),
+                "epoch_time_ratio": ratios.epoch_time_ratio(c, base),
             })
     return rows
 

@@ -1,0 +1,45 @@
+"""How a ratio estimate and a CV are printed, the same in every view.
+
+Kept apart from :mod:`kit.compare.render` (which needs the comparison engine)
+so the run report, which also runs on Python 3.7 in the cuda10 image, can
+import it on its own.
+"""
+
+from __future__ import annotations
+
+from kit.compare.stats import ONE_REPEAT, OUTSIDE_MARK, RatioEstimate, Sample
+from kit.results.ratios import EPOCH_S, RATIO_DECIMALS, THROUGHPUT, fmt_ratio as _fmt_value
+
+#: decimals of a machine-against-baseline ratio (differences of a few tenths of a percent matter there)
+VS_BASELINE_DECIMALS = 3
+#: what each measure's coefficient of variation is called wherever it is shown
+CV_NAMES = {EPOCH_S: "epoch-time CV", THROUGHPUT: "throughput CV"}
+
+
+def fmt_ratio(est: RatioEstimate | None, decimals: int = VS_BASELINE_DECIMALS) -> str:
+    """``1.015× [1.011, 1.018]``: the point estimate (ratio of medians), then the
+    95% CI of the ratio of means, in the same decimals; ``†`` when the point
+    lies outside that interval (see :data:`kit.compare.stats.OUTSIDE_NOTE`)."""
+    if est is None:
+        return "—"
+    point = _fmt_value(est.ratio, decimals) + (OUTSIDE_MARK if est.outside_ci else "")
+    if est.verdict == ONE_REPEAT:
+        return point
+    return f"{point} {est.ci_text(decimals)}"
+
+
+def fmt_speedup_estimate(est: RatioEstimate | None) -> str:
+    """The speedup over fp32 with its interval, as every view prints it."""
+    return fmt_ratio(est, RATIO_DECIMALS)
+
+
+def fmt_vs_baseline(est: RatioEstimate | None) -> str:
+    """A machine's throughput ÷ the baseline machine's, with its interval."""
+    return fmt_ratio(est, VS_BASELINE_DECIMALS)
+
+
+def fmt_cv(s: Sample | None, metric: str) -> str:
+    """``throughput CV 0.2%``: a CV always says whose it is."""
+    if s is None or s.n < 2:
+        return ""
+    return f"{CV_NAMES[metric]} {s.cv:.1%}"

@@ -1,0 +1,105 @@
+"""The seed's performance ratio, defined and printed in one place.
+
+**Speedup over fp32** (the 2019 article's "performance ratio", fp32 time ÷
+reduced-precision time; > 1 = faster than fp32) is computed from steady-state
+throughput: the median over repeats of the mode's throughput ÷ the median over
+repeats of fp32's throughput, same workload, model and engine, same run. Epoch
+wall time includes warm-up, cuDNN autotuning and graph capture in a first
+repeat, which in a short throughput-mode epoch can swamp the difference the
+ratio is meant to show; steady-state throughput does not.
+
+**Epoch-time ratio** (fp32 median epoch time ÷ the mode's median epoch time) is
+a second measure with its own name; where a view shows it, it says so.
+
+Every view (``kit compare``, ``kit bundle show``, the HTML report and its
+charts, ``results.json``'s ``derived``, ``scripts/perf_table.py``) computes the
+point estimate with :func:`speedup_over_fp32` and prints it with
+:func:`fmt_speedup`. Pure Python, Python 3.7 syntax (the report runs in the
+cuda10 image); imports nothing from ``kit.compare``.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any, Iterable, List, Optional
+
+THROUGHPUT = "throughput_items_per_s"
+EPOCH_S = "epoch_seconds_median"
+BASE_PRECISION = "fp32"
+
+#: The names the views print, so that each measure is called the same everywhere.
+SPEEDUP_NAME = "speedup over fp32"
+EPOCH_TIME_RATIO_NAME = "epoch-time ratio"
+SPEEDUP_DEFINITION = (
+    "speedup over fp32 = median steady-state throughput of the precision ÷ median of fp32's, "
+    "over repeats (= fp32 time ÷ this precision's time; > 1 = faster than fp32)"
+)
+
+#: decimals of the speedup and epoch-time ratio wherever they are printed
+RATIO_DECIMALS = 2
+
+
+def finite_values(values: Iterable[Any]) -> List[float]:
+    """The finite numbers among ``values`` (bools, None, NaN and strings dropped)."""
+    out = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            continue
+        if math.isfinite(v):
+            out.append(float(v))
+    return out
+
+
+def metric_values(cell: Any, metric: str) -> List[float]:
+    """A cell's per-repeat values of ``metric``; when the repeats lack it (a
+    cell from an older kit), the summary's median as the one value."""
+    reps = [r for r in (getattr(cell, "repeats", None) or []) if isinstance(r, dict)]
+    xs = finite_values(r.get(metric) for r in reps)
+    if xs:
+        return xs
+    s = (getattr(cell, "summary", None) or {}).get(metric)
+    if isinstance(s, dict):
+        return finite_values([s.get("median")])
+    return []
+
+
+def ratio_of_medians(num: Iterable[Any], den: Iterable[Any]) -> Optional[float]:
+    """median(num) ÷ median(den), or None when either is empty or den's median is 0."""
+    a, b = finite_values(num), finite_values(den)
+    if not a or not b:
+        return None
+    mb = statistics.median(b)
+    if mb == 0:
+        return None
+    return statistics.median(a) / mb
+
+
+def speedup_over_fp32(cell: Any, fp32_cell: Any) -> Optional[float]:
+    """The speedup over fp32 of ``cell`` (median throughput ÷ fp32's median throughput)."""
+    if cell is None or fp32_cell is None:
+        return None
+    return ratio_of_medians(metric_values(cell, THROUGHPUT), metric_values(fp32_cell, THROUGHPUT))
+
+
+def epoch_time_ratio(cell: Any, fp32_cell: Any) -> Optional[float]:
+    """fp32's median epoch time ÷ ``cell``'s (includes warm-up; not the speedup)."""
+    if cell is None or fp32_cell is None:
+        return None
+    return ratio_of_medians(metric_values(fp32_cell, EPOCH_S), metric_values(cell, EPOCH_S))
+
+
+def fmt_ratio(value: Optional[float], decimals: int = RATIO_DECIMALS) -> str:
+    """A ratio as every view prints it: ``2.45×`` (``—`` when unknown)."""
+    if value is None or not math.isfinite(value):
+        return "—"
+    return "{:.{d}f}×".format(value, d=decimals)
+
+
+def fmt_speedup(value: Optional[float]) -> str:
+    """The speedup over fp32, as every view prints it (two decimals, ``×`` after the number)."""
+    return fmt_ratio(value, RATIO_DECIMALS)
+
+
+def fmt_epoch_time_ratio(value: Optional[float]) -> str:
+    return fmt_ratio(value, RATIO_DECIMALS)

@@ -1,0 +1,44 @@
+"""`kit bundle show`: the cell table at common terminal widths."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from typer.testing import CliRunner
+
+from fixtures.results.factory import make_cell, make_env, make_results, make_run_dir
+from kit.bundle.export import export_run
+from kit.cli.main import app
+
+IDS = ("cifar/resnet152/fp16-master/fastai", "cifar/resnet152/amp-fp16/fastai", "lstm/tensor-core/amp-bf16/kit")
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory):
+    root = tmp_path_factory.mktemp("show")
+    cells = [
+        make_cell("resnet152", "fp32", engine="fastai", epoch_s=[40.0, 10.0, 10.1]),
+        make_cell("resnet152", "fp16-master", engine="fastai", epoch_s=[9.0, 9.1, 8.9]),
+        make_cell("resnet152", "amp-fp16", engine="fastai", status="skipped",
+                  reason="a long reason that has to wrap somewhere on a narrow terminal, not cut"),
+        make_cell("tensor-core", "fp32", engine="kit", workload="lstm"),
+        make_cell("tensor-core", "amp-bf16", engine="kit", workload="lstm", epoch_s=[5.0, 5.1, 4.9]),
+    ]
+    return export_run(make_run_dir(root / "runs", make_results(cells, make_env())), root / "out")
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_bundle_show_never_cuts_a_cell_id(bundle, columns):
+    r = CliRunner().invoke(app, ["bundle", "show", str(bundle)], env={"COLUMNS": str(columns)})
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    assert max(len(x) for x in lines) <= columns
+    for cid in IDS:
+        assert any(re.match(rf"\s*{re.escape(cid)}\s", x + " ") for x in lines), (cid, r.output)
+    assert "…" not in r.output
+    # the numbers are not cut either, and the skipped cell's reason is there in full
+    assert "1.12×" in r.output and "skipped" in r.output
+    assert "not cut" in re.sub(r"\s+", " ", r.output)
+    if columns >= 120:  # (at 80 the headers wrap onto two lines, a word each)
+        assert "throughput CV" in r.output and "speedup over fp32" in r.output
