@@ -212,7 +212,11 @@ def execute(
     own_lock = lock is None
     if resume_dir is not None:
         run_dir = Path(resume_dir)
-        lock = lock or RunLock(run_dir).acquire()
+        if lock is None:
+            state = read_resume_state(run_dir)  # a complete run is never written again: no lock needed
+            if state.is_complete():
+                return already_complete(state, run_dir, results_root)
+            lock = RunLock(run_dir).acquire()
     else:
         assert config is not None
         run_dir = make_run_dir(Path(results_root) / new_run_id(config.suite))
@@ -249,6 +253,10 @@ def already_complete(state: ResumeState, run_dir: Path, results_root: Path) -> R
     results = RunResults(run_id=state.run_id, config=state.config, cells=[state.done[c] for c in plan.cell_ids],
                          status="complete", started_at=state.started_at)
     bundle = find_bundle(run_dir, Path(results_root), state.run_id)
+    if bundle is None:
+        # no bundle yet: perhaps the process that completed it is still writing it (then: in use, exit 2)
+        with RunLock(run_dir):
+            pass
     error = None if bundle else f"no bundle of this run found in {results_root}"
     return RunOutcome(run_dir, results, bundle, error, already_complete=True)
 

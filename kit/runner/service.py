@@ -233,6 +233,9 @@ def run_from_cli(opts: dict[str, Any], argv: list[str] | None = None) -> None:
             console.print(RESUME_NOTE)
             show_plan(state.config, state.done, Console())
             return
+        if state.is_complete():  # checked without the lock: a complete run is never written again
+            _already_complete(state, resume_dir, console)
+            return
         _resume(resume_dir, opts, console)
         return
     config = config_from_options(opts, argv)
@@ -247,18 +250,25 @@ def run_from_cli(opts: dict[str, Any], argv: list[str] | None = None) -> None:
     _run_and_report(config, results_dir, None, None, console)
 
 
+def _already_complete(state, resume_dir: Path, console) -> None:
+    """`kit run --resume` of a run that ended complete: say so and print its bundle; write nothing."""
+    from kit.runner.execute import already_complete
+
+    outcome = already_complete(state, resume_dir, resume_dir.resolve().parent)
+    console.print(outcome_summary(outcome))
+    _print_bundle(outcome, console)
+
+
 def _resume(resume_dir: Path, opts: dict[str, Any], console) -> None:
-    from kit.runner.execute import already_complete, read_resume_state
+    from kit.runner.execute import read_resume_state
     from kit.runner.lock import RunLock
 
     # a resumed run's bundle lands beside its folder
     results_dir = resume_dir.resolve().parent
     with RunLock(resume_dir) as lock:  # exit 2 while another process writes the folder
         state = read_resume_state(resume_dir)  # again, now that no one else can write it
-        if state.is_complete():
-            outcome = already_complete(state, resume_dir, results_dir)
-            console.print(outcome_summary(outcome))
-            _print_bundle(outcome, console)
+        if state.is_complete():  # it ended while we waited for the lock
+            _already_complete(state, resume_dir, console)
             return
         console.print(RESUME_NOTE)
         _check_can_run(state.config, opts, console)
