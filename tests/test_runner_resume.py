@@ -235,3 +235,16 @@ def test_a_child_forked_during_a_run_is_killed_by_sigterm(tmp_path, fake_bench):
     execute(_config(), tmp_path, make_bundle=False)
     assert os.WIFSIGNALED(seen["status"]) and os.WTERMSIG(seen["status"]) == signal.SIGTERM
     assert seen["parent_handler"] == "_raise_interrupt"
+
+
+def test_resuming_a_complete_run_points_at_its_complete_bundle_not_the_interrupted_one(tmp_path, fake_bench):
+    fake_bench(interrupt_on="cifar/resnet34/fp32/torch")
+    with pytest.raises(Interrupted) as err:
+        execute(_config(), tmp_path)
+    interrupted_bundle = err.value.outcome.bundle
+    run_dir = err.value.outcome.run_dir
+    fake_bench()
+    finished = execute(None, tmp_path, resume_dir=run_dir)
+    assert finished.bundle != interrupted_bundle and interrupted_bundle.exists()
+    again = execute(None, tmp_path, resume_dir=run_dir)
+    assert again.already_complete and again.bundle == finished.bundle

@@ -262,7 +262,9 @@ def already_complete(state: ResumeState, run_dir: Path, results_root: Path) -> R
 
 
 def find_bundle(run_dir: Path, results_root: Path, run_id: str) -> Path | None:
-    """The newest bundle of run ``run_id`` in ``results_root`` (named as kit.bundle.export names it), or None."""
+    """The newest complete bundle of run ``run_id`` in ``results_root`` (named as kit.bundle.export
+    names it: the bundle of an interrupted run and that of its resume share a name, the later with
+    -2, -3...), or None."""
     try:
         from kit.bundle.export import bundle_stem, load_run_folder
         from kit.bundle.safe_open import open_bundle
@@ -274,7 +276,10 @@ def find_bundle(run_dir: Path, results_root: Path, run_id: str) -> Path | None:
     found = None
     for path in names:
         try:
-            if path.is_file() and open_bundle(path).manifest.get("run_id") == run_id:
+            if not path.is_file():
+                continue
+            manifest = open_bundle(path).manifest
+            if manifest.get("run_id") == run_id and manifest.get("run_status") == "complete":
                 if found is None or path.stat().st_mtime >= found.stat().st_mtime:
                     found = path
         except (KitError, OSError):
