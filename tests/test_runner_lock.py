@@ -216,3 +216,17 @@ def test_a_complete_run_whose_bundle_is_still_being_written_is_in_use(tmp_path):
     outcome = execute(None, tmp_path / "runs", resume_dir=run_dir, make_bundle=False)
     assert outcome.already_complete and outcome.bundle is None
     assert "no bundle of this run" in outcome.bundle_error
+
+
+def test_the_lock_holder_itself_can_find_a_run_complete(tmp_path):
+    """A run that ended between `kit run --resume`'s first look and its lock: still 'already complete'."""
+    from fixtures.results.factory import make_cell, make_results, make_run_dir
+
+    from kit.runner.execute import execute
+
+    results = make_results([make_cell("resnet18", "fp32")], status="complete")
+    results["config"].update(models=["resnet18"], precisions=["fp32"], engines=["torch"])
+    run_dir = make_run_dir(tmp_path / "runs", results, finish_journal=True)
+    with RunLock(run_dir) as lock:
+        outcome = execute(None, tmp_path / "runs", resume_dir=run_dir, make_bundle=False, lock=lock)
+    assert outcome.already_complete

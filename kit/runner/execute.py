@@ -225,7 +225,7 @@ def execute(
         if resume_dir is not None:
             state = read_resume_state(run_dir)
             if state.is_complete():
-                return already_complete(state, run_dir, results_root)
+                return already_complete(state, run_dir, results_root, locked=True)
             return _execute_locked(state.config, state.run_id, run_dir, results_root, state.done, state.started_at,
                                    lock, ui, make_bundle, resumed=True)
         return _execute_locked(config, run_dir.name, run_dir, results_root, {}, None, lock, ui, make_bundle, resumed=False)
@@ -247,13 +247,14 @@ def make_run_dir(run_dir: Path) -> Path:
 RESULTS_DIR_REMEDY = "Point --results-dir (or KIT_RESULTS_DIR) at a folder you can write in; it is created if missing."
 
 
-def already_complete(state: ResumeState, run_dir: Path, results_root: Path) -> RunOutcome:
-    """The outcome of resuming a run that had ended complete: its cells and its existing bundle."""
+def already_complete(state: ResumeState, run_dir: Path, results_root: Path, locked: bool = False) -> RunOutcome:
+    """The outcome of resuming a run that had ended complete: its cells and its existing bundle.
+    ``locked``: the caller holds the run folder's lock."""
     plan = build_plan(state.config)
     results = RunResults(run_id=state.run_id, config=state.config, cells=[state.done[c] for c in plan.cell_ids],
                          status="complete", started_at=state.started_at)
     bundle = find_bundle(run_dir, Path(results_root), state.run_id)
-    if bundle is None:
+    if bundle is None and not locked:
         # no bundle yet: perhaps the process that completed it is still writing it (then: in use, exit 2)
         with RunLock(run_dir):
             pass

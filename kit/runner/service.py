@@ -8,8 +8,9 @@ writes anything):
 2. ``--dry-run`` prints the plan on stdout and stops;
 3. a resumed run folder is locked (exit 2 when another process writes it); a run that had
    already ended complete says so, with its bundle, and stops;
-4. the benchmark stack (torch) must import (exit 6), the device must be usable (exit 6),
-   the results folder writable (exit 2), the real data present or fetched (exit 3);
+4. the results folder must be writable (exit 2; probed, nothing left), the benchmark stack
+   (torch) must import (exit 6), the device must be usable (exit 6), the real data present
+   or fetched (exit 3);
 5. the run (kit.runner.execute): progress on stderr, the bundle's path on stdout.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -243,18 +245,18 @@ def run_from_cli(opts: dict[str, Any], argv: list[str] | None = None) -> None:
         show_plan(config, {}, Console())
         return
     results_dir = Path(opts["results_dir"])
+    check_results_dir(results_dir, create=True)  # what a permission check misses (/proc, read-only mounts)
     _check_can_run(config, opts, console)
-    check_results_dir(results_dir, create=True)
     if config.data == "real":
         ensure_real_data(config, console)
     _run_and_report(config, results_dir, None, None, console)
 
 
-def _already_complete(state, resume_dir: Path, console) -> None:
+def _already_complete(state, resume_dir: Path, console, locked: bool = False) -> None:
     """`kit run --resume` of a run that ended complete: say so and print its bundle; write nothing."""
     from kit.runner.execute import already_complete
 
-    outcome = already_complete(state, resume_dir, resume_dir.resolve().parent)
+    outcome = already_complete(state, resume_dir, resume_dir.resolve().parent, locked=locked)
     console.print(outcome_summary(outcome))
     _print_bundle(outcome, console)
 
@@ -267,8 +269,8 @@ def _resume(resume_dir: Path, opts: dict[str, Any], console) -> None:
     results_dir = resume_dir.resolve().parent
     with RunLock(resume_dir) as lock:  # exit 2 while another process writes the folder
         state = read_resume_state(resume_dir)  # again, now that no one else can write it
-        if state.is_complete():  # it ended while we waited for the lock
-            _already_complete(state, resume_dir, console)
+        if state.is_complete():  # it ended between the first read and the lock
+            _already_complete(state, resume_dir, console, locked=True)
             return
         console.print(RESUME_NOTE)
         _check_can_run(state.config, opts, console)
@@ -293,7 +295,6 @@ def _run_and_report(config: RunConfig | None, results_dir: Path, resume_dir: Pat
     try:
         outcome = execute(config, results_dir, resume_dir=resume_dir, ui=ui, lock=lock)
     except Interrupted as exc:
-        ui.close()
         stopped = getattr(exc, "outcome", None)
         if stopped is not None and stopped.bundle:
             _print_stdout(str(stopped.bundle))
@@ -320,8 +321,6 @@ def _print_bundle(outcome, console) -> None:
 
 
 def _print_stdout(text: str) -> None:
-    import sys
-
     sys.stdout.write(text + "\n")
     sys.stdout.flush()
 
