@@ -66,6 +66,7 @@ CASES = [
     ("results-dir-is-a-file", ["run", "--smoke", "--device", "cpu", "--results-dir", "a-file"], 2, "is a file, not a folder"),
     ("results-dir-in-proc", ["run", "--smoke", "--device", "cpu", "--results-dir", "/proc/kitres"], 2, "--results-dir /proc/kitres"),
     ("data-dir-is-a-file", ["run", "--data", "synthetic", "--data-dir", "a-file"], 2, "--data-dir a-file: is a file"),
+    ("data-dir-under-a-file", ["run", "--suite", "lstm", "--data-dir", "a-file/x"], 2, "--data-dir a-file/x: is under"),
     ("resume-empty-dir", ["run", "--resume", "empty"], 2, "it has no journal.jsonl"),
     ("resume-empty-journal", ["run", "--resume", "empty-journal"], 2, "journal.jsonl is empty"),
     ("resume-missing", ["run", "--resume", "no-such-run"], 2, "does not exist"),

@@ -74,9 +74,7 @@ def check_results_dir(path: str | os.PathLike, create: bool = False) -> None:
     """
     p = Path(path)
     flag = f"--results-dir {path}"
-    existing = p.absolute()
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
+    existing = _nearest_existing(p)
     if not existing.is_dir():
         raise UsageError(f"{flag}: {existing} is a file, not a folder.", remedy=_results_remedy())
     if not os.access(str(existing), os.W_OK | os.X_OK):
@@ -102,6 +100,14 @@ def check_results_dir(path: str | os.PathLike, create: bool = False) -> None:
                 folder.rmdir()
             except OSError:
                 pass
+
+
+def _nearest_existing(path: Path) -> Path:
+    """``path`` itself when it exists, else its nearest parent that does."""
+    existing = path.absolute()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    return existing
 
 
 def _results_remedy() -> str:
@@ -141,8 +147,10 @@ def check_options(opts: dict[str, Any]) -> None:
     if tolerance is not None and tolerance < 0:
         raise UsageError(f"--tolerance {tolerance}: must be 0 or more.")
     data_dir = Path(opts["data_dir"])
-    if data_dir.exists() and not data_dir.is_dir():
-        raise UsageError(f"--data-dir {data_dir}: is a file, not a folder.",
+    existing = _nearest_existing(data_dir)
+    if not existing.is_dir():
+        where = "is a file" if existing == data_dir.absolute() else f"is under {existing}, a file"
+        raise UsageError(f"--data-dir {data_dir}: {where}, not a folder.",
                          remedy="Point --data-dir (or KIT_DATA_DIR) at a folder; it is created if missing.")
     check_results_dir(opts["results_dir"])
 
