@@ -81,9 +81,15 @@ class RegressionDetected(KitError):
 
 
 class Interrupted(KitError):
-    """The user pressed Ctrl-C; finished results were kept."""
+    """The user pressed Ctrl-C (SIGINT); finished results were kept."""
 
     exit_code = 130
+
+
+class Terminated(Interrupted):
+    """The run was stopped by SIGTERM (``docker stop``, ``kill``); finished results were kept."""
+
+    exit_code = 143
 
 
 EXIT_CODES: dict[int, str] = {
@@ -93,9 +99,10 @@ EXIT_CODES: dict[int, str] = {
     3: "data set missing, corrupt or not downloadable",
     4: "results file or bundle in an unknown schema version, or malformed",
     5: "bundle failed verification or was rejected as unsafe",
-    6: "environment check failed (driver, GPU, container toolkit)",
+    6: "environment check failed (driver, GPU, container toolkit, or the benchmark stack is not installed)",
     7: "Docker engine unreachable, or an image build / container run failed",
     8: "a benchmark run failed (partial results kept)",
     9: "compare --fail-if-slower found a significant slowdown",
-    130: "interrupted with Ctrl-C (finished results kept)",
+    130: "interrupted with Ctrl-C, SIGINT (finished results kept)",
+    143: "terminated by SIGTERM (finished results kept; the journal names the signal)",
 }

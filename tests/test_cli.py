@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -70,22 +71,28 @@ def test_kit_errors_print_a_message_not_a_traceback(capsys, monkeypatch):
     assert "Traceback" not in err
 
 
+def _this_kit() -> dict:
+    """The environment for a `python -m kit` subprocess that imports this checkout's kit
+    (not an installed copy), with the test's KIT_* folders."""
+    return dict(os.environ, PYTHONPATH=str(README.parent))
+
+
 def test_bad_option_values_exit_2_with_a_message(workdir):
-    out = subprocess.run([sys.executable, "-m", "kit", "run", "--suite", "nope"], capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-m", "kit", "run", "--suite", "nope"], capture_output=True, text=True, env=_this_kit())
     assert out.returncode == 2
     assert "Traceback" not in out.stderr
     out = subprocess.run([sys.executable, "-m", "kit", "run", "--precisions", "fp8", "--skip-checks", "--data", "synthetic"],
-                         capture_output=True, text=True)
+                         capture_output=True, text=True, env=_this_kit())
     assert out.returncode == 2, out.stderr
     assert "unknown precision 'fp8'" in out.stderr
     out = subprocess.run([sys.executable, "-m", "kit", "run", "--mode", "convergence", "--data", "synthetic", "--skip-checks"],
-                         capture_output=True, text=True)
+                         capture_output=True, text=True, env=_this_kit())
     assert out.returncode == 2 and "needs real data" in out.stderr
 
 
 def test_bad_lstm_settings_are_refused_before_any_cell_runs(workdir):
     out = subprocess.run([sys.executable, "-m", "kit", "run", "--smoke", "--suite", "all", "--device", "cpu",
-                          "--dropout", "1.5", "--skip-checks"], capture_output=True, text=True)
+                          "--dropout", "1.5", "--skip-checks"], capture_output=True, text=True, env=_this_kit())
     assert out.returncode == 2, out.stderr
     assert "dropout" in out.stderr
     assert not (workdir / "results").exists(), "a run folder was made for a run that could not start"
@@ -94,14 +101,14 @@ def test_bad_lstm_settings_are_refused_before_any_cell_runs(workdir):
 def test_dry_run_prints_the_plan_and_writes_nothing(workdir):
     out = subprocess.run([sys.executable, "-m", "kit", "run", "--dry-run", "--suite", "all", "--data", "synthetic",
                           "-m", "resnet18,resnet50", "-p", "fp32,amp-fp16", "--preset", "tensor-core"],
-                         capture_output=True, text=True)
+                         capture_output=True, text=True, env=_this_kit())
     assert out.returncode == 0, out.stderr
-    text = " ".join(out.stderr.split())  # the console wraps long lines
+    text = " ".join(out.stdout.split())  # the plan is on stdout; the console wraps long lines
     assert "Plan: 10 cells x 3 repeats" in text and "rough estimate" in text
     assert "Dry run: nothing was run" in text
     assert not (workdir / "results").exists() and not (workdir / "data").exists()
     bad = subprocess.run([sys.executable, "-m", "kit", "run", "--dry-run", "--suite", "lstm", "--dropout", "1.5"],
-                         capture_output=True, text=True)
+                         capture_output=True, text=True, env=_this_kit())
     assert bad.returncode == 2 and "dropout" in bad.stderr and "Traceback" not in bad.stderr
 
 
@@ -112,9 +119,9 @@ def test_dry_run_of_a_resume_counts_the_finished_cells(workdir):
     results["config"].update(models=["resnet18"], precisions=["fp32", "amp-fp16"], engines=["torch"])
     run_dir = make_run_dir(workdir / "runs", results, finish_journal=False)
     out = subprocess.run([sys.executable, "-m", "kit", "run", "--dry-run", "--resume", str(run_dir)],
-                         capture_output=True, text=True)
+                         capture_output=True, text=True, env=_this_kit())
     assert out.returncode == 0, out.stderr
-    text = " ".join(out.stderr.split())
+    text = " ".join(out.stdout.split())
     assert "1 cell(s) to run" in text and "1 already finished (resumed)" in text
     assert sorted(p.name for p in run_dir.iterdir()) == ["env.json", "journal.jsonl", "results.json", "run.log"]
 

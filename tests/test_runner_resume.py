@@ -12,7 +12,7 @@ import types
 
 import pytest
 
-from kit.errors import Interrupted
+from kit.errors import Interrupted, Terminated
 from kit.results.journal import read_journal
 from kit.results.schema import CellResult, RunConfig, load_results
 from kit.runner.execute import execute
@@ -149,13 +149,59 @@ def test_sigterm_ends_the_run_like_ctrl_c(tmp_path, fake_bench):
         return original(spec, ctx)
 
     fb.run_cell = run_cell
-    with pytest.raises(Interrupted):
+    with pytest.raises(Terminated) as err:
         execute(_config(), tmp_path, make_bundle=False)
+    assert err.value.exit_code == 143 and "terminated (SIGTERM)" in err.value.message
     run_dir = next(p for p in tmp_path.iterdir() if p.is_dir())
     res = load_results(run_dir / "results.json")
     assert res.status == "interrupted" and len(res.cells) == 2
-    assert [e["event"] for e in read_journal(run_dir / "journal.jsonl")][-1] == "run_end"
+    events = list(read_journal(run_dir / "journal.jsonl"))
+    assert events[-1]["event"] == "run_end"
+    assert [(e["message"], e["signal"]) for e in events if e["event"] == "run_interrupted"] == [("terminated (SIGTERM)", "SIGTERM")]
     assert signal.getsignal(signal.SIGTERM) is not None  # the previous handler is back
+
+
+def test_ctrl_c_is_named_in_the_journal_and_exits_130(tmp_path, fake_bench):
+    fake_bench(interrupt_on="cifar/resnet18/amp-bf16/torch")
+    with pytest.raises(Interrupted) as err:
+        execute(_config(), tmp_path, make_bundle=False)
+    assert not isinstance(err.value, Terminated) and err.value.exit_code == 130
+    assert "interrupted (Ctrl-C)" in err.value.message
+    run_dir = next(p for p in tmp_path.iterdir() if p.is_dir())
+    stops = [e for e in read_journal(run_dir / "journal.jsonl") if e["event"] == "run_interrupted"]
+    assert [(e["message"], e["signal"]) for e in stops] == [("interrupted (Ctrl-C)", "SIGINT")]
+
+
+def test_a_clean_run_leaves_a_log_of_what_it_did(tmp_path, fake_bench):
+    fake_bench()
+    out = execute(_config(), tmp_path, make_bundle=False)
+    log = (out.run_dir / "run.log").read_text()
+    assert f"run {out.run_dir.name}" in log and "plan: 4 cell(s) x 2 repeat(s)" in log
+    assert "cell cifar/resnet34/amp-bf16/torch: started" in log
+    assert "cell cifar/resnet34/amp-bf16/torch: 100 images/s" in log
+    assert "run ended complete: 4 cell(s) ok, 0 skipped, 0 failed, 0 not run" in log
+
+
+def test_resuming_a_complete_run_measures_and_writes_nothing(tmp_path, fake_bench):
+    fake_bench()
+    first = execute(_config(), tmp_path, make_bundle=True)
+    assert first.bundle is not None
+    before = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")}
+    fb = fake_bench()
+    again = execute(None, tmp_path, resume_dir=first.run_dir)
+    assert again.already_complete and fb.ran == []
+    assert again.bundle == first.bundle and len(again.results.cells) == 4
+    assert {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")} == before
+
+
+def test_a_resume_measures_the_failed_cells_of_a_run_that_ended(tmp_path, fake_bench):
+    fake_bench(fail_on="cifar/resnet18/amp-bf16/torch")
+    first = execute(_config(), tmp_path, make_bundle=False)
+    assert first.results.status == "complete"
+    fb = fake_bench()
+    again = execute(None, tmp_path, resume_dir=first.run_dir, make_bundle=False)
+    assert not again.already_complete and fb.ran == ["cifar/resnet18/amp-bf16/torch"]
+    assert [c.status for c in again.results.cells] == ["ok"] * 4
 
 
 def test_a_child_forked_during_a_run_is_killed_by_sigterm(tmp_path, fake_bench):
@@ -189,3 +235,16 @@ def test_a_child_forked_during_a_run_is_killed_by_sigterm(tmp_path, fake_bench):
     execute(_config(), tmp_path, make_bundle=False)
     assert os.WIFSIGNALED(seen["status"]) and os.WTERMSIG(seen["status"]) == signal.SIGTERM
     assert seen["parent_handler"] == "_raise_interrupt"
+
+
+def test_resuming_a_complete_run_points_at_its_complete_bundle_not_the_interrupted_one(tmp_path, fake_bench):
+    fake_bench(interrupt_on="cifar/resnet34/fp32/torch")
+    with pytest.raises(Interrupted) as err:
+        execute(_config(), tmp_path)
+    interrupted_bundle = err.value.outcome.bundle
+    run_dir = err.value.outcome.run_dir
+    fake_bench()
+    finished = execute(None, tmp_path, resume_dir=run_dir)
+    assert finished.bundle != interrupted_bundle and interrupted_bundle.exists()
+    again = execute(None, tmp_path, resume_dir=run_dir)
+    assert again.already_complete and again.bundle == finished.bundle

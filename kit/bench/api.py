@@ -7,6 +7,16 @@ from kit.results.schema import CellResult, CellSpec
 from kit.runner.context import CellContext
 
 
+def import_stack() -> str | None:
+    """Import PyTorch now, before `kit run` writes anything: None when it imports, else
+    what went wrong (a broken install fails here, not after the run folder exists)."""
+    try:
+        import torch  # noqa: F401
+    except (ImportError, OSError) as exc:
+        return f"{exc.__class__.__name__}: {exc}"
+    return None
+
+
 def resolve_device(requested: str) -> str:
     import torch
 

@@ -48,12 +48,12 @@ def run(
     dynamic_loss_scale: Optional[bool] = typer.Option(None, "--dynamic-loss-scale/--no-dynamic-loss-scale", help="fp16-master: dynamic loss scaling."),
     data_dir: Path = typer.Option(Path(os.environ.get("KIT_DATA_DIR", "data")), help="Data cache folder (env KIT_DATA_DIR)."),
     results_dir: Path = typer.Option(Path(os.environ.get("KIT_RESULTS_DIR", "results")), help="Where run folders and bundles go (env KIT_RESULTS_DIR)."),
-    resume: Optional[Path] = typer.Option(None, help="Continue an interrupted run from its folder, skipping finished cells."),
+    resume: Optional[Path] = typer.Option(None, help="Continue an interrupted run from its folder, skipping finished cells (refused while another process writes the folder; a complete run is left as it is)."),
     smoke: bool = typer.Option(False, "--smoke", help="A one-minute sanity run: resnet18, fp32 + amp-bf16 + fp16-master, 1 epoch of 4 steps, 1 repeat, synthetic data, plus a 5-batch LSTM."),
     skip_checks: bool = typer.Option(False, "--skip-checks", help="Do not run the driver/GPU checks first."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print the cells the run would measure and a rough duration, then stop (nothing is checked, fetched or written)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the cells the run would measure and a rough duration on stdout, then stop (options are checked; nothing is fetched or written)."),
 ) -> None:
-    """Run the benchmark suites and write results.json, the journal and a bundle."""
+    """Run the benchmark suites and write results.json, the journal and a bundle (its path on stdout)."""
     from kit.runner.service import run_from_cli
 
     run_from_cli(locals(), argv=sys.argv)

@@ -9,9 +9,11 @@ Flow of ``kit run`` (one module per step)::
                           journal "cell_end" + results.json (atomic)
       -> kit.bundle.export.export_run  -> results/<machine>_<gpu>_<stack>_<date>.tar.gz
 
-A crash or Ctrl-C never loses a finished cell: each one is in the journal
-(fsynced) and in results.json before the next starts. ``--resume RUN_DIR``
-reads the journal back and skips finished cells.
+A crash, Ctrl-C or SIGTERM never loses a finished cell: each one is in the
+journal (fsynced) and in results.json before the next starts. ``--resume RUN_DIR``
+reads the journal back and skips finished cells; a run that had already ended
+complete is left as it is. One process at a time writes a run folder
+(kit.runner.lock): a second one is refused.
 """
 
 from __future__ import annotations
@@ -29,14 +31,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from kit.errors import Interrupted, KitError, RunFailed, SchemaError, UsageError
+from kit import __version__
+from kit.errors import Interrupted, KitError, SchemaError, Terminated, UsageError
 from kit.results.atomic import atomic_write_json
 from kit.results.derive import derive
 from kit.results.journal import JOURNAL_NAME, Journal, read_journal
 from kit.results.schema import CellResult, RunConfig, RunResults, CellSpec
 from kit.results.stats import summarise_repeats
 from kit.runner.context import CellContext
-from kit.runner.plan import Plan, build_plan
+from kit.runner.lock import RunLock
+from kit.runner.plan import build_plan
 
 log = logging.getLogger("kit.run")
 
@@ -51,6 +55,26 @@ class RunOutcome:
     results: RunResults
     bundle: Path | None
     bundle_error: str | None = None
+    #: ``--resume`` of a run that had already ended complete: nothing was measured or written
+    #: (``bundle`` is the run's existing bundle, when one is found)
+    already_complete: bool = False
+
+
+@dataclass
+class ResumeState:
+    """What an earlier run's journal says: its options, id, finished cells and how it ended."""
+
+    config: RunConfig
+    run_id: str
+    done: dict[str, CellResult]
+    started_at: float | None
+    #: status of the last ``run_end`` ("complete", "interrupted", "failed"), None when the run never ended
+    ended: str | None = None
+
+    def is_complete(self) -> bool:
+        """The run ended complete with every planned cell finished (ok or skipped); a run
+        with failed cells is not complete: a resume measures those again."""
+        return self.ended == "complete" and all(c in self.done for c in build_plan(self.config).cell_ids)
 
 
 def new_run_id(suite: str) -> str:
@@ -58,16 +82,27 @@ def new_run_id(suite: str) -> str:
     return f"{time.strftime('%Y%m%d-%H%M%S')}-{host}-{suite}-{secrets.token_hex(2)}"
 
 
-def load_resume_state(run_dir: Path) -> tuple[RunConfig, str, dict[str, CellResult], float | None]:
-    """Config, run id, finished cells and start time from an interrupted run's journal."""
+_RESUME_REMEDY = "Pass the run folder an earlier `kit run` printed (results/<run id>/), or start a new run without --resume."
+
+
+def read_resume_state(run_dir: Path) -> ResumeState:
+    """The earlier run's state from its journal; UsageError (exit 2) when ``run_dir`` is no run folder."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        what = "is not a folder" if run_dir.exists() else "does not exist"
+        raise UsageError(f"--resume {run_dir}: {what}.", remedy=_RESUME_REMEDY)
     jpath = run_dir / JOURNAL_NAME
-    if not jpath.exists():
-        raise UsageError(f"{run_dir} has no {JOURNAL_NAME}: it is not a run folder, or it never started.")
+    if not jpath.is_file():
+        raise UsageError(f"--resume {run_dir}: it has no {JOURNAL_NAME}, so it is not a run folder, or its run never started.",
+                         remedy=_RESUME_REMEDY)
     config = None
     run_id = None
     started_at = None
+    ended = None
+    events = 0
     done: dict[str, CellResult] = {}
     for ev in read_journal(jpath):
+        events += 1
         if ev["event"] == "run_start":
             config = RunConfig.from_dict(ev["config"])
             run_id = ev["run_id"]
@@ -75,12 +110,37 @@ def load_resume_state(run_dir: Path) -> tuple[RunConfig, str, dict[str, CellResu
         elif ev["event"] == "cell_end" and ev.get("result", {}).get("status") in ("ok", "skipped"):
             res = CellResult.from_dict(ev["result"])
             done[res.cell_id] = res
+        elif ev["event"] == "run_end":
+            ended = ev.get("status")
+        elif ev["event"] == "note" and ev.get("resumed"):
+            ended = None  # a resume started after that end
+    if not events:
+        raise UsageError(f"--resume {run_dir}: its {JOURNAL_NAME} is empty; the run never started.", remedy=_RESUME_REMEDY)
     if config is None or run_id is None:
         raise SchemaError(f"{jpath}: no run_start event; cannot resume this run.")
-    return config, run_id, done, started_at
+    return ResumeState(config, run_id, done, started_at, ended)
+
+
+def load_resume_state(run_dir: Path) -> tuple[RunConfig, str, dict[str, CellResult], float | None]:
+    """Config, run id, finished cells and start time from an interrupted run's journal."""
+    state = read_resume_state(run_dir)
+    return state.config, state.run_id, state.done, state.started_at
+
+
+#: names of the stop signals (SIGTERM) that arrived during the run in this process
+_signals_received: list[str] = []
+
+
+def _stop_reason() -> tuple[str, str]:
+    """(signal name, the words for the journal and the message) for the interrupt just caught."""
+    if _signals_received:
+        name = _signals_received[-1]
+        return name, f"terminated ({name})"
+    return "SIGINT", "interrupted (Ctrl-C)"
 
 
 def _raise_interrupt(signum, frame) -> None:
+    _signals_received.append(signal.Signals(signum).name)
     raise KeyboardInterrupt(f"signal {signum}")
 
 
@@ -137,24 +197,110 @@ def execute(
     resume_dir: Path | None = None,
     ui: "ProgressUI | None" = None,
     make_bundle: bool = True,
+    lock: RunLock | None = None,
 ) -> RunOutcome:
+    """Run ``config`` into a new folder under ``results_root``, or continue ``resume_dir``.
+
+    The run folder is locked (kit.runner.lock) before anything is written into it and
+    until its bundle is made; pass ``lock`` when the caller already holds it (``kit run
+    --resume`` takes it before its checks). A resumed run that had already ended
+    complete is returned as it is (``already_complete``), with nothing written.
+    """
     from kit.runner.progress import NullUI
 
     ui = ui or NullUI()
-    done: dict[str, CellResult] = {}
-    started = None
+    own_lock = lock is None
     if resume_dir is not None:
-        resume_dir = Path(resume_dir)
-        config, run_id, done, started = load_resume_state(resume_dir)
-        run_dir = resume_dir
+        run_dir = Path(resume_dir)
+        if lock is None:
+            state = read_resume_state(run_dir)  # a complete run is never written again: no lock needed
+            if state.is_complete():
+                return already_complete(state, run_dir, results_root)
+            lock = RunLock(run_dir).acquire()
     else:
         assert config is not None
-        run_id = new_run_id(config.suite)
-        run_dir = Path(results_root) / run_id
+        run_dir = make_run_dir(Path(results_root) / new_run_id(config.suite))
+        lock = RunLock(run_dir).acquire()
+    try:
+        if resume_dir is not None:
+            state = read_resume_state(run_dir)
+            if state.is_complete():
+                return already_complete(state, run_dir, results_root, locked=True)
+            return _execute_locked(state.config, state.run_id, run_dir, results_root, state.done, state.started_at,
+                                   lock, ui, make_bundle, resumed=True)
+        return _execute_locked(config, run_dir.name, run_dir, results_root, {}, None, lock, ui, make_bundle, resumed=False)
+    finally:
+        if own_lock:
+            lock.release()
+
+
+def make_run_dir(run_dir: Path) -> Path:
+    """Create the run folder, or say in one line why it cannot be (exit 2)."""
+    try:
         run_dir.mkdir(parents=True, exist_ok=False)
+    except OSError as exc:
+        raise UsageError(f"cannot create the run folder {run_dir}: {exc.strerror or exc}.",
+                         remedy=RESULTS_DIR_REMEDY) from None
+    return run_dir
+
+
+RESULTS_DIR_REMEDY = "Point --results-dir (or KIT_RESULTS_DIR) at a folder you can write in; it is created if missing."
+
+
+def already_complete(state: ResumeState, run_dir: Path, results_root: Path, locked: bool = False) -> RunOutcome:
+    """The outcome of resuming a run that had ended complete: its cells and its existing bundle.
+    ``locked``: the caller holds the run folder's lock."""
+    plan = build_plan(state.config)
+    results = RunResults(run_id=state.run_id, config=state.config, cells=[state.done[c] for c in plan.cell_ids],
+                         status="complete", started_at=state.started_at)
+    bundle = find_bundle(run_dir, Path(results_root), state.run_id)
+    if bundle is None and not locked:
+        # no bundle yet: perhaps the process that completed it is still writing it (then: in use, exit 2)
+        with RunLock(run_dir):
+            pass
+    error = None if bundle else f"no bundle of this run found in {results_root}"
+    return RunOutcome(run_dir, results, bundle, error, already_complete=True)
+
+
+def find_bundle(run_dir: Path, results_root: Path, run_id: str) -> Path | None:
+    """The newest complete bundle of run ``run_id`` in ``results_root`` (named as kit.bundle.export
+    names it: the bundle of an interrupted run and that of its resume share a name, the later with
+    -2, -3...), or None."""
+    try:
+        from kit.bundle.export import bundle_stem, load_run_folder
+        from kit.bundle.safe_open import open_bundle
+
+        stem = bundle_stem(load_run_folder(run_dir))
+    except Exception:  # an unreadable folder has no bundle to point at
+        return None
+    names = [results_root / f"{stem}.tar.gz"] + sorted(results_root.glob(f"{stem}-*.tar.gz"))
+    found = None
+    for path in names:
+        try:
+            if not path.is_file():
+                continue
+            manifest = open_bundle(path).manifest
+            if manifest.get("run_id") == run_id and manifest.get("run_status") == "complete":
+                if found is None or path.stat().st_mtime >= found.stat().st_mtime:
+                    found = path
+        except (KitError, OSError):
+            continue
+    return found
+
+
+def _execute_locked(config: RunConfig, run_id: str, run_dir: Path, results_root: Path, done: dict[str, CellResult],
+                    started: float | None, lock: RunLock, ui, make_bundle: bool, resumed: bool) -> RunOutcome:
     plan = build_plan(config)
 
     _attach_log(run_dir / LOG_NAME)
+    log.info("kit %s, Python %s, pid %d; run %s in %s", __version__, sys.version.split()[0], os.getpid(), run_id, run_dir)
+    log.info("command: %s", " ".join(config.command_line) or "(called from Python)")
+    log.info("plan: %d cell(s) x %d repeat(s), %s mode, %s data, device %s", len(plan.cells), config.repeats,
+             config.mode, config.data, config.device)
+    if lock.took_over:
+        note = f"took over the run folder's lock from {lock.took_over}, which ended without releasing it"
+        log.warning(note)
+        print(f"note: {note}", file=sys.stderr)
     from kit.env import record as env_record
 
     environment = env_record.collect(config)
@@ -163,17 +309,23 @@ def execute(
 
     results = RunResults(run_id=run_id, config=config, environment=environment, started_at=started or time.time())
     journal = Journal(run_dir / JOURNAL_NAME)
-    if resume_dir is None:
+    if not resumed:
         journal.write("run_start", run_id=run_id, config=config.to_dict(), cells=plan.cell_ids)
     else:
+        log.info("resumed: %d finished cell(s) kept, %d to run", len(done), len([c for c in plan.cell_ids if c not in done]))
         journal.write("note", message=f"resumed; {len(done)} finished cell(s) kept", resumed=True)
+    if lock.took_over:
+        journal.write("note", message=f"took over the run folder's lock from {lock.took_over} (it ended without releasing it)",
+                      lock_taken_over=lock.took_over)
     ui.plan(plan, done)
 
     stop = _StopFlag()
     status = "complete"
-    # `docker stop` (and kill) send SIGTERM: treat it like Ctrl-C so the run ends with its
-    # journal closed, results.json marked interrupted and a bundle of what finished
+    reason = None
+    # `docker stop` (and kill) send SIGTERM: stop like Ctrl-C so the run ends with its journal
+    # closed, results.json marked interrupted and a bundle of what finished; the journal names the signal
     previous_term = None
+    del _signals_received[:]
     if threading.current_thread() is threading.main_thread():
         previous_term = _install_sigterm_handler()
     try:
@@ -182,11 +334,12 @@ def execute(
         results.environment["cuda_runtime"] = env_record.runtime_versions()
 
         device = bench.resolve_device(config.device)
+        log.info("device: %s", device)
         results.environment.setdefault("run_device", device)
         if "peak_tflops_measured" not in results.environment:
             results.environment["peak_tflops_measured"] = bench.calibrate(device)
             atomic_write_json(run_dir / ENV_NAME, results.environment)
-        for index, spec in enumerate(plan.cells):
+        for spec in plan.cells:
             if spec.cell_id in done:
                 results.cells.append(done[spec.cell_id])
                 ui.cell_skipped_resume(spec)
@@ -198,9 +351,12 @@ def execute(
             ui.cell_done(spec, result)
     except KeyboardInterrupt:
         status = "interrupted"
-        journal.write("run_interrupted", message="Ctrl-C")
+        signal_name, reason = _stop_reason()
+        log.warning("run %s", reason)
+        journal.write("run_interrupted", message=reason, signal=signal_name)
     except BaseException:
         status = "failed"
+        log.error("run failed:\n%s", traceback.format_exc())
         journal.write("note", message="run failed", error=traceback.format_exc())
         raise
     finally:
@@ -212,6 +368,9 @@ def execute(
         journal.write("run_end", status=results.status)
         journal.close()
         atomic_write_json(run_dir / RESULTS_NAME, results.to_dict())
+        counts = {s: sum(c.status == s for c in results.cells) for s in ("ok", "skipped", "failed")}
+        log.info("run ended %s: %d cell(s) ok, %d skipped, %d failed, %d not run; results in %s", results.status,
+                 counts["ok"], counts["skipped"], counts["failed"], len(plan.cells) - len(results.cells), run_dir / RESULTS_NAME)
         _detach_log()
 
     bundle, bundle_error = None, None
@@ -219,11 +378,14 @@ def execute(
         bundle, bundle_error = _bundle(run_dir, results_root)
     outcome = RunOutcome(run_dir, results, bundle, bundle_error)
     if status == "interrupted":
-        raise Interrupted(
-            f"Interrupted. {sum(c.status in ('ok', 'skipped') for c in results.cells)} finished cell(s) kept in {run_dir}"
-            + (f"; bundle {bundle}" if bundle else ""),
+        kept = sum(c.status in ("ok", "skipped") for c in results.cells)
+        error_class = Terminated if reason and reason.startswith("terminated") else Interrupted
+        exc = error_class(
+            f"Run {reason}: {kept} finished cell(s) kept in {run_dir}" + (f"; bundle {bundle}" if bundle else ""),
             remedy=f"Continue with: kit run --resume {run_dir}",
         )
+        exc.outcome = outcome  # type: ignore[attr-defined]  # the CLI prints the bundle's path on stdout
+        raise exc
     return outcome
 
 
@@ -244,6 +406,7 @@ def _run_one(bench, spec: CellSpec, config: RunConfig, device: str, run_dir: Pat
         extra={"run_dir": str(run_dir)},
     )
     ui.cell_start(spec)
+    log.info("cell %s: started", spec.cell_id)
     sampler = telemetry.start_for_device(device)
     started = time.time()
     try:
@@ -262,6 +425,9 @@ def _run_one(bench, spec: CellSpec, config: RunConfig, device: str, run_dir: Pat
         telemetry.attach_energy(result)
         if not result.summary:
             result.summary = summarise_repeats(result.repeats)
+    from kit.runner.progress import describe_result
+
+    log.info("cell %s: %s (%.1f s)", spec.cell_id, describe_result(result), result.finished_at - started)
     return result
 
 
