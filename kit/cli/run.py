@@ -35,6 +35,7 @@ def run(
     mode: str = typer.Option("throughput", help="throughput (fixed steps, synthetic allowed) or convergence (full epochs on real data, accuracy parity)."),
     find_max_batch: bool = typer.Option(False, "--find-max-batch", help="CIFAR: also find the largest batch that fits, per model and precision."),
     compile: str = typer.Option("auto", help="torch engine: torch.compile with CUDA graphs: auto, on or off."),
+    isolate: str = typer.Option("apex", help="Cells run in a process of their own, so one cell's global state (Apex amp's patches of torch) cannot reach the next: apex (the Apex cells), all, or none."),
     tolerance: Optional[float] = typer.Option(None, help="Convergence parity tolerance (accuracy points for CIFAR, relative perplexity for the LSTM)."),
     emsize: Optional[int] = typer.Option(None, help="LSTM: embedding size (overrides the preset)."),
     nhid: Optional[int] = typer.Option(None, help="LSTM: hidden units per layer."),

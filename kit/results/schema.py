@@ -143,6 +143,8 @@ class RunConfig:
     lstm: dict[str, Any] = field(default_factory=dict)  # preset overrides
     tolerance: float | None = None
     command_line: list[str] = field(default_factory=list)
+    #: which cells run in a process of their own (kit.runner.isolate): apex | all | none
+    isolate: str = "apex"
 
     def __post_init__(self) -> None:
         if self.suite not in ("cifar", "lstm", "all"):
@@ -159,6 +161,8 @@ class RunConfig:
             v = getattr(self, name)
             if v is not None and v < 1:
                 raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
+        if self.isolate not in ("apex", "all", "none"):
+            raise UsageError(f"unknown --isolate {self.isolate!r}; choose apex, all or none")
         if self.image_size not in (32, 64, 128, 224):
             raise UsageError("--image-size must be 32, 64, 128 or 224")
         for p in self.precisions:

@@ -4,7 +4,8 @@ Flow of ``kit run`` (one module per step)::
 
     kit.cli.run -> kit.runner.plan.build_plan -> kit.env.preflight.check_native_run
       -> kit.runner.execute.execute
-           for each cell: kit.bench.api.run_cell  (the only code that imports torch)
+           for each cell: kit.bench.api.run_cell  (the only code that imports torch;
+                          in a process of its own for Apex cells: kit.runner.isolate)
                           kit.env.telemetry sampler around it
                           journal "cell_end" + results.json (atomic)
       -> kit.bundle.export.export_run  -> results/<machine>_<gpu>_<stack>_<date>.tar.gz
@@ -39,6 +40,7 @@ from kit.results.journal import JOURNAL_NAME, Journal, read_journal
 from kit.results.schema import CellResult, RunConfig, RunResults, CellSpec
 from kit.results.stats import summarise_repeats
 from kit.runner.context import CellContext
+from kit.runner.isolate import run_isolated, wants_isolation
 from kit.runner.lock import RunLock
 from kit.runner.plan import build_plan
 
@@ -410,7 +412,10 @@ def _run_one(bench, spec: CellSpec, config: RunConfig, device: str, run_dir: Pat
     sampler = telemetry.start_for_device(device)
     started = time.time()
     try:
-        result = bench.run_cell(spec, ctx)
+        if wants_isolation(spec, config.isolate):
+            result = run_isolated(spec, ctx, run_dir / LOG_NAME)
+        else:
+            result = bench.run_cell(spec, ctx)
     except (KeyboardInterrupt, KitError):
         sampler.stop()  # Ctrl-C or a user-facing error: let it propagate
         raise

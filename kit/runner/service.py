@@ -183,6 +183,7 @@ def config_from_options(opts: dict[str, Any], argv: list[str] | None = None) -> 
             compile="off" if opts["compile"] == "auto" else opts["compile"],
             lstm={k: opts.get(k) for k in LSTM_OVERRIDES if opts.get(k) is not None},
             command_line=list(argv or []),
+            isolate=opts.get("isolate") or "apex",
         )
     else:
         config = RunConfig(
@@ -207,6 +208,7 @@ def config_from_options(opts: dict[str, Any], argv: list[str] | None = None) -> 
             tolerance=opts.get("tolerance"),
             lstm={k: opts.get(k) for k in LSTM_OVERRIDES if opts.get(k) is not None},
             command_line=list(argv or []),
+            isolate=opts.get("isolate") or "apex",
         )
     check_lstm_settings(config)
     return config

@@ -1,0 +1,54 @@
+"""Cell functions that tests/test_runner_isolate.py runs in a cell's own process (importable by name)."""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+
+from kit.errors import DataError
+from kit.results.schema import CellResult
+
+_REAL_FLOOR = math.floor
+
+
+def _ok(spec, **metrics):
+    return CellResult(spec.workload, spec.model, spec.precision, spec.engine, "ok", params=spec.params,
+                      metrics=metrics, repeats=[{"throughput_items_per_s": 1.0}])
+
+
+def patch_a_global(spec, ctx):
+    """What Apex's amp.initialize does to torch, done to the stdlib: patch a function process-wide."""
+    math.floor = lambda x: -1
+    return _ok(spec, pid=os.getpid())
+
+
+def check_the_global(spec, ctx):
+    return _ok(spec, floor_is_real=math.floor is _REAL_FLOOR, pid=os.getpid())
+
+
+def talk(spec, ctx):
+    ctx.event("note", message="from the child")
+    ctx.progress(1, 2, "half way")
+    return _ok(spec, seed=ctx.seed, device=ctx.device)
+
+
+def raise_data_error(spec, ctx):
+    raise DataError("no such data set here", remedy="fetch it")
+
+
+def raise_bug(spec, ctx):
+    raise ZeroDivisionError("a bug in the cell")
+
+
+def die(spec, ctx):
+    os._exit(9)
+
+
+def wait_for_stop(spec, ctx):
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        if ctx.should_stop():
+            raise KeyboardInterrupt
+        time.sleep(0.05)
+    return _ok(spec)

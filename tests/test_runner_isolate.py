@@ -1,0 +1,112 @@
+"""Cells in a process of their own (kit.runner.isolate): what one cell does to its process cannot
+reach the next; events, progress, errors, a dying process and a stop request all cross back."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kit.errors import DataError, KitError
+from kit.results.schema import CellSpec, RunConfig
+from kit.runner.context import CellContext
+from kit.runner.isolate import CellProcessDied, run_isolated, wants_isolation
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _spec(precision="fp32"):
+    return CellSpec("lstm", "apex-2018", precision, "kit", {"preset": "apex-2018"})
+
+
+def _ctx(tmp_path, **kw):
+    return CellContext(device="cpu", data_dir=tmp_path, data_source="synthetic", seed=7, **kw)
+
+
+def test_a_global_patched_by_one_cell_does_not_reach_the_next_cell(tmp_path):
+    first = run_isolated(_spec(), _ctx(tmp_path), call="isolate_cells:patch_a_global")
+    second = run_isolated(_spec(), _ctx(tmp_path), call="isolate_cells:check_the_global")
+    assert first.status == second.status == "ok"
+    assert second.metrics["floor_is_real"] is True
+    assert first.metrics["pid"] != os.getpid() and second.metrics["pid"] != first.metrics["pid"]
+    assert math.floor(2.5) == 2  # nor this process
+
+
+def test_without_isolation_the_same_patch_leaks_into_the_next_cell(tmp_path):
+    """The control: in one process the patch reaches the next cell (what isolation prevents)."""
+    import isolate_cells
+
+    real = math.floor
+    try:
+        isolate_cells.patch_a_global(_spec(), _ctx(tmp_path))
+        assert isolate_cells.check_the_global(_spec(), _ctx(tmp_path)).metrics["floor_is_real"] is False
+    finally:
+        math.floor = real
+
+
+def test_events_and_progress_of_the_child_reach_the_parent(tmp_path):
+    events, progress = [], []
+    ctx = _ctx(tmp_path, event=lambda kind, **f: events.append((kind, f)), progress=lambda *a: progress.append(a))
+    result = run_isolated(_spec(), ctx, call="isolate_cells:talk")
+    assert events == [("note", {"message": "from the child"})]
+    assert progress == [(1, 2, "half way")]
+    assert result.metrics == {"seed": 7, "device": "cpu"}
+
+
+def test_a_kit_error_in_the_child_is_the_same_error_in_the_parent(tmp_path):
+    with pytest.raises(DataError) as info:
+        run_isolated(_spec(), _ctx(tmp_path), call="isolate_cells:raise_data_error")
+    assert info.value.message == "no such data set here" and info.value.remedy == "fetch it"
+    assert info.value.exit_code == 3
+
+
+def test_a_bug_in_the_child_fails_with_its_message(tmp_path):
+    with pytest.raises(RuntimeError, match="ZeroDivisionError: a bug in the cell"):
+        run_isolated(_spec(), _ctx(tmp_path), call="isolate_cells:raise_bug")
+
+
+def test_a_child_that_dies_is_reported_with_its_exit_code(tmp_path):
+    with pytest.raises(CellProcessDied, match="exit code 9"):
+        run_isolated(_spec(), _ctx(tmp_path), call="isolate_cells:die")
+
+
+def test_a_stop_request_ends_the_child_and_interrupts_the_parent(tmp_path):
+    asked = {"n": 0}
+
+    def should_stop():
+        asked["n"] += 1
+        return asked["n"] > 3
+
+    with pytest.raises(KeyboardInterrupt):
+        run_isolated(_spec(), _ctx(tmp_path, should_stop=should_stop), call="isolate_cells:wait_for_stop")
+
+
+def test_which_cells_are_isolated():
+    assert wants_isolation(_spec("apex-o1"), "apex") and wants_isolation(_spec("apex-o2"), "apex")
+    assert not wants_isolation(_spec("fp32"), "apex")
+    assert wants_isolation(_spec("fp32"), "all")
+    assert not wants_isolation(_spec("apex-o1"), "none")
+    assert RunConfig().isolate == "apex"
+    with pytest.raises(KitError):
+        RunConfig(isolate="some")
+
+
+def test_an_isolated_cpu_run_measures_the_same_cells(tmp_path):
+    """A real (tiny) run with every cell in its own process: every cell ends as it does in-process."""
+    cmd = [sys.executable, "-m", "kit", "run", "--smoke", "--suite", "lstm", "--device", "cpu", "--skip-checks",
+           "--isolate", "all", "--results-dir", str(tmp_path / "r"), "--data-dir", str(tmp_path / "d")]
+    env = dict(os.environ, PYTHONPATH=str(ROOT), KIT_NO_TELEMETRY="1")
+    out = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    import json
+
+    results = json.loads(next((tmp_path / "r").glob("*/results.json")).read_text())
+    statuses = {c["precision"]: c["status"] for c in results["cells"]}
+    assert statuses["fp32"] == "ok" and statuses["fp16-master"] == "skipped"
+    assert results["config"]["isolate"] == "all"
+    log = next((tmp_path / "r").glob("*/run.log")).read_text()
+    assert "running in its own process" in log and "[cell process]" in log
