@@ -5,7 +5,11 @@ Rules (documented in docs/bundles.md, "Safety"):
 - Nothing is extracted: members are read into memory after their header has
   been checked, so no path in an archive can ever name a place on disk.
 - Nothing is executed, unpickled or rendered: the JSON files are parsed with
-  ``json``; ``report.html`` and the charts are only hashed.
+  ``json``; ``report.html`` and the charts are never rendered, but they are
+  parsed and refused if they hold active content (scripts, event handlers,
+  ``javascript:`` or external URLs, ``<foreignObject>``, ...;
+  :mod:`kit.bundle.active_content`), because the hashes only say they were not
+  changed after the sender wrote the manifest.
 - Only regular files and folders are accepted; symbolic links, hard links,
   devices, FIFOs and sparse files are refused, as are absolute paths, ``..``
   components, backslashes, control characters and duplicate names.
@@ -32,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
 
+from kit.bundle.active_content import check_files as check_active_content
 from kit.errors import BundleError, SchemaError
 from kit.results.schema import RunResults, check_version
 
@@ -292,6 +297,7 @@ def open_bundle(path: str | Path, limits: Limits = DEFAULT_LIMITS) -> Bundle:
     label = path.name
     files = read_members(path, limits)
     manifest = check_manifest(files, label)
+    check_active_content(files, label)
     results_obj = parse_json(files[RESULTS_NAME], RESULTS_NAME, label)
     results = RunResults.from_dict(results_obj, source=f"{label} ({RESULTS_NAME})")
     environment: dict = {}
