@@ -78,6 +78,21 @@ def test_the_kits_own_report_and_charts_verify(good_bundle, tmp_path):
     assert r.returncode == 0 and "verified" in r.stdout, r.stderr
 
 
+def test_a_kit_report_of_hostile_text_in_results_still_verifies(tmp_path):
+    """Strings from results (reasons, host names) are escaped by the kit's report, so a bundle the
+    kit made from such results carries no active content, and the checker does not mistake the
+    escaped text for markup."""
+    from fixtures.results.factory import make_cell
+
+    hostile = '<script>alert(1)</script> <img src=x onerror=alert(1)> javascript:alert(1) url(https://evil.example)'
+    cells = standard_cells(models=("resnet18",), data_wait_frac=0.4, util_pct=50.0, throttled=True)
+    cells.append(make_cell("resnet18", "apex-o1", status="skipped", reason=hostile))
+    env = make_env(host="fixture-<b>host</b>", gpu='GPU "><script>alert(1)</script>')
+    bundle = export_run(make_run_dir(tmp_path / "runs", make_results(cells, env)), tmp_path / "out")
+    b = open_bundle(bundle)
+    assert "&lt;script&gt;" in b.text("report.html")
+
+
 @pytest.mark.parametrize("bundle", sorted((REPO / "references").rglob("*.tar.gz")), ids=lambda p: p.parent.name + "/" + p.name)
 def test_shipped_reference_bundles_verify(bundle):
     assert open_bundle(bundle).results.cells

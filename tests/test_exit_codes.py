@@ -84,6 +84,8 @@ def inputs(tmp_path_factory) -> dict[str, Path]:
     p["results_a"].write_text(files["results.json"].decode())
     p["results_oops"] = root / "oops.results.json"
     p["results_oops"].write_text(json.dumps(dict(res, cells="oops")))
+    p["fifo"] = root / "pipe.tar.gz"
+    os.mkfifo(p["fifo"])  # opening it would block forever
     p["a_file"] = root / "a-file"
     p["a_file"].write_text("x")
     return p
@@ -98,6 +100,7 @@ CASES = [
     ("unknown-option", ["bundle", "verify", "--no-such-option", "{good}"], 2),
     ("verify-nonexistent", ["bundle", "verify", "/nonexistent/b.tar.gz"], 2),
     ("verify-a-folder", ["bundle", "verify", "{empty_dir}"], 2),
+    ("verify-a-fifo", ["bundle", "verify", "{fifo}"], 2),
     ("show-nonexistent", ["bundle", "show", "/nonexistent/b.tar.gz"], 2),
     ("export-empty-dir", ["bundle", "export", "{empty_dir}"], 2),
     ("export-nonexistent", ["bundle", "export", "/nonexistent/run"], 2),

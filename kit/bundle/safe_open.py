@@ -171,6 +171,8 @@ def read_members(path: Path, limits: Limits = DEFAULT_LIMITS) -> dict[str, bytes
     everything (the layout ``kit bundle export`` writes) is stripped."""
     label = path.name
     # A path that is not there, or not a file, is a bad argument (exit 2), not a bad bundle.
+    if path.exists() and not path.is_dir() and not path.is_file():
+        raise UsageError(f"{path} is not a regular file (a device, FIFO or socket), so not a bundle.")
     try:
         fh = open(path, "rb")
     except FileNotFoundError:
