@@ -165,3 +165,59 @@ def test_an_installed_wheel_ships_the_reference_and_compare_against_works_from_i
                          capture_output=True, text=True, cwd=elsewhere, env=_env_with(site))
     assert out.returncode == 0, out.stderr
     assert "cifar/resnet18/amp-bf16/torch" in out.stdout
+
+
+def test_a_journal_cannot_smuggle_cells_into_a_merged_bundle(tmp_path):
+    """A source's journal with a cell_end event for a cell its results.json does not hold
+    (hashes re-made, so the bundle verifies) adds nothing to the merge: only results merge."""
+    import hashlib
+    import io
+    import json
+    import tarfile
+
+    from fixtures.results.factory import make_cell, make_results, make_run_dir
+    from kit.bundle.export import export_run
+
+    a = export_run(make_run_dir(tmp_path / "a", make_results([make_cell(precision="fp32")], run_id="R-a")), tmp_path / "oa")
+    b = export_run(make_run_dir(tmp_path / "b", make_results([make_cell(precision="amp-fp16")], run_id="R-b")), tmp_path / "ob")
+    with tarfile.open(b, "r:gz") as tf:
+        files = {m.name.split("/", 1)[1]: tf.extractfile(m).read() for m in tf.getmembers() if m.isfile()}
+    forged = make_cell(model="resnet152", precision="amp-bf16")
+    files["journal.jsonl"] += (json.dumps({"seq": 99, "time": 0, "event": "cell_end", "cell_id": forged["cell_id"],
+                                           "result": forged}) + "\n").encode()
+    manifest = json.loads(files["manifest.json"])
+    manifest["files"] = {n: {"sha256": hashlib.sha256(d).hexdigest(), "size": len(d)} for n, d in files.items() if n != "manifest.json"}
+    files["manifest.json"] = json.dumps(manifest).encode()
+    forged_bundle = tmp_path / "b-forged.tar.gz"
+    with tarfile.open(forged_bundle, "w:gz") as tf:
+        for name, data in files.items():
+            info = tarfile.TarInfo(f"b/{name}")
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    merged = open_bundle(merge_bundles([a, forged_bundle], tmp_path / "m"))
+    assert {c.cell_id for c in merged.results.cells} == {"cifar/resnet18/fp32/torch", "cifar/resnet18/amp-fp16/torch"}
+    assert merged.results.status == "complete" and not merged.interrupted
+    assert b"resnet152" in merged.files["journal.jsonl"]  # kept as the record it is
+
+
+def test_a_non_numeric_peak_in_a_strangers_environment_does_not_break_merge(tmp_path):
+    from fixtures.results.factory import make_cell, make_env, make_results, make_run_dir
+    from kit.bundle.export import export_run
+
+    env = make_env()
+    env["peak_tflops_measured"] = {"available": True, "fp16": "oops", "bf16": [1]}
+    env["host"] = "not-an-object"
+    env["nvml"] = {"gpus": ["not-an-object"], "driver_version": "580"}
+    cells = [make_cell(precision="fp32"), make_cell(precision="amp-fp16")]
+    from kit.results.stats import summarise_repeats
+
+    for c in cells:
+        for rep in c["repeats"]:
+            rep["achieved_tflops"] = 10.0
+        c["summary"] = summarise_repeats(c["repeats"])
+        assert c["summary"]["achieved_tflops"]["median"] == 10.0
+    a = export_run(make_run_dir(tmp_path / "a", make_results(cells[:1], env, run_id="R-a")), tmp_path / "oa")
+    b = export_run(make_run_dir(tmp_path / "b", make_results(cells[1:], env, run_id="R-b")), tmp_path / "ob")
+    merged = open_bundle(merge_bundles([a, b], tmp_path / "m"))
+    assert len(merged.results.cells) == 2
+    assert merged.results.derived["efficiency"] == []  # no usable peak: no efficiency rows, no crash

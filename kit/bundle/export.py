@@ -223,7 +223,12 @@ def export_run(run_dir: Path, results_root: Path) -> Path:
     Works on interrupted runs too (see :func:`load_run_folder`). Never
     overwrites an existing bundle: a name clash gets ``-2``, ``-3``... added.
     """
-    folder = load_run_folder(run_dir)
+    return write_bundle(load_run_folder(run_dir), results_root)
+
+
+def write_bundle(folder: RunFolder, results_root: Path) -> Path:
+    """Write the bundle of a loaded (or, for ``kit bundle merge``, assembled) run folder
+    into ``results_root``; never overwrites (a name clash gets ``-2``, ``-3``...)."""
     stem = bundle_stem(folder)
     results_root = Path(results_root)
     if results_root.exists() and not results_root.is_dir():

@@ -8,21 +8,23 @@ every cell as measured; the environment lists the merged bundles (name,
 command line and sha256 of each manifest) under ``merged_from`` and the
 settings the runs did not share under ``merged_config_differs``; the config is
 the union of the runs' (see :func:`merged_config`), and the journals are
-concatenated in input order.
+concatenated in input order (kept as a record; the merged bundle is built from
+the merged results, never by replaying the journals).
 """
 
 from __future__ import annotations
 
 import hashlib
-import tempfile
+import json
 import time
 from dataclasses import fields
 from pathlib import Path
 
-from kit.bundle.safe_open import open_bundle
+from kit.bundle.export import LOG_NAME, RunFolder, _tail, write_bundle
+from kit.bundle.safe_open import ENV_NAME, open_bundle
 from kit.errors import UsageError
-from kit.results.atomic import atomic_write_json, atomic_write_text
 from kit.results.derive import derive
+from kit.results.journal import JOURNAL_NAME
 from kit.results.schema import RunConfig, RunResults
 
 def merged_config(configs: list[RunConfig]) -> tuple[RunConfig, dict]:
@@ -136,19 +138,23 @@ def merge_bundles(paths: list[Path], out_dir: Path, same_model: bool = False) ->
         started_at=min((b.results.started_at or 0) for b in bundles) or None,
         finished_at=max((b.results.finished_at or 0) for b in bundles) or None,
     )
-    merged.derived = derive(cells, config.mode, config.tolerance,
-                            env.get("peak_tflops_measured"))
-    with tempfile.TemporaryDirectory(prefix="kit-merge-") as tmp:
-        run = Path(tmp) / merged.run_id
-        run.mkdir()
-        atomic_write_json(run / "results.json", merged.to_dict())
-        atomic_write_json(run / "env.json", env)
-        atomic_write_text(run / "journal.jsonl", "".join(b.text("journal.jsonl") for b in bundles if "journal.jsonl" in b.files))
-        atomic_write_text(run / "run.log", "".join(
-            f"==> {b.path.name}\n" + (b.text("run.log") if "run.log" in b.files else "") for b in bundles))
-        from kit.bundle.export import export_run
-
-        return export_run(run, Path(out_dir))
+    peaks = env.get("peak_tflops_measured")
+    if isinstance(peaks, dict):  # a stranger's env.json: only numbers (and the flag) reach derive
+        peaks = {k: v for k, v in peaks.items() if k == "available" or (isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0)}
+    else:
+        peaks = None
+    merged.derived = derive(cells, config.mode, config.tolerance, peaks)
+    # The bundle is built from the merged results directly: the sources' journals are kept
+    # as a record, never replayed (a journal's cell_end events must not add cells that the
+    # source's results.json does not hold).
+    raw = {
+        ENV_NAME: (json.dumps(env, indent=2) + "\n").encode("utf-8"),
+        JOURNAL_NAME: _tail(b"".join(b.files[JOURNAL_NAME] for b in bundles if JOURNAL_NAME in b.files)),
+        LOG_NAME: _tail("".join(f"==> {b.path.name}\n" + (b.text(LOG_NAME) if LOG_NAME in b.files else "")
+                                for b in bundles).encode("utf-8")),
+    }
+    folder = RunFolder(path=Path(merged.run_id), results=merged, environment=env, raw=raw)
+    return write_bundle(folder, Path(out_dir))
 
 
 def reference_roots() -> list[Path]:

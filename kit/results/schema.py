@@ -359,6 +359,9 @@ def check_cell(d: Any, source: str = "cell", path: str = "cell") -> None:
                     _fail(source, f"{path}.repeats[{i}].{key}[{j}]", "a number or null", x)
     for metric, stats in d.get("summary", {}).items():
         where = f"{path}.summary.{metric}"
+        missing = [k for k in ("n",) + STATS_NUMBERS if k not in stats]
+        if missing:
+            raise SchemaError(f"{source}: malformed results at {where}: {', '.join(repr(k) for k in missing)} missing")
         if "n" in stats and (not isinstance(stats["n"], int) or isinstance(stats["n"], bool)):
             _fail(source, f"{where}.n", "an integer", stats["n"])
         for key in STATS_NUMBERS:
