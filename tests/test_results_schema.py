@@ -136,17 +136,21 @@ def _nullable(path: str) -> bool:
         return last in REPEAT_NUMBERS or last == "energy_j_per_epoch"
     if ".summary." in path:
         return last in STATS_NUMBERS
+    if ".params." in path:
+        return True
     return path in NULLABLE
 
 
 def _typed_paths(d: dict) -> list[str]:
     """Every field the schema gives a type: the run's, the config's, the first cell's,
     its first repeat's measured numbers and its summary statistics."""
-    from kit.results.schema import REPEAT_NUMBER_LISTS, REPEAT_NUMBER_OR_LISTS, REPEAT_NUMBERS, STATS_NUMBERS
+    from kit.results.schema import (PARAM_INTEGERS, REPEAT_NUMBER_LISTS, REPEAT_NUMBER_OR_LISTS, REPEAT_NUMBERS,
+                                    STATS_NUMBERS)
 
     cell = d["cells"][0]
     paths = [k for k in d] + [f"config.{k}" for k in d["config"]] + [f"cells[0].{k}" for k in cell if k != "cell_id"]
     paths += [f"cells[0].repeats[0].{k}" for k in cell["repeats"][0] if k in REPEAT_NUMBERS + REPEAT_NUMBER_LISTS + REPEAT_NUMBER_OR_LISTS]
+    paths += [f"cells[0].params.{k}" for k in cell["params"] if k in PARAM_INTEGERS]
     metric = next(iter(cell["summary"]))
     paths += [f"cells[0].summary.{metric}.{k}" for k in ("n",) + STATS_NUMBERS]
     paths += ["cells[0].repeats[0]", "cells[0].summary." + metric, "cells[0]", "cells[0].notes[0]",

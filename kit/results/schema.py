@@ -314,6 +314,8 @@ REPEAT_NUMBER_LISTS = ("epoch_seconds",)
 #: ... or either a number or such a list.
 REPEAT_NUMBER_OR_LISTS = ("energy_j_per_epoch",)
 STATS_NUMBERS = ("median", "mean", "min", "max", "stdev", "cv")
+#: A cell's knobs that comparisons line up across machines: integers (or null).
+PARAM_INTEGERS = ("batch_size", "image_size", "epochs", "steps", "max_batches", "bptt")
 
 
 def _fail(source: str, path: str, expected: str, value: Any) -> None:
@@ -342,6 +344,10 @@ def _check_fields(cls: Any, d: Any, source: str, path: str, may_lack: tuple[str,
 def check_cell(d: Any, source: str = "cell", path: str = "cell") -> None:
     """SchemaError unless ``d`` is a well-typed cell (its repeats' and summary's numbers included)."""
     _check_fields(CellResult, d, source, path)
+    for key in PARAM_INTEGERS:
+        v = d.get("params", {}).get(key)
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool)):
+            _fail(source, f"{path}.params.{key}", "an integer or null", v)
     for i, rep in enumerate(d.get("repeats", [])):
         for key in REPEAT_NUMBERS:
             if key in rep and rep[key] is not None and not _is_number(rep[key]):
