@@ -42,6 +42,7 @@ from __future__ import annotations
 import re
 from html.parser import HTMLParser
 from typing import Iterable
+from urllib.parse import unquote
 from xml.parsers import expat
 
 from kit.errors import BundleError
@@ -165,7 +166,7 @@ def url_problem(value: str, attr: str = "href", element: str = "a") -> str | Non
         return f"an external URL (//host) in {attr}="
     if url.startswith("/"):
         return f"an absolute path in {attr}= (points outside the bundle)"
-    path = url.split("#", 1)[0].split("?", 1)[0]
+    path = unquote(url.split("#", 1)[0].split("?", 1)[0])  # browsers read %2e%2e as ..
     if ".." in path.split("/"):
         return f"a '..' path in {attr}= (points outside the bundle)"
     return None
