@@ -108,6 +108,7 @@ CASES = [
     ("merge-one-bundle", ["bundle", "merge", "{good}"], 2),
     ("merge-a-bundle-with-itself", ["bundle", "merge", "{good}", "{good}", "--out", "merged"], 2),
     ("merge-two-machines", ["bundle", "merge", "{good}", "{other}", "--out", "merged"], 2),
+    ("merge-out-is-a-file", ["bundle", "merge", "{good}", "{slow}", "--out", "{a_file}"], 2),
     ("merge-nonexistent", ["bundle", "merge", "{good}", "/nonexistent/b.tar.gz"], 2),
     ("compare-baseline-nonexistent", ["compare", "{good}", "{slow}", "--baseline", "/nonexistent/x.tar.gz"], 2),
     ("compare-unknown-reference", ["compare", "{good}", "--against", "no-such-reference"], 2),
