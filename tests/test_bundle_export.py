@@ -15,7 +15,7 @@ from fixtures.results.factory import make_cell, make_env, make_results, make_run
 from kit.bundle.export import export_run, load_run_folder
 from kit.bundle.safe_open import open_bundle
 from kit.cli.main import app
-from kit.errors import BundleError
+from kit.errors import UsageError
 
 runner = CliRunner()
 
@@ -79,7 +79,7 @@ def test_cells_in_the_journal_but_missing_from_results_json_are_recovered(tmp_pa
 
 def test_export_of_a_folder_that_is_not_a_run_says_so(tmp_path):
     (tmp_path / "empty").mkdir()
-    with pytest.raises(BundleError, match="not a run folder"):
+    with pytest.raises(UsageError, match="not a run folder"):
         export_run(tmp_path / "empty", tmp_path / "out")
 
 

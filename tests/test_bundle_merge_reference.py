@@ -10,7 +10,7 @@ import pytest
 
 from kit.bundle.merge import merge_bundles, reference_bundles
 from kit.bundle.safe_open import open_bundle
-from kit.errors import BundleError
+from kit.errors import UsageError
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -24,13 +24,13 @@ def test_the_h200_reference_ships_and_verifies():
 
 
 def test_an_unknown_reference_names_the_known_ones():
-    with pytest.raises(BundleError, match="h200"):
+    with pytest.raises(UsageError, match="h200"):
         reference_bundles("no-such-machine")
 
 
 def test_merging_a_bundle_with_itself_is_refused_because_cells_repeat(tmp_path):
     [ref] = reference_bundles("h200")
-    with pytest.raises(BundleError, match="in both"):
+    with pytest.raises(UsageError, match="in both"):
         merge_bundles([ref, ref], tmp_path)
 
 
@@ -61,7 +61,7 @@ def test_bundles_of_two_machines_merge_only_with_same_model_and_say_so(tmp_path)
 
     a = bundle("GPU-aaaa", [make_cell(precision="fp32")], "a")
     b = bundle("GPU-bbbb", [make_cell(precision="amp-fp16")], "b")
-    with pytest.raises(BundleError, match="another machine") as refused:
+    with pytest.raises(UsageError, match="another machine") as refused:
         merge_bundles([a, b], tmp_path / "m1")
     assert "--same-model" in refused.value.remedy
     merged = open_bundle(merge_bundles([a, b], tmp_path / "m2", same_model=True))
@@ -98,3 +98,129 @@ def test_a_merged_bundle_says_what_its_runs_asked_for_and_where_they_differed(tm
     report = merged.text("report.html")
     assert "repeats per cell vary" in report
     assert "--suite cifar --steps 100" in report and "--suite lstm --repeats 5" in report
+
+
+def _env_with(path: Path) -> dict:
+    import os
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(path) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def test_compare_against_h200_works_from_any_folder(tmp_path):
+    import shutil
+
+    [ref] = reference_bundles("h200")
+    elsewhere = tmp_path / "somewhere" / "else"
+    elsewhere.mkdir(parents=True)
+    shutil.copy(ref, elsewhere / "mine.tar.gz")
+    out = subprocess.run([sys.executable, "-m", "kit", "compare", "mine.tar.gz", "--against", "h200", "--json"],
+                         capture_output=True, text=True, cwd=elsewhere, env=_env_with(REPO))
+    assert out.returncode == 0, out.stderr
+    assert "cifar/resnet18/amp-bf16/torch" in out.stdout
+
+
+def test_a_references_folder_in_the_current_folder_is_not_a_shipped_reference(tmp_path, monkeypatch):
+    (tmp_path / "references" / "h100").mkdir(parents=True)
+    (tmp_path / "references" / "h100" / "x.tar.gz").write_bytes(b"not a bundle")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UsageError, match="no reference called 'h100'; known: h200"):
+        reference_bundles("h100")
+
+
+def test_an_installed_wheel_ships_the_reference_and_compare_against_works_from_it(tmp_path):
+    """Build the wheel from a copy of the source (as pip does from an sdist), install it into
+    a folder of its own, and run `kit compare --against h200` from yet another folder."""
+    import shutil
+    import zipfile
+
+    setuptools = pytest.importorskip("setuptools", reason="building a wheel offline needs setuptools in this environment")
+    if int(setuptools.__version__.split(".")[0]) < 70:
+        pytest.importorskip("wheel", reason="setuptools < 70 needs the wheel package to build a wheel")
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md"):
+        shutil.copy(REPO / name, src / name)
+    shutil.copytree(REPO / "kit", src / "kit", ignore=shutil.ignore_patterns("__pycache__", "_references"))
+    for bundle in (REPO / "references").glob("*/*.tar.gz"):
+        (src / "references" / bundle.parent.name).mkdir(parents=True, exist_ok=True)
+        shutil.copy(bundle, src / "references" / bundle.parent.name / bundle.name)
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    built = subprocess.run(pip + ["wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", str(tmp_path / "dist"), "."],
+                           cwd=src, capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    [wheel] = (tmp_path / "dist").glob("*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    shipped = [n for n in names if n.endswith(".tar.gz")]
+    assert shipped == [f"kit/_references/h200/{reference_bundles('h200')[0].name}"], shipped
+    site = tmp_path / "site"
+    inst = subprocess.run(pip + ["install", "--no-deps", "--no-index", "--target", str(site), str(wheel)],
+                          capture_output=True, text=True)
+    assert inst.returncode == 0, inst.stderr
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shutil.copy(reference_bundles("h200")[0], elsewhere / "mine.tar.gz")
+    which = subprocess.run([sys.executable, "-c", "import kit; print(kit.__file__)"], cwd=elsewhere,
+                           capture_output=True, text=True, env=_env_with(site))
+    assert which.stdout.strip().startswith(str(site)), which.stdout  # the installed copy, not the checkout
+    out = subprocess.run([sys.executable, "-m", "kit", "compare", "mine.tar.gz", "--against", "h200", "--json"],
+                         capture_output=True, text=True, cwd=elsewhere, env=_env_with(site))
+    assert out.returncode == 0, out.stderr
+    assert "cifar/resnet18/amp-bf16/torch" in out.stdout
+
+
+def test_a_journal_cannot_smuggle_cells_into_a_merged_bundle(tmp_path):
+    """A source's journal with a cell_end event for a cell its results.json does not hold
+    (hashes re-made, so the bundle verifies) adds nothing to the merge: only results merge."""
+    import hashlib
+    import io
+    import json
+    import tarfile
+
+    from fixtures.results.factory import make_cell, make_results, make_run_dir
+    from kit.bundle.export import export_run
+
+    a = export_run(make_run_dir(tmp_path / "a", make_results([make_cell(precision="fp32")], run_id="R-a")), tmp_path / "oa")
+    b = export_run(make_run_dir(tmp_path / "b", make_results([make_cell(precision="amp-fp16")], run_id="R-b")), tmp_path / "ob")
+    with tarfile.open(b, "r:gz") as tf:
+        files = {m.name.split("/", 1)[1]: tf.extractfile(m).read() for m in tf.getmembers() if m.isfile()}
+    forged = make_cell(model="resnet152", precision="amp-bf16")
+    files["journal.jsonl"] += (json.dumps({"seq": 99, "time": 0, "event": "cell_end", "cell_id": forged["cell_id"],
+                                           "result": forged}) + "\n").encode()
+    manifest = json.loads(files["manifest.json"])
+    manifest["files"] = {n: {"sha256": hashlib.sha256(d).hexdigest(), "size": len(d)} for n, d in files.items() if n != "manifest.json"}
+    files["manifest.json"] = json.dumps(manifest).encode()
+    forged_bundle = tmp_path / "b-forged.tar.gz"
+    with tarfile.open(forged_bundle, "w:gz") as tf:
+        for name, data in files.items():
+            info = tarfile.TarInfo(f"b/{name}")
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    merged = open_bundle(merge_bundles([a, forged_bundle], tmp_path / "m"))
+    assert {c.cell_id for c in merged.results.cells} == {"cifar/resnet18/fp32/torch", "cifar/resnet18/amp-fp16/torch"}
+    assert merged.results.status == "complete" and not merged.interrupted
+    assert b"resnet152" in merged.files["journal.jsonl"]  # kept as the record it is
+
+
+def test_a_non_numeric_peak_in_a_strangers_environment_does_not_break_merge(tmp_path):
+    from fixtures.results.factory import make_cell, make_env, make_results, make_run_dir
+    from kit.bundle.export import export_run
+
+    env = make_env()
+    env["peak_tflops_measured"] = {"available": True, "fp16": "oops", "bf16": [1]}
+    env["host"] = "not-an-object"
+    env["nvml"] = {"gpus": ["not-an-object"], "driver_version": "580"}
+    cells = [make_cell(precision="fp32"), make_cell(precision="amp-fp16")]
+    from kit.results.stats import summarise_repeats
+
+    for c in cells:
+        for rep in c["repeats"]:
+            rep["achieved_tflops"] = 10.0
+        c["summary"] = summarise_repeats(c["repeats"])
+        assert c["summary"]["achieved_tflops"]["median"] == 10.0
+    a = export_run(make_run_dir(tmp_path / "a", make_results(cells[:1], env, run_id="R-a")), tmp_path / "oa")
+    b = export_run(make_run_dir(tmp_path / "b", make_results(cells[1:], env, run_id="R-b")), tmp_path / "ob")
+    merged = open_bundle(merge_bundles([a, b], tmp_path / "m"))
+    assert len(merged.results.cells) == 2
+    assert merged.results.derived["efficiency"] == []  # no usable peak: no efficiency rows, no crash

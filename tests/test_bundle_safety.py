@@ -280,13 +280,14 @@ def test_malformed_json_is_rejected(good_bundle, sandbox):
     files = _members(good_bundle)
     files["results.json"] = b'{"schema_version": 1, "cells": [}'
     files["manifest.json"] = _manifest_for(files)
-    _reject(_write_targz(sandbox / "bad.tar.gz", files), sandbox, r"results\.json is not valid JSON \(line 1")
+    err = _reject(_write_targz(sandbox / "bad.tar.gz", files), sandbox, r"results\.json is not valid JSON \(line 1", exc=SchemaError)
+    assert err.exit_code == 4  # malformed, like a results file with wrong types
 
 
 def test_malformed_manifest_json_is_rejected(good_bundle, sandbox):
     files = _members(good_bundle)
     files["manifest.json"] = b"{nope"
-    _reject(_write_targz(sandbox / "badman.tar.gz", files), sandbox, r"manifest\.json is not valid JSON")
+    _reject(_write_targz(sandbox / "badman.tar.gz", files), sandbox, r"manifest\.json is not valid JSON", exc=SchemaError)
 
 
 def test_non_gzip_file_is_rejected(sandbox):

@@ -31,7 +31,7 @@ from pathlib import Path
 from kit import __version__
 from kit.bundle.envinfo import safe_name, summarise_environment
 from kit.bundle.safe_open import BUNDLE_FORMAT, ENV_NAME, MANIFEST_NAME, RESULTS_NAME
-from kit.errors import BundleError, SchemaError
+from kit.errors import KitError, SchemaError, UsageError
 from kit.results.atomic import atomic_write_bytes
 from kit.results.journal import JOURNAL_NAME, read_journal
 from kit.results.schema import SCHEMA_VERSION, CellResult, RunConfig, RunResults
@@ -73,11 +73,12 @@ def load_run_folder(run_dir: str | Path) -> RunFolder:
     interrupted unless the journal recorded its end.
     """
     run_dir = Path(run_dir)
+    # Not a folder, or not a run's folder: a bad argument (exit 2), like `kit run --resume`.
     if not run_dir.is_dir():
-        raise BundleError(f"{run_dir} is not a folder; `kit bundle export` takes a run folder (results/<run id>/).")
+        raise UsageError(f"{run_dir} is not a folder; `kit bundle export` takes a run folder (results/<run id>/).")
     results_path, journal_path = run_dir / RESULTS_NAME, run_dir / JOURNAL_NAME
     if not results_path.exists() and not journal_path.exists():
-        raise BundleError(
+        raise UsageError(
             f"{run_dir} has neither {RESULTS_NAME} nor {JOURNAL_NAME}: it is not a run folder.",
             remedy="Pass the folder `kit run` printed (results/<run id>/).",
         )
@@ -87,16 +88,21 @@ def load_run_folder(run_dir: str | Path) -> RunFolder:
     if results_path.exists():
         try:
             obj = json.loads(results_path.read_text(encoding="utf-8"))
-        except (ValueError, UnicodeDecodeError) as exc:
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             raise SchemaError(f"{results_path}: not valid JSON ({exc})") from None
         results = RunResults.from_dict(obj, source=str(results_path))
     else:
         start = next((e for e in events if e.get("event") == "run_start"), None)
         if start is None:
-            raise BundleError(f"{journal_path} has no run_start event; there is nothing to rebuild a bundle from.")
+            raise UsageError(f"{journal_path} has no run_start event; there is nothing to rebuild a bundle from.",
+                             remedy="Pass the folder of a run that started (results/<run id>/).")
+        try:
+            config = RunConfig.from_dict(start.get("config") if isinstance(start.get("config"), dict) else {})
+        except (UsageError, TypeError) as exc:
+            raise SchemaError(f"{journal_path}: the run_start event's config is malformed ({exc})") from None
         results = RunResults(
             run_id=str(start.get("run_id") or run_dir.name),
-            config=RunConfig.from_dict(start.get("config") or {}),
+            config=config,
             started_at=start.get("time"),
             status="interrupted",
         )
@@ -106,7 +112,7 @@ def load_run_folder(run_dir: str | Path) -> RunFolder:
     for ev in events:
         if ev.get("event") != "cell_end" or not isinstance(ev.get("result"), dict):
             continue
-        cell = CellResult.from_dict(ev["result"])
+        cell = CellResult.from_dict(ev["result"], source=str(journal_path), path=f"event {ev.get('seq')} (cell_end).result")
         if cell.cell_id not in have:
             results.cells.append(cell)
             have.add(cell.cell_id)
@@ -217,9 +223,16 @@ def export_run(run_dir: Path, results_root: Path) -> Path:
     Works on interrupted runs too (see :func:`load_run_folder`). Never
     overwrites an existing bundle: a name clash gets ``-2``, ``-3``... added.
     """
-    folder = load_run_folder(run_dir)
+    return write_bundle(load_run_folder(run_dir), results_root)
+
+
+def write_bundle(folder: RunFolder, results_root: Path) -> Path:
+    """Write the bundle of a loaded (or, for ``kit bundle merge``, assembled) run folder
+    into ``results_root``; never overwrites (a name clash gets ``-2``, ``-3``...)."""
     stem = bundle_stem(folder)
     results_root = Path(results_root)
+    if results_root.exists() and not results_root.is_dir():
+        raise UsageError(f"--out {results_root} is a file, not a folder.")
     target = results_root / f"{stem}.tar.gz"
     n = 2
     while target.exists():
@@ -228,5 +241,8 @@ def export_run(run_dir: Path, results_root: Path) -> Path:
     data = build_bundle(folder, target.name[: -len(".tar.gz")])
     try:
         return atomic_write_bytes(target, data)
+    except (PermissionError, NotADirectoryError, FileExistsError) as exc:
+        raise UsageError(f"cannot write the bundle to {target}: {exc.strerror or exc}",
+                         remedy="Choose a folder you can write to with --out.") from None
     except OSError as exc:
-        raise BundleError(f"cannot write the bundle to {target}: {exc.strerror or exc}") from None
+        raise KitError(f"cannot write the bundle to {target}: {exc.strerror or exc}") from None

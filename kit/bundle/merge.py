@@ -8,21 +8,23 @@ every cell as measured; the environment lists the merged bundles (name,
 command line and sha256 of each manifest) under ``merged_from`` and the
 settings the runs did not share under ``merged_config_differs``; the config is
 the union of the runs' (see :func:`merged_config`), and the journals are
-concatenated in input order.
+concatenated in input order (kept as a record; the merged bundle is built from
+the merged results, never by replaying the journals).
 """
 
 from __future__ import annotations
 
 import hashlib
-import tempfile
+import json
 import time
 from dataclasses import fields
 from pathlib import Path
 
-from kit.bundle.safe_open import open_bundle
-from kit.errors import BundleError
-from kit.results.atomic import atomic_write_json, atomic_write_text
+from kit.bundle.export import LOG_NAME, RunFolder, _tail, write_bundle
+from kit.bundle.safe_open import ENV_NAME, open_bundle
+from kit.errors import UsageError
 from kit.results.derive import derive
+from kit.results.journal import JOURNAL_NAME
 from kit.results.schema import RunConfig, RunResults
 
 def merged_config(configs: list[RunConfig]) -> tuple[RunConfig, dict]:
@@ -53,13 +55,18 @@ def merged_config(configs: list[RunConfig]) -> tuple[RunConfig, dict]:
 def _gpus(env: dict) -> list | None:
     nvml = env.get("nvml") or {}
     gpus = nvml.get("gpus") if isinstance(nvml, dict) else None
-    return gpus if isinstance(gpus, list) else None
+    # a stranger's env.json may hold anything: keep only the GPU records that are objects
+    return [g for g in gpus if isinstance(g, dict)] if isinstance(gpus, list) else None
+
+
+def _host_id(env: dict):
+    host = env.get("host")
+    return host.get("host_id") if isinstance(host, dict) else None
 
 
 def _identity(env: dict, same_model: bool = False) -> dict:
     """What must match for bundles to be merged: the machine (host, each GPU's UUID,
     driver), or with ``same_model`` only the GPU models and the driver."""
-    host = env.get("host") or {}
     nvml = env.get("nvml") or {}
     gpus = _gpus(env)
     key = "name" if same_model else "uuid"
@@ -68,7 +75,7 @@ def _identity(env: dict, same_model: bool = False) -> dict:
         "driver": nvml.get("driver_version") if isinstance(nvml, dict) else None,
     }
     if not same_model:
-        ident["host_id"] = host.get("host_id") if isinstance(host, dict) else None
+        ident["host_id"] = _host_id(env)
     return ident
 
 
@@ -77,8 +84,13 @@ def merge_bundles(paths: list[Path], out_dir: Path, same_model: bool = False) ->
     ``same_model`` from machines with the same GPU models and driver (e.g. two hosts
     of one cloud instance type), and ``environment.merged_from`` says which GPU
     (UUID and device) measured each source bundle."""
+    # Bundles that cannot be merged are bad arguments (exit 2); a bundle that fails
+    # its checks is refused by open_bundle (exit 5, or 4 when malformed).
     if len(paths) < 2:
-        raise BundleError("give at least two bundles to merge")
+        raise UsageError("give at least two bundles to merge")
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UsageError(f"--out {out_dir} is a file, not a folder.")
     bundles = [open_bundle(p) for p in paths]
     first = bundles[0]
     ident = _identity(first.environment, same_model)
@@ -86,7 +98,7 @@ def merge_bundles(paths: list[Path], out_dir: Path, same_model: bool = False) ->
     for b in bundles:
         if _identity(b.environment, same_model) != ident:
             what = "GPU models or driver" if same_model else "machine or driver"
-            raise BundleError(
+            raise UsageError(
                 f"{b.path.name} was measured on another {what} than {first.path.name} "
                 f"({_identity(b.environment, same_model)} vs {ident}); only bundles of one "
                 + ("GPU model and driver" if same_model else "machine") + " can be merged.",
@@ -94,11 +106,11 @@ def merge_bundles(paths: list[Path], out_dir: Path, same_model: bool = False) ->
                 + ("" if same_model else " (or, for identical GPUs on another host, kit bundle merge --same-model)"),
             )
         if b.results.kit_version != first.results.kit_version:
-            raise BundleError(f"{b.path.name} was written by kit {b.results.kit_version}, {first.path.name} by "
+            raise UsageError(f"{b.path.name} was written by kit {b.results.kit_version}, {first.path.name} by "
                               f"{first.results.kit_version}; merge bundles of one kit version only.")
         for c in b.results.cells:
             if c.cell_id in seen:
-                raise BundleError(f"cell {c.cell_id} is in both {seen[c.cell_id]} and {b.path.name}; merging would hide one.")
+                raise UsageError(f"cell {c.cell_id} is in both {seen[c.cell_id]} and {b.path.name}; merging would hide one.")
             seen[c.cell_id] = b.path.name
     env = dict(first.environment)
     if same_model:
@@ -108,7 +120,7 @@ def merge_bundles(paths: list[Path], out_dir: Path, same_model: bool = False) ->
         {"bundle": b.path.name, "run_id": b.results.run_id, "status": b.results.status,
          "device": b.environment.get("run_device"),
          "gpu_uuids": [g.get("uuid") for g in (_gpus(b.environment) or [])],
-         "host_id": (b.environment.get("host") or {}).get("host_id"),
+         "host_id": _host_id(b.environment),
          "command_line": b.results.config.command_line,
          "manifest_sha256": hashlib.sha256(b.files["manifest.json"]).hexdigest() if "manifest.json" in b.files else None}
         for b in bundles
@@ -126,30 +138,45 @@ def merge_bundles(paths: list[Path], out_dir: Path, same_model: bool = False) ->
         started_at=min((b.results.started_at or 0) for b in bundles) or None,
         finished_at=max((b.results.finished_at or 0) for b in bundles) or None,
     )
-    merged.derived = derive(cells, config.mode, config.tolerance,
-                            env.get("peak_tflops_measured"))
-    with tempfile.TemporaryDirectory(prefix="kit-merge-") as tmp:
-        run = Path(tmp) / merged.run_id
-        run.mkdir()
-        atomic_write_json(run / "results.json", merged.to_dict())
-        atomic_write_json(run / "env.json", env)
-        atomic_write_text(run / "journal.jsonl", "".join(b.text("journal.jsonl") for b in bundles if "journal.jsonl" in b.files))
-        atomic_write_text(run / "run.log", "".join(
-            f"==> {b.path.name}\n" + (b.text("run.log") if "run.log" in b.files else "") for b in bundles))
-        from kit.bundle.export import export_run
+    peaks = env.get("peak_tflops_measured")
+    if isinstance(peaks, dict):  # a stranger's env.json: only numbers (and the flag) reach derive
+        peaks = {k: v for k, v in peaks.items() if k == "available" or (isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0)}
+    else:
+        peaks = None
+    merged.derived = derive(cells, config.mode, config.tolerance, peaks)
+    # The bundle is built from the merged results directly: the sources' journals are kept
+    # as a record, never replayed (a journal's cell_end events must not add cells that the
+    # source's results.json does not hold).
+    raw = {
+        ENV_NAME: (json.dumps(env, indent=2) + "\n").encode("utf-8"),
+        JOURNAL_NAME: _tail(b"".join(b.files[JOURNAL_NAME] for b in bundles if JOURNAL_NAME in b.files)),
+        LOG_NAME: _tail("".join(f"==> {b.path.name}\n" + (b.text(LOG_NAME) if LOG_NAME in b.files else "")
+                                for b in bundles).encode("utf-8")),
+    }
+    folder = RunFolder(path=Path(merged.run_id), results=merged, environment=env, raw=raw)
+    return write_bundle(folder, Path(out_dir))
 
-        return export_run(run, Path(out_dir))
+
+def reference_roots() -> list[Path]:
+    """Where shipped references live: inside the installed package (a wheel carries
+    them as ``kit/_references/``, see setup.py), then the source checkout's
+    ``references/`` (the one copy in the repository). Never the current folder."""
+    package = Path(__file__).resolve().parents[1]
+    roots = [package / "_references"]
+    checkout = package.parent
+    if (checkout / "pyproject.toml").is_file() and (checkout / "references").is_dir():
+        roots.append(checkout / "references")
+    return roots
 
 
 def reference_bundles(name: str) -> list[Path]:
-    """The shipped reference bundle(s) called ``name`` (e.g. "h200")."""
-    roots = [Path.cwd() / "references", Path(__file__).resolve().parents[2] / "references"]
-    for root in roots:
-        folder = root / name
-        if folder.is_dir():
-            found = sorted(folder.glob("*.tar.gz"))
+    """The shipped reference bundle(s) called ``name`` (e.g. "h200"), from any folder."""
+    roots = reference_roots()
+    if name and "/" not in name and "\\" not in name and name not in (".", ".."):
+        for root in roots:
+            found = sorted((root / name).glob("*.tar.gz"))
             if found:
                 return found
-    known = sorted({p.name for r in roots if r.is_dir() for p in r.iterdir() if p.is_dir()})
-    raise BundleError(f"no reference called {name!r}" + (f"; known: {', '.join(known)}" if known else ""),
-                      remedy="See references/ in the kit's repository.")
+    known = sorted({p.parent.name for r in roots if r.is_dir() for p in r.glob("*/*.tar.gz")})
+    raise UsageError(f"no reference called {name!r}" + (f"; known: {', '.join(known)}" if known else "; none is installed"),
+                     remedy="See references/ in the kit's repository, or compare with a bundle path instead.")

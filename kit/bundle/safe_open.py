@@ -5,7 +5,11 @@ Rules (documented in docs/bundles.md, "Safety"):
 - Nothing is extracted: members are read into memory after their header has
   been checked, so no path in an archive can ever name a place on disk.
 - Nothing is executed, unpickled or rendered: the JSON files are parsed with
-  ``json``; ``report.html`` and the charts are only hashed.
+  ``json``; ``report.html`` and the charts are never rendered, but they are
+  parsed and refused if they hold active content (scripts, event handlers,
+  ``javascript:`` or external URLs, ``<foreignObject>``, ...;
+  :mod:`kit.bundle.active_content`), because the hashes only say they were not
+  changed after the sender wrote the manifest.
 - Only regular files and folders are accepted; symbolic links, hard links,
   devices, FIFOs and sparse files are refused, as are absolute paths, ``..``
   components, backslashes, control characters and duplicate names.
@@ -15,8 +19,10 @@ Rules (documented in docs/bundles.md, "Safety"):
   not after it has filled the disk or the memory.
 - ``manifest.json`` must list every other file with its sha256 and size; a
   file that does not match, is missing, or is not listed is named in the error.
-- The results schema version must be the one this kit reads
-  (:class:`kit.errors.SchemaError` otherwise, saying both versions).
+- The results schema version must be the one this kit reads, and every field
+  of ``results.json`` must have its type (:class:`kit.errors.SchemaError`
+  otherwise, saying both versions or the JSON path of the bad field); a member
+  that is not valid JSON is a SchemaError too (exit 4, "malformed").
 
 The sha256 sums protect against damage and careless edits, not against a
 forger (who can rewrite the manifest too); bundles are not signed.
@@ -32,7 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
 
-from kit.errors import BundleError, SchemaError
+from kit.bundle.active_content import check_files as check_active_content
+from kit.errors import BundleError, SchemaError, UsageError
 from kit.results.schema import RunResults, check_version
 
 MANIFEST_NAME = "manifest.json"
@@ -163,14 +170,18 @@ def read_members(path: Path, limits: Limits = DEFAULT_LIMITS) -> dict[str, bytes
     above. Folders are accepted and dropped. A single top-level folder holding
     everything (the layout ``kit bundle export`` writes) is stripped."""
     label = path.name
+    # A path that is not there, or not a file, is a bad argument (exit 2), not a bad bundle.
+    if path.exists() and not path.is_dir() and not path.is_file():
+        raise UsageError(f"{path} is not a regular file (a device, FIFO or socket), so not a bundle.")
     try:
         fh = open(path, "rb")
     except FileNotFoundError:
-        raise BundleError(f"{path}: no such file.") from None
+        raise UsageError(f"{path}: no such file.", remedy="Pass the .tar.gz that `kit run` or `kit bundle export` wrote.") from None
     except IsADirectoryError:
-        raise BundleError(f"{path} is a folder, not a bundle (.tar.gz).") from None
+        raise UsageError(f"{path} is a folder, not a bundle (.tar.gz).",
+                         remedy="To make a bundle from a run folder: kit bundle export RUN_DIR") from None
     except OSError as exc:
-        raise BundleError(f"{path}: cannot be read ({exc.strerror}).") from None
+        raise UsageError(f"{path}: cannot be read ({exc.strerror}).") from None
     with fh:
         if fh.read(2) != b"\x1f\x8b":
             raise BundleError(
@@ -230,14 +241,19 @@ def _strip_top_folder(files: dict[str, bytes]) -> dict[str, bytes]:
 
 
 def parse_json(data: bytes, name: str, label: str) -> Any:
+    """The parsed JSON of a member; SchemaError (exit 4: malformed) when it is not JSON."""
     try:
         return json.loads(data.decode("utf-8"))
     except UnicodeDecodeError:
-        raise BundleError(f"{label}: {name} is not UTF-8 text.") from None
+        raise SchemaError(f"{label}: {name} is not UTF-8 text.") from None
+    except RecursionError:
+        raise SchemaError(f"{label}: {name} nests too deeply to be results.") from None
     except json.JSONDecodeError as exc:
-        raise BundleError(
+        raise SchemaError(
             f"{label}: {name} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})."
         ) from None
+    except ValueError as exc:  # e.g. an integer with more digits than Python converts
+        raise SchemaError(f"{label}: {name} is not usable JSON ({exc}).") from None
 
 
 def check_manifest(files: dict[str, bytes], label: str) -> dict:
@@ -249,7 +265,7 @@ def check_manifest(files: dict[str, bytes], label: str) -> dict:
         )
     manifest = parse_json(files[MANIFEST_NAME], MANIFEST_NAME, label)
     if not isinstance(manifest, dict):
-        raise BundleError(f"{label}: {MANIFEST_NAME} is not a JSON object.")
+        raise SchemaError(f"{label}: {MANIFEST_NAME} is not a JSON object.")
     fmt = manifest.get("bundle_format", BUNDLE_FORMAT)
     if not isinstance(fmt, int) or fmt > BUNDLE_FORMAT:
         raise SchemaError(
@@ -292,13 +308,14 @@ def open_bundle(path: str | Path, limits: Limits = DEFAULT_LIMITS) -> Bundle:
     label = path.name
     files = read_members(path, limits)
     manifest = check_manifest(files, label)
+    check_active_content(files, label)
     results_obj = parse_json(files[RESULTS_NAME], RESULTS_NAME, label)
     results = RunResults.from_dict(results_obj, source=f"{label} ({RESULTS_NAME})")
     environment: dict = {}
     if ENV_NAME in files:
         env_obj = parse_json(files[ENV_NAME], ENV_NAME, label)
         if not isinstance(env_obj, dict):
-            raise BundleError(f"{label}: {ENV_NAME} is not a JSON object.")
+            raise SchemaError(f"{label}: {ENV_NAME} is not a JSON object.")
         environment = env_obj
     if not environment and isinstance(results.environment, dict):
         environment = results.environment

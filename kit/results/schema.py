@@ -18,7 +18,7 @@ turns a mismatch into a clear message.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -113,7 +113,10 @@ class CellResult:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> "CellResult":
+    def from_dict(cls, d: Any, source: str = "cell", path: str = "cell") -> "CellResult":
+        """A cell from its JSON object; SchemaError naming ``path`` when a field
+        is missing or of the wrong type (see :func:`check_cell`)."""
+        check_cell(d, source, path)
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in known})
 
@@ -217,24 +220,176 @@ class RunResults:
 
     @classmethod
     def from_dict(cls, d: Any, source: str = "results") -> "RunResults":
+        """Results from their JSON object. Every field is checked for its type
+        first (:func:`check_results`), so a malformed file is a SchemaError
+        naming the JSON path of the problem, never a crash later on."""
         if not isinstance(d, dict):
-            raise SchemaError(f"{source}: expected a JSON object at the top level")
+            raise SchemaError(f"{source}: expected a JSON object at the top level, found {_kind(d)}")
         check_version(d.get("schema_version"), source)
+        check_results(d, source)
         try:
-            return cls(
-                run_id=d["run_id"],
-                config=RunConfig.from_dict(d.get("config") or {}),
-                environment=d.get("environment") or {},
-                cells=[CellResult.from_dict(c) for c in d.get("cells") or []],
-                status=d.get("status", "complete"),
-                derived=d.get("derived") or {},
-                started_at=d.get("started_at"),
-                finished_at=d.get("finished_at"),
-                schema_version=d["schema_version"],
-                kit_version=d.get("kit_version", "unknown"),
-            )
-        except (KeyError, TypeError) as exc:
-            raise SchemaError(f"{source}: malformed results ({exc.__class__.__name__}: {exc})") from None
+            config = RunConfig.from_dict(d.get("config", {}))
+        except UsageError as exc:
+            raise SchemaError(f"{source}: malformed results at config: {exc.message}") from None
+        return cls(
+            run_id=d["run_id"],
+            config=config,
+            environment=d.get("environment", {}),
+            cells=[CellResult.from_dict(c, source, f"cells[{i}]") for i, c in enumerate(d.get("cells", []))],
+            status=d.get("status", "complete"),
+            derived=d.get("derived", {}),
+            started_at=d.get("started_at"),
+            finished_at=d.get("finished_at"),
+            schema_version=d["schema_version"],
+            kit_version=d.get("kit_version", "unknown"),
+        )
+
+
+# --- type checks: one rule per field, read from the dataclasses' annotations ----------------------
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+#: annotation (as written in the dataclasses above) -> (test, what it expects)
+_RULES: dict[str, tuple[Any, str]] = {
+    "str": (lambda v: isinstance(v, str), "a string"),
+    "int": (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
+    "float": (_is_number, "a number"),
+    "bool": (lambda v: isinstance(v, bool), "true or false"),
+    "dict": (lambda v: isinstance(v, dict), "an object"),
+    "list": (lambda v: isinstance(v, list), "a list"),
+}
+#: containers: annotation -> (outer rule, rule for each element)
+_CONTAINERS: dict[str, tuple[str, str | None]] = {
+    "dict[str, Any]": ("dict", None),
+    "dict[str, dict]": ("dict", "dict"),
+    "list[str]": ("list", "str"),
+    "list[dict]": ("list", "dict"),
+}
+
+
+def _check_value(value: Any, annotation: str, source: str, path: str) -> None:
+    optional = annotation.endswith(" | None")
+    base = annotation[: -len(" | None")] if optional else annotation
+    if value is None and optional:
+        return
+    outer, inner = _CONTAINERS.get(base, (base, None))
+    rule = _RULES.get(outer)
+    if rule is None:
+        return  # a dataclass-typed field: checked by its own rules
+    if not rule[0](value):
+        what = {"list[str]": "a list of strings", "list[dict]": "a list of objects",
+                "dict[str, dict]": "an object of objects"}.get(base, rule[1])
+        _fail(source, path, what + (" or null" if optional else ""), value)
+    if inner is not None:
+        test, what = _RULES[inner]
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in items:
+            if not test(item):
+                _fail(source, f"{path}.{key}" if isinstance(value, dict) else f"{path}[{key}]", what, item)
+
+
+#: Per-repeat metrics the reports and comparisons read: numbers (or null where not measured).
+REPEAT_NUMBERS = (
+    "epoch_seconds_median", "throughput_items_per_s", "time_to_first_step_s", "data_wait_s", "compute_s",
+    "peak_memory_bytes", "overflow_steps", "nan_losses", "final_loss", "final_metric", "loss_scale_final",
+    "steady_seconds", "steady_items", "steady_tokens", "warmup_steps", "warmup_batches", "steps",
+    "achieved_tflops", "items_per_j", "fit_seconds", "train_batches_per_epoch", "num_workers", "seed", "repeat",
+)
+#: Per-repeat metrics that are a list of numbers (one per epoch)...
+REPEAT_NUMBER_LISTS = ("epoch_seconds",)
+#: ... or either a number or such a list.
+REPEAT_NUMBER_OR_LISTS = ("energy_j_per_epoch",)
+STATS_NUMBERS = ("median", "mean", "min", "max", "stdev", "cv")
+#: A cell's knobs that comparisons line up across machines: integers (or null).
+PARAM_INTEGERS = ("batch_size", "image_size", "epochs", "steps", "max_batches", "bptt")
+
+
+def _fail(source: str, path: str, expected: str, value: Any) -> None:
+    raise SchemaError(
+        f"{source}: malformed results at {path}: expected {expected}, found {_kind(value)}",
+        remedy="The file was damaged or edited by hand; use the results.json or bundle the kit wrote.",
+    )
+
+
+def _check_fields(cls: Any, d: Any, source: str, path: str, may_lack: tuple[str, ...] = ()) -> None:
+    """Each dataclass field present in ``d`` has its annotated type; required ones
+    (but those in ``may_lack``) are present."""
+    if not isinstance(d, dict):
+        _fail(source, path, "an object", d)
+    for f in fields(cls):
+        where = f"{path}.{f.name}" if path else f.name
+        if f.name not in d:
+            if f.default is MISSING and f.default_factory is MISSING and f.name not in may_lack:  # type: ignore[misc]
+                raise SchemaError(f"{source}: malformed results at {path or 'the top level'}: "
+                                  f"'{f.name}' is missing")
+            continue
+        annotation = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+        _check_value(d[f.name], annotation, source, where)
+
+
+def check_cell(d: Any, source: str = "cell", path: str = "cell") -> None:
+    """SchemaError unless ``d`` is a well-typed cell (its repeats' and summary's numbers included)."""
+    _check_fields(CellResult, d, source, path)
+    for key in PARAM_INTEGERS:
+        v = d.get("params", {}).get(key)
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool)):
+            _fail(source, f"{path}.params.{key}", "an integer or null", v)
+    for i, rep in enumerate(d.get("repeats", [])):
+        for key in REPEAT_NUMBERS:
+            if key in rep and rep[key] is not None and not _is_number(rep[key]):
+                _fail(source, f"{path}.repeats[{i}].{key}", "a number or null", rep[key])
+        for key in REPEAT_NUMBER_LISTS + REPEAT_NUMBER_OR_LISTS:
+            v = rep.get(key)
+            if key not in rep or (v is None and key in REPEAT_NUMBER_OR_LISTS):
+                continue
+            if key in REPEAT_NUMBER_OR_LISTS and _is_number(v):
+                continue
+            if not isinstance(v, list):
+                _fail(source, f"{path}.repeats[{i}].{key}", "a list of numbers", v)
+            for j, x in enumerate(v):
+                if x is not None and not _is_number(x):
+                    _fail(source, f"{path}.repeats[{i}].{key}[{j}]", "a number or null", x)
+    for metric, stats in d.get("summary", {}).items():
+        where = f"{path}.summary.{metric}"
+        missing = [k for k in ("n",) + STATS_NUMBERS if k not in stats]
+        if missing:
+            raise SchemaError(f"{source}: malformed results at {where}: {', '.join(repr(k) for k in missing)} missing")
+        if "n" in stats and (not isinstance(stats["n"], int) or isinstance(stats["n"], bool)):
+            _fail(source, f"{where}.n", "an integer", stats["n"])
+        for key in STATS_NUMBERS:
+            if key in stats and stats[key] is not None and not _is_number(stats[key]):
+                _fail(source, f"{where}.{key}", "a number or null", stats[key])
+
+
+def check_results(d: Any, source: str = "results") -> None:
+    """SchemaError naming the JSON path of the first field that is missing or of
+    the wrong type anywhere in a results object (run, config, cells, repeats, summaries)."""
+    _check_fields(RunResults, d, source, "", may_lack=("config",))
+    # RunResults annotates these with dataclass types; they are JSON objects / lists here
+    for key, annotation in (("config", "dict[str, Any]"), ("cells", "list[dict]")):
+        if key in d:
+            _check_value(d[key], annotation, source, key)
+    _check_fields(RunConfig, d.get("config", {}), source, "config")
+    for i, cell in enumerate(d.get("cells", [])):
+        check_cell(cell, source, f"cells[{i}]")
 
 
 def check_version(version: Any, source: str = "results") -> None:
@@ -258,7 +413,9 @@ def load_results(path: str | Path) -> RunResults:
     try:
         d = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise SchemaError(f"{path}: no such results file") from None
-    except (ValueError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: no such results file") from None
+    except IsADirectoryError:
+        raise UsageError(f"{path} is a folder, not a results file") from None
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise SchemaError(f"{path}: not valid JSON ({exc})") from None
     return RunResults.from_dict(d, source=str(path))
