@@ -17,12 +17,12 @@ Sources:
   cell; the other 20 alone fit 7.3 s + 15.8 TFLOP/s). A slower GPU takes longer.
 - [VM] runs on the project's 2-core development VM (x86-64, no GPU, torch 2.14.1 on the
   CPU), 2026-12-01, while other jobs shared its two cores (load average 3-8): ``kit run
-  --smoke --device cpu --data synthetic`` (ResNet-18, 4 steps of 32, 1 repeat: 10.5-13 s
-  a ``torch`` cell, 21 s a ``fastai`` cell) and ``kit run --device cpu --data synthetic
-  --suite all -m resnet18,resnet34 -p fp32 --steps 8 --repeats 2 --preset apex-2018
-  --max-batches 20`` (23-40 s ``torch``, 41-56 s ``fastai``, 243 s the LSTM, 14 s of it
-  before its first batch). Rounded to fit both within about 2x; a quiet or larger CPU is
-  faster.
+  --smoke --suite all --device cpu --data synthetic`` (ResNet-18, 4 steps of 32, 1 repeat:
+  10.5-30 s a ``torch`` cell, 17-21 s a ``fastai`` cell; the LSTM, 5 batches: 16-21 s a
+  cell) and ``kit run --device cpu --data synthetic --suite all -m resnet18,resnet34 -p fp32
+  --steps 8 --repeats 2 --preset apex-2018 --max-batches 20`` (23-40 s ``torch``, 41-56 s
+  ``fastai``, 243 s the LSTM). Rounded to fit those within about 2x; a quiet or larger CPU
+  is faster.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ RATES: dict[tuple[str, str], EstimateRate] = {
     ("cuda", "lstm/kit"): EstimateRate(cell_s=11.2, tflops=79.0),       # [H200]
     ("cpu", "cifar/torch"): EstimateRate(cell_s=8.0, tflops=0.010),     # [VM]
     ("cpu", "cifar/fastai"): EstimateRate(cell_s=15.0, tflops=0.006),   # [VM]
-    ("cpu", "lstm/kit"): EstimateRate(cell_s=14.0, tflops=0.007),       # [VM]
+    ("cpu", "lstm/kit"): EstimateRate(cell_s=8.0, tflops=0.012),        # [VM]
 }
 
 #: What the plan's printout says the estimate rests on, per device kind.
