@@ -114,7 +114,7 @@ class RunEta:
             return None
         scale = self.measured_s / self.measured_est
         left = 0.0
-        for cell in self.pending:
+        for cell in list(self.pending):  # the bar redraws from its own thread
             if self.kinds.get(cell) in self.skipped_kinds:
                 continue
             cost = scale * self.estimates.get(cell, 0.0)
