@@ -70,7 +70,7 @@ def test_present_file_with_wrong_checksum_is_reported_and_replaced(tmp_path, pay
     messages: list[str] = []
     result = fetch_file(facts, folder, opener=opener_serving({facts.mirrors[0]: data}), progress=False, log=messages.append)
     assert result.downloaded and result.replaced_bad_file
-    assert any("wrong" in m and "MD5" in m for m in messages)
+    assert any("is corrupt (MD5 is" in m for m in messages), messages
     assert (folder / facts.filename).read_bytes() == data
 
 
@@ -242,3 +242,33 @@ def test_disk_error_while_writing_is_a_clear_error_not_a_traceback(tmp_path, pay
     monkeypatch.setattr(fetch_mod.os, "fsync", real_fsync)
     assert "No space left on device" in err.value.message and "--data-dir" in err.value.remedy
     assert not (tmp_path / facts.filename).exists() and not _parts(tmp_path)
+
+
+def test_a_run_with_a_corrupt_data_file_says_corrupt_not_missing(tmp_path):
+    """`kit run --data real` with a damaged archive in the data folder names it corrupt
+    (with the checksum it has), never 'not in the data folder yet'."""
+    import subprocess
+    import sys
+
+    from kit.facts.datasets import CIFAR100 as REAL
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / REAL.filename).write_bytes(b"not the archive" * 100)
+    repo = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=str(repo), KIT_DATA_MIRRORS=f"http://127.0.0.1:{_closed_port()}/")
+    proc = subprocess.run(
+        [sys.executable, "-m", "kit", "run", "--suite", "cifar", "--data", "real", "--data-dir", str(data),
+         "--device", "cpu", "--skip-checks", "--results-dir", str(tmp_path / "results")],
+        capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
+    err = " ".join(proc.stderr.split())  # rich wraps long lines
+    assert proc.returncode == 3, proc.stderr
+    assert "is corrupt: MD5 is" in err, err
+    assert "not in" not in err, err
+    assert (data / REAL.filename).read_bytes().startswith(b"not the archive")  # left as it was
+
+
+def test_a_missing_data_file_is_reported_missing(tmp_path):
+    from kit.data.service import describe, fetch_reason
+
+    assert fetch_reason(describe(tmp_path, "cifar100", "real")) == f"cifar100: not in {tmp_path} yet; fetching it"

@@ -25,6 +25,10 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Click's plain help, not Typer's rich panels: the panels' option-name columns are cut
+    # with "…" at 80 columns (--static-loss-sc…, --no-dynamic-l…), and a user then cannot
+    # type the option. Click wraps the help text and never shortens a name.
+    rich_markup_mode=None,
 )
 
 

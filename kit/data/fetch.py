@@ -104,7 +104,8 @@ def fetch_file(
     if present.ok:
         return FetchResult(target, downloaded=False, url=None, verification=present)
     if present.present:
-        say(f"{target} is present but wrong ({present.problem}); fetching a good copy.")
+        what = "is corrupt" if present.problem.startswith(("MD5 is", "SHA-256 is")) else "is present but unusable"
+        say(f"{target} {what} ({present.problem}); fetching a good copy.")
 
     try:
         folder.mkdir(parents=True, exist_ok=True)

@@ -92,6 +92,21 @@ def describe(data_dir: str | os.PathLike | None, dataset: str, source: str) -> d
     return out
 
 
+def fetch_reason(described: dict[str, Any]) -> str:
+    """One line saying why a run fetches a real data set, from :func:`describe`'s answer:
+    it is missing, or the file there is corrupt (its checksum does not match), or
+    something else is wrong with what is there (unreadable, placed by hand)."""
+    name = described["dataset"]
+    path = described.get("path")
+    problem = described.get("problem") or ""
+    if not described.get("present"):
+        folder = os.path.dirname(path) if path else "the data folder"
+        return f"{name}: not in {folder} yet; fetching it"
+    if problem.startswith(("MD5 is", "SHA-256 is")):
+        return f"{name}: {path} is corrupt: {problem}; fetching a good copy"
+    return f"{name}: {path}: {problem}; fetching a good copy"
+
+
 def fetch_dataset(
     name: str,
     data_dir: str | os.PathLike | None = None,

@@ -4,6 +4,7 @@
 - ``cuda``: driver minimums per CUDA toolkit, architectures per toolkit/torch build.
 - ``models``: published model FLOPs, the word-language-model presets.
 - ``hardware``: vendor peak rates used only as context (the kit measures its own).
+- ``estimates``: the rates behind the plan's rough time estimate (measured by the kit).
 
 Nothing else in the kit hard-codes such a number.
 """

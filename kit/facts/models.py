@@ -72,17 +72,39 @@ WIKITEXT2_TRAIN_TOKENS = WIKITEXT2.sizes["train"]
 WIKITEXT2_VOCAB = WIKITEXT2.sizes["vocab"]
 
 
-def lstm_train_flops(params: dict) -> float:
-    """Rough training FLOPs for one LSTM epoch (time estimates only)."""
+def _lstm_params(params: dict) -> dict:
     preset = LSTM_PRESETS.get(params.get("preset", "apex-2018"), LSTM_PRESETS["apex-2018"])
-    p = {**preset, **{k: v for k, v in params.items() if v is not None}}
+    return {**preset, **{k: v for k, v in params.items() if v is not None}}
+
+
+def lstm_forward_flops_per_token(params: dict) -> float:
+    """Forward FLOPs per token (MACs x2): the LSTM layers and the decoder over the vocabulary."""
+    p = _lstm_params(params)
     h, e, layers = p["nhid"], p["emsize"], p["nlayers"]
     per_token = 0.0
     for i in range(layers):
         inp = e if i == 0 else h
         per_token += 2 * 4 * (inp + h) * h
-    per_token += 2 * h * WIKITEXT2_VOCAB  # decoder
+    return per_token + 2 * h * WIKITEXT2_VOCAB  # decoder
+
+
+def lstm_train_flops(params: dict) -> float:
+    """Rough training FLOPs for one LSTM epoch (time estimates only)."""
+    p = _lstm_params(params)
     tokens = WIKITEXT2_TRAIN_TOKENS
     if p.get("max_batches"):
         tokens = min(tokens, p["max_batches"] * p["batch_size"] * p["bptt"])
-    return 3 * per_token * tokens * (p.get("epochs") or 1)
+    return 3 * lstm_forward_flops_per_token(p) * tokens * (p.get("epochs") or 1)
+
+
+def lstm_eval_flops(params: dict) -> float:
+    """Rough forward FLOPs of one repeat's evaluation (time estimates only): the
+    validation set after each epoch and the test set once, each cut to ``max_batches``
+    chunks of ``bptt`` x ``eval_batch_size`` tokens when that is set (as training is)."""
+    p = _lstm_params(params)
+
+    def tokens(split: str) -> int:
+        n = WIKITEXT2.sizes[split]
+        return min(n, p["max_batches"] * p["bptt"] * p["eval_batch_size"]) if p.get("max_batches") else n
+
+    return lstm_forward_flops_per_token(p) * (tokens("valid") * (p.get("epochs") or 1) + tokens("test"))

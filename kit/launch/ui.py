@@ -87,10 +87,13 @@ class RichLaunchUI:
         self.task = self.progress.add_task("cells", total=len(cells) or None)
 
     def cell_done(self, cell_id: str, headline: str, status: str) -> None:
+        from rich.text import Text
+
         style = {"ok": "green", "skipped": "yellow", "failed": "red"}.get(status, "")
         out = self.progress.console if self.progress is not None else self.console
-        out.print(f"[{style}]{cell_id}[/{style}]: " if style else f"{cell_id}: ", end="")
-        out.print(headline, markup=False, highlight=False)
+        # one print per line: the live bar redraws after each print, from the start of
+        # the line, so a name printed alone (end="") was erased before its headline came
+        out.print(Text.assemble((cell_id, style), ": ", headline), highlight=False)
         if self.progress is not None:
             self.progress.advance(self.task)
 

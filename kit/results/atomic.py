@@ -4,6 +4,10 @@ The data go to a temporary file in the same folder, are flushed and fsynced,
 and the temporary file is renamed over the target with ``os.replace`` (atomic
 on POSIX within one file system). A writer killed at any point leaves the old
 file or no file, never a truncated one.
+
+Every file written here gets the usual mode for a new file (0666 minus the
+user's umask), like the journal and run.log that are opened normally: one rule
+for every file a run writes, not mkstemp's private 0600.
 """
 
 from __future__ import annotations
@@ -17,11 +21,11 @@ from typing import Any, BinaryIO, Iterator
 
 
 @contextlib.contextmanager
-def atomic_open(path: str | os.PathLike, public: bool = False) -> Iterator[BinaryIO]:
+def atomic_open(path: str | os.PathLike, public: bool = True) -> Iterator[BinaryIO]:
     """Write ``path`` through a binary file handle; it appears only if the block
     finishes. An exception (or a kill) leaves the old file or none, and the
-    temporary file is removed. ``public`` gives the file the usual mode for new
-    files (0666 minus umask) instead of mkstemp's 0600, for shared data folders."""
+    temporary file is removed. The file gets 0666 minus the umask (``public``
+    is kept for callers that still pass it; every file gets that mode)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -30,10 +34,7 @@ def atomic_open(path: str | os.PathLike, public: bool = False) -> Iterator[Binar
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
-        if public:
-            mask = os.umask(0)
-            os.umask(mask)
-            os.chmod(tmp, 0o666 & ~mask)
+        os.chmod(tmp, 0o666 & ~current_umask())
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -56,6 +57,13 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
 
 def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
     return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
+
+
+def current_umask() -> int:
+    """The process's umask (os.umask can only be read by setting it; it is set straight back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def fsync_dir(folder: Path) -> None:

@@ -6,8 +6,10 @@ are defined here and documented in the README.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
+from kit.facts import estimates as estimate_facts
 from kit.facts import models as model_facts
 from kit.results.schema import (
     CIFAR_ENGINES,
@@ -81,21 +83,41 @@ def build_plan(config: RunConfig) -> Plan:
     return Plan(config, cells)
 
 
-def estimate_seconds(spec: CellSpec, repeats: int, tflops: float, mode: str = "throughput") -> float:
-    """A rough wall-time guess for the plan printout (never reported as a result).
+def device_kind(device: str) -> str:
+    """'cuda' or 'cpu': which of kit.facts.estimates' rates a plan for ``device`` uses.
+    'auto' becomes 'cuda' where an NVIDIA driver is loaded (as torch's CUDA check
+    needs), else 'cpu'; torch is not imported for a guess."""
+    if device.startswith("cuda"):
+        return "cuda"
+    if device == "auto":
+        return "cuda" if os.path.exists("/proc/driver/nvidia/version") else "cpu"
+    return "cpu"
 
-    Uses the model's forward FLOPs (kit.facts.models) x3 for training, at
-    ``tflops`` effective rate, plus a fixed warm-up allowance per repeat.
+
+def estimate_source(kind: str) -> str:
+    """Where the estimate's rates come from, for the plan's printout."""
+    return estimate_facts.SOURCES[kind]
+
+
+def estimate_seconds(spec: CellSpec, repeats: int, tflops: float | None = None, mode: str = "throughput",
+                     device: str = "cuda") -> float:
+    """A rough wall-time guess for the plan printout and the progress ETA's weights
+    (never reported as a result).
+
+    A fixed cost per cell plus the model's training FLOPs (kit.facts.models) over the
+    repeats at the effective rate of kit.facts.estimates for the device kind
+    (``device``: 'cuda' or 'cpu', see :func:`device_kind`) and engine; ``tflops``
+    replaces that rate.
     """
     if spec.workload == "cifar":
         p = spec.params
         per_image = model_facts.train_flops_per_image(spec.model, p.get("image_size", 32))
         steps = (p.get("steps") or 196) * (p.get("epochs") or 1)
         work = per_image * p.get("batch_size", 256) * steps
-        warmup = 20.0 if p.get("compile") != "off" and spec.engine == "torch" else 3.0
     else:
         from kit.bench.lstm.config import resolve  # torch-free; owns the mode's default epochs
 
-        work = model_facts.lstm_train_flops(resolve(spec.params, mode).to_dict())
-        warmup = 3.0
-    return repeats * (work / (tflops * 1e12) + warmup)
+        params = resolve(spec.params, mode).to_dict()
+        work = model_facts.lstm_train_flops(params) + model_facts.lstm_eval_flops(params)
+    rate = estimate_facts.rate(device, spec.workload, spec.engine)
+    return rate.cell_s + repeats * work / ((tflops or rate.tflops) * 1e12)

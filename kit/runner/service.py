@@ -377,6 +377,7 @@ def ensure_real_data(config: RunConfig, console, progress: bool = True) -> None:
     """Fetch (with a progress bar) whatever real data set the run needs and lacks,
     before any run folder exists; a failure names the file, checksum and folder."""
     from kit.data import describe, fetch_dataset
+    from kit.data.service import fetch_reason
 
     from kit.runner.plan import SUITE_DATASETS
 
@@ -385,5 +386,5 @@ def ensure_real_data(config: RunConfig, console, progress: bool = True) -> None:
         d = describe(config.data_dir, name, "real")
         if d.get("present") and not d.get("problem"):
             continue
-        console.print(f"{name}: not in {config.data_dir} yet; fetching it")
+        console.print(fetch_reason(d))
         fetch_dataset(name, config.data_dir, progress=progress)

@@ -23,9 +23,11 @@ instrumentation costs.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
-from typing import Any, Callable
+import warnings
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import torch
@@ -48,10 +50,27 @@ FASTAI_PRECISION = {
 }
 
 
+#: The warning torch 2.x gives for every torch.jit.script call. fastai's modules call
+#: it while they are imported (fastai.layers' Swish/Mish helpers, fastai.torch_core's
+#: script decorators), so every fastai run printed it to users, who can do nothing
+#: about it; the kit never uses those layers.
+JIT_SCRIPT_DEPRECATED = r"`torch\.jit\.script` is deprecated"
+
+
+@contextlib.contextmanager
+def fastai_imports() -> Iterator[None]:
+    """Import fastai inside this block: it hides torch's `torch.jit.script is deprecated`
+    FutureWarning (that message, that category) and nothing else, and only here."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=JIT_SCRIPT_DEPRECATED, category=FutureWarning)
+        yield
+
+
 def fastai_missing_reason() -> str | None:
     try:
-        import fastai  # noqa: F401
-        from fastai.learner import Learner  # noqa: F401
+        with fastai_imports():
+            import fastai  # noqa: F401
+            from fastai.learner import Learner  # noqa: F401
     except Exception as exc:
         return f"fastai cannot be imported ({exc.__class__.__name__}: {exc}); install fastai 2.8 to run this engine"
     return None
@@ -81,7 +100,8 @@ def default_num_workers(device: str) -> int:
 
 # --------------------------------------------------------------------------- data
 def _fastai_types():
-    from fastai.torch_core import TensorCategory, TensorImage
+    with fastai_imports():
+        from fastai.torch_core import TensorCategory, TensorImage
 
     return TensorImage, TensorCategory
 
@@ -102,7 +122,8 @@ class ArrayDataset:
 
 
 def _make_transforms():
-    from kit.bench.cifar.fastai_tfms import PadCropFlip, Upsample
+    with fastai_imports():
+        from kit.bench.cifar.fastai_tfms import PadCropFlip, Upsample
 
     return PadCropFlip, Upsample
 
@@ -111,8 +132,9 @@ def make_dls(cfg: TrainConfig, arrays: Any, num_workers: int | None = None):
     """fastai DataLoaders over the arrays: train (augmented, shuffled, ``steps`` batches
     per epoch drawn from the whole set when ``cfg.steps`` is set) and valid (the test
     set; one batch in throughput mode, where accuracy is not the point)."""
-    from fastai.data.core import DataLoaders, TfmdDL
-    from fastai.data.transforms import IntToFloatTensor, Normalize
+    with fastai_imports():
+        from fastai.data.core import DataLoaders, TfmdDL
+        from fastai.data.transforms import IntToFloatTensor, Normalize
 
     PadCropFlip, Upsample = _make_transforms()
     device = torch.device(cfg.device)
@@ -147,13 +169,14 @@ def make_dls(cfg: TrainConfig, arrays: Any, num_workers: int | None = None):
 def build_learner(cfg: TrainConfig, arrays: Any, num_workers: int | None = None):
     """The Learner a fastai user would build, with its precision switch applied.
     Progress bars and the logger are off (they cost time and print)."""
-    import fastai.callback.fp16  # noqa: F401 - patches Learner.to_fp16/to_bf16/to_non_native_fp16
-    import fastai.callback.schedule  # noqa: F401 - patches Learner.fit_one_cycle
-    from fastai.callback.progress import ProgressCallback
-    from fastai.learner import Learner
-    from fastai.losses import CrossEntropyLossFlat
-    from fastai.metrics import accuracy
-    from fastai.torch_core import set_seed
+    with fastai_imports():
+        import fastai.callback.fp16  # noqa: F401 - patches Learner.to_fp16/to_bf16/to_non_native_fp16
+        import fastai.callback.schedule  # noqa: F401 - patches Learner.fit_one_cycle
+        from fastai.callback.progress import ProgressCallback
+        from fastai.learner import Learner
+        from fastai.losses import CrossEntropyLossFlat
+        from fastai.metrics import accuracy
+        from fastai.torch_core import set_seed
 
     set_seed(cfg.seed)
     # fastai 2.8 never calls its setup_cuda(), so a fastai user's process keeps
@@ -194,7 +217,8 @@ def bare_fit(cfg: TrainConfig, arrays: Any, num_workers: int | None = None) -> f
 
 
 def _make_timer_cls():
-    from fastai.callback.core import Callback
+    with fastai_imports():
+        from fastai.callback.core import Callback
 
     class KitTimer(Callback):
         """Epoch times, steady-state throughput, data wait, overflow and NaN counts.

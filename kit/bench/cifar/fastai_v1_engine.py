@@ -49,7 +49,8 @@ FASTAI_PRECISION = {
 
 def is_fastai_v1() -> bool:
     try:
-        import fastai
+        with fastai_engine.fastai_imports():
+            import fastai
     except Exception:  # noqa: BLE001 - no fastai: the v2 engine reports that
         return False
     return str(getattr(fastai, "__version__", "")).startswith("1.")
@@ -61,7 +62,8 @@ def skip_reason(precision: str, device: str) -> str | None:
     why = unavailable_reason(precision, device)
     if why or precision in FASTAI_PRECISION:
         return why
-    import fastai
+    with fastai_engine.fastai_imports():
+        import fastai
 
     return (f"fastai {fastai.__version__} has no switch for {precision} (its only mixed precision is to_fp16(), "
             "the fp16-master scheme)")
@@ -109,7 +111,8 @@ def _batch_tfm(mean: list, std: list, size: int, src: int, device: torch.device)
 
 
 def make_data(cfg: TrainConfig, arrays: Any, num_workers: int):
-    from fastai.basic_data import DataBunch
+    with fastai_engine.fastai_imports():
+        from fastai.basic_data import DataBunch
 
     device = torch.device(cfg.device)
     rng = np.random.RandomState(cfg.seed)
@@ -134,8 +137,9 @@ def _quiet_progress_bars() -> None:
     """fastai v1 draws fastprogress bars in fit(); NO_BAR stops their updates (fastprogress
     0.2 still prints each bar's empty outline once). The kit reports progress itself."""
     try:
-        import fastai.basic_train as bt
-        from fastprogress import fastprogress as fp
+        with fastai_engine.fastai_imports():
+            import fastai.basic_train as bt
+            from fastprogress import fastprogress as fp
 
         fp.NO_BAR = True
         bt.master_bar, bt.progress_bar = fp.force_console_behavior()
@@ -144,9 +148,10 @@ def _quiet_progress_bars() -> None:
 
 
 def build_learner(cfg: TrainConfig, arrays: Any, num_workers: int):
-    import fastai.train  # noqa: F401 - patches Learner.to_fp16 and fit_one_cycle
-    from fastai.basic_train import Learner
-    from fastai.metrics import accuracy
+    with fastai_engine.fastai_imports():
+        import fastai.train  # noqa: F401 - patches Learner.to_fp16 and fit_one_cycle
+        from fastai.basic_train import Learner
+        from fastai.metrics import accuracy
 
     _quiet_progress_bars()
     torch.manual_seed(cfg.seed)
@@ -161,7 +166,8 @@ def build_learner(cfg: TrainConfig, arrays: Any, num_workers: int):
 
 
 def _timer(learn: Any, clock: "timing.StepClock", bs: int, ctx: Any, repeat: int, progress: Callable | None, every: int):
-    from fastai.callback import Callback
+    with fastai_engine.fastai_imports():
+        from fastai.callback import Callback
 
     class KitTimerV1(Callback):
         """fastai v1 callback: epoch times, steady-state throughput, data wait, overflows, NaNs.
@@ -254,7 +260,8 @@ def train_repeat(cfg: TrainConfig, arrays: Any, ctx: Any, repeat: int,
 def _epoch_marks(clock: "timing.StepClock", timer: Any, ctx: Any, repeat: int, cfg: TrainConfig):
     """Stops the epoch clock when training ends and validation starts (v1 has no
     after_train event: the first validation batch's on_batch_begin marks it)."""
-    from fastai.callback import Callback
+    with fastai_engine.fastai_imports():
+        from fastai.callback import Callback
 
     class EpochMarks(Callback):
         _order = -99

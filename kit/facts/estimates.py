@@ -1,0 +1,64 @@
+"""Rates behind the plan's rough time estimate (``kit run`` prints it before a run and
+``--dry-run`` alone; the progress ETA uses it only to weigh cells against each other).
+
+Never reported as a result. Each rate is measured by the kit itself: a cell's wall
+time (``finished_at - started_at`` in results.json) against the model FLOPs the
+estimate counts (kit.facts.models: CIFAR training; LSTM training plus its evaluation
+passes), fitted as ``cell_s + repeats x FLOPs / (tflops x 1e12)``. ``tflops`` is an
+effective rate of the whole cell (data, optimizer, host overhead), far below the
+device's peak.
+
+Sources:
+
+- [H200] the shipped reference, references/h200/vm_NVIDIA-H200_native_20261130-141944.tar.gz
+  (NVIDIA H200, torch 2.11, 3 repeats, batch 256, 100 / 50 steps, LSTM 300 batches): a
+  least-squares fit over its measured cells, 25 ``torch``, 25 ``fastai``, 10 LSTM. The
+  ``torch`` fit includes the fp16-master cells, which recompile each repeat (35-141 s a
+  cell; the other 20 alone fit 7.3 s + 15.8 TFLOP/s). A slower GPU takes longer.
+- [VM] runs on the project's 2-core development VM (x86-64, no GPU, torch 2.14.1 on the
+  CPU), 2026-12-01, while other jobs shared its two cores (load average 3-8): ``kit run
+  --smoke --suite all --device cpu --data synthetic`` (ResNet-18, 4 steps of 32, 1 repeat:
+  10.5-30 s a ``torch`` cell, 17-21 s a ``fastai`` cell; the LSTM, 5 batches: 16-21 s a
+  cell) and ``kit run --device cpu --data synthetic --suite all -m resnet18,resnet34 -p fp32
+  --steps 8 --repeats 2 --preset apex-2018 --max-batches 20`` (23-40 s ``torch``, 41-56 s
+  ``fastai``, 243 s the LSTM). Rounded to fit those within about 2x; a quiet or larger CPU
+  is faster.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class EstimateRate(NamedTuple):
+    #: fixed seconds per cell: model build, data on the device, warm-up / compilation, teardown
+    cell_s: float
+    #: effective TFLOP/s of the cell's counted FLOPs
+    tflops: float
+
+
+#: (device kind, "workload/engine") -> rate; device kind as kit.runner.plan.device_kind gives it.
+RATES: dict[tuple[str, str], EstimateRate] = {
+    ("cuda", "cifar/torch"): EstimateRate(cell_s=7.0, tflops=3.4),      # [H200]
+    ("cuda", "cifar/fastai"): EstimateRate(cell_s=7.8, tflops=2.4),     # [H200]
+    ("cuda", "lstm/kit"): EstimateRate(cell_s=11.2, tflops=79.0),       # [H200]
+    ("cpu", "cifar/torch"): EstimateRate(cell_s=8.0, tflops=0.010),     # [VM]
+    ("cpu", "cifar/fastai"): EstimateRate(cell_s=15.0, tflops=0.006),   # [VM]
+    ("cpu", "lstm/kit"): EstimateRate(cell_s=8.0, tflops=0.012),        # [VM]
+}
+
+#: What the plan's printout says the estimate rests on, per device kind.
+SOURCES: dict[str, str] = {
+    "cuda": "from model FLOPs at the rates of the shipped H200 reference run; a slower GPU takes longer",
+    "cpu": "from model FLOPs at rates measured on a 2-core VM's CPU",
+}
+
+
+def rate(device_kind: str, workload: str, engine: str) -> EstimateRate:
+    """The rate for a cell; an engine without its own (e.g. a CIFAR engine added later) uses
+    the workload's first."""
+    kind = device_kind if device_kind in SOURCES else "cuda"
+    key = (kind, f"{workload}/{engine}")
+    if key in RATES:
+        return RATES[key]
+    return next(r for (k, name), r in RATES.items() if k == kind and name.startswith(workload + "/"))
