@@ -61,6 +61,11 @@ PATCHES = [
      "        if batch >= int(os.environ.get('KIT_MAX_BATCHES', '1000000000')):\n            break\n"
      "        data, targets = get_batch(train_data, i)\n"),
     ("import argparse\n", "import argparse\nimport os\n"),
+    # with KIT_PRINT_LOSSES set, print every training batch's (unscaled) loss in full: the CPU test
+    # tests/test_lstm_fidelity.py compares them with the kit's, batch for batch
+    ("        total_loss += loss.data\n",
+     "        total_loss += loss.data\n"
+     "        if os.environ.get('KIT_PRINT_LOSSES'):\n            print('KIT_LOSS', repr(float(loss)), flush=True)\n"),
     # and evaluate at most as many chunks as the kit does (its --max-batches caps evaluation too)
     ("        for i in range(0, data_source.size(0) - 1, args.bptt):\n",
      "        for n_eval, i in enumerate(range(0, data_source.size(0) - 1, args.bptt)):\n"
