@@ -21,7 +21,7 @@ def run(
     suite: Suite = typer.Option(Suite.cifar, help="Which comparison: CIFAR-100 ResNets, the Wikitext-2 LSTM, or both."),
     data: str = typer.Option("real", help="'real' (downloaded CIFAR-100 / WikiText-2) or 'synthetic' (same shapes, generated; throughput only)."),
     device: str = typer.Option("auto", help="auto, cpu, cuda or cuda:N."),
-    models: Optional[List[str]] = typer.Option(None, "--models", "-m", help="ResNets to run (repeat or comma-separate): resnet18,resnet34,resnet50,resnet101,resnet152. Default: all five."),
+    models: Optional[List[str]] = typer.Option(None, "--models", "-m", help="ResNets to run (repeat or comma-separate): resnet18, resnet34, resnet50, resnet101, resnet152. Default: all five."),
     precisions: Optional[List[str]] = typer.Option(None, "--precisions", "-p", help="fp32, tf32, amp-fp16, amp-bf16, fp16-master, apex-o1, apex-o2. Default: all (unsupported ones are recorded as skipped)."),
     engines: Optional[List[str]] = typer.Option(None, "--engines", "-e", help="CIFAR engines: torch (GPU-bound) and/or fastai (faithful). Default: both."),
     presets: Optional[List[str]] = typer.Option(None, "--preset", help="LSTM presets: apex-2018, tensor-core. Default: both."),
