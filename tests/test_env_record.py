@@ -121,3 +121,35 @@ def test_runtime_versions_come_from_torch_once_it_is_imported(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", FakeTorch)
     rt = record.runtime_versions()
     assert rt == {"source": "torch (imported)", "torch": "2.9.1+cu128", "cuda": "12.8", "cudnn": 91002, "cuda_available": False}
+
+
+def test_an_apex_source_folder_on_the_path_is_recorded_without_importing_it(tmp_path, monkeypatch):
+    """Apex used from a source folder (python-only, on PYTHONPATH) has no package metadata:
+    the record must still say where it is and whether it has amp, and never import it."""
+    import sys
+
+    from kit.env import record
+
+    pkg = tmp_path / "apex"
+    (pkg / "amp").mkdir(parents=True)
+    (pkg / "fp16_utils").mkdir()
+    (pkg / "__init__.py").write_text("raise RuntimeError('imported')\n")
+    (pkg / "amp" / "__init__.py").write_text("")
+    (pkg / "fp16_utils" / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    info = record.apex_info({"KIT_APEX_REF": "25.01", "KIT_APEX_SOURCE": "folder"})
+    assert info["found"] and info["path"] == str(pkg)
+    assert info["has_amp"] and info["has_fp16_utils"]
+    assert info["ref"] == "25.01" and info["source"] == "folder"
+    assert "apex" not in sys.modules
+    (pkg / "amp" / "__init__.py").unlink()
+    assert record.apex_info({})["has_amp"] is False  # Apex 25.07 and later
+
+
+def test_no_apex_is_recorded_as_not_found(tmp_path, monkeypatch):
+    import importlib.util
+
+    from kit.env import record
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    assert record.apex_info({}) == {"found": False}

@@ -37,9 +37,10 @@ import socket
 import subprocess
 import sys
 import time
-from kit.compat import metadata
 from pathlib import Path
 from typing import Any, Mapping
+
+from kit.compat import metadata
 
 from kit import __version__
 from kit.env import nvml as nvml_probe
@@ -77,6 +78,7 @@ def collect(config: Any = None, *, nvml: Any = None, env: Mapping[str, str] | No
             "executable": sys.executable,
         },
         "packages": package_versions(),
+        "apex": apex_info(env),
         "kit": {"version": __version__, **git_state(env)},
         "container": container_info(env),
         "command_line": list(getattr(config, "command_line", None) or sys.argv),
@@ -191,6 +193,39 @@ def package_versions(names: tuple[str, ...] = PACKAGES) -> dict:
             out[name] = "not installed"  # a fact, not an unknown
         except Exception as exc:  # noqa: BLE001
             out[name] = unknown(describe_exception(exc))
+    return out
+
+
+def apex_info(env: Mapping[str, str] | None = None) -> dict:
+    """Which Apex the benchmark would import, found without importing it (that imports torch).
+
+    Apex is often used from a source folder on PYTHONPATH (python-only, as on the GPU machines),
+    which has no package metadata: ``packages.apex`` would then say "not installed" although the
+    Apex cells run. This says where it is and whether it still has ``amp`` and ``fp16_utils``
+    (deleted in 25.07). An image built with Apex sets KIT_APEX_REF and KIT_APEX_SOURCE."""
+    import importlib.util
+
+    env = os.environ if env is None else env
+    out: dict[str, Any] = {}
+    try:
+        spec = importlib.util.find_spec("apex")
+    except (ImportError, ValueError) as exc:
+        spec = None
+        out["error"] = describe_exception(exc)
+    if spec is None or not spec.submodule_search_locations:
+        out["found"] = False
+    else:
+        folder = Path(list(spec.submodule_search_locations)[0])
+        out.update(found=True, path=str(folder),
+                   has_amp=(folder / "amp" / "__init__.py").is_file(),
+                   has_fp16_utils=(folder / "fp16_utils" / "__init__.py").is_file())
+        try:
+            out["version"] = metadata.version("apex")
+        except metadata.PackageNotFoundError:
+            out["version"] = unknown("no package metadata: a source folder on the import path")
+    for key, name in (("KIT_APEX_REF", "ref"), ("KIT_APEX_SOURCE", "source")):
+        if env.get(key):
+            out[name] = env[key]
     return out
 
 
