@@ -9,17 +9,20 @@ still verify.
 
 from __future__ import annotations
 
-import hashlib
-import io
-import json
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 
 import pytest
 
-from fixtures.results.factory import make_env, make_results, make_run_dir, standard_cells
+from fixtures.results.factory import (
+    bundle_members as _members,
+    write_bundle as _repack,
+    make_env,
+    make_results,
+    make_run_dir,
+    standard_cells,
+)
 from kit.bundle.active_content import css_problem, html_problem, svg_problem, url_problem
 from kit.bundle.export import export_run
 from kit.bundle.safe_open import open_bundle
@@ -34,30 +37,6 @@ def good_bundle(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("good")
     run = make_run_dir(root / "runs", make_results(standard_cells(), make_env()))
     return export_run(run, root / "bundles")
-
-
-def _members(bundle: Path) -> dict[str, bytes]:
-    out = {}
-    with tarfile.open(bundle, "r:gz") as tf:
-        for m in tf.getmembers():
-            if m.isfile():
-                out[m.name.split("/", 1)[1]] = tf.extractfile(m).read()
-    return out
-
-
-def _repack(path: Path, files: dict[str, bytes]) -> Path:
-    """Write ``files`` as a bundle whose manifest lists every file's true hash."""
-    files = dict(files)
-    manifest = json.loads(files["manifest.json"])
-    manifest["files"] = {n: {"sha256": hashlib.sha256(d).hexdigest(), "size": len(d)}
-                         for n, d in files.items() if n != "manifest.json"}
-    files["manifest.json"] = json.dumps(manifest).encode()
-    with tarfile.open(path, "w:gz", format=tarfile.USTAR_FORMAT) as tf:
-        for name, data in files.items():
-            info = tarfile.TarInfo(f"b/{name}")
-            info.size = len(data)
-            tf.addfile(info, io.BytesIO(data))
-    return path
 
 
 def _chart(files: dict[str, bytes]) -> str:

@@ -8,7 +8,6 @@ results inside come from the fixture factory (invented numbers).
 from __future__ import annotations
 
 import gzip
-import hashlib
 import io
 import json
 import os
@@ -20,7 +19,15 @@ from pathlib import Path
 
 import pytest
 
-from fixtures.results.factory import make_env, make_results, make_run_dir, standard_cells
+from fixtures.results.factory import (
+    bundle_members as _members,
+    true_manifest as _manifest_for,
+    write_bundle,
+    make_env,
+    make_results,
+    make_run_dir,
+    standard_cells,
+)
 from kit.bundle.export import export_run
 from kit.bundle.safe_open import Limits, open_bundle
 from kit.errors import BundleError, SchemaError
@@ -53,34 +60,8 @@ def good_bundle(tmp_path_factory) -> Path:
     return export_run(run, root / "bundles")
 
 
-def _members(bundle: Path) -> dict[str, bytes]:
-    """The good bundle's files (read with tarfile: we made this one ourselves)."""
-    out = {}
-    with tarfile.open(bundle, "r:gz") as tf:
-        for m in tf.getmembers():
-            if m.isfile():
-                out[m.name.split("/", 1)[1]] = tf.extractfile(m).read()
-    return out
-
-
-def _manifest_for(files: dict[str, bytes], **overrides) -> bytes:
-    manifest = json.loads(files["manifest.json"])
-    manifest["files"] = {
-        n: {"sha256": hashlib.sha256(d).hexdigest(), "size": len(d)} for n, d in files.items() if n != "manifest.json"
-    }
-    manifest.update(overrides)
-    return json.dumps(manifest).encode()
-
-
-def _write_targz(path: Path, files: dict[str, bytes], extra: list[tarfile.TarInfo] = (), top: str = "b") -> Path:
-    with tarfile.open(path, "w:gz", format=tarfile.USTAR_FORMAT) as tf:
-        for name, data in files.items():
-            info = tarfile.TarInfo(f"{top}/{name}" if top else name)
-            info.size = len(data)
-            tf.addfile(info, io.BytesIO(data))
-        for info in extra:
-            tf.addfile(info, io.BytesIO(b"x" * info.size) if info.isreg() else None)
-    return path
+def _write_targz(path: Path, files: dict[str, bytes], extra: list = (), top: str = "b") -> Path:
+    return write_bundle(path, files, rehash=False, top=top, extra=tuple(extra))
 
 
 def _reject(path: Path, sandbox: Path, match: str, exc=BundleError, limits: Limits | None = None):

@@ -9,43 +9,28 @@ tests/test_exit_codes_run.py.
 
 from __future__ import annotations
 
-import hashlib
-import io
 import json
 import os
 import re
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 
 import pytest
 
-from fixtures.results.factory import make_cell, make_env, make_results, make_run_dir, standard_cells
+from fixtures.results.factory import (
+    bundle_members as _members,
+    write_bundle as _write,
+    make_cell,
+    make_env,
+    make_results,
+    make_run_dir,
+    standard_cells,
+)
 from kit.bundle.export import export_run
 from kit.errors import EXIT_CODES
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def _members(bundle: Path) -> dict[str, bytes]:
-    with tarfile.open(bundle, "r:gz") as tf:
-        return {m.name.split("/", 1)[1]: tf.extractfile(m).read() for m in tf.getmembers() if m.isfile()}
-
-
-def _write(path: Path, files: dict[str, bytes], rehash: bool = True) -> Path:
-    files = dict(files)
-    if rehash:
-        manifest = json.loads(files["manifest.json"])
-        manifest["files"] = {n: {"sha256": hashlib.sha256(d).hexdigest(), "size": len(d)}
-                             for n, d in files.items() if n != "manifest.json"}
-        files["manifest.json"] = json.dumps(manifest).encode()
-    with tarfile.open(path, "w:gz") as tf:
-        for name, data in files.items():
-            info = tarfile.TarInfo(f"b/{name}")
-            info.size = len(data)
-            tf.addfile(info, io.BytesIO(data))
-    return path
 
 
 @pytest.fixture(scope="module")

@@ -99,11 +99,14 @@ def test_stats_of_repeats():
 # --- wrong types anywhere are a SchemaError with the JSON path, from load, verify and show -----------
 
 import copy  # noqa: E402
-import hashlib  # noqa: E402
 import io  # noqa: E402
-import tarfile  # noqa: E402
 
-from fixtures.results.factory import make_cell, make_env, make_results  # noqa: E402
+from fixtures.results.factory import (  # noqa: E402
+    write_bundle,
+    make_cell,
+    make_env,
+    make_results,
+)
 
 #: One value of each JSON type, put in place of a field in turn.
 WRONG = {"string": "oops", "list": [], "null": None, "number": 7, "object": {}, "boolean": True}
@@ -207,17 +210,7 @@ def bundle_files() -> dict[str, bytes]:
 
 
 def _bundle_with(files: dict[str, bytes], results: dict, path) -> str:
-    files = dict(files, **{"results.json": json.dumps(results).encode()})
-    manifest = json.loads(files["manifest.json"])
-    manifest["files"] = {n: {"sha256": hashlib.sha256(b).hexdigest(), "size": len(b)}
-                         for n, b in files.items() if n != "manifest.json"}
-    files["manifest.json"] = json.dumps(manifest).encode()
-    with tarfile.open(path, "w:gz") as tf:
-        for name, data in files.items():
-            info = tarfile.TarInfo(f"b/{name}")
-            info.size = len(data)
-            tf.addfile(info, io.BytesIO(data))
-    return str(path)
+    return str(write_bundle(path, dict(files, **{"results.json": json.dumps(results).encode()})))
 
 
 def _outcomes(results: dict, tmp_path, files) -> tuple[str, int, int]:
