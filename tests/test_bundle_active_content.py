@@ -24,7 +24,7 @@ from fixtures.results.factory import (
     standard_cells,
 )
 from kit.bundle.active_content import css_problem, html_problem, svg_problem, url_problem
-from kit.bundle.export import export_run
+from kit.report.export import export_run
 from kit.bundle.safe_open import open_bundle
 from kit.errors import BundleError
 

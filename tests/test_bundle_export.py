@@ -12,7 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from fixtures.results.factory import make_cell, make_env, make_results, make_run_dir, standard_cells
-from kit.bundle.export import export_run, load_run_folder
+from kit.bundle.export import load_run_folder
+from kit.report.export import export_run
 from kit.bundle.safe_open import open_bundle
 from kit.cli.main import app
 from kit.errors import UsageError

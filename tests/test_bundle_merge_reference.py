@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from kit.bundle.merge import merge_bundles, reference_bundles
+from kit.bundle.merge import reference_bundles
+from kit.report.export import merge_bundles
 from kit.bundle.safe_open import open_bundle
 from kit.errors import UsageError
 
@@ -50,7 +51,7 @@ def test_bundles_of_two_machines_merge_only_with_same_model_and_say_so(tmp_path)
     """Two hosts with identical GPUs: refused by default, merged with --same-model, and the
     merged environment names each source's GPUs."""
     from fixtures.results.factory import make_cell, make_env, make_results, make_run_dir
-    from kit.bundle.export import export_run
+    from kit.report.export import export_run
 
     def bundle(uuid: str, cells, name: str) -> Path:
         env = make_env()
@@ -75,7 +76,7 @@ def test_a_merged_bundle_says_what_its_runs_asked_for_and_where_they_differed(tm
     config is their union (not the first run's), the differing settings are listed per run,
     and the report names each merged run's command instead of the first one's."""
     from fixtures.results.factory import make_cell, make_results, make_run_dir
-    from kit.bundle.export import export_run
+    from kit.report.export import export_run
 
     def bundle(name: str, cell: dict, **config) -> Path:
         results = make_results([cell], run_id=f"R-{name}")
@@ -179,7 +180,7 @@ def test_a_journal_cannot_smuggle_cells_into_a_merged_bundle(tmp_path):
     import tarfile
 
     from fixtures.results.factory import make_cell, make_results, make_run_dir
-    from kit.bundle.export import export_run
+    from kit.report.export import export_run
 
     a = export_run(make_run_dir(tmp_path / "a", make_results([make_cell(precision="fp32")], run_id="R-a")), tmp_path / "oa")
     b = export_run(make_run_dir(tmp_path / "b", make_results([make_cell(precision="amp-fp16")], run_id="R-b")), tmp_path / "ob")
@@ -205,7 +206,7 @@ def test_a_journal_cannot_smuggle_cells_into_a_merged_bundle(tmp_path):
 
 def test_a_non_numeric_peak_in_a_strangers_environment_does_not_break_merge(tmp_path):
     from fixtures.results.factory import make_cell, make_env, make_results, make_run_dir
-    from kit.bundle.export import export_run
+    from kit.report.export import export_run
 
     env = make_env()
     env["peak_tflops_measured"] = {"available": True, "fp16": "oops", "bf16": [1]}

@@ -28,7 +28,7 @@ from fixtures.results.factory import (
     make_run_dir,
     standard_cells,
 )
-from kit.bundle.export import export_run
+from kit.report.export import export_run
 from kit.bundle.safe_open import Limits, open_bundle
 from kit.errors import BundleError, SchemaError
 

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from fixtures.results.factory import make_cell, make_env, make_results, make_run_dir
-from kit.bundle.export import export_run
+from kit.report.export import export_run
 from kit.cli.main import app
 
 IDS = ("cifar/resnet152/fp16-master/fastai", "cifar/resnet152/amp-fp16/fastai", "lstm/tensor-core/amp-bf16/kit")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from fixtures.results.factory import make_cell, make_env, make_results, make_run_dir, standard_cells
-from kit.bundle.export import export_run
+from kit.report.export import export_run
 from kit.cli.main import main
 from kit.compare.engine import check_regressions, compare_paths
 from kit.errors import RegressionDetected

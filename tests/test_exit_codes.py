@@ -27,7 +27,7 @@ from fixtures.results.factory import (
     make_run_dir,
     standard_cells,
 )
-from kit.bundle.export import export_run
+from kit.report.export import export_run
 from kit.errors import EXIT_CODES
 
 REPO = Path(__file__).resolve().parents[1]

@@ -21,7 +21,7 @@ import pytest
 from typer.testing import CliRunner
 
 from fixtures.results.factory import make_cell, make_env, make_results, make_run_dir
-from kit.bundle.export import export_run
+from kit.report.export import export_run
 from kit.bundle.safe_open import open_bundle
 from kit.cli.main import app
 from kit.report.charts import run_charts

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from fixtures.results.factory import make_cell, make_env, make_results, make_run_dir, standard_cells
-from kit.bundle.export import export_run
+from kit.report.export import export_run
 from kit.bundle.safe_open import open_bundle
 from kit.report.charts import run_charts
 from kit.report.html import render_run_report

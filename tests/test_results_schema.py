@@ -219,7 +219,7 @@ def _outcomes(results: dict, tmp_path, files) -> tuple[str, int, int]:
     from rich.console import Console
 
     from kit.bundle.safe_open import open_bundle
-    from kit.bundle.show import print_show, verify_lines
+    from kit.report.show import print_show, verify_lines
 
     p = tmp_path / "results.json"
     p.write_text(json.dumps(results))

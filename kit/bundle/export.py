@@ -27,6 +27,7 @@ import tarfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable, Dict
 
 from kit import __version__
 from kit.bundle.envinfo import safe_name, summarise_environment
@@ -162,24 +163,25 @@ def bundle_stem(folder: RunFolder) -> str:
     return "_".join((safe_name(env.machine), safe_name(env.gpu), safe_name(env.stack), stamp))
 
 
-def build_bundle(folder: RunFolder, stem: str, created_at: float | None = None) -> bytes:
-    """The bundle's bytes (.tar.gz) for a loaded run folder."""
-    from kit.report.charts import run_charts
-    from kit.report.html import render_run_report
+#: Renders the files a bundle shows beside its data (charts/*.svg, report.html) for a run
+#: folder and the bundle's file name. The bundle package only writes and reads bundles: the
+#: renderer comes from the caller (kit.report.export.bundle_files), so writing a bundle does
+#: not depend on the report, and the report on comparisons.
+Renderer = Callable[[RunFolder, str], Dict[str, bytes]]
 
+
+def build_bundle(folder: RunFolder, stem: str, render: Renderer, created_at: float | None = None) -> bytes:
+    """The bundle's bytes (.tar.gz) for a loaded run folder, with ``render``'s files."""
     created_at = time.time() if created_at is None else created_at
     files: dict[str, bytes] = {RESULTS_NAME: (json.dumps(folder.results.to_dict(), indent=2) + "\n").encode("utf-8")}
     files[ENV_NAME] = folder.raw.get(ENV_NAME) or (json.dumps(folder.environment, indent=2) + "\n").encode("utf-8")
     for name in (JOURNAL_NAME, LOG_NAME):
         if name in folder.raw:
             files[name] = folder.raw[name]
-    charts = run_charts(folder.results)
-    for name, svg in charts.items():
-        files[name] = svg.encode("utf-8")
-    files[REPORT_NAME] = render_run_report(
-        folder.results, folder.environment, interrupted=folder.interrupted, charts=charts,
-        bundle_name=f"{stem}.tar.gz",
-    ).encode("utf-8")
+    for name, data in render(folder, f"{stem}.tar.gz").items():
+        if name in files:
+            raise ValueError(f"the renderer may not replace the bundle's {name}")
+        files[name] = data
     manifest = {
         "bundle_format": BUNDLE_FORMAT,
         "schema_version": SCHEMA_VERSION,
@@ -217,16 +219,16 @@ def _targz(top: str, files: dict[str, bytes], mtime: int) -> bytes:
     return out.getvalue()
 
 
-def export_run(run_dir: Path, results_root: Path) -> Path:
+def export_run(run_dir: Path, results_root: Path, render: Renderer) -> Path:
     """Write the bundle for ``run_dir`` into ``results_root`` and return its path.
 
     Works on interrupted runs too (see :func:`load_run_folder`). Never
     overwrites an existing bundle: a name clash gets ``-2``, ``-3``... added.
     """
-    return write_bundle(load_run_folder(run_dir), results_root)
+    return write_bundle(load_run_folder(run_dir), results_root, render)
 
 
-def write_bundle(folder: RunFolder, results_root: Path) -> Path:
+def write_bundle(folder: RunFolder, results_root: Path, render: Renderer) -> Path:
     """Write the bundle of a loaded (or, for ``kit bundle merge``, assembled) run folder
     into ``results_root``; never overwrites (a name clash gets ``-2``, ``-3``...)."""
     stem = bundle_stem(folder)
@@ -238,7 +240,7 @@ def write_bundle(folder: RunFolder, results_root: Path) -> Path:
     while target.exists():
         target = results_root / f"{stem}-{n}.tar.gz"
         n += 1
-    data = build_bundle(folder, target.name[: -len(".tar.gz")])
+    data = build_bundle(folder, target.name[: -len(".tar.gz")], render)
     try:
         return atomic_write_bytes(target, data)
     except (PermissionError, NotADirectoryError, FileExistsError) as exc:

@@ -20,7 +20,7 @@ import time
 from dataclasses import fields
 from pathlib import Path
 
-from kit.bundle.export import LOG_NAME, RunFolder, _tail, write_bundle
+from kit.bundle.export import LOG_NAME, Renderer, RunFolder, _tail, write_bundle
 from kit.bundle.safe_open import ENV_NAME, open_bundle
 from kit.errors import UsageError
 from kit.results.derive import derive
@@ -79,7 +79,7 @@ def _identity(env: dict, same_model: bool = False) -> dict:
     return ident
 
 
-def merge_bundles(paths: list[Path], out_dir: Path, same_model: bool = False) -> Path:
+def merge_bundles(paths: list[Path], out_dir: Path, same_model: bool = False, *, render: Renderer) -> Path:
     """One bundle from several. By default they must come from one machine; with
     ``same_model`` from machines with the same GPU models and driver (e.g. two hosts
     of one cloud instance type), and ``environment.merged_from`` says which GPU
@@ -154,7 +154,7 @@ def merge_bundles(paths: list[Path], out_dir: Path, same_model: bool = False) ->
                                 for b in bundles).encode("utf-8")),
     }
     folder = RunFolder(path=Path(merged.run_id), results=merged, environment=env, raw=raw)
-    return write_bundle(folder, Path(out_dir))
+    return write_bundle(folder, Path(out_dir), render)
 
 
 def reference_roots() -> list[Path]:

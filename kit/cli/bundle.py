@@ -19,7 +19,7 @@ def export(
     out: Optional[Path] = typer.Option(None, "--out", help="Folder for the bundle (default: the run folder's parent)."),
 ) -> None:
     """Make a bundle from a run folder (rebuilding results from the journal if the run died)."""
-    from kit.bundle.export import export_run
+    from kit.report.export import export_run
 
     path = export_run(run_dir, out if out is not None else run_dir.resolve().parent)
     typer.echo(str(path))
@@ -29,7 +29,7 @@ def export(
 def verify(bundle: Path = typer.Argument(..., help="The bundle (.tar.gz) to check.")) -> None:
     """Check a bundle's structure, safety, schema version and every file's sha256."""
     from kit.bundle.safe_open import open_bundle
-    from kit.bundle.show import verify_lines
+    from kit.report.show import verify_lines
 
     b = open_bundle(bundle)
     for line in verify_lines(b):
@@ -43,7 +43,7 @@ def show(bundle: Path = typer.Argument(..., help="The bundle (.tar.gz) to summar
     from rich.console import Console
 
     from kit.bundle.safe_open import open_bundle
-    from kit.bundle.show import print_show
+    from kit.report.show import print_show
 
     print_show(open_bundle(bundle), Console())
 
@@ -55,6 +55,6 @@ def merge(
     same_model: bool = typer.Option(False, "--same-model", help="Accept bundles from other machines with the same GPU models and driver (recorded per source)."),
 ) -> None:
     """Merge bundles from one machine (e.g. several kit runs of one session) into one bundle."""
-    from kit.bundle.merge import merge_bundles
+    from kit.report.export import merge_bundles
 
     typer.echo(f"Merged bundle: {merge_bundles(list(bundles), out, same_model=same_model)}")

@@ -318,7 +318,7 @@ def log_tail(container: Any, lines: int = LOG_TAIL_LINES) -> list[str]:
 def bundle_on_host(run_dir: Path, results_dir: Path) -> Path | None:
     """Export the run folder's bundle on the host (the container died before it could)."""
     try:
-        from kit.bundle.export import export_run
+        from kit.report.export import export_run
     except ImportError:
         return None
     return export_run(run_dir, results_dir)

@@ -5,4 +5,6 @@
 - :mod:`kit.report.insights` writes the plain-language "what bound the run" lines.
 - :mod:`kit.report.html` renders ``report.html`` (one run) and the
   ``kit compare --html`` page.
+- :mod:`kit.report.export` makes a run's bundle with its charts and report.
+- :mod:`kit.report.show` prints ``kit bundle show`` and ``kit bundle verify``.
 """

@@ -8,7 +8,8 @@ Flow of ``kit run`` (one module per step)::
                           in a process of its own for Apex cells: kit.runner.isolate)
                           kit.env.telemetry sampler around it
                           journal "cell_end" + results.json (atomic)
-      -> kit.bundle.export.export_run  -> results/<machine>_<gpu>_<stack>_<date>.tar.gz
+      -> kit.report.export.export_run  -> results/<machine>_<gpu>_<stack>_<date>.tar.gz
+         (kit.bundle writes the bundle, kit.report renders its charts and report.html)
 
 A crash, Ctrl-C or SIGTERM never loses a finished cell: each one is in the
 journal (fsynced) and in results.json before the next starts. ``--resume RUN_DIR``
@@ -448,7 +449,7 @@ def _data_provenance(config: RunConfig) -> dict:
 
 def _bundle(run_dir: Path, results_root: Path) -> tuple[Path | None, str | None]:
     try:
-        from kit.bundle.export import export_run
+        from kit.report.export import export_run
 
         return export_run(run_dir, Path(results_root)), None
     except KitError as exc:
