@@ -62,3 +62,18 @@ def test_kit_help_runs_without_importing_torch():
         "assert 'torch' not in sys.modules, 'kit --help imported torch'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+
+
+def test_the_package_layers_hold():
+    """The import-linter contracts in pyproject.toml (layers, no circles, torch only in kit.bench)."""
+    import importlib.util
+
+    assert importlib.util.find_spec("importlinter"), "import-linter is in requirements-test.txt"
+    repo = ROOT.parent
+    out = subprocess.run(
+        [sys.executable, "-c", "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())",
+         "--config", str(repo / "pyproject.toml"), "--no-cache"],
+        capture_output=True, text=True, cwd=repo, env={**__import__("os").environ, "PYTHONPATH": str(repo)},
+    )
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    assert "0 broken" in out.stdout

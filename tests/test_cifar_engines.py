@@ -15,7 +15,7 @@ pytest.importorskip("torchvision")
 from kit.bench.cifar import torch_engine  # noqa: E402
 from kit.bench.cifar.gpu_data import PAD, DeviceData  # noqa: E402
 from kit.bench.cifar.torch_engine import TrainConfig, compile_candidates, one_cycle_factor  # noqa: E402
-from kit.runner.context import CellContext  # noqa: E402
+from kit.bench.context import CellContext  # noqa: E402
 
 
 @dataclass

@@ -13,7 +13,7 @@ pytest.importorskip("torchvision")
 
 from kit.bench.cifar import suite  # noqa: E402
 from kit.results.schema import CellResult, CellSpec  # noqa: E402
-from kit.runner.context import CellContext  # noqa: E402
+from kit.bench.context import CellContext  # noqa: E402
 
 
 

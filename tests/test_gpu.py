@@ -154,7 +154,7 @@ def test_the_untimed_warm_up_takes_the_one_time_costs_out_of_the_first_repeat():
     pytest.importorskip("torchvision")
     from kit.bench.cifar import torch_engine
     from kit.bench.cifar.gpu_data import DeviceData
-    from kit.runner.context import CellContext
+    from kit.bench.context import CellContext
     from pathlib import Path
 
     torch.backends.cudnn.benchmark = True

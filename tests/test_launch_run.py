@@ -308,8 +308,8 @@ def test_cuda10_without_its_runner_stops_before_building(results, tmp_path):
     fake_root = tmp_path / "checkout"
     (fake_root / "docker" / "locks").mkdir(parents=True)
     (fake_root / "docker" / "locks" / "cuda10.txt").write_text((ROOT / "docker" / "locks" / "cuda10.txt").read_text())
-    with pytest.raises(UsageError, match="kit.bench.legacy"):
+    with pytest.raises(UsageError, match="kit.runner.legacy"):
         require_runner("cuda10", fake_root)
-    (fake_root / "kit" / "bench" / "legacy").mkdir(parents=True)
+    (fake_root / "kit" / "runner" / "legacy").mkdir(parents=True)
     require_runner("cuda10", fake_root)  # present: no error
     require_runner("cpu", ROOT)  # stacks that run the kit itself never need it

@@ -15,7 +15,7 @@ np = pytest.importorskip("numpy")
 
 from kit.bench.lstm import suite  # noqa: E402
 from kit.results.schema import CellSpec  # noqa: E402
-from kit.runner.context import CellContext  # noqa: E402
+from kit.bench.context import CellContext  # noqa: E402
 
 TINY = {"emsize": 64, "nhid": 64, "nlayers": 1, "bptt": 16, "batch_size": 8, "lr": 10.0, "dropout": 0.0, "epochs": 2, "max_batches": 40}
 

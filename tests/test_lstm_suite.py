@@ -17,7 +17,7 @@ from kit.bench.lstm.config import resolve  # noqa: E402
 from kit.bench.lstm.model import LSTMModel, pad_vocab  # noqa: E402
 from kit.errors import UsageError  # noqa: E402
 from kit.results.schema import CellResult, CellSpec  # noqa: E402
-from kit.runner.context import CellContext  # noqa: E402
+from kit.bench.context import CellContext  # noqa: E402
 
 TINY = {"emsize": 16, "nhid": 16, "nlayers": 1, "bptt": 8, "batch_size": 4, "lr": 5.0}
 

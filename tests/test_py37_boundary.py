@@ -1,5 +1,5 @@
 """The cuda10 image runs the kit's runner, bench code, bundle writer and report on
-Python 3.7 (kit/bench/legacy.py). Every module of the kit must therefore parse as
+Python 3.7 (kit/runner/legacy.py). Every module of the kit must therefore parse as
 Python 3.7: no walrus, no match, no positional-only parameters, no parenthesised
 context managers. (What parses can still fail at run time on 3.7 or torch 1.4;
 CI's container job runs the real cuda10 image for that.)"""

@@ -13,7 +13,7 @@ import pytest
 
 from kit.errors import DataError, KitError
 from kit.results.schema import CellSpec, RunConfig
-from kit.runner.context import CellContext
+from kit.bench.context import CellContext
 from kit.runner.isolate import CellProcessDied, run_isolated, wants_isolation
 
 ROOT = Path(__file__).resolve().parents[1]

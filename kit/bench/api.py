@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kit.errors import UsageError
 from kit.results.schema import CellResult, CellSpec
-from kit.runner.context import CellContext
+from kit.bench.context import CellContext
 
 
 def import_stack() -> str | None:

@@ -23,11 +23,11 @@ import io
 import os
 import pickle
 import zlib
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kit.data.files import find_nearby, kit_dir, resolve_data_dir, verify_file
+from kit.data.forms import CifarData  # noqa: F401 - the reader's output type
 from kit.errors import DataError, UsageError
 from kit.facts.datasets import CIFAR100, CIFAR_IMAGE_SHAPE, DatasetFacts
 from kit.results.atomic import atomic_open
@@ -35,22 +35,6 @@ from kit.results.atomic import atomic_open
 #: A member bigger than this is not CIFAR (the real train pickle is about 155 MB).
 _MAX_MEMBER_BYTES = 512 * 1024 * 1024
 _ROW_BYTES = CIFAR_IMAGE_SHAPE[0] * CIFAR_IMAGE_SHAPE[1] * CIFAR_IMAGE_SHAPE[2]
-
-
-@dataclass
-class CifarData:
-    """CIFAR-100 (or its synthetic stand-in) as numpy arrays.
-
-    ``train_x``/``test_x``: uint8 [N, 32, 32, 3] (NHWC); ``train_y``/``test_y``: int64 [N]
-    fine labels; ``classes``: the 100 fine label names (synthetic names for synthetic
-    data); ``info``: provenance (``source``, ``file``, checksum, sizes)."""
-
-    train_x: Any
-    train_y: Any
-    test_x: Any
-    test_y: Any
-    classes: list[str]
-    info: dict[str, Any] = field(default_factory=dict)
 
 
 def load_cifar100(

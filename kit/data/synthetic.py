@@ -37,7 +37,7 @@ def cifar100_like(seed: int = 0, *, n_train: int | None = None, n_test: int | No
     ``n_train``/``n_test``/``n_classes`` shrink it for tests; the defaults are the published sizes."""
     import numpy as np
 
-    from kit.data.cifar import CifarData
+    from kit.data.forms import CifarData
 
     sizes = CIFAR100.sizes or {}
     n_train = sizes["train"] if n_train is None else n_train
@@ -95,7 +95,7 @@ def wikitext2_like(
     ``tokens``/``vocab``/``lines`` shrink it for tests; the defaults are the published sizes."""
     import numpy as np
 
-    from kit.data.wikitext import Corpus, Dictionary, pad_vocabulary
+    from kit.data.forms import Corpus, Dictionary, pad_vocabulary
 
     sizes = WIKITEXT2.sizes or {}
     tokens = tokens or {s: sizes[s] for s in ("train", "valid", "test")}

@@ -25,59 +25,19 @@ import os
 import stat
 import zlib
 from array import array
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kit.data.files import find_nearby, hash_file, resolve_data_dir, verify_file
 from kit.errors import DataError, UsageError
+from kit.data.forms import EOS, Corpus, Dictionary, pad_vocabulary  # noqa: F401 - the reader's output types
 from kit.facts.datasets import WIKITEXT2, DatasetFacts
 from kit.results.atomic import atomic_open
 
-EOS = "<eos>"
 SPLITS = ("train", "valid", "test")
 MARKER = ".kit-extracted.json"
 #: The real train file is about 11 MB; anything far bigger is not WikiText-2.
 _MAX_MEMBER_BYTES = 64 * 1024 * 1024
-
-
-@dataclass
-class Dictionary:
-    idx2word: list[str]
-    word2idx: dict[str, int]
-
-    def __len__(self) -> int:
-        return len(self.idx2word)
-
-
-@dataclass
-class Corpus:
-    """A tokenised corpus. ``train``/``valid``/``test``: int64 numpy arrays of ids.
-
-    ``vocab_size`` is ``len(dictionary)`` after optional padding (Apex padded
-    33,278 to 33,280 for Tensor Cores); padding ids never occur in the data."""
-
-    dictionary: Dictionary
-    train: Any
-    valid: Any
-    test: Any
-    vocab_size: int
-    info: dict[str, Any] = field(default_factory=dict)
-
-
-def pad_vocabulary(dictionary: Dictionary, multiple: int) -> int:
-    """Append dummy words ``<pad0>``, ``<pad1>``, ... until the size is a multiple of ``multiple``."""
-    if multiple < 1:
-        raise UsageError("pad_vocab_to must be at least 1")
-    i = 0
-    while len(dictionary.idx2word) % multiple:
-        word = f"<pad{i}>"
-        i += 1
-        if word in dictionary.word2idx:
-            continue
-        dictionary.word2idx[word] = len(dictionary.idx2word)
-        dictionary.idx2word.append(word)
-    return len(dictionary.idx2word)
 
 
 def load_wikitext2(

@@ -34,7 +34,7 @@ EXTRA_CA_PATH = "docker/extra-ca.pem"
 #: The module the cuda10 image runs instead of `kit` (its Python 3.7 cannot
 #: install the kit's command line, which needs 3.10+): the same runner behind an
 #: argparse front end; the host exports the bundle (docs/containers.md).
-LEGACY_RUNNER = "kit.bench.legacy"
+LEGACY_RUNNER = "kit.runner.legacy"
 
 #: Apex pip build options per stack (None: no Apex). Empty = python-only build.
 _APEX_BUILD_OPTS: dict[str, str | None] = {

@@ -40,7 +40,7 @@ from kit.results.derive import derive
 from kit.results.journal import JOURNAL_NAME, Journal, read_journal
 from kit.results.schema import CellResult, RunConfig, RunResults, CellSpec
 from kit.results.stats import summarise_repeats
-from kit.runner.context import CellContext
+from kit.bench.context import CellContext
 from kit.runner.isolate import run_isolated, wants_isolation
 from kit.runner.lock import RunLock
 from kit.runner.plan import build_plan

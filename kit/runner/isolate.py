@@ -33,7 +33,7 @@ from typing import Any
 
 from kit import errors
 from kit.results.schema import CellResult, CellSpec
-from kit.runner.context import CellContext
+from kit.bench.context import CellContext
 
 log = logging.getLogger("kit.run")
 

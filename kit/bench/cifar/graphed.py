@@ -32,6 +32,7 @@ from torch import nn
 
 from kit.bench import caps
 from kit.bench.cifar import models
+from kit.bench.cifar.evaluation import evaluate_model
 from kit.bench.precision import Precision
 
 GRAPH_MODES = ("fp32", "tf32", "amp-bf16", "amp-fp16")
@@ -166,9 +167,7 @@ class GraphedTrainer:
 
     def evaluate(self, data: Any, image_size: int, batch_size: int) -> tuple[float, float]:
         """Test accuracy and loss, eagerly (the captured graph is for training only)."""
-        from kit.bench.cifar.torch_engine import Trainer
-
-        return Trainer.evaluate(self, data, image_size, batch_size)
+        return evaluate_model(self.model, self.prec, self.cfg.device, data, image_size, batch_size)
 
     # ------------------------------------------------------------------ accounting
     def counters(self) -> dict:

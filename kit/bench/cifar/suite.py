@@ -21,7 +21,7 @@ from kit.bench.cifar.torch_engine import TrainConfig
 from kit.bench.precision import unavailable_reason
 from kit.results.schema import CellResult, CellSpec
 from kit.results.stats import summarise_repeats
-from kit.runner.context import CellContext
+from kit.bench.context import CellContext
 
 log = logging.getLogger("kit.bench.cifar")
 

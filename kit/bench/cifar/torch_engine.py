@@ -31,7 +31,9 @@ from torch import nn
 from kit.bench import caps, timing
 from kit.bench.cifar import models
 from kit.bench.cifar.batch_search import free_device_memory, is_oom
+from kit.bench.cifar.evaluation import evaluate_model
 from kit.bench.cifar.gpu_data import DeviceData, augment
+from kit.bench.cifar.graphed import GRAPH_MODES, WARMUP_BEFORE_CAPTURE, GraphedTrainer
 from kit.bench.precision import Precision
 from kit.errors import KitError
 
@@ -107,8 +109,6 @@ def compile_candidates(compile: str, device: str, precision: str | None = None) 
         return [None]
     compiled = ["reduce-overhead", "default"] if caps.HAS_COMPILE else []
     if device.startswith("cuda"):
-        from kit.bench.cifar.graphed import GRAPH_MODES
-
         graph = ["cuda-graph"] if precision in GRAPH_MODES and caps.HAS_GRAPHED_STEP else []
         return graph + compiled + [None]
     return compiled[1:] + [None]  # CUDA graphs need CUDA
@@ -186,22 +186,9 @@ class Trainer:
             self.sched.step()
         return loss.detach()
 
-    @torch.no_grad()
     def evaluate(self, data: DeviceData, image_size: int, batch_size: int) -> tuple[float, float]:
         """(test accuracy, test loss) with the eager model (no recompiles for a ragged last batch)."""
-        self.model.eval()
-        correct = torch.zeros((), dtype=torch.int64, device=self.cfg.device)
-        loss_sum = torch.zeros((), dtype=torch.float64, device=self.cfg.device)
-        n = data.test_x.shape[0]
-        for i in range(0, n, batch_size):
-            x = data.to_input(data.test_x[i : i + batch_size], image_size)
-            y = data.test_y[i : i + batch_size]
-            with self.prec.autocast():
-                out = self.model(x).float()
-            loss_sum += nn.functional.cross_entropy(out, y, reduction="sum").double()
-            correct += (out.argmax(1) == y).sum()
-        self.model.train()
-        return correct.item() / max(1, n), loss_sum.item() / max(1, n)
+        return evaluate_model(self.model, self.prec, self.cfg.device, data, image_size, batch_size)
 
 
 def steady_state_warmup(cfg: TrainConfig, total: int, compile_mode: str | None) -> int:
@@ -209,8 +196,6 @@ def steady_state_warmup(cfg: TrainConfig, total: int, compile_mode: str | None) 
     wanted = cfg.warmup_steps or (WARMUP_COMPILED if compile_mode else WARMUP_EAGER)
     warm = timing.warmup_steps_for(total, wanted)
     if compile_mode == "cuda-graph":
-        from kit.bench.cifar.graphed import WARMUP_BEFORE_CAPTURE
-
         # the steady state starts after the capture, never before it
         warm = max(warm, min(total, WARMUP_BEFORE_CAPTURE + 1))
     return warm
@@ -252,8 +237,6 @@ def train_repeat(cfg: TrainConfig, data: DeviceData, ctx: Any, repeat: int, comp
     free_device_memory()
     timing.reset_peak_memory(device)
     if compile_mode == "cuda-graph":
-        from kit.bench.cifar.graphed import GraphedTrainer
-
         lr_max = cfg.max_lr()
         trainer = GraphedTrainer(cfg, total, lambda s: lr_max * one_cycle_factor(s, total))
     else:

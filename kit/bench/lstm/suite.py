@@ -26,7 +26,7 @@ from kit.bench.lstm.train import Hooks, SplitData, run_repeat
 from kit.bench.precision import unavailable_reason
 from kit.results.schema import CellResult, CellSpec
 from kit.results.stats import summarise_repeats
-from kit.runner.context import CellContext
+from kit.bench.context import CellContext
 
 #: Recommended convergence parity tolerance: |ppl(mode) - ppl(fp32)| / ppl(fp32).
 #: A kit choice, not a measured fact: mixed precision with a working loss scale

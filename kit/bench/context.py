@@ -1,4 +1,5 @@
-"""What the runner hands to the benchmark code for one cell (torch-free)."""
+"""What the runner hands to the benchmark code for one cell (torch-free: the runner imports it
+at start-up; kit.bench.api and the suites receive it)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ this module in the cuda10 image); the command line, `kit doctor`, `kit launch` a
 `kit compare` stay on the host. Should the bundle step fail in the container,
 `kit launch` exports it on the host from the run folder.
 
-    python -m kit.bench.legacy run --suite all --device cuda:0     (what the image runs)
+    python -m kit.runner.legacy run --suite all --device cuda:0     (what the image runs)
 
 Python 3.7 syntax only.
 """
