@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kit.errors import DockerError, EnvironmentCheckError, Interrupted, RunFailed, UsageError
+from kit.errors import DataError, DockerError, EnvironmentCheckError, Interrupted, KitError, RunFailed, UsageError
 from kit.launch import launcher
 from kit.launch.launcher import container_command, launch, parse_gpus
 from kit.launch.stacks import LABEL_LOCK, LABEL_SOURCE, LABEL_STACK, image_spec
@@ -313,3 +313,47 @@ def test_cuda10_without_its_runner_stops_before_building(results, tmp_path):
     (fake_root / "kit" / "bench" / "legacy").mkdir(parents=True)
     require_runner("cuda10", fake_root)  # present: no error
     require_runner("cpu", ROOT)  # stacks that run the kit itself never need it
+
+
+# -- the container's exit code on the host ----------------------------------------
+
+# What `kit run --suite nope` prints in the container (Click's usage error, with the
+# "Value error, " that Typer 0.29 leaves from pydantic), and the cuda10 image's argparse.
+CLICK_USAGE_LOG = (b"Usage: kit run [OPTIONS]\nTry 'kit run --help' for help.\n\n"
+                   b"Error: Invalid value for '--suite': Value error, 'nope' is not one of 'cifar', 'lstm', 'all'.\n")
+ARGPARSE_USAGE_LOG = (b"usage: kit.bench.legacy [-h] [--suite {cifar,lstm,all}]\n"
+                      b"kit.bench.legacy: error: argument --suite: invalid choice: 'nope' (choose from 'cifar', 'lstm', 'all')\n")
+
+
+@pytest.mark.parametrize("log, wanted", [
+    (CLICK_USAGE_LOG, "Invalid value for '--suite': 'nope' is not one of 'cifar', 'lstm', 'all'."),
+    (ARGPARSE_USAGE_LOG, "argument --suite: invalid choice: 'nope'"),
+], ids=["click", "argparse"])
+def test_bad_run_options_in_the_container_are_a_usage_error_with_a_clean_message(results, log, wanted):
+    client = FakeClient(lambda r: FakeContainer(r, [], exit_code=2, write_bundle=False, logs=log))
+    with pytest.raises(UsageError) as info:
+        _launch(results, client, gpu="0", stack="cpu", skip_checks=True, run_args=["--suite", "nope"])
+    assert info.value.exit_code == 2
+    msg = info.value.message
+    assert wanted in msg and "\n" not in msg, msg
+    assert "Value error" not in msg
+    assert "kit run --help" in info.value.remedy
+
+
+def test_the_kits_own_usage_error_in_the_container_keeps_its_remedy(results):
+    log = b"error: --resume /results/x: no run folder there\nwhat to do: Give a run folder under /results.\n"
+    client = FakeClient(lambda r: FakeContainer(r, [], exit_code=2, write_bundle=False, logs=log))
+    with pytest.raises(UsageError) as info:
+        _launch(results, client, gpu="0", stack="cpu", skip_checks=True)
+    assert "--resume /results/x: no run folder there" in info.value.message
+    assert info.value.remedy == "Give a run folder under /results."
+
+
+@pytest.mark.parametrize("code, cls", [(3, DataError), (6, EnvironmentCheckError), (1, RunFailed), (137, RunFailed)])
+def test_container_exit_codes_keep_their_meaning_on_the_host(results, code, cls):
+    client = FakeClient(lambda r: FakeContainer(r, [], exit_code=code, write_bundle=False, logs=b"error: something\n"))
+    with pytest.raises(KitError) as info:
+        _launch(results, client, gpu="0", stack="cpu", skip_checks=True)
+    assert type(info.value) is cls
+    assert info.value.exit_code == (code if code in (3, 6) else 8)
+    assert f"exit code {code}" in info.value.message
