@@ -229,6 +229,16 @@ def test_image_built_from_another_lock_is_stale():
     assert image_state(FakeClient(images=[old]), spec) == "stale"
 
 
+def test_image_built_on_another_base_is_stale_only_when_a_base_is_asked_for():
+    spec = image_spec("cpu", ROOT, base="kit-base/debian:bookworm")
+    labels = {stk.LABEL_LOCK: spec.lock_sha256, stk.LABEL_SOURCE: spec.source_sha256, stk.LABEL_STACK: "cpu"}
+    on_hub_base = FakeImage(spec.tag, {**labels, stk.LABEL_BASE: "debian:bookworm"})
+    on_local_base = FakeImage(spec.tag, {**labels, stk.LABEL_BASE: "kit-base/debian:bookworm"})
+    assert image_state(FakeClient(images=[on_hub_base]), spec, check_base=True) == "stale"
+    assert image_state(FakeClient(images=[on_local_base]), spec, check_base=True) == "current"
+    assert image_state(FakeClient(images=[on_hub_base]), spec) == "current"  # no --base: any base will do
+
+
 def test_image_list_reads_the_labels():
     img = FakeImage("mpkit:cuda12-0.1.0", {stk.LABEL_STACK: "cuda12", stk.LABEL_VERSION: "0.1.0", stk.LABEL_LOCK: "ab" * 32,
                                           stk.LABEL_APEX_BUILT: "1", stk.LABEL_APEX_REF: "25.07"}, size=17_000_000_000)

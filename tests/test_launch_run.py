@@ -16,7 +16,7 @@ import pytest
 from kit.errors import DataError, DockerError, EnvironmentCheckError, Interrupted, KitError, RunFailed, UsageError
 from kit.launch import launcher
 from kit.launch.launcher import container_command, launch, parse_gpus
-from kit.launch.stacks import LABEL_LOCK, LABEL_SOURCE, LABEL_STACK, image_spec
+from kit.launch.stacks import LABEL_BASE, LABEL_LOCK, LABEL_SOURCE, LABEL_STACK, image_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "nvml"
@@ -357,3 +357,49 @@ def test_container_exit_codes_keep_their_meaning_on_the_host(results, code, cls)
     assert type(info.value) is cls
     assert info.value.exit_code == (code if code in (3, 6) else 8)
     assert f"exit code {code}" in info.value.message
+
+
+def test_launch_builds_on_the_base_it_is_given(results, monkeypatch):
+    """`kit launch --base IMAGE` (make run BASE=IMAGE): the image is built on it, as with
+    `kit image build --base`, also when an image built on another base exists."""
+    built = []
+    monkeypatch.setattr(launcher, "build_image", lambda spec, root, client, **kw: built.append(spec))
+    client = FakeClient(lambda r: FakeContainer(r, JOURNAL))
+    client.images.present[image_spec("cpu", ROOT).tag].labels[LABEL_BASE] = "debian:bookworm"
+    out = _launch(results, client, gpu="0", stack="cpu", skip_checks=True, build_kwargs={"base": "kit-base/debian:bookworm"})
+    assert out.exit_code == 0
+    (spec,) = built
+    assert spec.build_args["BASE"] == "kit-base/debian:bookworm" and spec.base == "kit-base/debian:bookworm"
+    built.clear()
+    _launch(results.parent / "again", client, gpu="0", stack="cpu", skip_checks=True, build_kwargs={"base": "debian:bookworm"})
+    assert built == []  # built on that base already
+
+
+def test_launch_command_line_takes_base(monkeypatch, tmp_path):
+    from typer.testing import CliRunner
+
+    from kit.cli.main import app
+
+    seen = {}
+
+    def fake_launch(gpu, stack, run_args, **kw):
+        seen.update(kw["build_kwargs"])
+        raise UsageError("stop here")
+
+    monkeypatch.setattr(launcher, "launch", fake_launch)
+    result = CliRunner().invoke(app, ["launch", "--stack", "cpu", "--base", "kit-base/debian:bookworm"])
+    assert seen.get("base") == "kit-base/debian:bookworm", result.output
+
+
+@pytest.mark.skipif(not __import__("shutil").which("make"), reason="make is not installed")
+@pytest.mark.parametrize("target, command", [("run", "kit launch"), ("image", "kit image build")])
+def test_make_passes_base_to_the_kit(tmp_path, target, command):
+    import subprocess
+
+    venv = tmp_path / "venv"
+    out = subprocess.run(["make", "-n", target, "BASE=kit-base/debian:bookworm", "STACK=cpu", f"VENV={venv}"],
+                         cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    (line,) = [ln for ln in out.splitlines() if command in ln]
+    assert line.split()[-2:] == ["--base", "kit-base/debian:bookworm"], line
+    plain = subprocess.run(["make", "-n", target, f"VENV={venv}"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert "--base" not in plain

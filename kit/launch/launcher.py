@@ -187,20 +187,21 @@ def require_runner(stack: str, root: Path | None = None) -> None:
 
 
 def ensure_image(client: Any, stack: str, ui: LaunchUI, *, rebuild: bool = False, build_kwargs: dict | None = None) -> str:
-    """The image tag for ``stack``, built first when missing or built from another lock."""
-    kw = dict(build_kwargs or {})
+    """The image tag for ``stack``, built first when missing, built from another
+    lock or older kit code, or (when ``build_kwargs`` names a ``base``) from
+    another base image."""
+    kw = {k: v for k, v in (build_kwargs or {}).items() if v is not None}
     root = find_source_root()
     pem = read_ca_cert(kw.pop("ca_cert")) if kw.get("ca_cert") else None
-    kw.pop("ca_cert", None)
     network = kw.pop("network", "host")
     spec = image_spec(stack, root, extra_ca_pem=pem, **kw)
-    state = "stale" if rebuild else image_state(client, spec)
+    state = "stale" if rebuild else image_state(client, spec, check_base=bool(kw.get("base")))
     if state == "current":
         return spec.tag
     ui.note(
-        f"Building {spec.tag} (first use of the {stack} stack on this engine)" if state == "missing"
-        else f"Rebuilding {spec.tag}: docker/locks/{stack}.txt or the kit's code changed since it was built "
-        "(cached layers make this quick when only the code changed)"
+        f"Building {spec.tag} on {spec.base} (first use of the {stack} stack on this engine)" if state == "missing"
+        else f"Rebuilding {spec.tag} on {spec.base}: docker/locks/{stack}.txt, the kit's code or the base image changed "
+        "since it was built (cached layers make this quick when only the code changed)"
     )
     build_image(spec, root, client, network=network, ui=ui.build_ui())
     return spec.tag
