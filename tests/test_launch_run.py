@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from kit.errors import DockerError, EnvironmentCheckError, Interrupted, RunFailed, UsageError
+from kit.errors import DataError, DockerError, EnvironmentCheckError, Interrupted, KitError, RunFailed, UsageError
 from kit.launch import launcher
 from kit.launch.launcher import container_command, launch, parse_gpus
-from kit.launch.stacks import LABEL_LOCK, LABEL_SOURCE, LABEL_STACK, image_spec
+from kit.launch.stacks import LABEL_BASE, LABEL_LOCK, LABEL_SOURCE, LABEL_STACK, image_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "nvml"
@@ -313,3 +313,93 @@ def test_cuda10_without_its_runner_stops_before_building(results, tmp_path):
     (fake_root / "kit" / "runner" / "legacy").mkdir(parents=True)
     require_runner("cuda10", fake_root)  # present: no error
     require_runner("cpu", ROOT)  # stacks that run the kit itself never need it
+
+
+# -- the container's exit code on the host ----------------------------------------
+
+# What `kit run --suite nope` prints in the container (Click's usage error, with the
+# "Value error, " that Typer 0.29 leaves from pydantic), and the cuda10 image's argparse.
+CLICK_USAGE_LOG = (b"Usage: kit run [OPTIONS]\nTry 'kit run --help' for help.\n\n"
+                   b"Error: Invalid value for '--suite': Value error, 'nope' is not one of 'cifar', 'lstm', 'all'.\n")
+ARGPARSE_USAGE_LOG = (b"usage: kit.bench.legacy [-h] [--suite {cifar,lstm,all}]\n"
+                      b"kit.bench.legacy: error: argument --suite: invalid choice: 'nope' (choose from 'cifar', 'lstm', 'all')\n")
+
+
+@pytest.mark.parametrize("log, wanted", [
+    (CLICK_USAGE_LOG, "Invalid value for '--suite': 'nope' is not one of 'cifar', 'lstm', 'all'."),
+    (ARGPARSE_USAGE_LOG, "argument --suite: invalid choice: 'nope'"),
+], ids=["click", "argparse"])
+def test_bad_run_options_in_the_container_are_a_usage_error_with_a_clean_message(results, log, wanted):
+    client = FakeClient(lambda r: FakeContainer(r, [], exit_code=2, write_bundle=False, logs=log))
+    with pytest.raises(UsageError) as info:
+        _launch(results, client, gpu="0", stack="cpu", skip_checks=True, run_args=["--suite", "nope"])
+    assert info.value.exit_code == 2
+    msg = info.value.message
+    assert wanted in msg and "\n" not in msg, msg
+    assert "Value error" not in msg
+    assert "kit run --help" in info.value.remedy
+
+
+def test_the_kits_own_usage_error_in_the_container_keeps_its_remedy(results):
+    log = b"error: --resume /results/x: no run folder there\nwhat to do: Give a run folder under /results.\n"
+    client = FakeClient(lambda r: FakeContainer(r, [], exit_code=2, write_bundle=False, logs=log))
+    with pytest.raises(UsageError) as info:
+        _launch(results, client, gpu="0", stack="cpu", skip_checks=True)
+    assert "--resume /results/x: no run folder there" in info.value.message
+    assert info.value.remedy == "Give a run folder under /results."
+
+
+@pytest.mark.parametrize("code, cls", [(3, DataError), (6, EnvironmentCheckError), (1, RunFailed), (137, RunFailed)])
+def test_container_exit_codes_keep_their_meaning_on_the_host(results, code, cls):
+    client = FakeClient(lambda r: FakeContainer(r, [], exit_code=code, write_bundle=False, logs=b"error: something\n"))
+    with pytest.raises(KitError) as info:
+        _launch(results, client, gpu="0", stack="cpu", skip_checks=True)
+    assert type(info.value) is cls
+    assert info.value.exit_code == (code if code in (3, 6) else 8)
+    assert f"exit code {code}" in info.value.message
+
+
+def test_launch_builds_on_the_base_it_is_given(results, monkeypatch):
+    """`kit launch --base IMAGE` (make run BASE=IMAGE): the image is built on it, as with
+    `kit image build --base`, also when an image built on another base exists."""
+    built = []
+    monkeypatch.setattr(launcher, "build_image", lambda spec, root, client, **kw: built.append(spec))
+    client = FakeClient(lambda r: FakeContainer(r, JOURNAL))
+    client.images.present[image_spec("cpu", ROOT).tag].labels[LABEL_BASE] = "debian:bookworm"
+    out = _launch(results, client, gpu="0", stack="cpu", skip_checks=True, build_kwargs={"base": "kit-base/debian:bookworm"})
+    assert out.exit_code == 0
+    (spec,) = built
+    assert spec.build_args["BASE"] == "kit-base/debian:bookworm" and spec.base == "kit-base/debian:bookworm"
+    built.clear()
+    _launch(results.parent / "again", client, gpu="0", stack="cpu", skip_checks=True, build_kwargs={"base": "debian:bookworm"})
+    assert built == []  # built on that base already
+
+
+def test_launch_command_line_takes_base(monkeypatch, tmp_path):
+    from typer.testing import CliRunner
+
+    from kit.cli.main import app
+
+    seen = {}
+
+    def fake_launch(gpu, stack, run_args, **kw):
+        seen.update(kw["build_kwargs"])
+        raise UsageError("stop here")
+
+    monkeypatch.setattr(launcher, "launch", fake_launch)
+    result = CliRunner().invoke(app, ["launch", "--stack", "cpu", "--base", "kit-base/debian:bookworm"])
+    assert seen.get("base") == "kit-base/debian:bookworm", result.output
+
+
+@pytest.mark.skipif(not __import__("shutil").which("make"), reason="make is not installed")
+@pytest.mark.parametrize("target, command", [("run", "kit launch"), ("image", "kit image build")])
+def test_make_passes_base_to_the_kit(tmp_path, target, command):
+    import subprocess
+
+    venv = tmp_path / "venv"
+    out = subprocess.run(["make", "-n", target, "BASE=kit-base/debian:bookworm", "STACK=cpu", f"VENV={venv}"],
+                         cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    (line,) = [ln for ln in out.splitlines() if command in ln]
+    assert line.split()[-2:] == ["--base", "kit-base/debian:bookworm"], line
+    plain = subprocess.run(["make", "-n", target, f"VENV={venv}"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert "--base" not in plain

@@ -26,6 +26,7 @@ def launch(
     ca_cert: Optional[Path] = typer.Option(None, "--ca-cert", help="If the image must be built: extra CA certificate (PEM) for a TLS-inspecting proxy."),
     pip_index_url: Optional[str] = typer.Option(None, "--pip-index-url", help="If the image must be built: package index mirror instead of PyPI."),
     pip_extra_index_url: Optional[str] = typer.Option(None, "--pip-extra-index-url", help="If the image must be built: extra package index(es) beside PyPI."),
+    base: Optional[str] = typer.Option(None, "--base", help="Base image to build on instead of the stack's, as for `kit image build` (a local one without Docker Hub: scripts/make_base_image.sh). An image built on another base is rebuilt."),
     skip_checks: bool = typer.Option(False, "--skip-checks", help="Do not run the driver/GPU/toolkit checks first (needs an explicit --stack)."),
     keep_container: bool = typer.Option(False, "--keep-container", help="Keep the stopped container (for docker logs / inspect)."),
 ) -> None:
@@ -44,7 +45,7 @@ def launch(
     from kit.launch.ui import RichLaunchUI
 
     console = Console(stderr=True, highlight=False)
-    build_kwargs = {"ca_cert": ca_cert, "pip_index_url": pip_index_url, "pip_extra_index_url": pip_extra_index_url}
+    build_kwargs = {"ca_cert": ca_cert, "pip_index_url": pip_index_url, "pip_extra_index_url": pip_extra_index_url, "base": base}
     outcome = do_launch(
         gpu, stack.value, list(ctx.args), data_dir=data_dir, results_dir=results_dir, rebuild=rebuild,
         skip_checks=skip_checks, build_kwargs=build_kwargs, ui=RichLaunchUI(console), keep_container=keep_container,

@@ -22,6 +22,7 @@ from kit.launch.stacks import (
     DOCKERFILE,
     LABEL_APEX_BUILT,
     LABEL_APEX_REF,
+    LABEL_BASE,
     LABEL_LOCK,
     LABEL_SOURCE,
     LABEL_STACK,
@@ -224,8 +225,9 @@ def list_images(client: Any = None) -> list[ImageInfo]:
     return sorted(out, key=lambda i: i.tag)
 
 
-def image_state(client: Any, spec: ImageSpec) -> str:
-    """'missing', 'stale' (built from another lock or older kit code) or 'current'."""
+def image_state(client: Any, spec: ImageSpec, *, check_base: bool = False) -> str:
+    """'missing', 'stale' (built from another lock or older kit code, or with
+    ``check_base`` from another base image than ``spec.base``) or 'current'."""
     try:
         img = client.images.get(spec.tag)
     except Exception as exc:  # noqa: BLE001
@@ -235,7 +237,8 @@ def image_state(client: Any, spec: ImageSpec) -> str:
     labels = img.labels or {}
     same_lock = labels.get(LABEL_LOCK) == spec.lock_sha256
     same_code = not spec.source_sha256 or labels.get(LABEL_SOURCE) == spec.source_sha256
-    return "current" if same_lock and same_code else "stale"
+    same_base = not check_base or labels.get(LABEL_BASE) == spec.base
+    return "current" if same_lock and same_code and same_base else "stale"
 
 
 __all__ = ["BuildResult", "BuildUI", "ImageInfo", "NullBuildUI", "build_image", "build_stack", "image_state", "list_images", "stack_facts"]

