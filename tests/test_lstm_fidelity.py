@@ -87,7 +87,8 @@ def _kit_losses(corpus: Path, monkeypatch) -> list[float]:
 
 
 @pytest.mark.skipif(not (EXAMPLE.is_file() and FP16_UTILS.is_file() and TEXT.is_dir()),
-                    reason="needs ../shared/vendor/apex/ and ../shared/data/wikitext-2-valid-test/")
+                    reason="optional oracle test: needs the project's shared/ folder beside the checkout "
+                           "(shared/vendor/apex/ and shared/data/wikitext-2-valid-test/), as on its machines and in CI")
 def test_fp32_per_batch_losses_equal_the_apex_examples_over_an_epoch(tmp_path, monkeypatch):
     corpus = _corpus(tmp_path / "corpus")
     original = _original_losses(tmp_path, corpus)

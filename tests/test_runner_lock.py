@@ -230,3 +230,34 @@ def test_the_lock_holder_itself_can_find_a_run_complete(tmp_path):
     with RunLock(run_dir) as lock:
         outcome = execute(None, tmp_path / "runs", resume_dir=run_dir, make_bundle=False, lock=lock)
     assert outcome.already_complete
+
+
+def test_checking_a_folder_for_a_writer_changes_nothing_in_it(tmp_path, monkeypatch):
+    """`kit run --resume` of a complete run only looks (its folder may be read-only)."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    real_open = os.open
+
+    def no_writes(path, flags, *a):
+        assert not flags & (os.O_CREAT | os.O_WRONLY | os.O_RDWR), f"opened {path} for writing"
+        return real_open(path, flags, *a)
+
+    monkeypatch.setattr(os, "open", no_writes)
+    RunLock(folder).check_not_in_use()  # no lock file: nobody writes
+    assert list(folder.iterdir()) == []
+    monkeypatch.undo()
+    (folder / "run.lock").write_text('{"pid": 1, "host": "gone"}\n')  # left by a dead run, not held
+    monkeypatch.setattr(os, "open", no_writes)
+    RunLock(folder).check_not_in_use()
+
+
+def test_checking_a_folder_held_by_another_process_says_in_use(tmp_path):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    proc = _holder(tmp_path, folder)
+    try:
+        with pytest.raises(UsageError, match=r"run folder in use \(pid \d+"):
+            RunLock(folder).check_not_in_use()
+    finally:
+        proc.stdin.close()
+        proc.wait(30)

@@ -272,7 +272,10 @@ def _load_cache(path: Path, facts: DatasetFacts) -> CifarData | None:
     if sizes is not None:
         ok = ok and len(data.train_x) == sizes["train"] and len(data.test_x) == sizes["test"] and len(data.classes) == sizes["classes"]
     if not ok:
-        path.unlink(missing_ok=True)
+        try:  # Path.unlink has no missing_ok before Python 3.8, which the cuda10 image runs
+            path.unlink()
+        except FileNotFoundError:
+            pass
         return None
     data.info["sizes"] = _sizes(data)
     return data

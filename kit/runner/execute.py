@@ -258,9 +258,9 @@ def already_complete(state: ResumeState, run_dir: Path, results_root: Path, lock
                          status="complete", started_at=state.started_at)
     bundle = find_bundle(run_dir, Path(results_root), state.run_id)
     if bundle is None and not locked:
-        # no bundle yet: perhaps the process that completed it is still writing it (then: in use, exit 2)
-        with RunLock(run_dir):
-            pass
+        # no bundle yet: perhaps the process that completed it is still writing it (then: in use,
+        # exit 2); only looked at, never created, so a read-only run folder is no error
+        RunLock(run_dir).check_not_in_use()
     error = None if bundle else f"no bundle of this run found in {results_root}"
     return RunOutcome(run_dir, results, bundle, error, already_complete=True)
 

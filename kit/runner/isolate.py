@@ -39,8 +39,11 @@ log = logging.getLogger("kit.run")
 
 ISOLATE_CHOICES = ("apex", "all", "none")
 APEX_PRECISIONS = ("apex-o1", "apex-o2")
-#: seconds a stopped child gets to end its cell before it is terminated
-STOP_GRACE_S = 15.0
+#: seconds a stopped child gets to end its cell before it is terminated: short, because
+#: `docker stop` (and kit launch) give the whole container 10 s after SIGTERM, and the
+#: parent must still close the journal and write the bundle; an unfinished cell is
+#: discarded either way (a resume runs it again)
+STOP_GRACE_S = 3.0
 #: how often the parent looks at the stop flag and the child's liveness (s)
 POLL_S = 0.2
 
@@ -131,7 +134,7 @@ def _stop_child(proc: Any, stop: Any) -> None:
     if proc.is_alive():
         log.warning("cell process %s did not stop in %.0f s; terminating it", proc.pid, STOP_GRACE_S)
         proc.terminate()
-        proc.join(5.0)
+        proc.join(2.0)
     if proc.is_alive():
         proc.kill()
         proc.join()

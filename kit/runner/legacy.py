@@ -44,6 +44,7 @@ RUN_OPTIONS = (
     ("--seed", "seed", int, 0),
     ("--mode", "mode", str, "throughput"),
     ("--compile", "compile", str, "auto"),
+    ("--isolate", "isolate", str, "apex"),
     ("--tolerance", "tolerance", float, None),
     ("--emsize", "emsize", int, None),
     ("--nhid", "nhid", int, None),

@@ -92,6 +92,27 @@ class RunLock:
         self._fd = fd
         return self
 
+    def check_not_in_use(self) -> None:
+        """Raise the "in use" UsageError when another process holds the folder; never
+        creates or changes anything (for a folder we only read, maybe read-only)."""
+        try:
+            fd = os.open(str(self.path), os.O_RDONLY)
+        except OSError:
+            return  # no lock file: no writer (a writer creates it before writing anything)
+        try:
+            holder = _read_holder(fd)
+            if fcntl is not None:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                    return  # nobody holds it exclusively: a left-over file of a dead run
+                except OSError as exc:
+                    if exc.errno in _BUSY:
+                        raise _in_use(self.run_dir, holder) from None
+            if _alive(holder):
+                raise _in_use(self.run_dir, holder)
+        finally:
+            os.close(fd)
+
     def release(self) -> None:
         """Remove the lock file and drop the lock (in that order, so no one locks a removed file)."""
         fd, self._fd = self._fd, None
@@ -128,7 +149,8 @@ def _in_use(run_dir: Path, holder: "dict | None") -> UsageError:
     host = (holder or {}).get("host", "unknown")
     return UsageError(
         f"run folder in use (pid {pid}, host {host}): {run_dir} is being written by another kit run.",
-        remedy=f"Wait for that run to end (or stop it: kill -INT {pid} on {host}), then resume it.",
+        remedy=(f"Wait for that run to end (or stop it: kill -INT {pid} on {host}), then resume it. If that process "
+                f"is gone (a crashed container, another machine), delete {run_dir / LOCK_NAME} and resume."),
     )
 
 
