@@ -8,6 +8,8 @@ class's ``exit_code``. The codes are documented in the README ("Exit codes").
 
 from __future__ import annotations
 
+import re
+
 
 class KitError(Exception):
     """Base of every error the kit reports to a user."""
@@ -106,3 +108,13 @@ EXIT_CODES: dict[int, str] = {
     130: "interrupted with Ctrl-C, SIGINT (finished results kept)",
     143: "terminated by SIGTERM (finished results kept; the journal names the signal)",
 }
+
+
+#: pydantic's prefix on a validator's message, which Typer (0.29, with pydantic 2) leaves in
+#: its usage errors: "Invalid value for '--suite': Value error, 'nope' is not one of ..."
+_PARSER_PREFIX = re.compile(r"\b(?:Value|Assertion) error, ")
+
+
+def without_parser_prefix(message: str) -> str:
+    """A usage error's message without the option parser's internals."""
+    return _PARSER_PREFIX.sub("", message)

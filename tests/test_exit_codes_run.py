@@ -187,3 +187,11 @@ def test_a_run_stopped_by_missing_data_leaves_no_results_folder(tmp_path):
     assert out.returncode == 3, out.stderr
     assert "Traceback" not in out.stderr
     assert not (tmp_path / "new").exists()
+
+
+def test_a_bad_choice_says_what_is_wrong_without_the_parsers_internals(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "kit", "run", "--suite", "nope"], capture_output=True, text=True,
+                         cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1])))
+    assert out.returncode == 2
+    assert "'nope' is not one of 'cifar', 'lstm', 'all'" in out.stderr
+    assert "Value error" not in out.stderr and "Traceback" not in out.stderr

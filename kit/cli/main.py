@@ -13,7 +13,7 @@ import typer
 
 from kit import __version__
 from kit.cli import bundle, compare, data, doctor, image, launch, run
-from kit.errors import EXIT_CODES, KitError
+from kit.errors import EXIT_CODES, KitError, without_parser_prefix
 
 app = typer.Typer(
     name="kit",
@@ -82,6 +82,9 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as exc:
         # Click's usage errors (Typer may vendor its own copy of Click, so match by shape)
         if hasattr(exc, "show") and hasattr(exc, "exit_code"):
+            message = getattr(exc, "message", None)
+            if isinstance(message, str):
+                exc.message = without_parser_prefix(message)  # Typer's choices go through pydantic
             exc.show()
             sys.exit(exc.exit_code or 2)
         if type(exc).__name__ == "Abort":

@@ -33,6 +33,7 @@ from kit.errors import (
     KitError,
     RunFailed,
     UsageError,
+    without_parser_prefix,
 )
 from kit.launch import engine
 from kit.launch.build import BuildUI, build_image, image_state
@@ -334,14 +335,9 @@ PASSED_THROUGH: dict[int, type[KitError]] = {2: UsageError, 3: DataError, 6: Env
 
 _ERROR_LINE = re.compile(r"^(?:Error|error|[\w.]+: error): (?P<text>.+)$")
 _REMEDY_LINE = re.compile(r"^what to do: (?P<text>.+)$")
-#: pydantic's prefix on a validator's message, which Typer (0.29, with pydantic
-#: 2) leaves in its usage errors: "Invalid value for '--suite': Value error, ..."
-_PYDANTIC_PREFIX = re.compile(r"\b(?:Value|Assertion) error, ")
-
-
 def clean_error_text(text: str) -> str:
     """An error line without the parser's internals (pydantic's "Value error, ")."""
-    return _PYDANTIC_PREFIX.sub("", text).strip()
+    return without_parser_prefix(text).strip()
 
 
 def error_from_log(lines: Sequence[str]) -> tuple[str | None, str | None]:
