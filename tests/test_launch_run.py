@@ -297,6 +297,20 @@ def test_ctrl_c_sends_sigint_then_keeps_the_finished_cells(results):
     assert (results / f"{RUN_ID}.tar.gz").exists()
 
 
+def test_a_container_stopped_with_sigterm_keeps_its_cells_and_exits_143(results):
+    """`docker stop` from outside: the kit in the container ends as kit run does on SIGTERM (143)."""
+    from kit.errors import Terminated
+
+    journal = JOURNAL[:2] + [{"seq": 9, "time": 3.0, "event": "run_interrupted", "cell_id": None,
+                              "message": "terminated (SIGTERM)", "signal": "SIGTERM"}]
+    client = FakeClient(lambda r: FakeContainer(r, journal, exit_code=143))
+    with pytest.raises(Terminated) as info:
+        _launch(results, client, gpu="0", stack="cuda12", skip_checks=True)
+    assert info.value.exit_code == 143
+    assert "SIGTERM" in info.value.message and "1 finished cell(s) kept" in info.value.message
+    assert info.value.remedy.endswith(f"--resume /results/{RUN_ID}")
+
+
 def test_unknown_stack_is_a_usage_error(results):
     with pytest.raises(UsageError):
         _launch(results, FakeClient(lambda r: None), gpu="0", stack="cuda9", skip_checks=True)

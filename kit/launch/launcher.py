@@ -32,6 +32,7 @@ from kit.errors import (
     Interrupted,
     KitError,
     RunFailed,
+    Terminated,
     UsageError,
     without_parser_prefix,
 )
@@ -356,7 +357,7 @@ def error_from_log(lines: Sequence[str]) -> tuple[str | None, str | None]:
 
 
 def container_error(exit_code: int, stack: str, gpu: str | int, tail: Sequence[str], run_dir: Path | None, bundle: Path | None) -> KitError:
-    """The host-side error for a container that exited with ``exit_code`` (not 0, not 130)."""
+    """The host-side error for a container that exited with ``exit_code`` (not 0, 130 or 143)."""
     resume = (f"kit launch --stack {stack} --gpu {gpu} -- --resume /results/{run_dir.name}" if run_dir else None)
     kept = (f" Finished cells are kept in {run_dir}." if run_dir else "") + (f" Bundle: {bundle}." if bundle else "")
     cls = PASSED_THROUGH.get(exit_code)
@@ -488,10 +489,14 @@ def launch(
         except KitError as exc:
             outcome.notes.append(f"no bundle: {exc.message}")
 
-    if interrupted or exit_code == 130:
+    if interrupted or exit_code in (130, 143):
+        # 143: the container's kit got SIGTERM (`docker stop` from outside): it kept its
+        # finished cells and ended as kit run does, so the host says the same
+        terminated = exit_code == 143 and not interrupted
         where = f" in {outcome.run_dir}" if outcome.run_dir else ""
-        raise Interrupted(
-            f"Interrupted: {cells_done} finished cell(s) kept{where}" + (f"; bundle {outcome.bundle}" if outcome.bundle else "") + ".",
+        raise (Terminated if terminated else Interrupted)(
+            ("Terminated (the container got SIGTERM)" if terminated else "Interrupted")
+            + f": {cells_done} finished cell(s) kept{where}" + (f"; bundle {outcome.bundle}" if outcome.bundle else "") + ".",
             remedy=(f"Continue with: kit launch --stack {resolved} --gpu {gpu} -- --resume /results/{outcome.run_dir.name}"
                     if outcome.run_dir else None),
         )
