@@ -165,3 +165,29 @@ def test_each_repeat_starts_from_a_fresh_model_seeded_by_repeat():
     b = torch_engine.Trainer(cfg, 1).model.state_dict()["fc.weight"]
     c = torch_engine.Trainer(TrainConfig("resnet18", "fp32", "cpu", batch_size=4, steps=1, seed=6), 1).model.state_dict()["fc.weight"]
     assert torch.equal(a, b) and not torch.equal(a, c)
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_fastai_fp16_master_is_the_articles_static_512_unless_dynamic_is_asked(dynamic):
+    """The 2019 article's to_fp16() (fastai 1.0.38-1.0.42): a static scale of 512, never checked;
+    --dynamic-loss-scale gives fastai's dynamic scaling. fastai's NonNativeMixedPrecision checks
+    for overflow (a host read of every gradient) only when dynamic."""
+    pytest.importorskip("fastai")
+    from kit.bench.cifar.fastai_engine import build_learner
+
+    cfg = TrainConfig("resnet18", "fp16-master", "cpu", batch_size=8, steps=1, dynamic_loss_scale=dynamic)
+    learn = build_learner(cfg, tiny_arrays(), num_workers=0)
+    (mp,) = [cb for cb in learn.cbs if type(cb).__name__ == "NonNativeMixedPrecision"]
+    assert mp.dynamic is dynamic
+    assert mp.loss_scale == (2.0**24 if dynamic else 512.0)
+
+
+def test_the_loss_scale_options_reach_the_cifar_cells_only_when_given():
+    from kit.results.schema import RunConfig
+    from kit.runner.plan import build_plan
+
+    plain = build_plan(RunConfig(suite="cifar", models=["resnet18"], precisions=["fp16-master"], engines=["fastai"]))
+    assert "dynamic_loss_scale" not in plain.cells[0].params
+    dyn = build_plan(RunConfig(suite="cifar", models=["resnet18"], precisions=["fp16-master"], engines=["fastai"],
+                               lstm={"dynamic_loss_scale": True}))
+    assert dyn.cells[0].params["dynamic_loss_scale"] is True

@@ -51,6 +51,9 @@ def cifar_params(config: RunConfig) -> dict:
         "compile": config.compile,
         "find_max_batch": config.find_max_batch,
         "tolerance": config.tolerance,
+        # fastai's fp16-master: the article's static 512 unless --dynamic-loss-scale (or another
+        # --static-loss-scale) was given; recorded only when given, so default cells keep their params
+        **{k: v for k, v in (config.lstm or {}).items() if k in ("static_loss_scale", "dynamic_loss_scale") and v is not None},
     }
 
 

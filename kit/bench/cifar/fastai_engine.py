@@ -46,7 +46,8 @@ FASTAI_PRECISION = {
     "tf32": "no callback (TF32 on)",
     "amp-fp16": "learn.to_fp16(): MixedPrecision (torch.autocast fp16 + GradScaler)",
     "amp-bf16": "learn.to_bf16(): MixedPrecision (torch.autocast bf16)",
-    "fp16-master": "learn.to_non_native_fp16(): half model, fp32 master weights, dynamic loss scale",
+    "fp16-master": "learn.to_non_native_fp16(): half model, fp32 master weights; by default a static loss scale "
+                   "with no overflow check (to_fp16() in the 2019 article's fastai 1.0.38-1.0.42)",
 }
 
 
@@ -195,7 +196,8 @@ def build_learner(cfg: TrainConfig, arrays: Any, num_workers: int | None = None)
     elif cfg.precision == "amp-bf16":
         learn.to_bf16()
     elif cfg.precision == "fp16-master":
-        learn.to_non_native_fp16()
+        # the article's window by default: a static scale, which NonNativeMixedPrecision never checks
+        learn.to_non_native_fp16(loss_scale=cfg.static_loss_scale, dynamic=cfg.dynamic_loss_scale)
     learn._kit_backends = backends
     return learn
 

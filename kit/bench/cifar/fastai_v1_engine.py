@@ -13,8 +13,9 @@ precision switch:
 
     fp32          no callback
     fp16-master   learn.to_fp16(): v1's MixedPrecision callback, which *is* the 2018
-                  scheme (half model with BatchNorm in fp32, fp32 master weights,
-                  dynamic loss scale): the article's `to_fp16()`
+                  scheme (half model with BatchNorm in fp32, fp32 master weights),
+                  with the article's static scale of 512 and no overflow check by
+                  default (fastai 1.0.38-1.0.42); --dynamic-loss-scale for 1.0.61's
     others        skipped with the reason (no autocast in torch 1.4, no TF32/bf16,
                   no Apex hook in fastai)
 
@@ -42,8 +43,8 @@ from kit.bench.precision import unavailable_reason
 
 FASTAI_PRECISION = {
     "fp32": "no callback",
-    "fp16-master": "learn.to_fp16(): fastai v1 MixedPrecision (half model, BatchNorm fp32, fp32 master weights, "
-                   "dynamic loss scale), the 2019 article's call",
+    "fp16-master": "learn.to_fp16(): fastai v1 MixedPrecision (half model, BatchNorm fp32, fp32 master weights; "
+                   "by default a static loss scale of 512 with no overflow check, as in the 2019 article's fastai)",
 }
 
 
@@ -156,12 +157,16 @@ def build_learner(cfg: TrainConfig, arrays: Any, num_workers: int):
     _quiet_progress_bars()
     torch.manual_seed(cfg.seed)
     np.random.seed(cfg.seed)
-    torch.backends.cudnn.benchmark = False  # fastai v1 sets it only in its vision apps' create_cnn
+    # fastai v1's create_cnn (the article's call) and its examples/train_cifar.py set it
+    torch.backends.cudnn.benchmark = True
     data = make_data(cfg, arrays, num_workers)
     model = models.build(cfg.model, cfg.num_classes).to(cfg.device)
     learn = Learner(data, model, loss_func=nn.CrossEntropyLoss(), metrics=[accuracy], silent=True)
     if cfg.precision == "fp16-master":
-        learn = learn.to_fp16()
+        # the article's window (fastai 1.0.38-1.0.42): to_fp16() was a static scale of 512 with no
+        # overflow check; 1.0.61's dynamic check reads every gradient back (--dynamic-loss-scale)
+        learn = (learn.to_fp16(dynamic=True) if cfg.dynamic_loss_scale
+                 else learn.to_fp16(loss_scale=cfg.static_loss_scale, dynamic=False))
     return learn
 
 

@@ -87,6 +87,8 @@ def train_config(spec: CellSpec, ctx: CellContext) -> TrainConfig:
         label_smoothing=float(p.get("label_smoothing") or 0.0),
         warmup_steps=p.get("warmup_steps"),
         num_workers=p.get("num_workers"),
+        dynamic_loss_scale=bool(p.get("dynamic_loss_scale") or False),
+        static_loss_scale=float(p.get("static_loss_scale") or 512.0),
     )
 
 

@@ -72,6 +72,12 @@ class TrainConfig:
     num_classes: int = 100
     #: fastai engine only: DataLoader worker processes (None = auto)
     num_workers: int | None = None
+    #: fastai engines' fp16-master: False (default) = the 2019 article's to_fp16(), fastai
+    #: 1.0.38-1.0.42: a static loss scale with no overflow check; True = fastai's later
+    #: dynamic scaling (1.0.61's to_fp16(), fastai 2's to_non_native_fp16() default)
+    dynamic_loss_scale: bool = False
+    #: that static scale (fastai's default, 512)
+    static_loss_scale: float = 512.0
 
     def __post_init__(self) -> None:
         if self.compile not in ("auto", "on", "off"):
