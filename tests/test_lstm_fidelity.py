@@ -78,7 +78,7 @@ def _kit_losses(corpus: Path, monkeypatch) -> list[float]:
     def recording(logits, target, reduction="mean", in_fp32=True):
         loss = real(logits, target, reduction, in_fp32)
         if reduction == "mean" and torch.is_grad_enabled():  # training batches only
-            losses.append(float(loss))
+            losses.append(float(loss.detach()))
         return loss
 
     monkeypatch.setattr(train, "lm_loss", recording)
