@@ -1,12 +1,12 @@
 """Apex's own word_language_model example beside the kit's LSTM cells: same corpus, same GPU.
 
-    python scripts/fidelity_lstm.py --example-src ../shared/vendor/apex/apex-241dd6c4.tar.gz \
+    python scripts/fidelity_lstm.py --apex-src ../shared/vendor/apex/apex-241dd6c4.tar.gz \
         --fp16-utils /path/to/apex-25.01 [--presets apex-2018,tensor-core] [--out DIR]
 
 What runs, per preset (the kit's `apex-2018` = the example's defaults; `tensor-core` = 1504 units,
 batch 24, dropout 0.65, static loss scale 128):
 
-    the original main.py (from --example-src, never copied into the kit), one epoch each:
+    the original main.py (from --apex-src, never copied into the kit), one epoch each:
         fp32 with TF32 off everywhere         <-> kit fp32 (strict)
         fp32 with TF32 on everywhere          <-> kit tf32
         fp32 with today's defaults            (cuDNN TF32 on, matmul TF32 off: no kit cell has that)
@@ -81,6 +81,11 @@ SETTINGS = {
 MS_PER_BATCH = re.compile(r"ms/batch\s+([0-9.]+)")
 
 
+def _fail(message: str) -> None:
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
 def extract_example(src: Path, dest: Path) -> Path:
     """examples/word_language_model from an Apex folder or `git archive` tarball."""
     dest.mkdir(parents=True, exist_ok=True)
@@ -88,7 +93,7 @@ def extract_example(src: Path, dest: Path) -> Path:
     if src.is_dir():
         found = next(src.rglob("examples/word_language_model/main.py"), None)
         if found is None:
-            sys.exit(f"error: {src} has no examples/word_language_model/main.py")
+            _fail(f"{src} has no examples/word_language_model/main.py (an Apex before Mar 2019, e.g. 241dd6c4)")
         for name in want:
             shutil.copy(found.parent / name, dest / name)
         return dest
@@ -99,7 +104,7 @@ def extract_example(src: Path, dest: Path) -> Path:
                 (dest / parts[-1]).write_bytes(tar.extractfile(m).read())
     missing = [n for n in want if not (dest / n).is_file()]
     if missing:
-        sys.exit(f"error: {src} has no examples/word_language_model/{', '.join(missing)}")
+        _fail(f"{src} has no examples/word_language_model/{', '.join(missing)} (an Apex before Mar 2019, e.g. 241dd6c4)")
     return dest
 
 
@@ -107,7 +112,7 @@ def patched_main(example: Path, tf32: bool | None) -> Path:
     text = (example / "main.py").read_text()
     for old, new in PATCHES:
         if old not in text:
-            sys.exit(f"error: main.py does not contain {old!r}: another version of the example?")
+            _fail(f"main.py does not contain {old!r}: another version of the example? (this script patches 241dd6c4's)")
         text = text.replace(old, new)
     if tf32 is not None:
         hook = "args = parser.parse_args()\n"
@@ -189,7 +194,8 @@ def kit_rate(cell: dict | None) -> float | None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--example-src", type=Path, required=True, help="Apex folder or git-archive tarball with examples/word_language_model")
+    ap.add_argument("--apex-src", "--example-src", dest="apex_src", type=Path, required=True,
+                    help="an Apex source folder or git-archive tarball (.tar.gz) with examples/word_language_model (241dd6c4)")
     ap.add_argument("--fp16-utils", type=Path, required=True, help="an Apex folder whose apex.fp16_utils imports with this torch (25.01)")
     ap.add_argument("--presets", default="apex-2018,tensor-core")
     ap.add_argument("--corpus", type=Path, help="train/valid/test .txt in the example's format (default: the kit's synthetic text)")
@@ -201,7 +207,11 @@ def main() -> None:
     a = ap.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="kit-fidelity-"))
-    example = extract_example(a.example_src.resolve(), work / "example")
+    if not (a.apex_src.is_dir() or (a.apex_src.is_file() and tarfile.is_tarfile(a.apex_src))):
+        ap.error(f"--apex-src {a.apex_src}: not an Apex source folder or .tar.gz archive")
+    if not (a.fp16_utils / "apex" / "fp16_utils").is_dir():
+        ap.error(f"--fp16-utils {a.fp16_utils}: no apex/fp16_utils in it (Apex 25.01 or older, extracted)")
+    example = extract_example(a.apex_src.resolve(), work / "example")
     scripts = {tf32: patched_main(example, tf32) for tf32 in (False, True, None)}
     os.environ["PYTHONPATH"] = os.pathsep.join([str(a.fp16_utils.resolve()), os.environ.get("PYTHONPATH", "")])
     if a.corpus:
