@@ -173,6 +173,15 @@ export KIT_DOCKER_TESTS=1
 export KIT_TEST_BASE_IMAGE=kit-base/debian:bookworm
 export KIT_TEST_CUDA10_BASE_IMAGE=kit-base/ubuntu:18.04
 export KIT_TEST_PIP_EXTRA_INDEX_URL="$EXTRA_URLS"
+# NVIDIA Apex for the cuda10 image: GitHub is unreachable here, so the image is built
+# from the project's local snapshot of the pinned commit (kit image build --apex-src).
+APEX_SNAPSHOT="$ROOT/../shared/vendor/apex/apex-241dd6c4.tar.gz"
+if [ -f "$APEX_SNAPSHOT" ]; then
+    export KIT_TEST_APEX_SRC="$APEX_SNAPSHOT"
+    echo "cuda10 image: Apex 241dd6c4 from $APEX_SNAPSHOT"
+else
+    echo "cuda10 image: no Apex snapshot at $APEX_SNAPSHOT, so it is built without Apex (its Apex checks skip)"
+fi
 # The machine's CA bundle goes into the image: the same --ca-cert option that
 # users behind TLS-inspecting proxies use.
 if [ -f /etc/ssl/certs/ca-certificates.crt ]; then

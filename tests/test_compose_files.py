@@ -13,7 +13,7 @@ yaml = pytest.importorskip("yaml")
 from kit.launch.stacks import image_spec  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-KEYS = ("STACK", "PYTHON", "PYTHON_APT", "VENV_PIP", "BUILD_APEX", "APEX_REF", "APEX_BUILD_OPTS", "INSTALL_KIT", "KIT_RUNNER", "BASE")
+KEYS = ("STACK", "PYTHON", "PYTHON_APT", "VENV_PIP", "BUILD_APEX", "APEX_REF", "APEX_COMMIT", "APEX_FROM", "APEX_BUILD_OPTS", "INSTALL_KIT", "KIT_RUNNER", "BASE")
 
 
 class _Loader(yaml.SafeLoader):

@@ -29,7 +29,9 @@ def build(
     base: Optional[str] = typer.Option(None, "--base", help="Base image instead of the stack's (e.g. a local copy: scripts/make_base_image.sh)."),
     network: str = typer.Option("host", "--network", help="Network for the build's RUN steps (host, bridge, none)."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Rebuild every layer."),
-    apex: bool = typer.Option(True, "--apex/--no-apex", help="Build NVIDIA Apex from GitHub (cuda10, cuda12). --no-apex where GitHub is unreachable: Apex precisions are then recorded as skipped."),
+    apex: bool = typer.Option(True, "--apex/--no-apex", help="Build NVIDIA Apex (cuda10, cuda12), from GitHub unless --apex-src is given. --no-apex: Apex precisions are then recorded as skipped."),
+    apex_src: Optional[Path] = typer.Option(None, "--apex-src", help="Build Apex from this local source instead of GitHub: a folder or a `git archive` tarball (e.g. ../shared/vendor/apex/apex-241dd6c4.tar.gz). Checked first (setup.py and apex/, no links); its commit must be the stack's pinned ref."),
+    apex_ref: Optional[str] = typer.Option(None, "--apex-ref", help="Apex ref to build instead of the stack's pin (a tag or commit; checked against --apex-src's commit)."),
 ) -> None:
     """Build mpkit:<stack>-<kit version> from docker/Dockerfile (classic builder, progress shown)."""
     from rich.console import Console
@@ -37,7 +39,10 @@ def build(
     from kit.launch.build import build_stack
     from kit.launch.ui import RichBuildUI
 
+    from kit.launch.stacks import read_apex_source
+
     console = Console(stderr=True, highlight=False)
+    source = read_apex_source(apex_src) if apex_src is not None else None  # before any probing: a bad path builds nothing
     name = stack.value
     if name == "auto":
         from kit.env.doctor import check_stack
@@ -47,7 +52,7 @@ def build(
     result = build_stack(
         name, ca_cert=ca_cert, pip_index_url=pip_index_url, pip_extra_index_url=pip_extra_index_url,
         pip_trusted_host=pip_trusted_host, base=base, network=network, no_cache=no_cache, apex=apex,
-        ui=RichBuildUI(console),
+        apex_src=source, apex_ref=apex_ref, ui=RichBuildUI(console),
     )
     console.print(
         f"Built [bold]{result.tag}[/bold] ({result.image_id[:19]}) in {result.seconds:.0f} s, "
@@ -89,6 +94,6 @@ def list_(
         lock = i.lock_sha256[:12]
         if current:
             lock += " (current)" if current.get(i.stack) == i.lock_sha256 else " (stale: rebuild)"
-        apex = f"yes, {i.apex_ref}" if i.apex_built else "no"
+        apex = f"yes, {i.apex_ref} from {i.apex_source or 'a source not recorded'}" if i.apex_built else "no"
         table.add_row(i.tag, i.stack, i.kit_version, lock, apex, f"{i.size_bytes / 1e9:.1f} GB", i.created)
     Console().print(table)

@@ -31,6 +31,7 @@ the real host's name into the container, whose own name is random).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import platform
 import socket
@@ -226,6 +227,18 @@ def apex_info(env: Mapping[str, str] | None = None) -> dict:
     for key, name in (("KIT_APEX_REF", "ref"), ("KIT_APEX_SOURCE", "source")):
         if env.get(key):
             out[name] = env[key]
+    # The kit's images write what their Apex step built (ref, commit, GitHub or a local source).
+    if env.get("KIT_APEX_INFO"):
+        try:
+            image = json.loads(Path(env["KIT_APEX_INFO"]).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            out["image"] = unknown(describe_exception(exc))
+        else:
+            if isinstance(image, dict):
+                out["image"] = {k: image[k] for k in ("built", "ref", "commit", "source", "build_options") if k in image}
+                for k in ("ref", "commit", "source"):
+                    if image.get(k) and k not in out:
+                        out[k] = image[k]
     return out
 
 

@@ -58,6 +58,17 @@ class Stack:
 # examples/word_language_model the kit's "apex-2018" LSTM preset follows.
 _APEX_2019_REF = "241dd6c4"
 
+#: The full commit behind each Apex ref a stack pins, so that a local source
+#: (``--apex-src``: a `git archive` snapshot records its commit) can be checked
+#: against the pin. Sources: github.com/NVIDIA/apex commit 241dd6c4fce8667b15aaf7196b39d801b084f9ae
+#: (2018-12-21) and the release tags 25.01 and 25.07; the same commits are in
+#: ../shared/vendor/apex/README.md.
+APEX_REF_COMMITS: dict[str, str] = {
+    "241dd6c4": "241dd6c4fce8667b15aaf7196b39d801b084f9ae",
+    "25.01": "e552ad997605dd883825106776eba230a6820345",
+    "25.07": "e74a67bba3ee679f778670e17edc21639008ae0a",
+}
+
 STACKS: dict[str, Stack] = {
     "cuda10": Stack(
         name="cuda10",

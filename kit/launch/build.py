@@ -8,6 +8,7 @@ file for when something fails.
 
 from __future__ import annotations
 
+import io
 import re
 import tempfile
 import time
@@ -18,10 +19,14 @@ from typing import Any, Protocol
 
 from kit.errors import DockerError, KitError
 from kit.launch import engine
+from kit.launch.apex_archive import CONTEXT_NAME as APEX_CONTEXT_NAME
+from kit.launch.apex_archive import Source as ApexSource
 from kit.launch.stacks import (
     DOCKERFILE,
     LABEL_APEX_BUILT,
     LABEL_APEX_REF,
+    LABEL_APEX_SHA,
+    LABEL_APEX_SOURCE,
     LABEL_BASE,
     LABEL_LOCK,
     LABEL_SOURCE,
@@ -30,6 +35,7 @@ from kit.launch.stacks import (
     ImageSpec,
     find_source_root,
     image_spec,
+    read_apex_source,
     read_ca_cert,
     stack_facts,
 )
@@ -75,6 +81,8 @@ def build_stack(
     network: str = "host",
     no_cache: bool = False,
     apex: bool = True,
+    apex_src: str | Path | ApexSource | None = None,
+    apex_ref: str | None = None,
     client: Any = None,
     ui: BuildUI | None = None,
     root: Path | None = None,
@@ -82,10 +90,11 @@ def build_stack(
     """Build ``mpkit:<stack>-<version>`` from docker/Dockerfile. ``stack`` must be concrete (not auto)."""
     root = root or find_source_root()
     pem = read_ca_cert(ca_cert) if ca_cert else None
+    source = apex_src if isinstance(apex_src, ApexSource) or apex_src is None else read_apex_source(apex_src)
     spec = image_spec(
         stack, root, base=base, extra_ca_pem=pem,
         pip_index_url=pip_index_url, pip_extra_index_url=pip_extra_index_url, pip_trusted_host=pip_trusted_host,
-        apex=apex,
+        apex=apex, apex_src=source, apex_ref=apex_ref,
     )
     client = client or engine.connect()
     return build_image(spec, root, client, network=network, no_cache=no_cache, ui=ui)
@@ -169,9 +178,14 @@ def build_image(
     return BuildResult(spec.tag, image_id, spec.stack, time.monotonic() - started, log_path, steps, cached, list(tail))
 
 
-def build_context(root: Path, extra_files: dict[str, str] | None = None) -> Any:
+def build_context(root: Path, extra_files: dict[str, str | bytes] | None = None) -> Any:
     """The build context as a tar file object: the checkout filtered by
-    .dockerignore (as `docker build` does), plus ``extra_files``."""
+    .dockerignore (as `docker build` does), plus ``extra_files`` (text or bytes),
+    which replace a checkout file of the same name. An Apex archive left in the
+    checkout for Compose (docker/apex-src.tar*) never goes in: this builder
+    only builds the source given with --apex-src."""
+    import tarfile
+
     from docker.utils.build import create_archive, exclude_paths
 
     exclude: list[str] = []
@@ -179,8 +193,23 @@ def build_context(root: Path, extra_files: dict[str, str] | None = None) -> Any:
     if ignore.is_file():
         exclude = [ln.strip() for ln in ignore.read_text().splitlines() if ln.strip() and not ln.strip().startswith("#")]
     extra = dict(extra_files or {})
-    files = sorted(p for p in exclude_paths(str(root), exclude, dockerfile=DOCKERFILE) if p not in extra)
-    return create_archive(files=files, root=str(root), extra_files=list(extra.items()))
+    files = sorted(
+        p for p in exclude_paths(str(root), exclude, dockerfile=DOCKERFILE)
+        if p not in extra and not p.startswith(APEX_CONTEXT_NAME)
+    )
+    context = create_archive(files=files, root=str(root))
+    if extra:
+        context.seek(0)
+        with tarfile.open(fileobj=context, mode="a") as tar:
+            for name, value in sorted(extra.items()):
+                data = value.encode("utf-8") if isinstance(value, str) else value
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                info.mode = 0o644
+                info.mtime = int(time.time())
+                tar.addfile(info, io.BytesIO(data))
+        context.seek(0)
+    return context
 
 
 # -- what is built ------------------------------------------------------------
@@ -194,6 +223,8 @@ class ImageInfo:
     lock_sha256: str
     apex_built: bool
     apex_ref: str
+    #: where Apex came from (GitHub or a local source), "" for images built before the kit recorded it
+    apex_source: str
     size_bytes: int
     created: str
     image_id: str
@@ -218,6 +249,7 @@ def list_images(client: Any = None) -> list[ImageInfo]:
                 lock_sha256=labels.get(LABEL_LOCK, "?"),
                 apex_built=labels.get(LABEL_APEX_BUILT) == "1",
                 apex_ref=labels.get(LABEL_APEX_REF, ""),
+                apex_source=labels.get(LABEL_APEX_SOURCE, ""),
                 size_bytes=int(img.attrs.get("Size") or 0),
                 created=str(img.attrs.get("Created", ""))[:19].replace("T", " "),
                 image_id=img.short_id,
@@ -238,7 +270,9 @@ def image_state(client: Any, spec: ImageSpec, *, check_base: bool = False) -> st
     same_lock = labels.get(LABEL_LOCK) == spec.lock_sha256
     same_code = not spec.source_sha256 or labels.get(LABEL_SOURCE) == spec.source_sha256
     same_base = not check_base or labels.get(LABEL_BASE) == spec.base
-    return "current" if same_lock and same_code and same_base else "stale"
+    # an Apex source asked for: the image must have been built from that very source
+    same_apex = not spec.apex_sha256 or labels.get(LABEL_APEX_SHA) == spec.apex_sha256
+    return "current" if same_lock and same_code and same_base and same_apex else "stale"
 
 
 __all__ = ["BuildResult", "BuildUI", "ImageInfo", "NullBuildUI", "build_image", "build_stack", "image_state", "list_images", "stack_facts"]

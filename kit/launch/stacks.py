@@ -8,12 +8,14 @@ docker/Dockerfile takes as build arguments. Nothing here talks to Docker.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kit import __version__
 from kit.errors import UsageError
-from kit.facts.stacks import STACK_NAMES, STACKS, Stack
+from kit.facts.stacks import APEX_REF_COMMITS, STACK_NAMES, STACKS, Stack
+from kit.launch import apex_archive
 
 #: Image repository; tags are "<stack>-<kit version>" (mpkit:cuda12-0.1.0).
 IMAGE_REPO = "mpkit"
@@ -25,6 +27,13 @@ LABEL_SOURCE = "mpkit.source.sha256"
 LABEL_VERSION = "mpkit.kit.version"
 LABEL_APEX_BUILT = "mpkit.apex.built"
 LABEL_APEX_REF = "mpkit.apex.ref"
+#: where the image's Apex came from: "github <repo> at <ref>" or "local archive <name> (<commit>, sha256 <hash>)"
+LABEL_APEX_SOURCE = "mpkit.apex.source"
+LABEL_APEX_COMMIT = "mpkit.apex.commit"
+#: sha256 of the re-packed local Apex source ("" for a GitHub build): another source -> rebuild
+LABEL_APEX_SHA = "mpkit.apex.sha256"
+#: The repository a GitHub build clones (the Dockerfile's APEX_REPO default).
+APEX_REPO = "https://github.com/NVIDIA/apex.git"
 LABEL_BASE = "mpkit.base"
 
 DOCKERFILE = "docker/Dockerfile"
@@ -62,6 +71,8 @@ class ImageSpec:
     extra_files: dict[str, str] = field(default_factory=dict)
     #: sha256 over the kit's source files that the image copies (see source_sha256)
     source_sha256: str = ""
+    #: sha256 of the local Apex source built in ("" when Apex comes from GitHub or is absent)
+    apex_sha256: str = ""
 
     @property
     def apex_built(self) -> bool:
@@ -148,17 +159,34 @@ def image_spec(
     pip_extra_index_url: str | None = None,
     pip_trusted_host: str | None = None,
     apex: bool = True,
+    apex_src: apex_archive.Source | None = None,
+    apex_ref: str | None = None,
 ) -> ImageSpec:
     """Everything `docker build` needs for ``stack`` (no Docker call). ``apex=False``
     builds without NVIDIA Apex (no GitHub access; the image records it and the kit
-    reports Apex precisions as skipped)."""
+    reports Apex precisions as skipped). ``apex_src`` (read_apex_source) builds Apex
+    from that local source instead of cloning GitHub; ``apex_ref`` replaces the
+    stack's pinned ref (checked against the source's commit when it has one)."""
     facts = stack_facts(stack)
     lock = lock_path(stack, root)
     if not lock.is_file():
         raise UsageError(f"the {stack} stack has no lock file at {lock}", remedy="Restore docker/locks/ from the kit's repository.")
     sha = file_sha256(lock)
     apex_opts = _APEX_BUILD_OPTS.get(stack)
-    build_apex = apex and apex_opts is not None and facts.apex_ref is not None
+    has_apex = apex_opts is not None and facts.apex_ref is not None
+    if (apex_src is not None or apex_ref) and not has_apex:
+        raise UsageError(f"the {stack} stack has no Apex: --apex-src/--apex-ref do not apply to it")
+    if (apex_src is not None or apex_ref) and not apex:
+        raise UsageError("--no-apex and --apex-src/--apex-ref contradict each other: choose one")
+    build_apex = apex and has_apex
+    ref = (apex_ref or facts.apex_ref or "") if build_apex else ""
+    commit = check_apex_ref(stack, ref, apex_src, explicit=bool(apex_ref)) if build_apex else ""
+    if not build_apex:
+        apex_from, apex_source = "", ""
+    elif apex_src is not None:
+        apex_from, apex_source = "archive", apex_src.describe()
+    else:
+        apex_from, apex_source = "github", f"github {APEX_REPO} at {ref}"
     interpreter, apt = python_apt_packages(facts.python)
     kit_installable = tuple(int(x) for x in facts.python.split(".")[:2]) >= (3, 10)
     args = {
@@ -168,8 +196,12 @@ def image_spec(
         "PYTHON_APT": apt,
         "VENV_PIP": _PIP_VERSION.get(stack, ""),
         "BUILD_APEX": "1" if build_apex else "0",
-        "APEX_REF": (facts.apex_ref or "") if build_apex else "",
+        "APEX_REF": ref,
         "APEX_BUILD_OPTS": (apex_opts or "") if build_apex else "",
+        "APEX_FROM": apex_from,
+        "APEX_SOURCE": apex_source,
+        "APEX_COMMIT": commit,
+        "APEX_SHA256": apex_src.sha256 if (build_apex and apex_src is not None) else "",
         "INSTALL_KIT": "1" if kit_installable else "0",
         "KIT_RUNNER": "kit" if kit_installable else LEGACY_RUNNER,
         "KIT_VERSION": __version__,
@@ -185,8 +217,39 @@ def image_spec(
     ):
         if value:
             args[key] = value
-    extra = {EXTRA_CA_PATH: extra_ca_pem} if extra_ca_pem else {}
-    return ImageSpec(stack, image_tag(stack), args["BASE"], lock, sha, args, extra, args["SOURCE_SHA256"])
+    extra: dict[str, str | bytes] = {EXTRA_CA_PATH: extra_ca_pem} if extra_ca_pem else {}
+    if build_apex and apex_src is not None:
+        extra[apex_archive.CONTEXT_NAME] = apex_src.data
+    return ImageSpec(stack, image_tag(stack), args["BASE"], lock, sha, args, extra, args["SOURCE_SHA256"], args["APEX_SHA256"])
+
+
+def read_apex_source(path: str | Path) -> apex_archive.Source:
+    """``--apex-src PATH`` checked and re-packed (apex_archive.read_source), or a one-line UsageError (exit 2)."""
+    try:
+        return apex_archive.read_source(str(Path(path).expanduser()))
+    except apex_archive.SourceError as exc:
+        raise UsageError(
+            f"--apex-src {exc}",
+            remedy="Give a folder or a `git archive` tarball of NVIDIA Apex (setup.py and apex/ at its top), "
+            "e.g. ../shared/vendor/apex/apex-241dd6c4.tar.gz; nothing was built.",
+        ) from None
+
+
+def check_apex_ref(stack: str, ref: str, src: apex_archive.Source | None, *, explicit: bool) -> str:
+    """The commit to record for ``ref``: the source's own commit when it has one (refused when it is
+    not the ref's commit), else the full commit of a known ref, else ''."""
+    want = APEX_REF_COMMITS.get(ref, ref.lower())
+    hexlike = bool(re.fullmatch(r"[0-9a-f]{7,40}", want))
+    if src is None or not src.commit:
+        return want if hexlike and len(want) == 40 else ""
+    if hexlike and not src.commit.startswith(want):
+        pinned = f"--apex-ref {ref}" if explicit else f"the {stack} stack pins Apex {ref}"
+        raise UsageError(
+            f"--apex-src {src.given} is Apex commit {src.commit[:12]}, but {pinned} ({want[:12]}); nothing was built",
+            remedy=f"Give the source of {ref}, or build this commit on purpose with --apex-ref {src.commit[:12]} "
+            "(the image then records that ref).",
+        )
+    return src.commit
 
 
 def read_ca_cert(path: str | Path) -> str:

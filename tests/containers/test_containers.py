@@ -11,6 +11,9 @@ Environment the tests read (all optional):
     KIT_TEST_CA_CERT              CA bundle to put into the image (TLS-inspecting proxy)
     KIT_TEST_CUDA10_BASE_IMAGE    an Ubuntu 18.04 image for the cuda10 stack (its test is
                                   skipped without one: Docker Hub is unreachable in CI)
+    KIT_TEST_APEX_SRC             a local Apex 241dd6c4 source (../shared/vendor/apex/
+                                  apex-241dd6c4.tar.gz in CI): the cuda10 image is built with
+                                  it (GitHub is unreachable); without it, without Apex
 
 The tests run in file order: the build first, then what uses the image.
 """
@@ -36,6 +39,7 @@ BASE = os.environ.get("KIT_TEST_BASE_IMAGE", "")
 MIRROR = os.environ.get("KIT_TEST_PIP_EXTRA_INDEX_URL", "")
 CA_CERT = os.environ.get("KIT_TEST_CA_CERT", "")
 CUDA10_BASE = os.environ.get("KIT_TEST_CUDA10_BASE_IMAGE", "")
+APEX_SRC = os.environ.get("KIT_TEST_APEX_SRC", "")
 BUILD_TIMEOUT_S = 40 * 60
 RUN_TIMEOUT_S = 20 * 60
 
@@ -203,10 +207,12 @@ def test_compose_up_fails_with_the_bench_services_exit_code(cpu_image, tmp_path)
 
 @pytest.fixture(scope="module")
 def cuda10_image() -> str:
-    """The cuda10 image from its pinned lock, without Apex (GitHub is unreachable here)."""
+    """The cuda10 image from its pinned lock, with Apex 241dd6c4 built python-only from the local
+    snapshot (GitHub is unreachable here), or without Apex where no snapshot is given."""
     if not CUDA10_BASE:
         pytest.skip("KIT_TEST_CUDA10_BASE_IMAGE is not set (scripts/ci_containers.sh makes one)")
-    proc = _run(KIT + ["image", "build", "--stack", "cuda10", "--no-apex", *_build_options(CUDA10_BASE)],
+    apex = ["--apex-src", APEX_SRC] if APEX_SRC else ["--no-apex"]
+    proc = _run(KIT + ["image", "build", "--stack", "cuda10", *apex, *_build_options(CUDA10_BASE)],
                 timeout=BUILD_TIMEOUT_S, env=_env())
     assert proc.returncode == 0, proc.stderr[-4000:]
     tag = proc.stdout.strip().splitlines()[-1]
@@ -218,7 +224,7 @@ def test_cuda10_stack_runs_the_2019_software_and_writes_a_bundle(cuda10_image, t
     """`kit launch --stack cuda10` on the CPU: the in-container runner (Python 3.7) measures
     what the old stack can run, skips the rest with reasons, and writes the bundle."""
     labels = _client().images.get(cuda10_image).labels
-    assert labels["mpkit.stack"] == "cuda10" and labels["mpkit.apex.built"] == "0"
+    assert labels["mpkit.stack"] == "cuda10" and labels["mpkit.apex.built"] == ("1" if APEX_SRC else "0")
     results, data = tmp_path / "results", tmp_path / "data"
     run_args = ["--smoke", "--suite", "all", "--device", "cpu", "-p", "fp32,amp-fp16,fp16-master,apex-o1"]
     proc = _run(KIT + ["launch", "--stack", "cuda10", "--skip-checks", "--results-dir", str(results),
@@ -245,6 +251,38 @@ def test_cuda10_stack_runs_the_2019_software_and_writes_a_bundle(cuda10_image, t
     assert cells["cifar/resnet18/fp16-master/fastai"].status == "skipped"  # fp16 on the CPU
     assert cells["lstm/apex-2018/apex-o1/kit"].status == "skipped"
     assert cells["cifar/resnet18/fp32/fastai"].metrics["precision"]["fastai"] == "no callback"
+    if APEX_SRC:
+        # the bundle names the Apex it ran with: the ref, its commit, and that it came from a local source
+        apex = env["apex"]
+        assert apex["found"] and apex["has_amp"] and apex["has_fp16_utils"], apex
+        assert apex["ref"] == "241dd6c4" and apex["commit"].startswith("241dd6c4fce8"), apex
+        assert apex["source"].startswith("local archive"), apex
+        assert "needs a CUDA GPU" in cells["lstm/apex-2018/apex-o1/kit"].reason  # Apex is there; the CPU is not enough
+
+
+def test_cuda10_image_has_the_2018_apex_and_its_cpu_code_paths_agree_with_the_kits(cuda10_image):
+    """apex.amp and apex.fp16_utils.FP16_Optimizer import in the image (Python 3.7, torch 1.4), and
+    the kit's fp16-master loss scaling agrees with the installed Apex's own DynamicLossScaler
+    (tests/containers/apex_cpu_checks.py; the same checks run in make test against the snapshot)."""
+    if not APEX_SRC:
+        pytest.skip("KIT_TEST_APEX_SRC is not set: the cuda10 image was built without Apex")
+    labels = _client().images.get(cuda10_image).labels
+    assert labels["mpkit.apex.ref"] == "241dd6c4"
+    assert labels["mpkit.apex.commit"] == "241dd6c4fce8667b15aaf7196b39d801b084f9ae"
+    assert labels["mpkit.apex.source"].startswith("local archive apex-241dd6c4.tar.gz"), labels
+    checks = ROOT / "tests" / "containers"
+    proc = _run(["docker", "run", "--rm", "--network", "host", "--entrypoint", "python",
+                 "-e", "PYTHONPATH=/opt/kit/src", "-v", f"{checks}:/checks:ro", cuda10_image,
+                 "/checks/apex_cpu_checks.py"], timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "imported apex.amp and apex.fp16_utils.FP16_Optimizer" in proc.stdout
+    assert proc.stdout.count("ok:") == 3, proc.stdout
+    listing = _run(KIT + ["image", "list", "--json"], timeout=120, env=_env())
+    assert listing.returncode == 0, listing.stderr
+    import json
+
+    row = next(i for i in json.loads(listing.stdout) if i["tag"] == cuda10_image)
+    assert row["apex_built"] and row["apex_ref"] == "241dd6c4" and row["apex_source"].startswith("local archive"), row
 
 
 def test_compose_cuda10_variant_ends_with_a_bundle(cuda10_image, tmp_path):
