@@ -1,5 +1,5 @@
 """The oracle: Apex's own word_language_model example (241dd6c4, from the source snapshot in
-../shared/vendor/apex/, patched at run time only for today's PyTorch by scripts/fidelity_lstm.py) and
+../shared/vendor/apex/, patched at run time only for today's PyTorch by kit/runner/fidelity.py, `kit fidelity apex`) and
 the kit's fp32 loop train on the same real-format text on the CPU; their per-batch losses must agree
 over a whole epoch. The text is a slice of the real WikiText-2 validation and test splits
 (../shared/data/wikitext-2-valid-test/), written as the example's train/valid/test.txt and as the kit's
@@ -40,11 +40,8 @@ def _corpus(folder: Path) -> Path:
 
 
 def _original_losses(tmp_path: Path, corpus: Path) -> list[float]:
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import fidelity_lstm
-    finally:
-        sys.path.pop(0)
+    from kit.runner import fidelity as fidelity_lstm
+
     example = fidelity_lstm.extract_example(EXAMPLE, tmp_path / "example")
     script = fidelity_lstm.patched_main(example, None)
     with tarfile.open(FP16_UTILS) as tar:  # apex.fp16_utils of Apex 25.01 (241dd6c4's apex does not import on torch 2)

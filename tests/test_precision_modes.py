@@ -208,3 +208,23 @@ def test_fp32_is_strict_and_tf32_switches_tf32_on():
         assert torch.backends.cuda.matmul.allow_tf32 is False and torch.backends.cudnn.allow_tf32 is False
     finally:
         configure_backends("fp32")
+
+
+def test_an_apex_whose_amp_predates_opt_levels_is_skipped_with_the_reason(monkeypatch):
+    """Apex 241dd6c4 (the cuda10 image's) has amp.init but no amp.initialize: apex-o1/o2 cannot
+    run there, and the reason says so instead of failing in the cell."""
+    import sys
+    import types
+
+    from kit.bench import precision
+
+    apex = types.ModuleType("apex")
+    amp = types.ModuleType("apex.amp")
+    amp.init = lambda **kw: None
+    apex.amp = amp
+    monkeypatch.setitem(sys.modules, "apex", apex)
+    monkeypatch.setitem(sys.modules, "apex.amp", amp)
+    ok, why = precision.apex_amp_status()
+    assert not ok and "opt levels" in why and "fp16-master" in why
+    amp.initialize = lambda *a, **kw: a
+    assert precision.apex_amp_status() == (True, "apex.amp available")

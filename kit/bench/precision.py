@@ -51,6 +51,13 @@ def apex_amp_status() -> tuple[bool, str]:
         from apex import amp  # noqa: F401
     except ImportError:
         return False, "this Apex has no amp (apex.amp was deprecated in 2022 and deleted in release 25.07)"
+    except Exception as exc:  # noqa: BLE001 -- an old amp can fail on import against a newer torch
+        return False, f"this Apex's amp does not import with torch {torch.__version__} ({type(exc).__name__}: {exc})"
+    if not hasattr(amp, "initialize"):
+        # Apex before Feb 2019 (e.g. 241dd6c4, the cuda10 stack's): amp.init() only, no opt levels;
+        # the 2019 article's Apex fp16 was --fp16 (FP16_Optimizer), the kit's fp16-master
+        return False, ("this Apex's amp predates opt levels (amp.initialize with O1/O2 arrived in Feb 2019; "
+                       "Dec 2018's amp has only amp.init): the article-era Apex fp16 is fp16-master (FP16_Optimizer)")
     return True, "apex.amp available"
 
 

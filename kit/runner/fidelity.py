@@ -1,0 +1,271 @@
+"""`kit fidelity apex`: Apex's own word_language_model example beside the kit's LSTM cells,
+same corpus, same GPU.
+
+    kit fidelity apex --apex-src ../shared/vendor/apex/apex-241dd6c4.tar.gz \
+        --fp16-utils /path/to/apex-25.01 [--presets apex-2018,tensor-core] [--out DIR]
+
+(``python scripts/fidelity_lstm.py`` takes the same options.)
+
+What runs, per preset (the kit's `apex-2018` = the example's defaults; `tensor-core` = 1504 units,
+batch 24, dropout 0.65, static loss scale 128):
+
+    the original main.py (from --apex-src, never copied into the kit), one epoch each:
+        fp32 with TF32 off everywhere         <-> kit fp32 (strict)
+        fp32 with TF32 on everywhere          <-> kit tf32
+        fp32 with today's defaults            (cuDNN TF32 on, matmul TF32 off: no kit cell has that)
+        --fp16 [--static-loss-scale S]        <-> kit fp16-master
+    the kit: `kit run --suite lstm -p fp32,tf32,fp16-master --data synthetic`, 3 repeats
+
+The corpus is the kit's synthetic WikiText-2 (seed 0) written in the example's file format (one line
+per line, the example appends <eos>), so both read the same token sequence. Where WikiText-2's real
+train split is available, pass --corpus DIR with train.txt/valid.txt/test.txt instead (and the kit then
+runs with --data real).
+
+The example needs two edits for today's PyTorch, applied to a temporary copy at run time:
+`p.data.add_(-lr, grad)` -> `p.data.add_(grad, alpha=-lr)` (the old signature is gone) and
+`torch.load(f)` -> `torch.load(f, weights_only=False)` (its own checkpoint of a whole model); one more
+line sets the TF32 switches for the run, and one ends each training epoch after --max-batches batches
+(the kit's own cap), so that --runs runs of each setting fit in a few minutes. Its `apex.fp16_utils` comes from --fp16-utils (Apex 25.01
+still has it and imports with torch 2.x; the 241dd6c4 package does not).
+
+The original's speed: the median of its printed `ms/batch` windows (200 batches each) after the first,
+as tokens/s = batch x bptt / (ms/batch). The kit's: each cell's median steady-state tokens/s.
+Prints a Markdown table and writes fidelity.json to --out.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+from kit.errors import RunFailed, UsageError
+
+#: the kit's checkout or installed package root: `python -m kit run` runs from here
+ROOT = Path(__file__).resolve().parents[2]
+
+#: The example's command-line settings per kit preset (kit/facts/models.py holds the same values).
+PRESET_ARGS = {
+    "apex-2018": {"args": [], "batch": 20, "bptt": 35, "fp16_scale": None},
+    "tensor-core": {"args": ["--emsize", "1504", "--nhid", "1504", "--batch_size", "24", "--dropout", "0.65"],
+                    "batch": 24, "bptt": 35, "fp16_scale": 128},
+}
+PATCHES = [
+    ("p.data.add_(-lr/args.static_loss_scale, p.grad.data)", "p.data.add_(p.grad.data, alpha=-lr/args.static_loss_scale)"),
+    ("model = torch.load(f)", "model = torch.load(f, weights_only=False)"),
+    # stop the epoch after KIT_MAX_BATCHES batches (the kit's --max-batches), so several runs fit
+    ("        data, targets = get_batch(train_data, i)\n",
+     "        if batch >= int(os.environ.get('KIT_MAX_BATCHES', '1000000000')):\n            break\n"
+     "        data, targets = get_batch(train_data, i)\n"),
+    ("import argparse\n", "import argparse\nimport os\n"),
+    # with KIT_PRINT_LOSSES set, print every training batch's (unscaled) loss in full: the CPU test
+    # tests/test_lstm_fidelity.py compares them with the kit's, batch for batch
+    ("        total_loss += loss.data\n",
+     "        total_loss += loss.data\n"
+     "        if os.environ.get('KIT_PRINT_LOSSES'):\n            print('KIT_LOSS', repr(float(loss)), flush=True)\n"),
+    # and evaluate at most as many chunks as the kit does (its --max-batches caps evaluation too)
+    ("        for i in range(0, data_source.size(0) - 1, args.bptt):\n",
+     "        for n_eval, i in enumerate(range(0, data_source.size(0) - 1, args.bptt)):\n"
+     "            if n_eval >= int(os.environ.get('KIT_MAX_BATCHES', '1000000000')):\n                break\n"),
+]
+#: the original's settings: label -> (TF32 switches: True/False/None = torch defaults, --fp16, log tag, kit cell)
+SETTINGS = {
+    "strict": ("fp32 (TF32 off)", False, False, "fp32"),
+    "tf32": ("fp32 (TF32 on)", True, False, "tf32"),
+    "default": ("fp32 (torch defaults)", None, False, None),
+    "fp16": ("--fp16", None, True, "fp16-master"),
+}
+MS_PER_BATCH = re.compile(r"ms/batch\s+([0-9.]+)")
+
+
+def _fail(message: str) -> None:
+    raise UsageError(message, remedy="Give --apex-src an Apex source with examples/word_language_model "
+                     "(241dd6c4: ../shared/vendor/apex/apex-241dd6c4.tar.gz).")
+
+
+def extract_example(src: Path, dest: Path) -> Path:
+    """examples/word_language_model from an Apex folder or `git archive` tarball."""
+    dest.mkdir(parents=True, exist_ok=True)
+    want = ("main.py", "data.py", "model.py")
+    if src.is_dir():
+        found = next(src.rglob("examples/word_language_model/main.py"), None)
+        if found is None:
+            _fail(f"{src} has no examples/word_language_model/main.py (an Apex before Mar 2019, e.g. 241dd6c4)")
+        for name in want:
+            shutil.copy(found.parent / name, dest / name)
+        return dest
+    with tarfile.open(src) as tar:
+        for m in tar.getmembers():
+            parts = m.name.split("/")
+            if m.isfile() and len(parts) >= 3 and parts[-3:-1] == ["examples", "word_language_model"] and parts[-1] in want:
+                (dest / parts[-1]).write_bytes(tar.extractfile(m).read())
+    missing = [n for n in want if not (dest / n).is_file()]
+    if missing:
+        _fail(f"{src} has no examples/word_language_model/{', '.join(missing)} (an Apex before Mar 2019, e.g. 241dd6c4)")
+    return dest
+
+
+def patched_main(example: Path, tf32: bool | None) -> Path:
+    text = (example / "main.py").read_text()
+    for old, new in PATCHES:
+        if old not in text:
+            _fail(f"main.py does not contain {old!r}: another version of the example? (this script patches 241dd6c4's)")
+        text = text.replace(old, new)
+    if tf32 is not None:
+        hook = "args = parser.parse_args()\n"
+        text = text.replace(hook, hook + f"torch.backends.cudnn.allow_tf32 = {tf32}; torch.backends.cuda.matmul.allow_tf32 = {tf32}\n", 1)
+    name = {None: "main_default.py", True: "main_tf32.py", False: "main_strict.py"}[tf32]
+    (example / name).write_text(text)
+    return example / name
+
+
+def write_synthetic_corpus(folder: Path, seed: int = 0) -> dict:
+    """The kit's synthetic WikiText-2 in the example's format: a line per <eos>-terminated run."""
+    from kit.data.synthetic import wikitext2_like
+
+    corpus = wikitext2_like(seed=seed)
+    words = corpus.dictionary.idx2word
+    folder.mkdir(parents=True, exist_ok=True)
+    for split, name in (("train", "train.txt"), ("valid", "valid.txt"), ("test", "test.txt")):
+        ids = getattr(corpus, split)
+        lines, line = [], []
+        for i in ids.tolist():
+            if words[i] == "<eos>":
+                lines.append(" ".join(line))
+                line = []
+            else:
+                line.append(words[i])
+        (folder / name).write_text("\n".join(lines) + "\n")
+    return corpus.info
+
+
+def run_original(script: Path, corpus: Path, preset: str, fp16: bool, log: Path, runs: int, max_batches: int) -> dict:
+    """``runs`` runs of the example; its speed is the median over runs of each run's median window."""
+    per_run = [_run_original_once(script, corpus, preset, fp16, log.with_suffix(f".run{r}.log"), max_batches) for r in range(runs)]
+    rates = [r["tokens_per_s"] for r in per_run]
+    return {"tokens_per_s": statistics.median(rates), "tokens_per_s_runs": rates,
+            "ms_per_batch_windows": [r["ms_per_batch_windows"] for r in per_run], "command": per_run[0]["command"]}
+
+
+def _run_original_once(script: Path, corpus: Path, preset: str, fp16: bool, log: Path, max_batches: int) -> dict:
+    p = PRESET_ARGS[preset]
+    cmd = [sys.executable, script.name, "--cuda", "--epochs", "1", "--log-interval", "100", "--data", str(corpus),
+           "--save", str(script.parent / "model.pt"), *p["args"]]
+    if fp16:
+        cmd.append("--fp16")
+        if p["fp16_scale"]:
+            cmd += ["--static-loss-scale", str(p["fp16_scale"])]
+    env = dict(os.environ, KIT_MAX_BATCHES=str(max_batches))
+    out = subprocess.run(cmd, cwd=script.parent, capture_output=True, text=True, env=env)
+    log.write_text(" ".join(cmd) + "\n\n" + out.stdout + "\n" + out.stderr)
+    if out.returncode != 0:
+        raise RunFailed(f"the original example failed ({out.returncode}); see {log}")
+    windows = [float(x) for x in MS_PER_BATCH.findall(out.stdout)]
+    steady = windows[1:] or windows
+    if not steady:
+        raise RunFailed(f"the original printed no ms/batch lines; see {log}")
+    ms = statistics.median(steady)
+    return {"ms_per_batch_windows": windows, "tokens_per_s": p["batch"] * p["bptt"] * 1000.0 / ms, "command": cmd}
+
+
+def run_kit(preset: str, precisions: list, results: Path, repeats: int, max_batches: int, data: str, log: Path) -> tuple:
+    """The kit's cells of ``preset`` by precision, and (device name, torch version) from its environment record."""
+    cmd = [sys.executable, "-m", "kit", "run", "--suite", "lstm", "--preset", preset, "--precisions", ",".join(precisions),
+           "--data", data, "--device", "cuda", "--repeats", str(repeats), "--max-batches", str(max_batches),
+           "--skip-checks", "--results-dir", str(results)]
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    log.write_text(" ".join(cmd) + "\n\n" + out.stdout + "\n" + out.stderr)
+    found = sorted(results.glob("*/results.json"), key=lambda p: p.stat().st_mtime)
+    if not found:
+        raise RunFailed(f"kit run wrote no results.json ({out.returncode}); see {log}")
+    shutil.copy(found[-1], log.with_suffix(".results.json"))
+    doc = json.loads(found[-1].read_text())
+    env = doc.get("environment") or {}
+    gpus = ((env.get("nvml") or {}).get("gpus") or [{}])
+    facts = {"device": gpus[0].get("name") or env.get("run_device"), "torch": (env.get("packages") or {}).get("torch")}
+    return {c["precision"]: c for c in doc["cells"] if c.get("model") == preset}, facts
+
+
+def kit_rate(cell: dict | None) -> float | None:
+    if not cell or cell.get("status") != "ok":
+        return None
+    s = (cell.get("summary") or {}).get("throughput_items_per_s") or {}
+    return s.get("median")
+
+
+def check_inputs(apex_src: Path | None, fp16_utils: Path | None, presets: list, settings: list) -> None:
+    """Every option checked before anything runs (one line each, exit 2)."""
+    if apex_src is None:
+        raise UsageError("kit fidelity apex needs --apex-src: the Apex source whose examples/word_language_model is the original",
+                         remedy="e.g. --apex-src ../shared/vendor/apex/apex-241dd6c4.tar.gz (a folder or a git-archive tarball)")
+    if not (apex_src.is_dir() or (apex_src.is_file() and tarfile.is_tarfile(str(apex_src)))):
+        raise UsageError(f"--apex-src {apex_src}: not an Apex source folder or tar archive",
+                         remedy="Give a folder or a `git archive` tarball of NVIDIA Apex, e.g. ../shared/vendor/apex/apex-241dd6c4.tar.gz")
+    if fp16_utils is None or not (fp16_utils / "apex" / "fp16_utils").is_dir():
+        raise UsageError(f"--fp16-utils {fp16_utils}: no apex/fp16_utils in it" if fp16_utils else "kit fidelity apex needs --fp16-utils",
+                         remedy="Give an extracted Apex 25.01 folder (its apex.fp16_utils imports with today's torch; "
+                         "241dd6c4's does not): tar -xzf ../shared/vendor/apex/apex-25.01.tar.gz")
+    unknown = [p for p in presets if p not in PRESET_ARGS]
+    if unknown or not presets:
+        raise UsageError(f"--presets {','.join(presets)}: choose from {', '.join(PRESET_ARGS)}")
+    bad = [k for k in settings if k not in SETTINGS]
+    if bad or not settings:
+        raise UsageError(f"--settings {','.join(settings)}: choose from {', '.join(SETTINGS)}")
+
+
+def run_apex_fidelity(apex_src: Path | None, fp16_utils: Path | None, *, presets: list, settings: list, corpus: Path | None = None,
+                      repeats: int = 3, max_batches: int = 1000, runs: int = 3, out: Path = Path("fidelity-lstm"),
+                      progress=None) -> dict:
+    """Run the original and the kit, pair each setting with its kit cell; write ``out``/fidelity.json."""
+    check_inputs(apex_src, fp16_utils, presets, settings)
+    say = progress or (lambda text: print(text, file=sys.stderr, flush=True))
+    work = Path(tempfile.mkdtemp(prefix="kit-fidelity-"))
+    example = extract_example(apex_src.resolve(), work / "example")
+    out.mkdir(parents=True, exist_ok=True)
+    scripts = {tf32: patched_main(example, tf32) for tf32 in (False, True, None)}
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(fp16_utils.resolve()), os.environ.get("PYTHONPATH", "")])
+    if corpus:
+        corpus_dir, data, corpus_info = corpus.resolve(), "real", {"source": "given", "folder": str(corpus)}
+    else:
+        corpus_dir, data = work / "corpus", "synthetic"
+        corpus_info = write_synthetic_corpus(corpus_dir)
+    report: dict = {"corpus": corpus_info, "rows": [], "apex_src": str(apex_src), "fp16_utils": str(fp16_utils)}
+    for preset in presets:
+        chosen = [SETTINGS[k] for k in settings]
+        orig = {}
+        for label, tf32, fp16, _ in chosen:
+            say(f"{preset}: the original example, {label}, {runs} run(s)")
+            orig[label] = run_original(scripts[tf32], corpus_dir, preset, fp16,
+                                       out / f"original-{preset}-{label.split()[0].strip('-')}-{tf32}.log", runs, max_batches)
+        say(f"{preset}: the kit's cells ({repeats} repeats)")
+        kit, env = run_kit(preset, [c for *_, c in chosen if c], work / f"kit-{preset}", repeats, max_batches, data, out / f"kit-{preset}.log")
+        report.setdefault("device", env.get("device"))
+        report.setdefault("torch", env.get("torch"))
+        for label, _tf32, _fp16, kit_mode in chosen:
+            o = orig[label]["tokens_per_s"]
+            k = kit_rate(kit.get(kit_mode)) if kit_mode else None
+            report["rows"].append({"preset": preset, "original": label, "kit_cell": kit_mode, "original_tokens_per_s": o,
+                                   "original_tokens_per_s_runs": orig[label]["tokens_per_s_runs"],
+                                   "kit_tokens_per_s": k, "kit_over_original": (k / o) if k and o else None,
+                                   "original_ms_per_batch_windows": orig[label]["ms_per_batch_windows"]})
+        (out / "fidelity.json").write_text(json.dumps(report, indent=2))  # after each preset: a time-out keeps it
+    return report
+
+
+def format_table(report: dict) -> str:
+    """The Markdown table the command prints (and README shows)."""
+    lines = [f"{report.get('device')}, torch {report.get('torch')}, corpus: {report['corpus'].get('source')}",
+             "| preset | original | kit cell | original tokens/s | kit tokens/s | kit ÷ original |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for r in report["rows"]:
+        k = f"{r['kit_tokens_per_s']:,.0f}" if r["kit_tokens_per_s"] else "—"
+        ratio = f"{r['kit_over_original']:.3f}" if r["kit_over_original"] else "—"
+        lines.append(f"| {r['preset']} | {r['original']} | {r['kit_cell'] or '—'} | {r['original_tokens_per_s']:,.0f} | {k} | {ratio} |")
+    return "\n".join(lines)
