@@ -296,14 +296,29 @@ def test_compose_cuda10_variant_ends_with_a_bundle(cuda10_image, tmp_path):
         "    deploy: !reset {}\n"
         '    command: ["run", "--smoke", "--suite", "all", "--device", "cpu"]\n'
     )
-    bundle, owner, _ = _compose_up(["compose.yaml", "compose.cuda10.yaml", str(override)], tmp_path,
-                                KIT_BASE=CUDA10_BASE, KIT_BUILD_APEX="0")
+    # Compose's way to a local Apex source: the archive in docker/ and KIT_APEX_FROM=archive
+    # (the build checks it with the same code as `kit image build --apex-src`)
+    dropped = ROOT / "docker" / "apex-src.tar.gz"
+    apex_env = {"KIT_BUILD_APEX": "0"}
+    if APEX_SRC:
+        shutil.copyfile(APEX_SRC, dropped)
+        apex_env = {"KIT_APEX_FROM": "archive"}
+    try:
+        bundle, owner, _ = _compose_up(["compose.yaml", "compose.cuda10.yaml", str(override)], tmp_path,
+                                       KIT_BASE=CUDA10_BASE, **apex_env)
+    finally:
+        if APEX_SRC:
+            dropped.unlink()
     _check_bundle(bundle, owner=owner)
 
     from kit.bundle.safe_open import open_bundle
 
     env = open_bundle(bundle).environment
     assert env["container"]["stack"] == "cuda10" and env["packages"]["torch"] == "1.4.0"
+    if APEX_SRC:
+        apex = env["apex"]
+        assert apex["commit"] == "241dd6c4fce8667b15aaf7196b39d801b084f9ae", apex
+        assert apex["source"].startswith("local archive apex-src.tar.gz"), apex
 
 
 # -- the errors a user meets without a GPU ----------------------------------------
