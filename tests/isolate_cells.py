@@ -52,3 +52,14 @@ def wait_for_stop(spec, ctx):
             raise KeyboardInterrupt
         time.sleep(0.05)
     return _ok(spec)
+
+
+def lstm_on_cyclic_corpus(spec, ctx):
+    """The LSTM suite's run_cell on tests/test_lstm_gpu.py's predictable corpus, in a process of its own
+    (how the GPU test runs the Apex modes: amp.initialize patches torch for the whole process)."""
+    from kit.bench.lstm import suite
+    from test_lstm_gpu import cyclic_corpus
+
+    corpus = cyclic_corpus()
+    suite.load_corpus = lambda ctx, pad: corpus
+    return suite.run_cell(spec, ctx)

@@ -4,8 +4,10 @@ torch's sync debug mode ("warn") reports every synchronising call; a callback tu
 training batch (data loading excluded) and counts the reports. fastai itself syncs in every
 mode (its Recorder moves the smoothed loss to the CPU each batch), so the check compares against
 the same Learner in fp32: the static 512 scale (NonNativeMixedPrecision, dynamic=False) must add
-none, while the dynamic scale (its grad_overflow reads every parameter's gradient) adds about one
-per parameter — which shows the count can see a scheme's syncs.
+none, while the dynamic scale (its overflow check reads a flag back each step) adds at least one —
+which shows the count can see a scheme's syncs. Measured on an H200 (fastai 2.8.12, torch 2.11):
+fp32 1, static 1, dynamic 2 per training batch. (fastai 1.0.61's dynamic check read every
+parameter's gradient, one sync each; that engine runs only in the cuda10 image.)
 """
 
 from __future__ import annotations
@@ -65,10 +67,10 @@ def _syncs_per_batch(precision: str, dynamic: bool = False) -> float:
     return sum(steady) / len(steady)
 
 
-def test_static_512_fp16_master_adds_no_host_sync_to_fastai_fp32_and_dynamic_does():
+def test_static_512_fp16_master_adds_no_host_sync_to_fastai_fp32_but_dynamic_does():
     fp32 = _syncs_per_batch("fp32")
     static = _syncs_per_batch("fp16-master", dynamic=False)
     dynamic = _syncs_per_batch("fp16-master", dynamic=True)
     print(f"host syncs per training batch: fp32 {fp32}, fp16-master static {static}, dynamic {dynamic}")
     assert static == fp32
-    assert dynamic >= fp32 + 50  # ResNet-18 has 62 parameter tensors
+    assert dynamic > fp32
