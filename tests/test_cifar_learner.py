@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from fixtures.results.factory import make_cell
+from fixtures.results.factory import make_cell, make_env, make_results, make_run_dir
 from kit.results.schema import CellResult, CellSpec, RunConfig
 
 REPO = Path(__file__).resolve().parents[1]
@@ -254,3 +254,72 @@ def test_the_cuda10_runner_takes_the_learner_and_refuses_an_unknown_one(tmp_path
     assert code == 2 and [line for line in out.splitlines() if line.startswith("error:")] == [
         "error: unknown --learner 'nope'; choose create_cnn or scratch"]
     assert list(tmp_path.iterdir()) == []
+
+
+# --------------------------------------------------------------------------- labels
+def _fastai_cell(learner: str | None, speed: float = 1.0) -> dict:
+    cell = make_cell("resnet18", "fp32", engine="fastai", epoch_s=[10.0 / speed, 10.1 / speed, 9.9 / speed])
+    if learner:
+        cell["params"]["learner"] = learner
+    return cell
+
+
+def test_compare_labels_fastai_cells_with_their_learner_and_warns_when_they_differ(tmp_path, capsys, monkeypatch):
+    from kit.cli.main import main
+    from kit.compare.engine import compare_paths
+
+    same_a = make_run_dir(tmp_path / "a", make_results([_fastai_cell("create_cnn")], make_env(), run_id="FIXTURE-a"))
+    same_b = make_run_dir(tmp_path / "b", make_results([_fastai_cell("create_cnn", 1.1)], make_env(host="fixture-host-b"),
+                                                       run_id="FIXTURE-b"))
+    cmp = compare_paths([same_a, same_b])
+    assert [r.label for r in cmp.rows] == ["cifar/resnet18/fp32/fastai (create_cnn)"]
+    assert not [w for w in cmp.warnings if "learner" in w.message]
+
+    old = make_run_dir(tmp_path / "c", make_results([_fastai_cell(None, 1.1)], make_env(host="fixture-host-c"),
+                                                    run_id="FIXTURE-c"))  # recorded before --learner: scratch
+    cmp = compare_paths([same_a, old])
+    assert cmp.rows[0].cell_id == "cifar/resnet18/fp32/fastai"  # still compared: the ids match
+    assert cmp.rows[0].label == "cifar/resnet18/fp32/fastai (learners differ: create_cnn / scratch)"
+    (warning,) = [w for w in cmp.warnings if "learner" in w.message]
+    assert warning.kind == "params" and "A create_cnn" in warning.message and "B scratch" in warning.message
+
+    monkeypatch.setenv("COLUMNS", "220")
+    for extra in ([], ["--markdown"]):
+        try:
+            main(["compare", str(same_a), str(old), *extra])
+        except SystemExit as exc:
+            assert not exc.code
+        assert "fastai (learners differ: create_cnn / scratch)" in capsys.readouterr().out
+    page = tmp_path / "c.html"
+    try:
+        main(["compare", str(same_a), str(old), "--html", str(page)])
+    except SystemExit as exc:
+        assert not exc.code
+    assert "fastai (learners differ: create_cnn / scratch)" in page.read_text()
+
+
+def test_the_run_report_labels_fastai_cells_with_their_learner():
+    from kit.report.html import render_run_report
+    from kit.results.schema import RunResults
+
+    res = RunResults.from_dict(make_results([_fastai_cell("create_cnn"), make_cell("resnet18", "fp32", engine="torch")]))
+    html = render_run_report(res, res.environment, interrupted=False, charts={})
+    assert "cifar/resnet18/fp32/fastai (create_cnn)" in html
+    assert "cifar/resnet18/fp32/torch (" not in html
+
+
+def test_bundle_show_names_a_fastai_cells_learner(tmp_path):
+    from typer.testing import CliRunner
+
+    from kit.cli.main import app
+    from kit.report.export import export_run
+
+    old = {**_fastai_cell(None), "precision": "amp-fp16", "cell_id": "cifar/resnet18/amp-fp16/fastai"}
+    res = make_results([_fastai_cell("create_cnn"), old, make_cell("resnet18", "fp32", engine="torch")])
+    bundle = export_run(make_run_dir(tmp_path / "runs", res), tmp_path / "bundles")
+    out = CliRunner().invoke(app, ["bundle", "show", str(bundle)], env={"COLUMNS": "160"})
+    assert out.exit_code == 0, out.output
+    lines = {line.split()[0]: line for line in out.output.splitlines() if line.startswith("cifar/")}
+    assert "learner create_cnn" in lines["cifar/resnet18/fp32/fastai"]
+    assert "learner scratch" in lines["cifar/resnet18/amp-fp16/fastai"]  # recorded before the option
+    assert "learner" not in lines["cifar/resnet18/fp32/torch"]
