@@ -46,7 +46,8 @@ def test_engines_build_the_same_architecture():
     from kit.bench.cifar.fastai_engine import build_learner
 
     arrays = tiny_arrays()
-    cfg = TrainConfig("resnet18", "fp32", "cpu", batch_size=8, steps=1)
+    # the plain Learner (--learner scratch); create_cnn puts fastai's head on the body (tests/test_cifar_learner.py)
+    cfg = TrainConfig("resnet18", "fp32", "cpu", batch_size=8, steps=1, learner="scratch")
     torch_model = torch_engine.Trainer(cfg, total_steps=1).model
     learn = build_learner(cfg, arrays, num_workers=0)
     a, b = torch_model.state_dict(), learn.model.state_dict()

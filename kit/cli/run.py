@@ -47,6 +47,7 @@ def run(
     tied: Optional[bool] = typer.Option(None, "--tied/--untied", help="LSTM: tie encoder and decoder weights."),
     static_loss_scale: Optional[float] = typer.Option(None, help="fp16-master: static loss scale (the example's --static-loss-scale)."),
     dynamic_loss_scale: Optional[bool] = typer.Option(None, "--dynamic-loss-scale/--no-dynamic-loss-scale", help="fp16-master: dynamic loss scaling."),
+    learner: str = typer.Option("create_cnn", help="fastai engines: create_cnn (fastai's create_cnn learner: its head on the torchvision body, the body frozen; random weights) or scratch (a plain Learner on the whole ResNet). The torch engine ignores it."),
     data_dir: Path = typer.Option(Path(os.environ.get("KIT_DATA_DIR", "data")), help="Data cache folder (env KIT_DATA_DIR)."),
     results_dir: Path = typer.Option(Path(os.environ.get("KIT_RESULTS_DIR", "results")), help="Where run folders and bundles go (env KIT_RESULTS_DIR)."),
     resume: Optional[Path] = typer.Option(None, help="Continue an interrupted run from its folder, skipping finished cells (refused while another process writes the folder; a complete run is left as it is)."),

@@ -31,7 +31,7 @@ from kit.compare.load import Source, load_sources
 from kit.compare.stats import METHOD, RatioEstimate, Sample, ratio_estimate
 from kit.errors import RegressionDetected
 from kit.results import ratios
-from kit.results.schema import CellResult
+from kit.results.schema import CellResult, cell_label, cell_learner
 
 Key = tuple[str, str, str, str]  # workload, model, precision, engine
 
@@ -99,6 +99,12 @@ class Row:
     @property
     def cell_id(self) -> str:
         return "/".join(self.key)
+
+    @property
+    def label(self) -> str:
+        """The cell id as the tables show it: with the fastai cells' learner (several when the
+        machines' cells differ), ``cifar/resnet18/fp32/fastai (create_cnn)``."""
+        return cell_label(self.cell_id, [mc.params.get("learner") for mc in self.machines if mc and mc.params])
 
 
 @dataclass(frozen=True)
@@ -225,6 +231,9 @@ def _machine_cell(cell: CellResult, src: Source, speedups: dict, base_cell: Cell
         vs_fp32=speedups.get(key),
         params=dict(cell.params or {}),
     )
+    learner = cell_learner(cell.engine, cell.params)
+    if learner:  # a fastai cell recorded before the option existed: the plain Learner
+        mc.params["learner"] = learner
     if base_cell is not None and not is_base:
         mc.vs_baseline = _speed_ratio(cell, base_cell)
     mc.flags.extend(measures.high_cv_flags(cell))
@@ -321,7 +330,7 @@ def _warnings(sources: list[Source], rows: list[Row]) -> list[CompareWarning]:
     if {"real", "synthetic"} <= kinds:
         desc = ", ".join(f"{label} {'+'.join(sorted(v))}" for label, v in data_by_source.items())
         out.append(CompareWarning("data", f"real and synthetic data are mixed ({desc}): loader costs differ; compare throughput with care."))
-    for param in ("batch_size", "image_size", "steps", "bptt"):
+    for param in ("batch_size", "image_size", "steps", "bptt", "learner"):
         diff_cells = []
         for row in rows:
             vals = {(mc.params or {}).get(param) for mc in row.machines if mc and mc.status == "ok"}

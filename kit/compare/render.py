@@ -65,7 +65,7 @@ def _status_text(mc: MachineCell | None) -> str:
 
 
 def _cell_label(row: Row) -> str:
-    return f"{row.workload}/{row.model}/{row.precision}/{row.engine}"
+    return row.label
 
 
 def _time_cell(row: Row, mc: MachineCell | None, with_energy: bool) -> list[str]:

@@ -168,7 +168,7 @@ def _cells_table(results: RunResults) -> str:
         if nan:
             flags.append(f"{nan} NaN losses")
         rows.append([
-            escape(c.cell_id) + (f'<br><span class="flag">⚠ {escape(", ".join(flags))}</span>' if flags else ""),
+            escape(c.label) + (f'<br><span class="flag">⚠ {escape(", ".join(flags))}</span>' if flags else ""),
             str(n),
             _fmt(e.median if e else None, "{:.3f}"),
             _fmt(t.median if t else None, "{:,.0f}") + f" {escape(c.throughput_unit)}/s" if t else "—",
@@ -347,7 +347,7 @@ def render_compare_page(cmp: "Comparison") -> str:
 
     body.append("<h2>Time per epoch and throughput</h2>" + _table(
         ["cell"] + [escape(s.label) for s in cmp.sources],
-        [[escape(r.cell_id)] + [time_cell(r, mc) for mc in r.machines] for r in cmp.rows], numeric_from=1,
+        [[escape(r.label)] + [time_cell(r, mc) for mc in r.machines] for r in cmp.rows], numeric_from=1,
     ))
     sp_rows = [r for r in cmp.rows if any(mc and mc.vs_fp32 for mc in r.machines)]
     if sp_rows:
@@ -355,7 +355,7 @@ def render_compare_page(cmp: "Comparison") -> str:
                     + escape(SPEEDUP_DEFINITION[0].upper() + SPEEDUP_DEFINITION[1:])
                     + "; [95% CI of the ratio of means].</p>" + _table(
             ["cell"] + [escape(s.label) for s in cmp.sources],
-            [[escape(r.cell_id)] + [_verdict_html(mc.vs_fp32) if mc else "—" for mc in r.machines] for r in sp_rows], numeric_from=1,
+            [[escape(r.label)] + [_verdict_html(mc.vs_fp32) if mc else "—" for mc in r.machines] for r in sp_rows], numeric_from=1,
         ) + _outside_note(mc.vs_fp32 for r in sp_rows for mc in r.machines if mc))
 
     def vs_cell(mc) -> str:
@@ -369,7 +369,7 @@ def render_compare_page(cmp: "Comparison") -> str:
     body.append(f"<h2>Throughput relative to {escape(base.label)}</h2>"
                 f'<p class="sub">Median throughput ÷ {escape(base.label)}\'s median; [95% CI of the ratio of means].</p>' + _table(
         ["cell"] + [f"{escape(s.label)} ÷ {escape(base.label)}" for s in cmp.sources[1:]],
-        [[escape(r.cell_id)] + [vs_cell(mc) for mc in r.machines[1:]] for r in cmp.rows], numeric_from=1,
+        [[escape(r.label)] + [vs_cell(mc) for mc in r.machines[1:]] for r in cmp.rows], numeric_from=1,
     ) + _outside_note(mc.vs_baseline for r in cmp.rows for mc in r.machines[1:] if mc))
     charts = comparison_charts(cmp)
     if charts:

@@ -7,6 +7,7 @@ from kit.bundle.safe_open import MANIFEST_NAME, Bundle
 from kit.compare import measures
 from kit.compare.stats import ONE_REPEAT
 from kit.results.ratios import fmt_speedup
+from kit.results.schema import cell_learner
 
 
 def verify_lines(bundle: Bundle) -> list[str]:
@@ -62,7 +63,9 @@ def print_show(bundle: Bundle, console) -> None:
         # spread of the steady-state throughput: epoch times also carry warm-up and autotuning
         cv = thr.cv if thr and thr.n > 1 else None
         est = ratios.get((c.workload, c.model, c.precision, c.engine))
-        notes = measures.high_cv_flags(c)
+        # a fastai cell's learner heads its notes (in the cell column it would widen every row)
+        learner = cell_learner(c.engine, c.params)
+        notes = ([f"learner {learner}"] if learner else []) + measures.high_cv_flags(c)
         if est is not None and not est.significant:
             notes.append("speedup " + ("from 1 repeat" if est.verdict == ONE_REPEAT else est.verdict))
         if measures.throttled(c):

@@ -34,12 +34,39 @@ CIFAR_MODELS: tuple[str, ...] = ("resnet18", "resnet34", "resnet50", "resnet101"
 CIFAR_ENGINES: tuple[str, ...] = ("torch", "fastai")
 LSTM_PRESETS: tuple[str, ...] = ("apex-2018", "tensor-core")
 LSTM_ENGINES: tuple[str, ...] = ("kit",)
+#: how the fastai engines build their Learner (``kit run --learner``): ``create_cnn`` = fastai's
+#: create_cnn / cnn_learner / vision_learner (fastai's head on the torchvision body, the body frozen
+#: as create_cnn leaves it), ``scratch`` = a plain ``Learner`` on the whole torchvision ResNet
+FASTAI_LEARNERS: tuple[str, ...] = ("create_cnn", "scratch")
+DEFAULT_FASTAI_LEARNER = "create_cnn"
+#: what the fastai cells recorded before the learner option existed trained: the plain Learner
+LEARNER_BEFORE_THE_OPTION = "scratch"
 CellStatus = str  # one of: ok, skipped, failed, interrupted
 RunStatus = str  # one of: running, complete, interrupted, failed
 
 
 def cell_id(workload: str, model: str, precision: str, engine: str) -> str:
     return f"{workload}/{model}/{precision}/{engine}"
+
+
+def cell_learner(engine: str, params: dict | None) -> str | None:
+    """The fastai learner a cell trained with (its ``params["learner"]``); None for the other
+    engines, which have none. A fastai cell recorded before the option existed trained the
+    plain Learner: ``scratch``."""
+    if engine != "fastai":
+        return None
+    return str((params or {}).get("learner") or LEARNER_BEFORE_THE_OPTION)
+
+
+def cell_label(cell_id_: str, learners: Any) -> str:
+    """A cell's id as the reports and ``kit compare`` show it: with its learner for fastai cells,
+    ``cifar/resnet18/fp32/fastai (create_cnn)``; ``learners`` is one name, None, or the names of
+    several machines' cells (shown joined when they differ). The id itself never changes."""
+    names = [learners] if learners is None or isinstance(learners, str) else list(learners)
+    names = sorted({n for n in names if n})
+    if not names:
+        return cell_id_
+    return f"{cell_id_} ({' / '.join(names)})" if len(names) == 1 else f"{cell_id_} (learners differ: {' / '.join(names)})"
 
 
 @dataclass
@@ -103,6 +130,11 @@ class CellResult:
     def cell_id(self) -> str:
         return cell_id(self.workload, self.model, self.precision, self.engine)
 
+    @property
+    def label(self) -> str:
+        """The id as reports show it, with a fastai cell's learner (:func:`cell_label`)."""
+        return cell_label(self.cell_id, cell_learner(self.engine, self.params))
+
     @classmethod
     def skipped(cls, spec: CellSpec, reason: str, **kw: Any) -> "CellResult":
         return cls(spec.workload, spec.model, spec.precision, spec.engine, "skipped", params=spec.params, reason=reason, **kw)
@@ -148,6 +180,8 @@ class RunConfig:
     command_line: list[str] = field(default_factory=list)
     #: which cells run in a process of their own (kit.runner.isolate): apex | all | none
     isolate: str = "apex"
+    #: how the fastai engines build their Learner: create_cnn | scratch (FASTAI_LEARNERS)
+    learner: str = DEFAULT_FASTAI_LEARNER
 
     def __post_init__(self) -> None:
         if self.suite not in ("cifar", "lstm", "all"):
@@ -166,6 +200,9 @@ class RunConfig:
                 raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
         if self.isolate not in ("apex", "all", "none"):
             raise UsageError(f"unknown --isolate {self.isolate!r}; choose apex, all or none")
+        if self.learner not in FASTAI_LEARNERS:
+            raise UsageError(f"unknown --learner {self.learner!r}; choose {' or '.join(FASTAI_LEARNERS)}",
+                             remedy="create_cnn (the default) is fastai's create_cnn learner, scratch a plain Learner.")
         if self.image_size not in (32, 64, 128, 224):
             raise UsageError("--image-size must be 32, 64, 128 or 224")
         for p in self.precisions:
@@ -187,6 +224,10 @@ class RunConfig:
     @classmethod
     def from_dict(cls, d: dict) -> "RunConfig":
         known = {f.name for f in fields(cls)}
+        d = dict(d)
+        # a run recorded before --learner existed trained its fastai cells with the plain Learner
+        # (a resumed run keeps that, so its cells stay alike)
+        d.setdefault("learner", LEARNER_BEFORE_THE_OPTION)
         return cls(**{k: v for k, v in d.items() if k in known})
 
 

@@ -45,6 +45,7 @@ RUN_OPTIONS = (
     ("--mode", "mode", str, "throughput"),
     ("--compile", "compile", str, "auto"),
     ("--isolate", "isolate", str, "apex"),
+    ("--learner", "learner", str, "create_cnn"),
     ("--tolerance", "tolerance", float, None),
     ("--emsize", "emsize", int, None),
     ("--nhid", "nhid", int, None),

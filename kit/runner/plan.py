@@ -75,8 +75,10 @@ def build_plan(config: RunConfig) -> Plan:
         params = cifar_params(config)
         for model in models:
             for engine in engines:
+                # the learner is a fastai setting: only the fastai cells record it (the torch engine has none)
+                learner = {"learner": config.learner} if engine == "fastai" else {}
                 for precision in precisions:
-                    cells.append(CellSpec("cifar", model, precision, engine, dict(params)))
+                    cells.append(CellSpec("cifar", model, precision, engine, {**params, **learner}))
     if config.suite in ("lstm", "all"):
         presets = config.presets or list(LSTM_PRESETS)
         precisions = config.precisions or DEFAULT_LSTM_PRECISIONS

@@ -50,6 +50,7 @@ def print_plan(console, plan: "Plan", done: dict) -> None:
     from rich.table import Table
 
     from kit.runner.plan import device_kind, estimate_seconds, estimate_source
+    from kit.results.schema import cell_label
 
     kind = device_kind(plan.config.device)
     todo = [c for c in plan.cells if c.cell_id not in done]
@@ -59,7 +60,8 @@ def print_plan(console, plan: "Plan", done: dict) -> None:
         table.add_column(col)
     groups: dict[tuple, list[str]] = {}
     for c in plan.cells:
-        groups.setdefault((c.workload, c.model, c.engine), []).append(c.precision)
+        # a fastai engine shows its learner: "fastai (create_cnn)"
+        groups.setdefault((c.workload, c.model, cell_label(c.engine, c.params.get("learner"))), []).append(c.precision)
     for (w, m, e), ps in groups.items():
         table.add_row(w, m, e, ", ".join(ps))
     console.print(table)

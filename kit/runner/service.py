@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.errors import EnvironmentCheckError, UsageError
-from kit.results.schema import RunConfig
+from kit.results.schema import DEFAULT_FASTAI_LEARNER, RunConfig
 
 LSTM_OVERRIDES = ("emsize", "nhid", "nlayers", "lr", "clip", "bptt", "dropout", "tied", "static_loss_scale", "dynamic_loss_scale")
 #: the list options, by their flag: (flag, key in the options)
@@ -184,6 +184,7 @@ def config_from_options(opts: dict[str, Any], argv: list[str] | None = None) -> 
             lstm={k: opts.get(k) for k in LSTM_OVERRIDES if opts.get(k) is not None},
             command_line=list(argv or []),
             isolate=opts.get("isolate") or "apex",
+            learner=DEFAULT_FASTAI_LEARNER if opts.get("learner") is None else opts["learner"],
         )
     else:
         config = RunConfig(
@@ -209,6 +210,7 @@ def config_from_options(opts: dict[str, Any], argv: list[str] | None = None) -> 
             lstm={k: opts.get(k) for k in LSTM_OVERRIDES if opts.get(k) is not None},
             command_line=list(argv or []),
             isolate=opts.get("isolate") or "apex",
+            learner=DEFAULT_FASTAI_LEARNER if opts.get("learner") is None else opts["learner"],
         )
     check_lstm_settings(config)
     return config

@@ -3,9 +3,19 @@
     uint8 arrays --(CPU workers: PadCropFlip per image)--> batches --(to device)-->
     IntToFloatTensor, Normalize (and upsampling) on the device --> Learner.fit_one_cycle
 
-``Learner(dls, model, loss_func=CrossEntropyLossFlat(), metrics=accuracy)`` with
-fastai's defaults (Adam, one-cycle with momentum 0.95-0.85-0.95), the same
-torchvision ResNet as the torch engine, and fastai's own precision switches:
+The Learner, by ``--learner`` (``TrainConfig.learner``), always with fastai's defaults
+(Adam, one-cycle with momentum 0.95-0.85-0.95), ``loss_func=CrossEntropyLossFlat()``,
+``metrics=accuracy`` and random weights (pretrained weights change accuracy, not the time
+per step; the kit downloads none):
+
+    create_cnn   vision_learner(dls, torchvision.models.resnetNN, n_out=100, pretrained=False)
+                 (fastai 2's name for v1's create_cnn / cnn_learner): fastai's head on the
+                 torchvision body, then learn.freeze(), which create_cnn does itself only when
+                 pretrained (its default): the body's weights get no gradients, its BatchNorm
+                 layers and the head train. The default.
+    scratch      Learner(dls, the torchvision ResNet as the torch engine builds it): every layer trains
+
+and fastai's own precision switches:
 
     fp32 / tf32   no callback; TF32 set by kit.bench.precision.configure_backends
     amp-fp16      learn.to_fp16()             (MixedPrecision: autocast + GradScaler)
@@ -49,6 +59,21 @@ FASTAI_PRECISION = {
     "fp16-master": "learn.to_non_native_fp16(): half model, fp32 master weights; by default a static loss scale "
                    "with no overflow check (to_fp16() in the 2019 article's fastai 1.0.38-1.0.42)",
 }
+
+
+LEARNERS = {
+    "create_cnn": "fastai's create_cnn learner: vision_learner(dls, torchvision.models.{model}, n_out={classes}, "
+                  "pretrained=False), fastai's head (AdaptiveConcatPool2d, Flatten, BatchNorm1d, Dropout, Linear, ReLU, "
+                  "BatchNorm1d, Dropout, Linear) on the torchvision body cut before its pooling, then learn.freeze() "
+                  "as create_cnn leaves it (it freezes when pretrained, its default): only the head and the body's "
+                  "BatchNorm layers train",
+    "scratch": "a plain Learner(dls, torchvision.models.{model}(num_classes={classes})): every layer trains",
+}
+
+
+def describe_learner(cfg: TrainConfig) -> str:
+    """``cfg.learner`` in words, for the cell's notes."""
+    return LEARNERS[cfg.learner].format(model=cfg.model, classes=cfg.num_classes)
 
 
 #: The warning torch 2.x gives for every torch.jit.script call. fastai's modules call
@@ -185,8 +210,12 @@ def build_learner(cfg: TrainConfig, arrays: Any, num_workers: int | None = None)
     # torch-engine cell in this process cannot leak its setting into this one
     torch.backends.cudnn.benchmark = False
     dls = make_dls(cfg, arrays, num_workers)
-    model = models.build(cfg.model, cfg.num_classes).to(cfg.device)
-    learn = Learner(dls, model, loss_func=CrossEntropyLossFlat(), metrics=accuracy)
+    if cfg.learner == "create_cnn":
+        learn = create_cnn(dls, cfg)
+        learn.model.to(cfg.device)
+    else:
+        model = models.build(cfg.model, cfg.num_classes).to(cfg.device)
+        learn = Learner(dls, model, loss_func=CrossEntropyLossFlat(), metrics=accuracy)
     if any(isinstance(cb, ProgressCallback) for cb in learn.cbs):
         learn.remove_cb(ProgressCallback)
     learn.logger = lambda *_a, **_k: None
@@ -200,6 +229,33 @@ def build_learner(cfg: TrainConfig, arrays: Any, num_workers: int | None = None)
         learn.to_non_native_fp16(loss_scale=cfg.static_loss_scale, dynamic=cfg.dynamic_loss_scale)
     learn._kit_backends = backends
     return learn
+
+
+def create_cnn(dls: Any, cfg: TrainConfig):
+    """fastai's create_cnn learner, built by fastai (2.x: ``vision_learner``) with random weights,
+    frozen as create_cnn leaves a learner: ``vision_learner`` (like v1's ``create_cnn``) calls
+    ``learn.freeze()`` only when ``pretrained``, its default, so the kit, which downloads no
+    weights, calls it. Frozen: the first two layer groups (the body) get ``requires_grad=False``
+    except their BatchNorm layers (``train_bn=True``); the head trains. ``dls`` None builds the
+    same learner without data (the FLOP count, on the meta device)."""
+    with fastai_imports():
+        from fastai.losses import CrossEntropyLossFlat
+        from fastai.metrics import accuracy
+        from fastai.vision.learner import vision_learner
+
+    learn = vision_learner(dls, models.torchvision_arch(cfg.model), n_out=cfg.num_classes, pretrained=False,
+                           loss_func=CrossEntropyLossFlat(), metrics=accuracy)
+    learn.freeze()
+    return learn
+
+
+def create_cnn_flops_per_image(cfg: TrainConfig) -> int:
+    """Forward + backward FLOPs per image of the create_cnn learner's model as it trains (frozen: the
+    body's convolutions compute no weight gradients), counted on the meta device."""
+    from kit.bench.flops import train_step_flops_per_item
+
+    return train_step_flops_per_item(lambda: create_cnn(None, cfg).model, (3, cfg.image_size, cfg.image_size),
+                                     cfg.num_classes)
 
 
 def _fit(learn, cfg: TrainConfig) -> None:
@@ -355,11 +411,20 @@ def train_repeat(cfg: TrainConfig, arrays: Any, ctx: Any, repeat: int,
                  **({"test_accuracy": accs, "test_loss": [v.get("valid_loss") for v in timer.valid]} if full_test else {})},
         precision={"mode": cfg.precision, "fastai": FASTAI_PRECISION.get(cfg.precision), **learn._kit_backends,
                    "cudnn_benchmark": bool(torch.backends.cudnn.benchmark)},
+        **parameter_counts(learn.model),
     )
     learn.remove_cb(timer)
     del learn
     free_device_memory()
     return rec
+
+
+def parameter_counts(model: Any) -> dict:
+    """How many of the model's weights the learner trains (``requires_grad``) and how many it has,
+    read after training (create_cnn: the head and the body's BatchNorm layers; scratch: all)."""
+    params = list(model.parameters())
+    return {"parameters": sum(p.numel() for p in params),
+            "trainable_parameters": sum(p.numel() for p in params if p.requires_grad)}
 
 
 def _steps_per_epoch(cfg: TrainConfig, n_train: int) -> int:

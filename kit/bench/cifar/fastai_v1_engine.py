@@ -7,9 +7,17 @@ its own data and callback code; it keeps the v2 engine's recipe and measurements
     uint8 arrays --(CPU workers: reflect-pad 4, crop, flip per image)--> batches
       --(to device)--> float, normalise (and upsample) --> Learner.fit_one_cycle
 
-``Learner(data, model, loss_func=CrossEntropyLoss(), metrics=accuracy)`` with
-fastai v1's defaults (Adam, one-cycle), the same torchvision ResNet, and v1's
-precision switch:
+The Learner, by ``--learner``, with fastai v1's defaults (Adam, one-cycle),
+``loss_func=CrossEntropyLoss()``, ``metrics=accuracy`` and random weights (pretrained
+weights change accuracy, not the time per step; the kit downloads none):
+
+    create_cnn    cnn_learner(data, torchvision.models.resnetNN, pretrained=False) (create_cnn
+                  before 1.0.47, the article's call): fastai's head on the torchvision body, then
+                  learn.freeze(), which create_cnn does itself only when pretrained (its default):
+                  the body's weights get no gradients, its BatchNorm layers and the head train
+    scratch       Learner(data, the torchvision ResNet): every layer trains
+
+and v1's precision switch:
 
     fp32          no callback
     fp16-master   learn.to_fp16(): v1's MixedPrecision callback, which *is* the 2018
@@ -25,6 +33,7 @@ Python 3.7 syntax: the cuda10 image runs this.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -46,6 +55,31 @@ FASTAI_PRECISION = {
     "fp16-master": "learn.to_fp16(): fastai v1 MixedPrecision (half model, BatchNorm fp32, fp32 master weights; "
                    "by default a static loss scale of 512 with no overflow check, as in the 2019 article's fastai)",
 }
+
+
+LEARNERS = {
+    "create_cnn": "fastai v1's create_cnn learner: {call}(data, torchvision.models.{model}, pretrained=False), "
+                  "fastai's head (AdaptiveConcatPool2d, Flatten, BatchNorm1d, Dropout, Linear, ReLU, BatchNorm1d, "
+                  "Dropout, Linear) on the torchvision body cut before its pooling, then learn.freeze() as create_cnn "
+                  "leaves it (it freezes when pretrained, its default): only the head and the body's BatchNorm "
+                  "layers train",
+    "scratch": "a plain Learner(data, torchvision.models.{model}(num_classes={classes})): every layer trains",
+}
+
+
+def describe_learner(cfg: TrainConfig) -> str:
+    """``cfg.learner`` in words, for the cell's notes."""
+    return LEARNERS[cfg.learner].format(model=cfg.model, classes=cfg.num_classes, call=create_cnn_call())
+
+
+def create_cnn_call() -> str:
+    """The name of v1's create_cnn learner in the installed fastai: ``cnn_learner`` from 1.0.47
+    (fastai's CHANGES.md: "`create_cnn` becomes `cnn_learner`"; ``create_cnn`` then only warns
+    that it is deprecated and calls it), ``create_cnn`` before."""
+    with fastai_engine.fastai_imports():
+        import fastai.vision.learner as vl
+
+    return "cnn_learner" if hasattr(vl, "cnn_learner") else "create_cnn"
 
 
 def is_fastai_v1() -> bool:
@@ -76,9 +110,9 @@ class PadCropFlipDataset(torch.utils.data.Dataset):
     cropped back and flipped (fastai v1's ``[*rand_pad(4, 32), flip_lr(p=0.5)]``,
     with the torch engine's index rule), per image in the DataLoader's workers."""
 
-    def __init__(self, x: np.ndarray, y: np.ndarray, idx: np.ndarray, augment: bool):
+    def __init__(self, x: np.ndarray, y: np.ndarray, idx: np.ndarray, augment: bool, num_classes: int = 100):
         self.x, self.y, self.idx, self.augment = x, y, idx, augment
-        self.c = int(y.max()) + 1 if len(y) else 0  # fastai v1 reads .c (number of classes)
+        self.c = num_classes  # fastai v1 reads .c (number of classes; cnn_learner sizes its head by it)
 
     def __len__(self) -> int:
         return len(self.idx)
@@ -126,8 +160,8 @@ def make_data(cfg: TrainConfig, arrays: Any, num_workers: int):
         train_idx = np.arange(n_train)
     n_valid = len(arrays.test_x) if cfg.evaluate else min(cfg.batch_size, len(arrays.test_x))
     mean, std = channel_stats(arrays.train_x)
-    train = PadCropFlipDataset(arrays.train_x, arrays.train_y, train_idx, True)
-    valid = PadCropFlipDataset(arrays.test_x, arrays.test_y, np.arange(n_valid), False)
+    train = PadCropFlipDataset(arrays.train_x, arrays.train_y, train_idx, True, cfg.num_classes)
+    valid = PadCropFlipDataset(arrays.test_x, arrays.test_y, np.arange(n_valid), False, cfg.num_classes)
     tfm = _batch_tfm(mean, std, cfg.image_size, arrays.train_x.shape[1], device)
     return DataBunch.create(train, valid, bs=cfg.batch_size, num_workers=num_workers, device=device,
                             dl_tfms=[tfm], no_check=True)
@@ -160,14 +194,52 @@ def build_learner(cfg: TrainConfig, arrays: Any, num_workers: int):
     # fastai v1's create_cnn (the article's call) and its examples/train_cifar.py set it
     torch.backends.cudnn.benchmark = True
     data = make_data(cfg, arrays, num_workers)
-    model = models.build(cfg.model, cfg.num_classes).to(cfg.device)
-    learn = Learner(data, model, loss_func=nn.CrossEntropyLoss(), metrics=[accuracy], silent=True)
+    if cfg.learner == "create_cnn":
+        learn = create_cnn(data, cfg)
+    else:
+        model = models.build(cfg.model, cfg.num_classes).to(cfg.device)
+        learn = Learner(data, model, loss_func=nn.CrossEntropyLoss(), metrics=[accuracy], silent=True)
     if cfg.precision == "fp16-master":
         # the article's window (fastai 1.0.38-1.0.42): to_fp16() was a static scale of 512 with no
         # overflow check; 1.0.61's dynamic check reads every gradient back (--dynamic-loss-scale)
         learn = (learn.to_fp16(dynamic=True) if cfg.dynamic_loss_scale
                  else learn.to_fp16(loss_scale=cfg.static_loss_scale, dynamic=False))
     return learn
+
+
+def create_cnn(data: Any, cfg: TrainConfig):
+    """fastai v1's create_cnn learner, built by fastai (``cnn_learner``, or ``create_cnn`` before
+    1.0.47) with random weights, frozen as create_cnn leaves a learner: create_cnn calls
+    ``learn.freeze()`` only when ``pretrained``, its default, so the kit, which downloads no
+    weights, calls it. Frozen: every layer group but the head gets ``requires_grad=False``
+    except its BatchNorm layers (``train_bn=True``)."""
+    with fastai_engine.fastai_imports():
+        import fastai.vision.learner as vl
+        from fastai.metrics import accuracy
+
+    build = getattr(vl, create_cnn_call())
+    learn = build(data, models.torchvision_arch(cfg.model), pretrained=False, loss_func=nn.CrossEntropyLoss(),
+                  metrics=[accuracy], silent=True)
+    learn.freeze()
+    return learn
+
+
+class _NoData:
+    """What v1's cnn_learner and Learner read from a DataBunch, for building the learner without
+    data (the FLOP count, on the meta device)."""
+
+    def __init__(self, num_classes: int):
+        self.c, self.device, self.path, self.loss_func = num_classes, torch.device("meta"), Path("."), None
+
+
+def create_cnn_flops_per_image(cfg: TrainConfig) -> int:
+    """Forward + backward FLOPs per image of the create_cnn learner's model as it trains (frozen:
+    the body's convolutions compute no weight gradients), counted on the meta device (needs
+    torch's FlopCounterMode: torch 2.1 or later, so not in the cuda10 image's torch 1.4)."""
+    from kit.bench.flops import train_step_flops_per_item
+
+    return train_step_flops_per_item(lambda: create_cnn(_NoData(cfg.num_classes), cfg).model,
+                                     (3, cfg.image_size, cfg.image_size), cfg.num_classes)
 
 
 def _timer(learn: Any, clock: "timing.StepClock", bs: int, ctx: Any, repeat: int, progress: Callable | None, every: int):
@@ -256,6 +328,7 @@ def train_repeat(cfg: TrainConfig, arrays: Any, ctx: Any, repeat: int,
                  **({"test_accuracy": accs, "test_loss": epoch_marks.valid_loss} if cfg.evaluate else {})},
         precision={"mode": cfg.precision, "fastai": FASTAI_PRECISION.get(cfg.precision),
                    "cudnn_benchmark": bool(torch.backends.cudnn.benchmark)},
+        **fastai_engine.parameter_counts(learn.model),
     )
     del learn
     free_device_memory()

@@ -27,8 +27,9 @@ def torchvision_missing_reason() -> str | None:
     return None
 
 
-def build(name: str, num_classes: int = 100) -> nn.Module:
-    """A freshly initialised torchvision ResNet (no pretrained weights)."""
+def torchvision_arch(name: str):
+    """torchvision's constructor for ``name`` (``torchvision.models.resnet18`` ...): what fastai's
+    create_cnn / vision_learner take as ``arch`` (fastai keys its cut and layer groups on it)."""
     if name not in MODELS:
         raise ValueError(f"unknown model {name!r}; choose from {', '.join(MODELS)}")
     reason = torchvision_missing_reason()
@@ -36,9 +37,14 @@ def build(name: str, num_classes: int = 100) -> nn.Module:
         raise ModelUnavailable(reason, remedy="Install the torchvision that matches your torch (kit doctor shows both).")
     import torchvision.models as tvm
 
+    return getattr(tvm, name)
+
+
+def build(name: str, num_classes: int = 100) -> nn.Module:
+    """A freshly initialised torchvision ResNet (no pretrained weights)."""
     import inspect
 
-    ctor = getattr(tvm, name)
+    ctor = torchvision_arch(name)
     if "weights" in inspect.signature(ctor).parameters:
         return ctor(weights=None, num_classes=num_classes)
     # torchvision before 0.13 (the cuda10 image's 0.5): the same models, older switch

@@ -19,7 +19,7 @@ from kit.bench import flops as flops_mod
 from kit.bench.cifar import batch_search, fastai_engine, models, torch_engine
 from kit.bench.cifar.torch_engine import TrainConfig
 from kit.bench.precision import unavailable_reason
-from kit.results.schema import CellResult, CellSpec
+from kit.results.schema import DEFAULT_FASTAI_LEARNER, CellResult, CellSpec
 from kit.results.stats import summarise_repeats
 from kit.bench.context import CellContext
 
@@ -89,6 +89,7 @@ def train_config(spec: CellSpec, ctx: CellContext) -> TrainConfig:
         num_workers=p.get("num_workers"),
         dynamic_loss_scale=bool(p.get("dynamic_loss_scale") or False),
         static_loss_scale=float(p.get("static_loss_scale") or 512.0),
+        learner=p.get("learner") or DEFAULT_FASTAI_LEARNER,
     )
 
 
@@ -174,6 +175,16 @@ def fastai_impl():
     return fastai_v1_engine if fastai_v1_engine.is_fastai_v1() else fastai_engine
 
 
+#: in every CIFAR cell's notes: the kit never downloads weights, and needs none to time a step
+RANDOM_INIT_NOTE = ("weights: random initialisation, no pretrained weights (pretrained weights change accuracy, "
+                    "not the time per step)")
+
+
+def learner_note(cfg: TrainConfig) -> str:
+    """The fastai cell's learner, in its notes."""
+    return f"learner: {cfg.learner} = {fastai_impl().describe_learner(cfg)}"
+
+
 def engine_settings(cfg: TrainConfig, engine: str) -> dict:
     """What the engine did, in words and numbers (recorded in metrics)."""
     if engine == "torch":
@@ -187,6 +198,7 @@ def engine_settings(cfg: TrainConfig, engine: str) -> dict:
             "cudnn_benchmark": True,
         }
     return {
+        "learner": cfg.learner,
         "optimizer": "fastai default (Adam, wd 0.01 decoupled)",
         "schedule": "fit_one_cycle (fastai defaults: pct_start 0.25, moms 0.95-0.85-0.95)",
         "lr_max": cfg.lr if cfg.lr is not None else "fastai default (1e-3)",
@@ -206,14 +218,22 @@ def run_cell(spec: CellSpec, ctx: CellContext) -> CellResult:
     if spec.engine == "torch":
         torch.backends.cudnn.benchmark = True
     arrays = load_data(ctx)
-    notes: list[str] = []
+    notes: list[str] = [RANDOM_INIT_NOTE]
     metrics: dict[str, Any] = {"engine_settings": engine_settings(cfg, spec.engine)}
+    create_cnn = spec.engine == "fastai" and cfg.learner == "create_cnn"
+    if spec.engine == "fastai":
+        notes.append(learner_note(cfg))
 
     # FLOPs: counted once per model and image size, on the meta device
     try:
-        per_image = flops_mod.resnet_train_flops_per_image(spec.model, cfg.image_size, cfg.num_classes)
+        if create_cnn:
+            # fastai's head, and no weight gradients for the frozen body's convolutions
+            per_image = fastai_impl().create_cnn_flops_per_image(cfg)
+        else:
+            per_image = flops_mod.resnet_train_flops_per_image(spec.model, cfg.image_size, cfg.num_classes)
         metrics.update(flops_per_image=per_image, flops_per_step=per_image * cfg.batch_size,
-                       flops_method="torch.utils.flop_counter.FlopCounterMode, forward+backward, meta device")
+                       flops_method="torch.utils.flop_counter.FlopCounterMode, forward+backward, meta device"
+                                    + (", the create_cnn learner's model as it trains (body frozen)" if create_cnn else ""))
     except Exception as exc:  # a counting failure must not cost the measurement
         per_image = None
         notes.append(f"FLOP count failed ({exc.__class__.__name__}: {exc}); achieved_tflops not reported")
@@ -266,9 +286,15 @@ def run_cell(spec: CellSpec, ctx: CellContext) -> CellResult:
     if any(r.get("throughput_items_per_s") is None for r in repeats):
         notes.append("no steady-state steps after warm-up in some repeat: throughput not reported (run more --steps)")
 
+    params = dict(spec.params)
+    if spec.engine == "fastai":
+        params["learner"] = cfg.learner  # every fastai cell names its learner, planned with it or not
+        if create_cnn and "max_batch" in metrics:
+            notes.append("max_batch: the search trains the torch engine's plain ResNet (every layer, SGD), not this "
+                         "cell's create_cnn learner (body frozen, fastai's head, Adam)")
     return CellResult(
         spec.workload, spec.model, spec.precision, spec.engine, "ok",
-        params=dict(spec.params),
+        params=params,
         throughput_unit="images",
         repeats=repeats,
         summary=summarise_repeats(repeats),

@@ -36,6 +36,7 @@ from kit.bench.cifar.gpu_data import DeviceData, augment
 from kit.bench.cifar.graphed import GRAPH_MODES, WARMUP_BEFORE_CAPTURE, GraphedTrainer
 from kit.bench.precision import Precision
 from kit.errors import KitError
+from kit.results.schema import DEFAULT_FASTAI_LEARNER, FASTAI_LEARNERS
 
 log = logging.getLogger("kit.bench.cifar")
 
@@ -78,10 +79,16 @@ class TrainConfig:
     dynamic_loss_scale: bool = False
     #: that static scale (fastai's default, 512)
     static_loss_scale: float = 512.0
+    #: fastai engines only (the torch engine ignores it): "create_cnn" = fastai's create_cnn
+    #: learner (fastai's head on the torchvision body, the body frozen as create_cnn leaves it),
+    #: "scratch" = a plain Learner on the whole torchvision ResNet
+    learner: str = DEFAULT_FASTAI_LEARNER
 
     def __post_init__(self) -> None:
         if self.compile not in ("auto", "on", "off"):
             raise ValueError("compile must be auto, on or off")
+        if self.learner not in FASTAI_LEARNERS:
+            raise ValueError(f"learner must be one of {', '.join(FASTAI_LEARNERS)}")
 
     def steps_per_epoch(self, n_train: int) -> int:
         return self.steps if self.steps else max(1, n_train // self.batch_size)
