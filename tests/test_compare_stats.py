@@ -205,3 +205,14 @@ def test_fieller_interval_covers_the_true_ratio_about_95_percent_of_the_time():
         low, high, _df = fieller_interval(Sample.of(xs), Sample.of(ys))
         covered += low is not None and low <= 1.5 <= high
     assert 0.935 <= covered / 4000 <= 0.965
+
+
+def test_loading_the_cli_or_the_report_modules_loads_neither_scipy_nor_matplotlib():
+    """Both are imported inside the functions that use them: `kit --help` and `kit doctor` stay fast."""
+    import subprocess
+    import sys
+
+    code = ("import sys, kit.cli.main, kit.compare.stats, kit.report.html, kit.report.charts, kit.report.svg; "
+            "print(sorted(m for m in ('scipy', 'matplotlib', 'numpy', 'torch') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
