@@ -444,3 +444,20 @@ def test_the_report_inlines_each_chart_with_ids_that_do_not_clash():
     html = _report(standard_cells())
     ids = re.findall(r'\sid="([^"]*)"', html)
     assert len(ids) == len(set(ids)) and "cifar-torch-speedup" in ids
+
+
+def test_every_image_lock_pins_what_the_report_and_its_statistics_need():
+    """The images install the kit with --no-deps over their lock and write the bundle's report
+    inside the container (the cuda10 one on Python 3.7): each lock must hold scipy and matplotlib
+    at or above the lower bounds pyproject.toml declares."""
+    root = Path(__file__).resolve().parents[1]
+    deps = re.findall(r'"(scipy|matplotlib)>=([\d.]+)"', (root / "pyproject.toml").read_text())
+    assert {name for name, _ in deps} == {"scipy", "matplotlib"}
+    locks = sorted((root / "docker" / "locks").glob("*.txt"))
+    assert locks
+    for lock in locks:
+        pins = dict(re.findall(r"^(scipy|matplotlib)==([\d.]+)$", lock.read_text(), re.M))
+        for name, low in deps:
+            assert name in pins, f"{lock.name} lacks {name}"
+            version = tuple(int(x) for x in pins[name].split("."))
+            assert version >= tuple(int(x) for x in low.split(".")), f"{lock.name}: {name} {pins[name]} < {low}"
