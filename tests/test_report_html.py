@@ -224,7 +224,7 @@ def _warm_first_cells():
 
 
 def _y_ticks(svg: str) -> list[float]:
-    return [float(t.replace(",", "")) for t in re.findall(r'text-anchor="end" fill="#555">([\d.,]+)</text>', svg)]
+    return [float(t.replace(",", "")) for t in re.findall(r'<g class="ytick"><text [^>]*>([\d.,]+)</text>', svg)]
 
 
 def test_epoch_time_axis_is_scaled_to_the_medians_and_marks_the_warm_up_repeats():
@@ -368,3 +368,96 @@ def test_under_its_csp_the_page_still_renders_its_styles_and_charts_and_no_scrip
     unprotected = tmp_path / "unprotected.html"
     unprotected.write_text(html.replace(CSP, "default-src 'unsafe-inline'"))
     assert 'data-ran="yes"' in _browser(tmp_path, unprotected.as_uri(), "--dump-dom").stdout
+
+
+# --- the charts are drawn by matplotlib: inert, deterministic, readable -----------------------------
+
+def _chart_of_everything(**kw) -> str:
+    """One chart with bars, a missing value, error bars, an off-scale error bar, a reference and a note."""
+    return bar_chart(
+        "Speedup over fp32 — fixture", ["resnet18", "resnet50"],
+        [Series("amp-fp16", [1.5, None], [1.4, None], [1.6, None]), Series("amp-bf16", [1.7, 1.2], [1.0, 1.1], [9.0, 1.3])],
+        y_label="speedup over fp32 (×)", x_label="model", reference=1.0, reference_label="fp32 = 1",
+        scale_to_values=True, note="error bars: 95% CI; ▲ beyond the axis", chart_id=kw.pop("chart_id", "fixture"), **kw,
+    )
+
+
+def test_a_chart_is_the_same_bytes_every_time_it_is_drawn():
+    """Bundles are hashed: no date, no random ids, no state carried from one chart to the next."""
+    first = _chart_of_everything()
+    run_charts(RunResults.from_dict(make_results(standard_cells(), make_env())))  # other charts in between
+    assert _chart_of_everything() == first
+
+
+def test_a_chart_is_one_inert_svg_element_the_bundle_checker_accepts():
+    from kit.bundle.active_content import svg_problem
+
+    svg = _chart_of_everything(chart_id="c1")
+    assert svg.startswith('<svg xmlns="http://www.w3.org/2000/svg" ') and svg.endswith("</svg>")
+    assert svg_problem(svg.encode()) is None
+    for absent in ("<?xml", "<!DOCTYPE", "<!--", "<metadata", "<defs", "<style", "<script", "clip-path", "url(",
+                   "href", "xlink", "http://purl", "matplotlib"):
+        assert absent not in svg, absent
+    # the only ids are the chart's and its title's: several charts inline in one page never clash
+    assert re.findall(r'\sid="([^"]*)"', svg) == ["c1", "c1-title"]
+    assert '<title id="c1-title">Speedup over fp32 — fixture</title>' in svg and 'aria-labelledby="c1-title"' in svg
+
+
+def test_a_chart_keeps_text_as_text_with_the_values_on_hover():
+    svg = _chart_of_everything()
+    assert re.search(r"<text [^>]*>speedup over fp32 \(×\)</text>", svg)  # the axis title, with its unit
+    assert re.search(r"<text [^>]*>fp32 = 1</text>", svg) and re.search(r"<text [^>]*>resnet50</text>", svg)
+    assert "<title>amp-bf16, resnet18: 1.7</title>" in svg and "<title>amp-fp16, resnet50: no data</title>" in svg
+    [mark] = re.findall(r'<g class="offscale">.*?</g>', svg)
+    assert "error bar reaches 9, beyond the axis" in mark and re.search(r">9</text>", mark)
+    assert svg.count('class="errorbar"') == 3 and svg.count('class="bar"') == 3
+
+
+def test_the_bar_axis_starts_at_zero_with_round_readable_ticks():
+    svg = bar_chart("Throughput — fixture", ["resnet18", "resnet50"],
+                    [Series("fp32", [52_000.0, 11_800.0]), Series("amp-bf16", [98_500.0, 30_100.0])],
+                    y_label="images per second (median)", x_label="model")
+    ticks = re.findall(r'<g class="ytick"><text [^>]*>([\d.,]+)</text>', svg)
+    assert ticks[0] == "0" and len(ticks) >= 3
+    values = [float(t.replace(",", "")) for t in ticks]
+    steps = {b - a for a, b in zip(values, values[1:])}
+    assert len(steps) == 1 and values[-1] >= 98_500  # evenly spaced, the tallest bar inside the axis
+    assert all("," in t for t in ticks if float(t.replace(",", "")) >= 1000)  # 20,000, not 20000 or 2e4
+    assert "e+" not in svg and "1e4" not in svg
+
+
+def test_long_category_labels_are_turned_and_shortened_but_whole_on_hover():
+    cats = [f"a-rather-long-model-name-{i}-amp-bf16-fastai" for i in range(8)]
+    svg = bar_chart("Relative — fixture", cats, [Series("B: host", [1.0] * 8)], y_label="throughput ÷ A's (×)")
+    labels = re.findall(r'<text [^>]*transform="rotate\(-35[^"]*"[^>]*>([^<]*)</text>', svg)
+    assert len(labels) == 8 and all(len(label) <= 28 and label.endswith("…") for label in labels)
+    assert f"<title>B: host, {cats[3]}: 1</title>" in svg
+
+
+def test_dollar_signs_in_names_are_drawn_as_typed_not_as_math():
+    svg = bar_chart("Odd names — fixture", ["net$1$"], [Series("$fp16$", [2.0])], y_label="$ per epoch")
+    assert re.search(r"<text [^>]*>net\$1\$</text>", svg) and re.search(r"<text [^>]*>\$fp16\$</text>", svg)
+    assert re.search(r"<text [^>]*>\$ per epoch</text>", svg)
+
+
+def test_the_report_inlines_each_chart_with_ids_that_do_not_clash():
+    html = _report(standard_cells())
+    ids = re.findall(r'\sid="([^"]*)"', html)
+    assert len(ids) == len(set(ids)) and "cifar-torch-speedup" in ids
+
+
+def test_every_image_lock_pins_what_the_report_and_its_statistics_need():
+    """The images install the kit with --no-deps over their lock and write the bundle's report
+    inside the container (the cuda10 one on Python 3.7): each lock must hold scipy and matplotlib
+    at or above the lower bounds pyproject.toml declares."""
+    root = Path(__file__).resolve().parents[1]
+    deps = re.findall(r'"(scipy|matplotlib)>=([\d.]+)"', (root / "pyproject.toml").read_text())
+    assert {name for name, _ in deps} == {"scipy", "matplotlib"}
+    locks = sorted((root / "docker" / "locks").glob("*.txt"))
+    assert locks
+    for lock in locks:
+        pins = dict(re.findall(r"^(scipy|matplotlib)==([\d.]+)$", lock.read_text(), re.M))
+        for name, low in deps:
+            assert name in pins, f"{lock.name} lacks {name}"
+            version = tuple(int(x) for x in pins[name].split("."))
+            assert version >= tuple(int(x) for x in low.split(".")), f"{lock.name}: {name} {pins[name]} < {low}"

@@ -1,10 +1,29 @@
-"""Grouped bar charts with error bars, as standalone SVG text (no plotting library).
+"""Grouped bar charts with error bars, drawn by matplotlib, as inline-safe SVG text.
 
 One function, :func:`bar_chart`: categories along x (models, cells), one bar
 per series in each group (precisions, machines), optional error bars (a 95%
 CI, or min..max over repeats), an optional reference line (1.0 on ratio
-charts), axis labels with units, a legend. Each bar carries a ``<title>`` so
-a browser shows the exact value on hover without any script.
+charts), axis titles with units, a legend, and a note saying what the error
+bars and markers are. The bar axis always starts at zero. Each bar carries a
+``<title>`` so a browser shows the exact value on hover without any script.
+
+    Series, labels --> matplotlib Figure (SVG canvas, no pyplot, no GUI backend)
+                   --> savefig(format="svg"), text as <text> (svg.fonttype "none")
+                   --> _inline_svg: one <svg> element the report can inline and the
+                       bundle's active-content check accepts
+
+``_inline_svg`` parses matplotlib's output and keeps only inert drawing: it
+drops the XML prolog, DOCTYPE, comments, ``<metadata>`` and ``<defs>`` (clip
+paths and a global ``*{...}`` style that would leak into the page), every
+``clip-path`` and ``id`` (the report inlines several charts: ids would clash),
+and adds the classes, hover titles and accessible title the report and its
+tests read. The geometry keeps the matplotlib drawing as it is; nothing drawn
+needs clipping because off-scale error bars are cut here (marked ▲ with
+their value). Same input, same bytes: no date, no random ids.
+
+matplotlib is imported inside :func:`bar_chart` (``import kit.cli.main``
+stays fast). The code keeps to matplotlib 3.3's API: the cuda10 image renders
+reports with it (docker/locks/cuda10.txt), on Python 3.7.
 
 Colours are the Okabe-Ito palette (distinguishable with the common forms of
 colour blindness).
@@ -12,11 +31,28 @@ colour blindness).
 
 from __future__ import annotations
 
+import io
 import math
+import re
 from dataclasses import dataclass, field
-from html import escape
+from typing import Dict, List, Optional, Tuple
+from xml.etree import ElementTree as ET
 
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
+FONTS = ["DejaVu Sans", "Helvetica", "Arial"]  # DejaVu Sans: what matplotlib measures the text with
+
+_SVG_NS = "http://www.w3.org/2000/svg"
+_RC = {
+    "svg.fonttype": "none",  # text stays text: selectable, searchable, a third of the size of glyph paths
+    "svg.hashsalt": "mpkit",  # fixed ids (all removed afterwards in any case)
+    "svg.image_inline": True,
+    "font.family": "sans-serif",
+    "font.sans-serif": FONTS,
+    "axes.unicode_minus": False,
+    "lines.scale_dashes": False,
+    "path.simplify": False,
+    "text.usetex": False,
+}
 
 
 @dataclass
@@ -34,17 +70,6 @@ class Series:
     colour: str | None = None
 
 
-def _nice_step(span: float, target_ticks: int = 5) -> float:
-    raw = span / max(target_ticks, 1)
-    if raw <= 0:
-        return 1.0
-    mag = 10 ** math.floor(math.log10(raw))
-    for m in (1, 2, 2.5, 5, 10):
-        if raw <= m * mag:
-            return m * mag
-    return 10 * mag
-
-
 def _fmt_tick(v: float, step: float) -> str:
     if abs(v) >= 1000:
         return f"{v:,.0f}"
@@ -59,6 +84,34 @@ def _fmt_value(v: float) -> str:
     if abs(v) >= 10:
         return f"{v:.1f}"
     return f"{v:.3g}"
+
+
+def _plain(text: str) -> str:
+    """Text drawn as typed: a '$' would start matplotlib's mathtext (a model or host name is data)."""
+    return text.replace("$", r"\$")
+
+
+def _y_ticks(y_max: float) -> list[float]:
+    """Round tick values from 0 up to at least ``y_max`` (matplotlib's MaxNLocator)."""
+    from matplotlib.ticker import MaxNLocator
+
+    ticks = [float(t) for t in MaxNLocator(nbins=5, steps=[1, 2, 2.5, 5, 10]).tick_values(0.0, y_max) if t >= -1e-12]
+    if ticks[-1] < y_max * (1 - 1e-9):  # (never seen; a safeguard for old versions)
+        ticks.append(ticks[-1] + (ticks[1] - ticks[0]))
+    return [0.0 if abs(t) < 1e-12 else t for t in ticks]
+
+
+class _Marks:
+    """What the cleaned SVG adds to an artist's group: a class, a hover title, and
+    for several artists (a legend entry, an off-scale marker) one shared group."""
+
+    def __init__(self) -> None:
+        self.by_gid: Dict[str, Tuple[str, Optional[str], Optional[str]]] = {}
+
+    def gid(self, cls: str, title: str | None = None, group: str | None = None) -> str:
+        key = f"mpkit-{len(self.by_gid)}"
+        self.by_gid[key] = (cls, title, group)
+        return key
 
 
 def bar_chart(
@@ -82,21 +135,14 @@ def bar_chart(
     is cut at the top and marked with a triangle and its value, so one outlier
     does not flatten every bar. ``note``: a line under the chart saying what
     the error bars and markers are."""
-    n_series = max(len(series), 1)
-    legend_rows = math.ceil(len(series) / 4) if series else 0
-    longest = max((len(c) for c in categories), default=1)
-    rotate = longest * 7 * max(len(categories), 1) > (width - 100) * 0.9
-    # "Title — detail" is drawn as a bold line and a smaller second line.
-    title_main, _, title_sub = title.partition(" — ")
-    top_pad = 16 if title_sub else 0
-    margin_l, margin_r, margin_t = 72, 16, 42 + top_pad + legend_rows * 18
-    margin_b = 48 + (min(longest, 28) * 5 if rotate else 0) + (16 if x_label else 0) + (16 if note else 0)
-    plot_w = width - margin_l - margin_r
-    plot_h = height - margin_t - margin_b
-    if plot_h < 80:
-        height += 80 - plot_h
-        plot_h = 80
+    import matplotlib
+    from matplotlib.backends.backend_svg import FigureCanvasSVG
+    from matplotlib.collections import LineCollection
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Polygon, Rectangle
+    from matplotlib.ticker import FixedLocator, FuncFormatter
 
+    # --- the scale: from zero to a round number above the bars (and error bars) ----------------
     tops: list[float] = []
     for s in series:
         for i, v in enumerate(s.values):
@@ -109,115 +155,239 @@ def bar_chart(
     y_max = max(tops, default=1.0)
     y_max = y_max if y_max > 0 else 1.0
     headroom = 1.25 if scale_to_values else 1.05  # room for the cut error bars' markers
-    step = _nice_step(y_max * headroom)
-    y_top = step * math.ceil(y_max * headroom / step)
+    ticks = _y_ticks(y_max * headroom)
+    step, y_top = ticks[1] - ticks[0], ticks[-1]
+    tick_labels = [_fmt_tick(t, step) for t in ticks]
 
-    def y(v: float) -> float:
-        return margin_t + plot_h - (max(0.0, min(v, y_top)) / y_top) * plot_h
-
-    out: list[str] = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" id="{escape(chart_id)}" '
-        f'viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
-        f'aria-labelledby="{escape(chart_id)}-title" font-family="system-ui, -apple-system, Segoe UI, Helvetica, Arial, sans-serif">',
-        f'<title id="{escape(chart_id)}-title">{escape(title)}</title>',
-        f'<rect x="0" y="0" width="{width}" height="{height}" fill="#ffffff"/>',
-        f'<text x="{margin_l}" y="20" font-size="15" font-weight="600" fill="#222">{escape(title_main)}</text>',
-    ]
-    if title_sub:
-        out.append(f'<text x="{margin_l}" y="37" font-size="12" fill="#555">{escape(title_sub)}</text>')
-    # legend (also for one series: it says what the bars are)
-    if series:
-        for i, s in enumerate(series):
-            lx = margin_l + (i % 4) * ((plot_w) / 4)
-            ly = 34 + top_pad + (i // 4) * 18
-            out.append(f'<g class="legend"><rect x="{lx:.1f}" y="{ly - 9}" width="12" height="12" fill="{s.colour or PALETTE[i % len(PALETTE)]}"/>'
-                       f'<text x="{lx + 17:.1f}" y="{ly + 1}" font-size="12" fill="#333">{escape(s.name)}</text></g>')
-    # grid and y axis
-    tick = 0.0
-    while tick <= y_top + step / 1000:
-        ty = y(tick)
-        out.append(f'<line x1="{margin_l}" x2="{margin_l + plot_w}" y1="{ty:.1f}" y2="{ty:.1f}" stroke="#e4e4e4"/>')
-        out.append(f'<text x="{margin_l - 6}" y="{ty + 4:.1f}" font-size="11" text-anchor="end" fill="#555">{_fmt_tick(tick, step)}</text>')
-        tick += step
-    out.append(f'<line x1="{margin_l}" x2="{margin_l}" y1="{margin_t}" y2="{margin_t + plot_h}" stroke="#888"/>')
-    out.append(f'<line x1="{margin_l}" x2="{margin_l + plot_w}" y1="{margin_t + plot_h}" y2="{margin_t + plot_h}" stroke="#888"/>')
-    cy = margin_t + plot_h / 2
-    out.append(
-        f'<text x="16" y="{cy:.1f}" font-size="12" fill="#333" text-anchor="middle" '
-        f'transform="rotate(-90 16 {cy:.1f})">{escape(y_label)}</text>'
-    )
-    # bars
+    # --- the layout, in SVG units (1 unit = 1 pt = 1/72 in; the report scales the chart) ------
+    n_series = max(len(series), 1)
+    legend_rows = math.ceil(len(series) / 4) if series else 0
+    longest = max((len(c) for c in categories), default=1)
+    rotate = longest * 7 * max(len(categories), 1) > (width - 100) * 0.9
+    title_main, _, title_sub = title.partition(" — ")  # "Title — detail": bold line, smaller line
+    top_pad = 16 if title_sub else 0
+    margin_l = max(72, 36 + 7 * max(len(t) for t in tick_labels))
+    margin_r, margin_t = 16, 42 + top_pad + legend_rows * 18
+    margin_b = 48 + (min(longest, 28) * 5 if rotate else 0) + (16 if x_label else 0) + (16 if note else 0)
+    plot_w = width - margin_l - margin_r
+    plot_h = height - margin_t - margin_b
+    if plot_h < 80:
+        height += 80 - plot_h
+        plot_h = 80
     n_cat = max(len(categories), 1)
-    group_w = plot_w / n_cat
-    bar_w = min(48.0, group_w * 0.8 / n_series)
-    for ci, cat in enumerate(categories):
-        gx = margin_l + ci * group_w + (group_w - bar_w * n_series) / 2
-        for si, s in enumerate(series):
-            v = s.values[ci] if ci < len(s.values) else None
-            bx = gx + si * bar_w
-            colour = s.colour or PALETTE[si % len(PALETTE)]
-            bar_note = s.notes[ci] if ci < len(s.notes) and s.notes[ci] else None
-            if v is None or not math.isfinite(v):
-                out.append(
-                    f'<text x="{bx + bar_w / 2:.1f}" y="{margin_t + plot_h - 4}" font-size="9" fill="#999" '
-                    f'text-anchor="middle">n/a<title>{escape(s.name)}, {escape(cat)}: no data</title></text>'
-                )
-                continue
-            top = y(v)
-            text = s.texts[ci] if ci < len(s.texts) and s.texts[ci] else _fmt_value(v)
-            label = f"{s.name}, {cat}: {text}" + (f" ({bar_note})" if bar_note else "")
-            out.append(
-                f'<rect class="bar" x="{bx + 1:.1f}" y="{top:.1f}" width="{max(bar_w - 2, 1):.1f}" '
-                f'height="{max(margin_t + plot_h - top, 0):.1f}" fill="{colour}"><title>{escape(label)}</title></rect>'
-            )
-            lo = s.low[ci] if ci < len(s.low) else None
-            hi = s.high[ci] if ci < len(s.high) else None
-            if lo is not None and hi is not None and math.isfinite(lo) and math.isfinite(hi) and hi > lo:
-                ex = bx + bar_w / 2
-                cap = min(bar_w / 4, 6)
-                cut = hi > y_top  # an outlier beyond the axis: cut, and marked with its value
-                y_lo, y_hi = y(lo), y(hi)
-                out.append(
-                    f'<g class="errorbar" stroke="#222" stroke-width="1.3">'
-                    f'<line x1="{ex:.1f}" x2="{ex:.1f}" y1="{y_lo:.1f}" y2="{y_hi:.1f}"/>'
-                    f'<line x1="{ex - cap:.1f}" x2="{ex + cap:.1f}" y1="{y_lo:.1f}" y2="{y_lo:.1f}"/>'
-                    + ("" if cut else f'<line x1="{ex - cap:.1f}" x2="{ex + cap:.1f}" y1="{y_hi:.1f}" y2="{y_hi:.1f}"/>')
-                    + "</g>"
-                )
-                if cut:
-                    ty = margin_t
-                    out.append(
-                        f'<g class="offscale"><path d="M{ex - 4:.1f},{ty + 7:.1f} L{ex:.1f},{ty:.1f} L{ex + 4:.1f},{ty + 7:.1f} Z" '
-                        f'fill="#b00020"/><text x="{ex + 5:.1f}" y="{ty + 8:.1f}" font-size="9" fill="#b00020" '
-                        f'text-anchor="start">{escape(_fmt_value(hi))}</text>'
-                        f'<title>{escape(s.name)}, {escape(cat)}: error bar reaches {escape(_fmt_value(hi))}, beyond the axis</title></g>'
-                    )
-        lx = margin_l + ci * group_w + group_w / 2
-        ly = margin_t + plot_h + 16
+    ux = n_cat / plot_w  # data units per SVG unit, along x (one category = 1)
+    uy = y_top / plot_h  # and along y
+
+    def fy(y_from_top: float) -> float:  # figure fraction of a y measured from the top
+        return 1.0 - y_from_top / height
+
+    marks = _Marks()
+    with matplotlib.rc_context(_RC):
+        fig = Figure(figsize=(width / 72.0, height / 72.0), dpi=72)
+        FigureCanvasSVG(fig)
+        fig.patch.set_facecolor("#ffffff")
+        ax = fig.add_axes([margin_l / width, margin_b / height, plot_w / width, plot_h / height])
+        ax.set_xlim(-0.5, n_cat - 0.5)
+        ax.set_ylim(0.0, y_top)
+        ax.set_facecolor("#ffffff")
+        for side in ("top", "right"):
+            ax.spines[side].set_visible(False)
+        for side in ("left", "bottom"):
+            ax.spines[side].set_color("#888888")
+            ax.spines[side].set_linewidth(1.0)
+        ax.yaxis.set_major_locator(FixedLocator(ticks))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: _fmt_tick(v, step)))
+        ax.grid(axis="y", color="#e4e4e4", linewidth=1.0)
+        ax.set_axisbelow(True)
+        ax.tick_params(axis="both", length=0, labelsize=11, labelcolor="#555555")
+        ax.tick_params(axis="y", pad=6)
+        ax.tick_params(axis="x", pad=8, labelcolor="#333333")
+        ax.set_ylabel(_plain(y_label), fontsize=12, color="#333333")
+        if x_label:
+            ax.set_xlabel(_plain(x_label), fontsize=12, color="#333333")
+        ax.set_xticks(list(range(len(categories))))
+        shown = [c if len(c) <= 28 or not rotate else c[:27] + "…" for c in categories]
         if rotate:
-            out.append(
-                f'<text x="{lx:.1f}" y="{ly:.1f}" font-size="11" fill="#333" text-anchor="end" '
-                f'transform="rotate(-35 {lx:.1f} {ly:.1f})">{escape(cat[:28])}</text>'
-            )
+            ax.set_xticklabels([_plain(c) for c in shown], rotation=35, ha="right", rotation_mode="anchor")
         else:
-            out.append(f'<text x="{lx:.1f}" y="{ly:.1f}" font-size="11" fill="#333" text-anchor="middle">{escape(cat)}</text>')
-    if reference is not None and 0 < reference <= y_top:
-        ry = y(reference)
-        out.append(
-            f'<line class="reference" x1="{margin_l}" x2="{margin_l + plot_w}" y1="{ry:.1f}" y2="{ry:.1f}" '
-            f'stroke="#b00020" stroke-dasharray="5 4" stroke-width="1.2"/>'
-        )
-        if reference_label:
-            out.append(
-                f'<text x="{margin_l + plot_w - 4}" y="{ry - 4:.1f}" font-size="11" fill="#b00020" '
-                f'text-anchor="end">{escape(reference_label)}</text>'
+            ax.set_xticklabels([_plain(c) for c in shown])
+        for tick in ax.yaxis.get_major_ticks():
+            tick.label1.set_gid(marks.gid("ytick"))
+
+        # titles, legend, note: in figure coordinates, where the hand-drawn charts had them
+        fig.text(margin_l / width, fy(20), _plain(title_main), fontsize=15, fontweight="bold", color="#222222",
+                 va="baseline")
+        if title_sub:
+            fig.text(margin_l / width, fy(37), _plain(title_sub), fontsize=12, color="#555555", va="baseline")
+        if note:
+            fig.text(margin_l / width, fy(height - 7), _plain(note), fontsize=10.5, color="#555555",
+                     va="baseline", gid=marks.gid("note"))
+        if series:
+            # matplotlib fills a legend column by column; this order reads row by row, as the old charts did
+            ncol = min(len(series), 4)
+            order = [r * ncol + c for c in range(ncol) for r in range(legend_rows) if r * ncol + c < len(series)]
+            handles = [Rectangle((0, 0), 1, 1, facecolor=series[i].colour or PALETTE[i % len(PALETTE)]) for i in order]
+            legend = fig.legend(
+                handles, [_plain(series[i].name) for i in order], loc="upper left", ncol=ncol,
+                bbox_to_anchor=(margin_l / width, fy(26 + top_pad)), frameon=False, fontsize=12,
+                handlelength=0.9, handleheight=0.9, handletextpad=0.45, columnspacing=2.2, borderpad=0.0,
+                borderaxespad=0.0, labelspacing=0.35,
             )
-    if x_label:
-        out.append(
-            f'<text x="{margin_l + plot_w / 2:.1f}" y="{height - 8 - (16 if note else 0)}" font-size="12" fill="#333" '
-            f'text-anchor="middle">{escape(x_label)}</text>'
-        )
-    if note:
-        out.append(f'<text class="note" x="{margin_l}" y="{height - 7}" font-size="10.5" fill="#555">{escape(note)}</text>')
-    out.append("</svg>")
-    return "\n".join(out)
+            legend_handles = getattr(legend, "legend_handles", None) or getattr(legend, "legendHandles")
+            for i, h, t in zip(order, legend_handles, legend.get_texts()):
+                h.set_gid(marks.gid("legend", group=f"legend-{i}"))
+                t.set_gid(marks.gid("legend", group=f"legend-{i}"))
+                t.set_color("#333333")
+
+        # bars, error bars, off-scale markers
+        bar_w = min(48.0 * ux, 0.8 / n_series)
+        for ci, cat in enumerate(categories):
+            gx = ci - bar_w * n_series / 2
+            for si, s in enumerate(series):
+                v = s.values[ci] if ci < len(s.values) else None
+                x0 = gx + si * bar_w
+                ex = x0 + bar_w / 2
+                colour = s.colour or PALETTE[si % len(PALETTE)]
+                bar_note = s.notes[ci] if ci < len(s.notes) and s.notes[ci] else None
+                if v is None or not math.isfinite(v):
+                    ax.text(ex, 4 * uy, "n/a", fontsize=9, color="#999999", ha="center", va="baseline",
+                            gid=marks.gid("missing", f"{s.name}, {cat}: no data"))
+                    continue
+                text = s.texts[ci] if ci < len(s.texts) and s.texts[ci] else _fmt_value(v)
+                label = f"{s.name}, {cat}: {text}" + (f" ({bar_note})" if bar_note else "")
+                ax.add_patch(Rectangle((x0 + 1 * ux, 0.0), max(bar_w - 2 * ux, ux), max(0.0, min(v, y_top)),
+                                       facecolor=colour, edgecolor="none", linewidth=0, gid=marks.gid("bar", label)))
+                lo = s.low[ci] if ci < len(s.low) else None
+                hi = s.high[ci] if ci < len(s.high) else None
+                if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
+                    continue
+                cap = min(bar_w / 4, 6 * ux)
+                cut = hi > y_top  # an outlier beyond the axis: cut, and marked with its value
+                y_lo, y_hi = max(0.0, min(lo, y_top)), max(0.0, min(hi, y_top))
+                segments = [[(ex, y_lo), (ex, y_hi)], [(ex - cap, y_lo), (ex + cap, y_lo)]]
+                if not cut:
+                    segments.append([(ex - cap, y_hi), (ex + cap, y_hi)])
+                ax.add_collection(LineCollection(segments, colors="#222222", linewidths=1.3, capstyle="butt",
+                                                 gid=marks.gid("errorbar")))
+                if cut:
+                    group = f"offscale-{ci}-{si}"
+                    why = f"{s.name}, {cat}: error bar reaches {_fmt_value(hi)}, beyond the axis"
+                    ax.add_patch(Polygon([(ex - 4 * ux, y_top - 7 * uy), (ex, y_top), (ex + 4 * ux, y_top - 7 * uy)],
+                                         closed=True, facecolor="#b00020", edgecolor="none", linewidth=0,
+                                         gid=marks.gid("offscale", why, group)))
+                    ax.text(ex + 5 * ux, y_top - 8 * uy, _fmt_value(hi), fontsize=9, color="#b00020", ha="left",
+                            va="baseline", gid=marks.gid("offscale", why, group))
+        if reference is not None and 0 < reference <= y_top:
+            ax.axhline(reference, color="#b00020", linestyle=(0, (5, 4)), linewidth=1.2, gid=marks.gid("reference"))
+            if reference_label:
+                ax.text(n_cat - 0.5 - 4 * ux, reference + 4 * uy, _plain(reference_label), fontsize=11,
+                        color="#b00020", ha="right", va="baseline", gid=marks.gid("reference-label"))
+
+        buf = io.StringIO()
+        fig.savefig(buf, format="svg", facecolor="#ffffff")
+    return _inline_svg(buf.getvalue(), marks, chart_id=chart_id, title=title, width=width, height=height)
+
+
+# --- matplotlib's SVG -> one inert <svg> element ------------------------------------------------------
+
+_NUMBER = re.compile(r"(-?\d+\.\d{2})\d+")
+_KEEP_TEXT = ("text", "tspan", "title")
+_NO_ROTATION = re.compile(r"^rotate\(-?0[ ,]+[-\d.]+[ ,]+[-\d.]+\)$")
+_FONT_FAMILY = re.compile(r"font-family:[^;]*;?\s*")
+
+
+def _local(tag: str) -> str:
+    return tag.rsplit("}", 1)[-1]
+
+
+def _inline_svg(svg: str, marks: _Marks, chart_id: str, title: str, width: int, height: int) -> str:
+    root = ET.fromstring(svg.encode("utf-8"))  # the parser drops the prolog, DOCTYPE and comments
+    q = "{%s}" % _SVG_NS
+
+    def walk(elem: ET.Element) -> None:
+        for child in list(elem):
+            name = _local(child.tag)
+            if name in ("metadata", "defs", "clipPath", "style", "script"):
+                elem.remove(child)
+                continue
+            walk(child)
+        for attr in ("clip-path", "id"):
+            elem.attrib.pop(attr, None)
+        for attr in ("d", "x", "y", "transform", "points"):  # 2 decimals are 1/100 pt
+            if attr in elem.attrib:
+                elem.set(attr, _NUMBER.sub(r"\1", " ".join(elem.get(attr).split())))
+        if _NO_ROTATION.match(elem.get("transform", "")):
+            del elem.attrib["transform"]
+        if "style" in elem.attrib:  # the font family is said once, on the <svg>
+            elem.set("style", _FONT_FAMILY.sub("", elem.get("style")).strip().rstrip(";"))
+        if _local(elem.tag) not in _KEEP_TEXT:
+            elem.text = None
+        elem.tail = None
+
+    # classes and hover titles first (they need matplotlib's ids, the gids)
+    groups: Dict[str, List[ET.Element]] = {}
+    group_meta: Dict[str, Tuple[str, Optional[str]]] = {}
+    parents = {child: parent for parent in root.iter() for child in parent}
+    for elem in list(root.iter()):
+        gid = elem.get("id")
+        if gid not in marks.by_gid:
+            continue
+        cls, hover, group = marks.by_gid[gid]
+        if group is not None:
+            groups.setdefault(group, []).append(elem)
+            group_meta[group] = (cls, hover)
+            continue
+        elem.set("class", cls)
+        if hover:
+            t = ET.Element(q + "title")
+            t.text = hover
+            elem.insert(0, t)
+    # artists that belong together (a legend entry's swatch and name; an off-scale triangle and
+    # its value) become one <g class=...> where the first of them stood
+    for group, members in groups.items():
+        cls, hover = group_meta[group]
+        first = members[0]
+        parent = parents[first]
+        merged = ET.Element(q + "g", {"class": cls})
+        if hover:
+            t = ET.SubElement(merged, q + "title")
+            t.text = hover
+        for m in members:
+            merged.extend(list(m))
+        parent.insert(list(parent).index(first), merged)
+        for m in members:
+            parents[m].remove(m)
+    walk(root)
+
+    def prune(elem: ET.Element, top: bool) -> None:
+        """Unwrap groups without attributes (matplotlib's per-artist <g id=...>): they draw nothing.
+        One drawn thing per line (a bar with its title, a legend entry, ...)."""
+        out: List[ET.Element] = []
+        for child in list(elem):
+            prune(child, False)
+            if _local(child.tag) == "g" and not child.attrib:
+                out.extend(list(child))
+            else:
+                out.append(child)
+        for child in list(elem):
+            elem.remove(child)
+        for child in out:
+            child.tail = "\n" if top else None
+            elem.append(child)
+
+    prune(root, True)
+    attrs = {
+        "class": "chart", "id": chart_id, "viewBox": f"0 0 {width} {height}", "width": str(width),
+        "height": str(height), "role": "img", "aria-labelledby": f"{chart_id}-title",
+        "stroke-linejoin": "round", "stroke-linecap": "butt",
+        "font-family": ", ".join([f"'{f}'" if " " in f else f for f in FONTS] + ["sans-serif"]),
+    }
+    root.attrib.clear()
+    root.attrib.update(attrs)
+    heading = ET.Element(q + "title", {"id": f"{chart_id}-title"})
+    heading.text = title
+    heading.tail = "\n"
+    root.insert(0, heading)
+    root.text = "\n"
+    ET.register_namespace("", _SVG_NS)
+    return ET.tostring(root, encoding="unicode")
