@@ -110,3 +110,20 @@ def test_an_isolated_cpu_run_measures_the_same_cells(tmp_path):
     assert results["config"]["isolate"] == "all"
     log = next((tmp_path / "r").glob("*/run.log")).read_text()
     assert "running in its own process" in log and "[cell process]" in log
+
+
+def test_a_cell_that_can_only_be_skipped_gets_no_process_of_its_own(tmp_path):
+    """Apex cells on the CPU (or fastai x Apex) are skipped by rule: the runner decides that before it
+    would spend a new interpreter, torch import and CUDA start-up (about 4 s on an H200) on them."""
+    cmd = [sys.executable, "-m", "kit", "run", "--suite", "lstm", "--preset", "apex-2018", "-p", "apex-o1,apex-o2",
+           "--device", "cpu", "--skip-checks", "--max-batches", "2", "--repeats", "1", "--data", "synthetic",
+           "--results-dir", str(tmp_path / "r"), "--data-dir", str(tmp_path / "d")]
+    env = dict(os.environ, PYTHONPATH=str(ROOT), KIT_NO_TELEMETRY="1")
+    out = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    import json
+
+    results = json.loads(next((tmp_path / "r").glob("*/results.json")).read_text())
+    assert {c["precision"]: c["status"] for c in results["cells"]} == {"apex-o1": "skipped", "apex-o2": "skipped"}
+    assert all("needs a CUDA GPU" in c["reason"] for c in results["cells"])
+    assert "running in its own process" not in next((tmp_path / "r").glob("*/run.log")).read_text()

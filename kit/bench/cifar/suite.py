@@ -207,13 +207,19 @@ def engine_settings(cfg: TrainConfig, engine: str) -> dict:
 
 
 # --------------------------------------------------------------------------- the cell
+def skipped_cell(spec: CellSpec, device: str) -> CellResult | None:
+    """The skipped result for a cell that cannot run here, decided without training (None: it can run)."""
+    why = skip_reason(spec, device)
+    return CellResult.skipped(spec, why, throughput_unit="images") if why else None
+
+
 def run_cell(spec: CellSpec, ctx: CellContext) -> CellResult:
     import torch
 
     device = ctx.device
-    why = skip_reason(spec, device)
-    if why:
-        return CellResult.skipped(spec, why, throughput_unit="images")
+    skipped = skipped_cell(spec, device)
+    if skipped is not None:
+        return skipped
     cfg = train_config(spec, ctx)
     if spec.engine == "torch":
         torch.backends.cudnn.benchmark = True

@@ -140,11 +140,18 @@ def precision_kwargs(mode: str, cfg: lstm_config.LSTMConfig) -> tuple[dict, list
     return {}, notes
 
 
+def skipped_cell(spec: CellSpec, device: str) -> CellResult | None:
+    """The skipped result for a mode that cannot run on ``device``, decided without training
+    (the probe of the LSTM kernels in run_cell can still skip a cell later)."""
+    reason = unavailable_reason(spec.precision, device)
+    return CellResult.skipped(spec, reason, throughput_unit="tokens") if reason else None
+
+
 def run_cell(spec: CellSpec, ctx: CellContext) -> CellResult:
     cfg = lstm_config.resolve(spec.params, ctx.mode)
-    reason = unavailable_reason(spec.precision, ctx.device)
-    if reason:
-        return CellResult.skipped(spec, reason, throughput_unit="tokens")
+    skipped = skipped_cell(spec, ctx.device)
+    if skipped is not None:
+        return skipped
     reason, lstm_dtype = probe_lstm(spec.precision, ctx.device)
     if reason:
         return CellResult.skipped(spec, reason, throughput_unit="tokens")
