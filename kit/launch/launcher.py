@@ -2,10 +2,12 @@
 
 Flow (one function per step, top to bottom)::
 
-    parse_gpus -> check_environment (kit.env.doctor.check_stack: driver, GPU,
-    architecture, Docker, toolkit; picks the stack for --stack auto)
+    parse_gpus, run_options (the `kit run` options: kit.runner.options.RunOptions)
+      -> check_environment (kit.env.doctor.check_stack: driver, GPU,
+         architecture, Docker, toolkit; picks the stack for --stack auto)
       -> engine.connect -> ensure_image (build when missing or built from
-         another lock) -> container_command -> start_container
+         another lock) -> container_command (the RunOptions rendered back
+         into `kit run`'s command line) -> start_container
       -> follow (tail <results>/<run>/journal.jsonl: a line per finished
          cell and a bar over cells; Ctrl-C = SIGINT, then stop)
       -> finish (bundle: the runner writes it in the container; when the
@@ -40,6 +42,7 @@ from kit.launch import engine
 from kit.launch.build import BuildUI, build_image, image_state
 from kit.launch.follow import JournalFollower, new_bundles, snapshot
 from kit.launch.stacks import find_source_root, image_spec, read_ca_cert, stack_facts
+from kit.runner.options import RunOptions, parse_args, to_args
 
 #: /dev/shm for the data-loader workers (Docker's default is 64 MB, which
 #: PyTorch DataLoader workers exhaust with "bus error").
@@ -50,8 +53,11 @@ INTERRUPT_GRACE_S = 60
 STOP_TIMEOUT_S = 10
 LOG_TAIL_LINES = 30
 
-SMOKE_ARGS = ["run", "--smoke", "--suite", "all", "--device", "cpu"]
-GPU_ARGS = ["run", "--suite", "all"]
+#: what the container runs when no `kit run` options follow `--`
+SMOKE_RUN = RunOptions().with_options(smoke=True, suite="all", device="cpu")
+GPU_RUN = RunOptions().with_options(suite="all", device="cuda:0")
+#: the name in the message when the options after `--` do not parse
+RUN_PROG = "kit run (the options after `kit launch --`)"
 
 
 class LaunchUI(Protocol):
@@ -109,38 +115,34 @@ def parse_gpus(gpu: str | int) -> tuple[int, ...]:
     return ids
 
 
-def container_command(stack: str, run_args: Sequence[str], smoke_default: bool) -> list[str]:
-    """The `kit` command line inside the container.
+def run_options(run_args: RunOptions | Sequence[str]) -> RunOptions:
+    """The `kit run` options to forward: the object itself, or parsed from the arguments after
+    `--` (a leading "run" is accepted; UsageError, exit 2, when they do not parse). Their
+    values are checked by `kit run` in the container, where its paths exist."""
+    if isinstance(run_args, RunOptions):
+        return run_args
+    return parse_args(run_args, prog=RUN_PROG)
 
-    No arguments: the CPU smoke run on the cpu stack, the full suite on a GPU
-    stack. Arguments are `kit run` options (a leading "run" is accepted).
+
+def container_command(stack: str, run_args: RunOptions | Sequence[str], smoke_default: bool) -> list[str]:
+    """The `kit` command line inside the container: the run options rendered back
+    (kit.runner.options.to_args: the options given, in their order).
+
+    No options: the CPU smoke run on the cpu stack, the full suite on a GPU stack.
     Without --device, the cpu stack gets --device cpu and GPU stacks cuda:0,
     which inside the container is the first GPU given with --gpu.
     """
-    args = list(run_args)
-    if args and args[0] == "run":
-        args = args[1:]
-    if not args:
-        return list(SMOKE_ARGS) if smoke_default or stack == "cpu" else GPU_ARGS + ["--device", "cuda:0"]
-    if device_arg(args) is None:
-        args += ["--device", "cpu" if stack == "cpu" else "cuda:0"]
-    return ["run", *args]
+    options = run_options(run_args)
+    if not options.given:
+        options = SMOKE_RUN if smoke_default or stack == "cpu" else GPU_RUN
+    elif "device" not in options.given:
+        options = options.with_options(device="cpu" if stack == "cpu" else "cuda:0")
+    return ["run", *to_args(options)]
 
 
-def device_arg(run_args: Sequence[str]) -> str | None:
-    """The value of ``--device`` in `kit run` options (``--device X`` or ``--device=X``), if given."""
-    args = list(run_args)
-    for i, a in enumerate(args):
-        if a == "--device":
-            return args[i + 1] if i + 1 < len(args) else ""
-        if a.startswith("--device="):
-            return a.split("=", 1)[1]
-    return None
-
-
-def runs_on_cpu(run_args: Sequence[str]) -> bool:
+def runs_on_cpu(options: RunOptions) -> bool:
     """Whether the `kit run` options ask for the CPU (``--device cpu``)."""
-    return device_arg(run_args) == "cpu"
+    return options.device == "cpu"
 
 
 # -- 2. environment -----------------------------------------------------------
@@ -396,7 +398,7 @@ def bundle_on_host(run_dir: Path, results_dir: Path) -> Path | None:
 def launch(
     gpu: str | int = "0",
     stack: str = "auto",
-    run_args: Sequence[str] = (),
+    run_args: RunOptions | Sequence[str] = (),
     *,
     data_dir: Path | str | None = None,
     results_dir: Path | str | None = None,
@@ -420,6 +422,7 @@ def launch(
     if stack != "auto":
         stack_facts(stack)  # unknown names fail here, before any probing
     gpus = parse_gpus(gpu)
+    options = run_options(run_args)  # options that do not parse fail here too
     notes: list[str] = []
 
     client = client or engine.connect()
@@ -431,7 +434,7 @@ def launch(
     else:
         resolved, notes = check_environment(stack, gpus, client=client, nvml=nvml)
     uses_gpu = stack_facts(resolved).uses_gpu
-    if uses_gpu and runs_on_cpu(run_args):
+    if uses_gpu and runs_on_cpu(options):
         uses_gpu = False
         notes.append(f"--device cpu: the {resolved} image runs on the CPU and no GPU is given to the container "
                      "(a check of the stack's software, not a GPU result).")
@@ -448,7 +451,7 @@ def launch(
 
     require_runner(resolved)
     image = ensure_image(client, resolved, ui, rebuild=rebuild, build_kwargs=build_kwargs)
-    command = container_command(resolved, run_args, smoke_default)
+    command = container_command(resolved, options, smoke_default)
 
     data = Path(data_dir or os.environ.get("KIT_DATA_DIR") or "data").resolve()
     results = Path(results_dir or os.environ.get("KIT_RESULTS_DIR") or "results").resolve()
