@@ -246,8 +246,8 @@ def test_an_unknown_learner_is_a_one_line_usage_error(tmp_path, value):
 def test_the_cuda10_runner_takes_the_learner_and_refuses_an_unknown_one(tmp_path, capsys):
     from kit.runner import legacy
 
-    assert legacy.parse(["run"])["learner"] == "create_cnn"
-    assert legacy.parse(["run", "--learner", "scratch"])["learner"] == "scratch"
+    assert legacy.parse(["run"]).learner == "create_cnn"
+    assert legacy.parse(["run", "--learner", "scratch"]).learner == "scratch"
     code = legacy.main(["run", "--data", "synthetic", "--learner", "nope", "--results-dir", str(tmp_path / "r"),
                         "--data-dir", str(tmp_path / "d")])
     out = capsys.readouterr().out

@@ -14,8 +14,7 @@ HOST_ONLY = {"dry_run"}
 def test_every_kit_run_option_has_a_legacy_flag():
     run = typer.main.get_command(app).commands["run"]
     kit_run = {p.name for p in run.params}
-    dests = {dest for _f, dest, _t, _d in legacy.RUN_OPTIONS} | {dest for _f, dest in legacy.FLAGS}
-    dests |= {dest for _on, _off, dest in legacy.TRI_STATE}
+    dests = {action.dest for action in legacy.parser()._actions}
     missing = kit_run - dests - HOST_ONLY
     assert not missing, f"kit run options the cuda10 front end does not take: {sorted(missing)}"
 

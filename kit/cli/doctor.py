@@ -28,7 +28,8 @@ def doctor(
     """
     from rich.console import Console
 
-    from kit.env.doctor import diagnose, render
+    from kit.env.doctor import diagnose
+    from kit.env.doctor_view import render
 
     report = diagnose(stack=stack.value, gpu=gpu)
     if as_json:

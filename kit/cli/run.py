@@ -1,64 +1,77 @@
-"""`kit run`: run the benchmark suites natively (the containers call this too)."""
+"""`kit run`: run the benchmark suites natively (the containers call this too).
+
+Its options are the fields of :class:`kit.runner.options.RunOptions` (type, default, flags,
+help text): :func:`_parameters` makes one Typer option of each, and :func:`run` builds the
+RunOptions from them, by name, and hands it to :func:`kit.runner.service.run_from_cli`.
+An option is added as a field there, not here.
+"""
 
 from __future__ import annotations
 
-import os
+import inspect
 import sys
 from enum import Enum
-from pathlib import Path
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import typer
 
-
-class Suite(str, Enum):
-    cifar = "cifar"
-    lstm = "lstm"
-    all = "all"
+from kit.runner.options import OptionSpec, RunOptions, option_specs
 
 
-def run(
-    suite: Suite = typer.Option(Suite.cifar, help="Which comparison: CIFAR-100 ResNets, the Wikitext-2 LSTM, or both."),
-    data: str = typer.Option("real", help="'real' (downloaded CIFAR-100 / WikiText-2) or 'synthetic' (same shapes, generated; throughput only)."),
-    device: str = typer.Option("auto", help="auto, cpu, cuda or cuda:N."),
-    models: Optional[List[str]] = typer.Option(None, "--models", "-m", help="ResNets to run (repeat or comma-separate): resnet18, resnet34, resnet50, resnet101, resnet152. Default: all five."),
-    precisions: Optional[List[str]] = typer.Option(None, "--precisions", "-p", help="fp32, tf32, amp-fp16, amp-bf16, fp16-master, apex-o1, apex-o2. Default: all (unsupported ones are recorded as skipped)."),
-    engines: Optional[List[str]] = typer.Option(None, "--engines", "-e", help="CIFAR engines: torch (GPU-bound) and/or fastai (faithful). Default: both."),
-    presets: Optional[List[str]] = typer.Option(None, "--preset", help="LSTM presets: apex-2018, tensor-core. Default: both."),
-    epochs: Optional[int] = typer.Option(None, help="Epochs per repeat (default: 1 in throughput mode; the preset's in convergence mode)."),
-    steps: Optional[int] = typer.Option(None, help="CIFAR: steps per epoch in throughput mode (default 100)."),
-    max_batches: Optional[int] = typer.Option(None, help="LSTM: stop each epoch after this many batches."),
-    batch_size: Optional[int] = typer.Option(None, help="Batch size (default: 256 for CIFAR, 32 with --device cpu; the preset's for the LSTM)."),
-    image_size: int = typer.Option(32, help="CIFAR image size: 32 (native), or 64/128/224 upsampled on the device."),
-    repeats: int = typer.Option(3, help="Repeats per cell (median and spread are reported)."),
-    seed: int = typer.Option(0, help="Base random seed (recorded)."),
-    mode: str = typer.Option("throughput", help="throughput (fixed steps, synthetic allowed) or convergence (full epochs on real data, accuracy parity)."),
-    find_max_batch: bool = typer.Option(False, "--find-max-batch", help="CIFAR: also find the largest batch that fits, per model and precision."),
-    compile: str = typer.Option("auto", help="torch engine: torch.compile with CUDA graphs: auto, on or off."),
-    isolate: str = typer.Option("apex", help="Cells run in a process of their own, so one cell's global state (Apex amp's patches of torch) cannot reach the next: apex (the Apex cells), all, or none."),
-    tolerance: Optional[float] = typer.Option(None, help="Convergence parity tolerance (accuracy points for CIFAR, relative perplexity for the LSTM)."),
-    emsize: Optional[int] = typer.Option(None, help="LSTM: embedding size (overrides the preset)."),
-    nhid: Optional[int] = typer.Option(None, help="LSTM: hidden units per layer."),
-    nlayers: Optional[int] = typer.Option(None, help="LSTM: layers."),
-    lr: Optional[float] = typer.Option(None, help="LSTM: initial learning rate."),
-    clip: Optional[float] = typer.Option(None, help="LSTM: gradient clipping norm."),
-    bptt: Optional[int] = typer.Option(None, help="LSTM: sequence length."),
-    dropout: Optional[float] = typer.Option(None, help="LSTM: dropout."),
-    tied: Optional[bool] = typer.Option(None, "--tied/--untied", help="LSTM: tie encoder and decoder weights."),
-    static_loss_scale: Optional[float] = typer.Option(None, help="fp16-master: static loss scale (the example's --static-loss-scale)."),
-    dynamic_loss_scale: Optional[bool] = typer.Option(None, "--dynamic-loss-scale/--no-dynamic-loss-scale", help="fp16-master: dynamic loss scaling."),
-    learner: str = typer.Option("create_cnn", help="fastai engines: create_cnn (fastai's create_cnn learner: its head on the torchvision body, the body frozen; random weights) or scratch (a plain Learner on the whole ResNet). The torch engine ignores it."),
-    data_dir: Path = typer.Option(Path(os.environ.get("KIT_DATA_DIR", "data")), help="Data cache folder (env KIT_DATA_DIR)."),
-    results_dir: Path = typer.Option(Path(os.environ.get("KIT_RESULTS_DIR", "results")), help="Where run folders and bundles go (env KIT_RESULTS_DIR)."),
-    resume: Optional[Path] = typer.Option(None, help="Continue an interrupted run from its folder, skipping finished cells (refused while another process writes the folder; a complete run is left as it is)."),
-    smoke: bool = typer.Option(False, "--smoke", help="A one-minute sanity run: resnet18, fp32 + amp-bf16 + fp16-master, 1 epoch of 4 steps, 1 repeat, synthetic data, plus a 5-batch LSTM."),
-    skip_checks: bool = typer.Option(False, "--skip-checks", help="Do not run the driver/GPU checks first."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print the cells the run would measure and a rough duration on stdout, then stop (options are checked; nothing is fetched or written)."),
-) -> None:
+def run(ctx: typer.Context, **values: Any) -> None:
     """Run the benchmark suites and write results.json, the journal and a bundle (its path on stdout)."""
     from kit.runner.service import run_from_cli
 
-    run_from_cli(locals(), argv=sys.argv)
+    run_from_cli(options_from_command_line(ctx, values), argv=sys.argv)
+
+
+def options_from_command_line(ctx: typer.Context, values: dict[str, Any]) -> RunOptions:
+    """The RunOptions of Typer's values. ``given``: the options set on the command line, in the
+    order given (Click fills ``ctx.params`` in that order, then the defaults)."""
+    given = tuple(name for name in ctx.params if ctx.get_parameter_source(name).name == "COMMANDLINE")
+    plain = {name: _plain(value) for name, value in values.items()}
+    return RunOptions(**plain, given=given)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+def _parameters() -> list[inspect.Parameter]:
+    """One Typer option per RunOptions field (defaults read now, as Typer reads them at import)."""
+    params = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)]
+    for spec in option_specs():
+        annotation = _annotation(spec)
+        default = annotation(spec.default) if spec.choices else spec.default
+        params.append(inspect.Parameter(spec.name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
+                                        default=typer.Option(default, *_declarations(spec), help=spec.help)))
+    return params
+
+
+def _annotation(spec: OptionSpec) -> Any:
+    if spec.choices:  # a menu Typer shows and checks
+        return Enum(spec.name.title(), {c: c for c in spec.choices}, type=str)
+    if spec.kind == "list":
+        return Optional[List[spec.type]]  # type: ignore[name-defined]
+    if spec.kind == "yes-no":
+        return Optional[bool]
+    if spec.kind == "switch":
+        return bool
+    return spec.type if spec.default is not None else Optional[spec.type]  # type: ignore[name-defined]
+
+
+def _declarations(spec: OptionSpec) -> tuple[str, ...]:
+    if spec.kind == "yes-no":
+        return (f"{spec.flag}/{spec.off}",)
+    return spec.names
+
+
+run.__signature__ = inspect.Signature(_parameters())  # type: ignore[attr-defined]
+run.__annotations__ = {p.name: p.annotation for p in run.__signature__.parameters.values()}  # type: ignore[attr-defined]
 
 
 def register(app: typer.Typer) -> None:

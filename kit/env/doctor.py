@@ -25,22 +25,23 @@ Rules, in the order they are checked for a GPU stack (facts in kit/facts/cuda.py
 The recommended stack is the first runnable one in: cuda12 (ok), cuda10 (ok),
 cuda12 (limited), cuda10 (limited), cpu. The exit status is 0 when the
 requested stack (or, for ``auto``, the recommended one) can run.
+
+This module holds the checks; what they fill (Verdict, Problem, Report) is
+kit.env.doctor_report, and the tables `kit doctor` prints are kit.env.doctor_view.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from kit import __version__
 from kit.env import docker_probe
 from kit.env import nvml as nvml_probe
+# what the checks fill (re-exported: callers and tests read doctor.Report, doctor.Verdict)
+from kit.env.doctor_report import Problem, Report, Status, Verdict, gib, gpu_label  # noqa: F401
 from kit.env.probe import is_unknown, known
 from kit.errors import DockerError, EnvironmentCheckError, UsageError
 from kit.facts import cuda as cuda_facts
 from kit.facts.stacks import MIN_GPU_MEMORY_BYTES, STACK_NAMES, STACKS, Stack
-
-Status = str  # "ok" | "limited" | "cannot" (no typing.Literal on the cuda10 image's Python 3.7)
 
 #: What `docker run --gpus` prints when the NVIDIA Container Toolkit is missing.
 NO_TOOLKIT_ERROR = 'could not select device driver "" with capabilities: [[gpu]]'
@@ -49,88 +50,6 @@ TOOLKIT_REMEDY = (
     "Install the NVIDIA Container Toolkit (https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/"
     f"latest/install-guide.html), then register it with Docker: {TOOLKIT_FIX}"
 )
-
-_STATUS_RANK = {"ok": 0, "limited": 1, "cannot": 2}
-
-
-@dataclass
-class Verdict:
-    stack: str
-    status: Status
-    reasons: list[str] = field(default_factory=list)
-    remedies: list[str] = field(default_factory=list)
-
-    @property
-    def runnable(self) -> bool:
-        return self.status != "cannot"
-
-    def _worsen(self, status: Status, reason: str, remedy: str | None = None) -> None:
-        if _STATUS_RANK[status] > _STATUS_RANK[self.status]:
-            self.status = status
-        self.reasons.append(reason)
-        if remedy and remedy not in self.remedies:
-            self.remedies.append(remedy)
-
-    def to_dict(self) -> dict:
-        return asdict(self) | {"runnable": self.runnable}
-
-
-@dataclass
-class Problem:
-    """A host-level finding shown under the tables (driver missing, Docker down...)."""
-
-    severity: str  # "error" | "warning" | "info"
-    message: str
-    remedy: str | None = None
-
-
-@dataclass
-class Report:
-    requested: str
-    gpu: int | None
-    host: dict
-    docker: dict
-    verdicts: dict[str, Verdict]
-    recommended: str
-    problems: list[Problem] = field(default_factory=list)
-
-    @property
-    def selected(self) -> str:
-        """The stack the exit status is about: the requested one, or the recommendation."""
-        return self.recommended if self.requested == "auto" else self.requested
-
-    @property
-    def ok(self) -> bool:
-        return self.verdicts[self.selected].runnable
-
-    def to_dict(self) -> dict:
-        return {
-            "kit_version": __version__,
-            "requested_stack": self.requested,
-            "recommended_stack": self.recommended,
-            "selected_stack": self.selected,
-            "ok": self.ok,
-            "gpu": self.gpu,
-            "verdicts": {name: v.to_dict() for name, v in self.verdicts.items()},
-            "problems": [asdict(p) for p in self.problems],
-            "nvml": self.host,
-            "docker": self.docker,
-        }
-
-    def error(self) -> EnvironmentCheckError | None:
-        """The error `kit doctor` exits with, or None when the selected stack can run."""
-        if self.ok:
-            return None
-        v = self.verdicts[self.selected]
-        msg = f"The {self.selected} stack cannot run on this host: " + "; ".join(v.reasons)
-        if self.requested != "auto" and self.recommended != self.selected:
-            msg += f". The {self.recommended} stack can (kit doctor --stack {self.recommended})."
-        return EnvironmentCheckError(msg, remedy=" ".join(v.remedies) or None)
-
-    def raise_if_not_ok(self) -> None:
-        err = self.error()
-        if err is not None:
-            raise err
 
 
 # -- the checks -----------------------------------------------------------
@@ -223,7 +142,7 @@ def _judge_gpu_stack(spec: Stack, host: dict, engine: dict, gpu: dict | None, in
         v._worsen("cannot", f"GPU {index} not found (this host has {len(host['gpus'])} GPU(s))", "Pick one with --gpu N.")
         return v
 
-    label = _gpu_label(gpu)
+    label = gpu_label(gpu)
     # 2. Architecture.
     cc = nvml_probe.compute_capability(gpu)
     lo, hi = spec.min_compute_capability, spec.max_compute_capability
@@ -280,11 +199,11 @@ def _judge_gpu_stack(spec: Stack, host: dict, engine: dict, gpu: dict | None, in
     used = gpu.get("memory_used_bytes")
     if isinstance(total, int):
         if total < MIN_GPU_MEMORY_BYTES:
-            v._worsen("cannot", f"not enough GPU memory: {label} has {_gib(total)}, the kit needs at least {_gib(MIN_GPU_MEMORY_BYTES)}",
+            v._worsen("cannot", f"not enough GPU memory: {label} has {gib(total)}, the kit needs at least {gib(MIN_GPU_MEMORY_BYTES)}",
                       "Use a GPU with more memory, or --stack cpu.")
         elif isinstance(used, int) and total - used < MIN_GPU_MEMORY_BYTES:
             pids = [str(p["pid"]) for p in gpu.get("processes") or [] if isinstance(p, dict)] if isinstance(gpu.get("processes"), list) else []
-            v._worsen("limited", f"not enough free GPU memory: {_gib(total - used)} of {_gib(total)} free on {label}"
+            v._worsen("limited", f"not enough free GPU memory: {gib(total - used)} of {gib(total)} free on {label}"
                       + (f" (in use by PID {', '.join(pids)})" if pids else ""),
                       "Stop the other processes on the GPU, or pick another one with --gpu N.")
     else:
@@ -354,79 +273,3 @@ def _host_problems(host: dict, engine: dict) -> list[Problem]:
     elif engine.get("gpu_support") == "none" and host.get("gpus"):
         problems.append(Problem("error", f"The NVIDIA Container Toolkit is missing from Docker: GPU containers fail with: {NO_TOOLKIT_ERROR}", TOOLKIT_REMEDY))
     return problems
-
-
-# -- presentation -------------------------------------------------------------
-
-
-def _gib(n: int) -> str:
-    return f"{n / 1024**3:.1f} GiB"
-
-
-def _gpu_label(gpu: dict) -> str:
-    name = known(gpu.get("name"), "unknown GPU")
-    sm = known(gpu.get("sm"), "sm unknown")
-    arch = known(gpu.get("architecture"), None)
-    return f"GPU {gpu.get('index')} ({name}, {sm}" + (f", {arch})" if arch else ")")
-
-
-def _show(value: Any, unit: str = "") -> str:
-    if is_unknown(value):
-        return f"unknown ({value['reason']})"
-    return f"{value}{unit}"
-
-
-def render(report: Report, console: Any) -> None:
-    """The default, human view: host, GPUs, Docker, a verdict per stack, problems."""
-    from rich.table import Table
-
-    host = report.host
-    if host.get("available"):
-        console.print(f"[bold]NVIDIA driver[/bold] {_show(host.get('driver_version'))}, supports CUDA {_show(host.get('cuda_driver_version'))}")
-        # One line per GPU (NVML numbering, as nvidia-smi; CUDA_VISIBLE_DEVICES does not apply).
-        for g in host.get("gpus") or []:
-            mem = g.get("memory_total_bytes")
-            pl = g.get("power_limit_w")
-            pcie = g.get("pcie") or {}
-            procs = g.get("processes")
-            arch = known(g.get("architecture"), None)
-            console.print(
-                f"[bold]GPU {g.get('index')}[/bold] {_show(g.get('name'))}, {_show(g.get('sm'))}" + (f" ({arch})" if arch else "")
-                + f", {_gib(mem) if isinstance(mem, int) else _show(mem)}"
-                + (f", power limit {pl:.0f} W" if isinstance(pl, (int, float)) else "")
-                + f", PCIe gen {known(pcie.get('generation'), '?')} x{known(pcie.get('width'), '?')}"
-                + f", ECC {known(g.get('ecc_mode'), 'n/a')}"
-                + ", processes: " + ((", ".join(str(p["pid"]) for p in procs) or "none") if isinstance(procs, list) else "unknown")
-            )
-    else:
-        console.print(f"[bold]NVIDIA driver[/bold] none ({host.get('reason')})")
-    eng = report.docker
-    if eng.get("reachable"):
-        support = {"nvidia-runtime": "GPU containers via the nvidia runtime", "cdi": "GPU containers via CDI",
-                   "hook": "GPU containers via nvidia-container-runtime-hook", "none": "no GPU support (NVIDIA Container Toolkit missing)"}
-        what = support.get(eng.get("gpu_support"), "?")
-        if eng.get("gpu_support") == "none" and not host.get("gpus"):
-            what = "no GPU support (not needed: this host has no NVIDIA GPU)"
-        console.print(f"[bold]Docker[/bold] {eng.get('server_version')} at {eng.get('host')}: {what}")
-    else:
-        console.print(f"[bold]Docker[/bold] not reachable ({eng.get('state')})")
-
-    table = Table(title=f"Stacks (judged for GPU {report.gpu})" if report.gpu is not None else "Stacks")
-    for col in ("stack", "verdict", "why"):
-        table.add_column(col)
-    style = {"ok": "[green]ok[/green]", "limited": "[yellow]runs with limits[/yellow]", "cannot": "[red]cannot run[/red]"}
-    for name, v in report.verdicts.items():
-        mark = " (recommended)" if name == report.recommended else ""
-        table.add_row(name + mark, style[v.status], "\n".join(v.reasons) or STACKS[name].description)
-    console.print(table)
-
-    for p in report.problems:
-        colour = {"error": "red", "warning": "yellow", "info": "cyan"}[p.severity]
-        console.print(f"[{colour}]{p.severity}:[/{colour}] {p.message}")
-        if p.remedy:
-            console.print(f"  what to do: {p.remedy}")
-    sel = report.verdicts[report.selected]
-    if sel.remedies and sel.status == "limited":  # "cannot" is explained by the error that follows
-        console.print(f"[bold]{report.selected}:[/bold] " + " ".join(sel.remedies))
-    console.print(f"[bold]Recommended stack:[/bold] {report.recommended}"
-                  + (f"   (requested: {report.requested}: {'can run' if report.ok else 'cannot run'})" if report.requested != "auto" else ""))

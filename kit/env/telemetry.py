@@ -22,6 +22,9 @@ of wall time (it runs on its own thread, but shares the GIL with the cell).
 
 For a CPU device, or when NVML is not usable, ``stop()`` returns
 ``{"available": False, "reason": ...}``.
+
+This module samples; what the samples say (the summary ``stop()`` returns, energy per
+unit of work) is kit.env.telemetry_summary.
 """
 
 from __future__ import annotations
@@ -33,13 +36,12 @@ import time
 from typing import Any, Callable
 
 from kit.env import nvml as nvml_probe
-from kit.env.probe import describe_exception, unknown
-from kit.facts.hardware import THROTTLE_REASONS
+from kit.env.probe import describe_exception
+# the summary of what the sampler recorded, and energy per unit of work (re-exported:
+# the runner calls telemetry.attach_energy after each cell)
+from kit.env.telemetry_summary import ENERGY_ATTRIBUTION, THROTTLE_FRACTION, attach_energy, summarise  # noqa: F401
 
 DEFAULT_HZ = 5.0
-#: A throttle reason counts when it is present in more than this fraction of
-#: samples (a policy: a single sample at a phase change is not throttling).
-THROTTLE_FRACTION = 0.05
 #: Processes on the GPU are listed about once a second (cheaper than every sample).
 PROCESS_EVERY_S = 1.0
 
@@ -92,15 +94,16 @@ class Sampler:
         self.reasons: list[int] = []
         self.other_pids: set[int] = set()
         self.busy_s = 0.0
+        # read by the summary (kit.env.telemetry_summary.summarise) with the series above
+        self.energy_start_mj: int | None = None
+        self.t0 = 0.0
+        self.error: str | None = None
         self._last_process_check: float | None = None
-        self._energy_start_mj: int | None = None
-        self._t0 = 0.0
         self._stop_event = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._summary: dict | None = None
         self._session = False
-        self._error: str | None = None
 
     # -- life cycle ---------------------------------------------------------
     def start(self, thread: bool = True) -> "Sampler":
@@ -121,8 +124,8 @@ class Sampler:
             "mapping": self.mapping,
         }
         self.gpu = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in self.gpu.items()}
-        self._t0 = self.clock()
-        self._energy_start_mj = self._read_energy()
+        self.t0 = self.clock()
+        self.energy_start_mj = self._read_energy()
         self.sample_once()
         if thread:
             self._thread = threading.Thread(target=self._loop, name="kit-telemetry", daemon=True)
@@ -134,7 +137,7 @@ class Sampler:
             try:
                 self.sample_once()
             except Exception as exc:  # noqa: BLE001 -- telemetry must never break a cell
-                self._error = describe_exception(exc)
+                self.error = describe_exception(exc)
                 return
 
     def stop(self) -> dict:
@@ -149,7 +152,7 @@ class Sampler:
                 self.sample_once()  # the state at the very end of the cell
                 end_mj = self._read_energy()
                 t1 = self.clock()
-                self._summary = self._summarise(t1, end_mj)
+                self._summary = summarise(self, t1, end_mj)
             except Exception as exc:  # noqa: BLE001
                 self._summary = {"available": False, "reason": f"telemetry failed: {describe_exception(exc)}"}
             finally:
@@ -234,78 +237,6 @@ class Sampler:
                 return False
         return False
 
-    # -- summary --------------------------------------------------------------
-    def _summarise(self, t1: float, end_mj: int | None) -> dict:
-        duration = max(t1 - self._t0, 0.0)
-        n = len(self.times)
-        out: dict[str, Any] = {"available": True, "gpu": self.gpu, "interval_s": self.interval_s, "samples": n, "duration_s": duration}
-
-        watts = [w for _, w in self.power_w]
-        out["power_mean_w"] = _mean(watts) if watts else unknown(self.unsupported.get("power", "no power samples"))
-        out["power_max_w"] = max(watts) if watts else unknown(self.unsupported.get("power", "no power samples"))
-
-        if self._energy_start_mj is not None and end_mj is not None and end_mj >= self._energy_start_mj:
-            out["energy_j"] = (end_mj - self._energy_start_mj) / 1000.0
-            out["energy_source"] = "counter"
-        elif len(self.power_w) >= 1:
-            out["energy_j"] = _integrate(self.power_w, self._t0, t1)
-            out["energy_source"] = "integrated"
-            out["energy_note"] = (
-                "the driver has no total-energy counter for this GPU "
-                f"({self.unsupported.get('energy_counter', 'counter went backwards')}); "
-                f"energy is sampled power integrated over time at {1 / self.interval_s:g} Hz"
-            )
-        else:
-            out["energy_j"] = unknown("no energy counter and no power samples: " + self.unsupported.get("power", ""))
-            out["energy_source"] = "none"
-
-        out["sm_clock_mean_mhz"] = _mean(self.sm_mhz) if self.sm_mhz else unknown(self.unsupported.get("sm_clock", "no samples"))
-        out["sm_clock_min_mhz"] = min(self.sm_mhz) if self.sm_mhz else unknown(self.unsupported.get("sm_clock", "no samples"))
-        out["mem_clock_mean_mhz"] = _mean(self.mem_mhz) if self.mem_mhz else unknown(self.unsupported.get("mem_clock", "no samples"))
-        out["temp_max_c"] = max(self.temp_c) if self.temp_c else unknown(self.unsupported.get("temperature", "no samples"))
-        out["temp_mean_c"] = _mean(self.temp_c) if self.temp_c else unknown(self.unsupported.get("temperature", "no samples"))
-        out["util_mean_pct"] = _mean(self.util_gpu) if self.util_gpu else unknown(self.unsupported.get("utilization", "no samples"))
-        out["mem_util_mean_pct"] = _mean(self.util_mem) if self.util_mem else unknown(self.unsupported.get("utilization", "no samples"))
-
-        if self.reasons:
-            fractions = {name: sum(1 for r in self.reasons if r & bit) / len(self.reasons) for name, bit in THROTTLE_REASONS.items()}
-            out["throttle_fraction"] = fractions
-            out["throttle_reasons"] = [name for name, f in fractions.items() if f > THROTTLE_FRACTION]
-            out["throttled"] = bool(out["throttle_reasons"])
-        else:
-            why = unknown(self.unsupported.get("clock_event_reasons", "no samples"))
-            out["throttle_fraction"] = why
-            out["throttle_reasons"] = why
-            out["throttled"] = why
-
-        if "processes" in self.unsupported and not self.other_pids:
-            out["other_processes"] = unknown(self.unsupported["processes"])
-        else:
-            out["other_processes"] = bool(self.other_pids)
-        out["other_pids"] = sorted(self.other_pids)
-
-        out["sampler_busy_s"] = self.busy_s
-        out["sampler_overhead_s_per_s"] = self.busy_s / duration if duration > 0 else unknown("zero duration")
-        out["unsupported"] = dict(self.unsupported)
-        if self._error:
-            out["sampler_error"] = self._error
-        return out
-
-
-def _mean(xs: list[float] | list[int]) -> float:
-    return sum(xs) / len(xs)
-
-
-def _integrate(samples: list[tuple[float, float]], t0: float, t1: float) -> float:
-    """Trapezoidal energy (J) from (time, watts) samples, held flat to the ends of [t0, t1]."""
-    pts = sorted(samples)
-    if len(pts) == 1:
-        return pts[0][1] * max(t1 - t0, 0.0)
-    energy = pts[0][1] * max(pts[0][0] - t0, 0.0) + pts[-1][1] * max(t1 - pts[-1][0], 0.0)
-    for (ta, wa), (tb, wb) in zip(pts, pts[1:]):
-        energy += (wa + wb) / 2.0 * (tb - ta)
-    return energy
-
 
 # -- picking the GPU a device string means ------------------------------------
 
@@ -382,60 +313,3 @@ def start_for_device(device: str, nvml: Any = None, hz: float = DEFAULT_HZ) -> S
             except Exception as exc:  # noqa: BLE001
                 first = describe_exception(exc)
     return Unavailable(f"NVML not usable: {first}")
-
-
-# -- energy per unit of work --------------------------------------------------
-
-
-ENERGY_ATTRIBUTION = (
-    "estimate: the cell's mean board power x each epoch's time (the cell also spans warm-up, "
-    "compilation and evaluation, whose power may differ)"
-)
-
-
-def attach_energy(result: Any) -> None:
-    """Add energy per epoch to each repeat and items per joule, from ``result.telemetry``.
-
-    The mean power is the energy counter's joules over the cell's duration
-    (or the sampled mean when only that exists). Per-epoch energy and items per
-    joule are estimates from that mean and are labelled as such.
-    """
-    tele = getattr(result, "telemetry", None)
-    if not isinstance(tele, dict) or not tele.get("available"):
-        return
-    energy = tele.get("energy_j")
-    duration = tele.get("duration_s")
-    if isinstance(energy, (int, float)) and isinstance(duration, (int, float)) and duration > 0:
-        mean_w = energy / duration
-        tele["cell_mean_power_w"] = mean_w
-    elif isinstance(tele.get("power_mean_w"), (int, float)):
-        mean_w = float(tele["power_mean_w"])
-        tele["cell_mean_power_w"] = mean_w
-    else:
-        tele["energy_j_per_epoch"] = unknown("no energy or power measurement for this GPU")
-        return
-    if mean_w <= 0:
-        tele["energy_j_per_epoch"] = unknown("measured power was zero")
-        return
-    unit = getattr(result, "throughput_unit", "items") or "items"
-    per_epoch: list[float] = []
-    per_joule: list[float] = []
-    for rep in getattr(result, "repeats", None) or []:
-        secs = rep.get("epoch_seconds")
-        if isinstance(secs, list) and secs and all(isinstance(s, (int, float)) for s in secs):
-            rep["energy_j_per_epoch"] = [mean_w * s for s in secs]
-            per_epoch.extend(rep["energy_j_per_epoch"])
-        tput = rep.get("throughput_items_per_s")
-        if isinstance(tput, (int, float)) and tput > 0:
-            rep["items_per_j"] = tput / mean_w
-            per_joule.append(rep["items_per_j"])
-    tele["energy_attribution"] = ENERGY_ATTRIBUTION
-    tele["energy_j_per_epoch"] = _median(per_epoch) if per_epoch else unknown("no per-epoch times in the repeats")
-    tele["items_per_j"] = _median(per_joule) if per_joule else unknown("no throughput in the repeats")
-    tele["items_per_j_unit"] = f"{unit} per joule"
-
-
-def _median(xs: list[float]) -> float:
-    s = sorted(xs)
-    mid = len(s) // 2
-    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2.0

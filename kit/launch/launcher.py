@@ -2,14 +2,18 @@
 
 Flow (one function per step, top to bottom)::
 
-    parse_gpus -> check_environment (kit.env.doctor.check_stack: driver, GPU,
-    architecture, Docker, toolkit; picks the stack for --stack auto)
+    parse_gpus, run_options (the `kit run` options: kit.runner.options.RunOptions)
+      -> check_environment (kit.env.doctor.check_stack: driver, GPU,
+         architecture, Docker, toolkit; picks the stack for --stack auto)
       -> engine.connect -> ensure_image (build when missing or built from
-         another lock) -> container_command -> start_container
-      -> follow (tail <results>/<run>/journal.jsonl: a line per finished
-         cell and a bar over cells; Ctrl-C = SIGINT, then stop)
+         another lock) -> container_command (the RunOptions rendered back
+         into `kit run`'s command line) -> start_container (kit.launch.container)
+      -> follow (kit.launch.container: tail <results>/<run>/journal.jsonl, a
+         line per finished cell and a bar over cells on the display of
+         kit.launch.display; Ctrl-C = SIGINT, then stop)
       -> finish (bundle: the runner writes it in the container; when the
-         container died before that, kit.bundle.export on the host)
+         container died before that, kit.bundle.export on the host; a non-zero
+         exit becomes the same error on the host: kit.launch.exit_status)
 
 The container runs as the invoking user (result files are theirs), on the
 host network, with ./data and ./results bind-mounted at /data and /results.
@@ -18,63 +22,28 @@ host network, with ./data and ./results bind-mounted at /data and /results.
 from __future__ import annotations
 
 import os
-import re
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, Sequence
+from typing import Any, Sequence
 
-from kit.errors import (
-    DataError,
-    DockerError,
-    EXIT_CODES,
-    EnvironmentCheckError,
-    Interrupted,
-    KitError,
-    RunFailed,
-    Terminated,
-    UsageError,
-    without_parser_prefix,
-)
+from kit.errors import DockerError, Interrupted, KitError, Terminated, UsageError
 from kit.launch import engine
-from kit.launch.build import BuildUI, build_image, image_state
+from kit.launch.build import build_image, image_state
+# the container's life, the display it reports to, and its exit status on the host
+# (re-exported: callers and tests import them from here)
+from kit.launch.container import (INTERRUPT_GRACE_S, LOG_TAIL_LINES, SHM_SIZE, STOP_TIMEOUT_S,  # noqa: F401
+                                  follow, log_tail, start_container)
+from kit.launch.display import LaunchUI, NullLaunchUI, headline  # noqa: F401
+from kit.launch.exit_status import PASSED_THROUGH, clean_error_text, container_error, error_from_log  # noqa: F401
 from kit.launch.follow import JournalFollower, new_bundles, snapshot
 from kit.launch.stacks import find_source_root, image_spec, read_ca_cert, stack_facts
+from kit.runner.options import RunOptions, parse_args, to_args
 
-#: /dev/shm for the data-loader workers (Docker's default is 64 MB, which
-#: PyTorch DataLoader workers exhaust with "bus error").
-SHM_SIZE = "2g"
-#: After Ctrl-C: how long the runner gets to mark the run interrupted and write
-#: its bundle before the container is stopped.
-INTERRUPT_GRACE_S = 60
-STOP_TIMEOUT_S = 10
-LOG_TAIL_LINES = 30
-
-SMOKE_ARGS = ["run", "--smoke", "--suite", "all", "--device", "cpu"]
-GPU_ARGS = ["run", "--suite", "all"]
-
-
-class LaunchUI(Protocol):
-    def note(self, text: str) -> None: ...
-    def build_ui(self) -> BuildUI: ...
-    def started(self, container_name: str, image: str, command: list[str]) -> None: ...
-    def run_started(self, run_id: str, cells: list[str]) -> None: ...
-    def cell_done(self, cell_id: str, headline: str, status: str) -> None: ...
-    def stopping(self) -> None: ...
-    def close(self) -> None: ...
-
-
-class NullLaunchUI:
-    def note(self, text: str) -> None: ...
-    def build_ui(self) -> BuildUI:
-        from kit.launch.build import NullBuildUI
-
-        return NullBuildUI()
-    def started(self, container_name: str, image: str, command: list[str]) -> None: ...
-    def run_started(self, run_id: str, cells: list[str]) -> None: ...
-    def cell_done(self, cell_id: str, headline: str, status: str) -> None: ...
-    def stopping(self) -> None: ...
-    def close(self) -> None: ...
+#: what the container runs when no `kit run` options follow `--`
+SMOKE_RUN = RunOptions().with_options(smoke=True, suite="all", device="cpu")
+GPU_RUN = RunOptions().with_options(suite="all", device="cuda:0")
+#: the name in the message when the options after `--` do not parse
+RUN_PROG = "kit run (the options after `kit launch --`)"
 
 
 @dataclass
@@ -109,38 +78,34 @@ def parse_gpus(gpu: str | int) -> tuple[int, ...]:
     return ids
 
 
-def container_command(stack: str, run_args: Sequence[str], smoke_default: bool) -> list[str]:
-    """The `kit` command line inside the container.
+def run_options(run_args: RunOptions | Sequence[str]) -> RunOptions:
+    """The `kit run` options to forward: the object itself, or parsed from the arguments after
+    `--` (a leading "run" is accepted; UsageError, exit 2, when they do not parse). Their
+    values are checked by `kit run` in the container, where its paths exist."""
+    if isinstance(run_args, RunOptions):
+        return run_args
+    return parse_args(run_args, prog=RUN_PROG)
 
-    No arguments: the CPU smoke run on the cpu stack, the full suite on a GPU
-    stack. Arguments are `kit run` options (a leading "run" is accepted).
+
+def container_command(stack: str, run_args: RunOptions | Sequence[str], smoke_default: bool) -> list[str]:
+    """The `kit` command line inside the container: the run options rendered back
+    (kit.runner.options.to_args: the options given, in their order).
+
+    No options: the CPU smoke run on the cpu stack, the full suite on a GPU stack.
     Without --device, the cpu stack gets --device cpu and GPU stacks cuda:0,
     which inside the container is the first GPU given with --gpu.
     """
-    args = list(run_args)
-    if args and args[0] == "run":
-        args = args[1:]
-    if not args:
-        return list(SMOKE_ARGS) if smoke_default or stack == "cpu" else GPU_ARGS + ["--device", "cuda:0"]
-    if device_arg(args) is None:
-        args += ["--device", "cpu" if stack == "cpu" else "cuda:0"]
-    return ["run", *args]
+    options = run_options(run_args)
+    if not options.given:
+        options = SMOKE_RUN if smoke_default or stack == "cpu" else GPU_RUN
+    elif "device" not in options.given:
+        options = options.with_options(device="cpu" if stack == "cpu" else "cuda:0")
+    return ["run", *to_args(options)]
 
 
-def device_arg(run_args: Sequence[str]) -> str | None:
-    """The value of ``--device`` in `kit run` options (``--device X`` or ``--device=X``), if given."""
-    args = list(run_args)
-    for i, a in enumerate(args):
-        if a == "--device":
-            return args[i + 1] if i + 1 < len(args) else ""
-        if a.startswith("--device="):
-            return a.split("=", 1)[1]
-    return None
-
-
-def runs_on_cpu(run_args: Sequence[str]) -> bool:
+def runs_on_cpu(options: RunOptions) -> bool:
     """Whether the `kit run` options ask for the CPU (``--device cpu``)."""
-    return device_arg(run_args) == "cpu"
+    return options.device == "cpu"
 
 
 # -- 2. environment -----------------------------------------------------------
@@ -209,176 +174,7 @@ def ensure_image(client: Any, stack: str, ui: LaunchUI, *, rebuild: bool = False
     return spec.tag
 
 
-# -- 4. run -------------------------------------------------------------------
-
-
-def start_container(client: Any, image: str, command: list[str], *, stack: str, gpus: tuple[int, ...], data_dir: Path, results_dir: Path) -> Any:
-    from docker.types import DeviceRequest
-
-    device_requests = []
-    if stack_facts(stack).uses_gpu and gpus:
-        device_requests = [DeviceRequest(device_ids=[str(i) for i in gpus], capabilities=[["gpu"]])]
-    user = f"{os.getuid()}:{os.getgid()}" if hasattr(os, "getuid") else None
-    name = f"mpkit-{stack}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
-    try:
-        return client.containers.run(
-            image,
-            command,
-            name=name,
-            detach=True,
-            device_requests=device_requests,
-            shm_size=SHM_SIZE,
-            network_mode="host",
-            user=user,
-            init=True,  # docker-init forwards SIGINT to the runner and reaps its workers
-            stop_signal="SIGINT",
-            volumes={
-                str(data_dir): {"bind": "/data", "mode": "rw"},
-                str(results_dir): {"bind": "/results", "mode": "rw"},
-            },
-            environment={"KIT_DATA_DIR": "/data", "KIT_RESULTS_DIR": "/results", "PYTHONUNBUFFERED": "1"},
-            labels={"mpkit.launch": "1", "mpkit.stack": stack},
-        )
-    except KitError:
-        raise
-    except Exception as exc:  # noqa: BLE001 -- APIError from create/start
-        # run() = create + start: a failed start leaves a created container behind.
-        try:
-            client.containers.get(name).remove(force=True)
-        except Exception:  # noqa: BLE001 -- it was never created
-            pass
-        raise engine.explain(
-            engine.api_error_text(exc),
-            engine.Context(during="run", stack=stack, gpus=tuple(str(g) for g in gpus), image=image, min_driver=stack_facts(stack).min_driver),
-        ) from None
-
-
-def follow(container: Any, follower: JournalFollower, ui: LaunchUI, poll_s: float = 0.5) -> tuple[bool, int]:
-    """Show the run's progress until the container exits. Returns (interrupted, cells done)."""
-    cells_done = 0
-    interrupted = False
-
-    def drain() -> None:
-        nonlocal cells_done
-        for ev in follower.poll():
-            kind = ev.get("event")
-            if kind == "run_start":
-                ui.run_started(str(ev.get("run_id", "?")), list(ev.get("cells") or []))
-            elif kind == "cell_end":
-                cells_done += 1
-                result = ev.get("result") or {}
-                ui.cell_done(str(ev.get("cell_id")), headline(result), str(result.get("status", "?")))
-
-    try:
-        _wait_exited(container, drain, poll_s)
-    except KeyboardInterrupt:
-        interrupted = True
-        ui.stopping()
-        _interrupt(container, follower, drain, poll_s)
-    drain()
-    return interrupted, cells_done
-
-
-def _wait_exited(container: Any, drain: Any, poll_s: float, deadline: float | None = None) -> bool:
-    """Drain the journal and poll until the container has exited (True) or the
-    monotonic ``deadline`` passes (False)."""
-    while deadline is None or time.monotonic() < deadline:
-        drain()
-        container.reload()
-        if container.status in ("exited", "dead"):
-            return True
-        time.sleep(poll_s)
-    return False
-
-
-def _interrupt(container: Any, follower: JournalFollower, drain: Any, poll_s: float) -> None:
-    """SIGINT (the runner keeps finished cells and bundles), then stop if it lingers."""
-    try:
-        container.kill(signal="SIGINT")
-    except Exception:  # noqa: BLE001 -- already gone
-        return
-    try:
-        if _wait_exited(container, drain, poll_s, deadline=time.monotonic() + INTERRUPT_GRACE_S):
-            return
-    except KeyboardInterrupt:
-        pass  # a second Ctrl-C: stop now
-    try:
-        container.stop(timeout=STOP_TIMEOUT_S)
-    except Exception:  # noqa: BLE001
-        pass
-
-
-def headline(result: dict) -> str:
-    """One line for a finished cell (the runner's own wording)."""
-    try:
-        from kit.results.schema import CellResult
-        from kit.runner.progress import describe_result
-
-        return describe_result(CellResult.from_dict(result))
-    except Exception:  # noqa: BLE001 -- a result from another kit version: say what we can
-        status = result.get("status", "?")
-        return status if status == "ok" else f"{status}: {result.get('reason')}"
-
-
-def log_tail(container: Any, lines: int = LOG_TAIL_LINES) -> list[str]:
-    try:
-        raw = container.logs(tail=lines)
-    except Exception:  # noqa: BLE001
-        return []
-    return raw.decode("utf-8", "replace").splitlines()[-lines:]
-
-
-#: Exit codes of the kit in the container that mean the same on the host (the
-#: README's table): `kit launch` ends with the same code and error class, so
-#: `kit launch -- --suite nope` is a usage error (2) like `kit run --suite nope`.
-#: Any other non-zero code is "the run failed" (8).
-PASSED_THROUGH: dict[int, type[KitError]] = {2: UsageError, 3: DataError, 6: EnvironmentCheckError}
-
-_ERROR_LINE = re.compile(r"^(?:Error|error|[\w.]+: error): (?P<text>.+)$")
-_REMEDY_LINE = re.compile(r"^what to do: (?P<text>.+)$")
-def clean_error_text(text: str) -> str:
-    """An error line without the parser's internals (pydantic's "Value error, ")."""
-    return without_parser_prefix(text).strip()
-
-
-def error_from_log(lines: Sequence[str]) -> tuple[str | None, str | None]:
-    """(message, remedy) of the last error the kit (or Click, or argparse) printed
-    in the container's log, or (None, None) when there is none."""
-    message = remedy = None
-    for i, raw in enumerate(lines):
-        m = _ERROR_LINE.match(raw.strip())
-        if m:
-            message, remedy = clean_error_text(m.group("text")), None
-            nxt = lines[i + 1].strip() if i + 1 < len(lines) else ""
-            r = _REMEDY_LINE.match(nxt)
-            if r:
-                remedy = r.group("text").strip()
-    return message, remedy
-
-
-def container_error(exit_code: int, stack: str, gpu: str | int, tail: Sequence[str], run_dir: Path | None, bundle: Path | None) -> KitError:
-    """The host-side error for a container that exited with ``exit_code`` (not 0, 130 or 143)."""
-    resume = (f"kit launch --stack {stack} --gpu {gpu} -- --resume /results/{run_dir.name}" if run_dir else None)
-    kept = (f" Finished cells are kept in {run_dir}." if run_dir else "") + (f" Bundle: {bundle}." if bundle else "")
-    cls = PASSED_THROUGH.get(exit_code)
-    if cls is UsageError:
-        message, remedy = error_from_log(tail)
-        return UsageError(
-            f"kit run in the {stack} container refused its options: {message or 'see its log above'}" + kept,
-            remedy=remedy or "Fix the options after `--` (they go to `kit run` in the container; `kit run --help` lists them).",
-        )
-    text = "\n".join(clean_error_text(t) for t in tail) or "(the container printed nothing)"
-    meaning = EXIT_CODES.get(exit_code, "see the log")
-    what = "stopped" if cls is not None else "failed"
-    message = (f"The run in the {stack} container {what} (exit code {exit_code}: {meaning})." + kept
-               + f"\nLast {LOG_TAIL_LINES} lines of the container's log:\n{text}")
-    if cls is not None:
-        _, remedy = error_from_log(tail)
-        return cls(message, remedy=remedy or "Fix what the log says and run again.")
-    return RunFailed(
-        message,
-        remedy="Fix what the log says and run again" + (f"; finished cells are skipped with: {resume}" if resume else ""),
-    )
+# -- 4. run (kit.launch.container) and its bundle --------------------------------
 
 
 def bundle_on_host(run_dir: Path, results_dir: Path) -> Path | None:
@@ -396,7 +192,7 @@ def bundle_on_host(run_dir: Path, results_dir: Path) -> Path | None:
 def launch(
     gpu: str | int = "0",
     stack: str = "auto",
-    run_args: Sequence[str] = (),
+    run_args: RunOptions | Sequence[str] = (),
     *,
     data_dir: Path | str | None = None,
     results_dir: Path | str | None = None,
@@ -420,6 +216,7 @@ def launch(
     if stack != "auto":
         stack_facts(stack)  # unknown names fail here, before any probing
     gpus = parse_gpus(gpu)
+    options = run_options(run_args)  # options that do not parse fail here too
     notes: list[str] = []
 
     client = client or engine.connect()
@@ -431,7 +228,7 @@ def launch(
     else:
         resolved, notes = check_environment(stack, gpus, client=client, nvml=nvml)
     uses_gpu = stack_facts(resolved).uses_gpu
-    if uses_gpu and runs_on_cpu(run_args):
+    if uses_gpu and runs_on_cpu(options):
         uses_gpu = False
         notes.append(f"--device cpu: the {resolved} image runs on the CPU and no GPU is given to the container "
                      "(a check of the stack's software, not a GPU result).")
@@ -448,7 +245,7 @@ def launch(
 
     require_runner(resolved)
     image = ensure_image(client, resolved, ui, rebuild=rebuild, build_kwargs=build_kwargs)
-    command = container_command(resolved, run_args, smoke_default)
+    command = container_command(resolved, options, smoke_default)
 
     data = Path(data_dir or os.environ.get("KIT_DATA_DIR") or "data").resolve()
     results = Path(results_dir or os.environ.get("KIT_RESULTS_DIR") or "results").resolve()

@@ -1,8 +1,8 @@
 """`kit run` inside the cuda10 image (Python 3.7, torch 1.4, fastai v1, Apex with amp).
 
 The kit's command line needs Python 3.10+, the 2019 stack is Python 3.7. The
-boundary: this module parses the same run options with argparse and calls the
-same runner (kit.runner.execute) as `kit run`, which writes the run folder
+boundary: this module parses the same run options (kit.runner.options.RunOptions)
+with argparse and calls the same runner (kit.runner.execute) as `kit run`, which writes the run folder
 (journal.jsonl, results.json after every cell, env.json, run.log) and the bundle
 with its report. The bench code detects what the old stack offers (kit.bench.caps)
 and records the rest as skipped with a reason. The runner, the bundle writer and the
@@ -19,76 +19,26 @@ Python 3.7 syntax only.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 from kit import __version__
 from kit.errors import Interrupted, KitError, UsageError
+from kit.runner.options import RunOptions, argument_parser, parse_args
 
-RUN_OPTIONS = (
-    # (flag, dest, type, default); lists are comma-separated or repeated, as with `kit run`
-    ("--suite", "suite", str, "cifar"),
-    ("--data", "data", str, "real"),
-    ("--device", "device", str, "auto"),
-    ("--models", "models", list, None),
-    ("--precisions", "precisions", list, None),
-    ("--engines", "engines", list, None),
-    ("--preset", "presets", list, None),
-    ("--epochs", "epochs", int, None),
-    ("--steps", "steps", int, None),
-    ("--max-batches", "max_batches", int, None),
-    ("--batch-size", "batch_size", int, None),
-    ("--image-size", "image_size", int, 32),
-    ("--repeats", "repeats", int, 3),
-    ("--seed", "seed", int, 0),
-    ("--mode", "mode", str, "throughput"),
-    ("--compile", "compile", str, "auto"),
-    ("--isolate", "isolate", str, "apex"),
-    ("--learner", "learner", str, "create_cnn"),
-    ("--tolerance", "tolerance", float, None),
-    ("--emsize", "emsize", int, None),
-    ("--nhid", "nhid", int, None),
-    ("--nlayers", "nlayers", int, None),
-    ("--lr", "lr", float, None),
-    ("--clip", "clip", float, None),
-    ("--bptt", "bptt", int, None),
-    ("--dropout", "dropout", float, None),
-    ("--static-loss-scale", "static_loss_scale", float, None),
-    ("--data-dir", "data_dir", Path, Path(os.environ.get("KIT_DATA_DIR", "data"))),
-    ("--results-dir", "results_dir", Path, Path(os.environ.get("KIT_RESULTS_DIR", "results"))),
-    ("--resume", "resume", Path, None),
-)
-FLAGS = (("--find-max-batch", "find_max_batch"), ("--smoke", "smoke"), ("--skip-checks", "skip_checks"))
-TRI_STATE = (("--tied", "--untied", "tied"), ("--dynamic-loss-scale", "--no-dynamic-loss-scale", "dynamic_loss_scale"))
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # a KitError (exit 2), not argparse's own exit
-        raise UsageError(f"{self.prog}: {message}", remedy="See `kit run --help` on the host for the options.")
+PROG = "kit run (cuda10 stack)"
 
 
 def parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="kit run (cuda10 stack)", description=__doc__.split("\n\n")[0])
-    for flag, dest, typ, default in RUN_OPTIONS:
-        short = {"--models": ["-m"], "--precisions": ["-p"], "--engines": ["-e"]}.get(flag, [])
-        if typ is list:
-            p.add_argument(flag, *short, dest=dest, action="append", default=default)
-        else:
-            p.add_argument(flag, *short, dest=dest, type=typ, default=default)
-    for flag, dest in FLAGS:
-        p.add_argument(flag, dest=dest, action="store_true")
-    for on, off, dest in TRI_STATE:
-        p.add_argument(on, dest=dest, action="store_true", default=None)
-        p.add_argument(off, dest=dest, action="store_false")
+    """`kit run`'s options (the fields of kit.runner.options.RunOptions), as this image takes them."""
+    p = argument_parser(PROG, legacy=True)
+    p.description = __doc__.split("\n\n")[0]
     return p
 
 
-def parse(argv: list) -> dict:
-    args = list(argv)
-    if args and args[0] == "run":
-        args = args[1:]
-    return vars(parser().parse_args(args))
+def parse(argv: list) -> RunOptions:
+    """The RunOptions of a `run ...` command line (what `kit launch` renders with to_args)."""
+    return parse_args(argv, prog=PROG, legacy=True)
 
 
 def _print(text: str) -> None:
@@ -119,14 +69,14 @@ class PlainUI:
         pass
 
 
-def run(opts: dict, argv: list) -> int:
+def run(options: RunOptions, argv: list) -> int:
     from kit.runner.execute import execute
-    from kit.runner.service import (check_lstm_settings, config_from_options, ensure_real_data, outcome_summary,
-                                    raise_if_cells_failed)
+    from kit.runner.options import check_lstm_settings, config_from_options
+    from kit.runner.service import ensure_real_data, outcome_summary, raise_if_cells_failed
 
-    resume = opts.get("resume")
-    config = None if resume else config_from_options(opts, argv)
-    results_dir = Path(resume).resolve().parent if resume else Path(opts["results_dir"])
+    resume = options.resume
+    config = None if resume else config_from_options(options, argv)
+    results_dir = Path(resume).resolve().parent if resume else Path(options.results_dir)
     if config is not None:
         check_lstm_settings(config)
         if config.data == "real":

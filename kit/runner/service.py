@@ -1,9 +1,9 @@
-"""Glue between `kit run`'s options and the runner: check, build the config, run, print.
+"""Glue between `kit run`'s options (kit.runner.options.RunOptions) and the runner: check, build the config, run, print.
 
 Order of `kit run` (each step stops with one line and its exit code, before the next
 writes anything):
 
-1. every option is checked (:func:`config_from_options`; a resume folder by
+1. every option is checked (:func:`kit.runner.options.config_from_options`; a resume folder by
    :func:`kit.runner.execute.read_resume_state`): exit 2;
 2. ``--dry-run`` prints the plan on stdout and stops;
 3. a resumed run folder is locked (exit 2 when another process writes it); a run that had
@@ -16,104 +16,15 @@ writes anything):
 
 from __future__ import annotations
 
-import os
-import re
 import sys
 from pathlib import Path
-from typing import Any
 
-from kit.errors import EnvironmentCheckError, UsageError
-from kit.results.schema import DEFAULT_FASTAI_LEARNER, RunConfig
+from kit.errors import EnvironmentCheckError
+from kit.results.schema import RunConfig
+from kit.runner.options import RunOptions, check_lstm_settings, check_results_dir, config_from_options
 
-LSTM_OVERRIDES = ("emsize", "nhid", "nlayers", "lr", "clip", "bptt", "dropout", "tied", "static_loss_scale", "dynamic_loss_scale")
-#: the list options, by their flag: (flag, key in the options)
-LIST_OPTIONS = (("--models", "models"), ("--precisions", "precisions"), ("--engines", "engines"), ("--preset", "presets"))
-DEVICE_PATTERN = re.compile(r"(auto|cpu|cuda(:[0-9]+)?)")
 BENCH_STACK_REMEDY = ("Install it with: pip install 'mpkit[bench]' (torch, torchvision, fastai), "
                       "or run in the kit's container instead: kit launch.")
-
-
-def _split(values: list[str] | None, flag: str = "") -> list[str]:
-    """A list option's names (repeated and/or comma-separated). Given but empty, or naming
-    one thing twice, is a UsageError: a cell measured twice under one id is lost in a compare."""
-    if values is None:
-        return []
-    out: list[str] = []
-    for v in values:
-        out.extend(x.strip() for x in str(v).split(",") if x.strip())
-    if not out:
-        raise UsageError(f"{flag or 'a list option'} is empty; it needs at least one name.",
-                         remedy=f"Leave {flag} out to run them all, or name them, comma-separated.")
-    twice = sorted({x for x in out if out.count(x) > 1})
-    if twice:
-        raise UsageError(f"{flag} names {', '.join(twice)} more than once; each is measured once per run.",
-                         remedy=f"Name each once, e.g. {flag} {','.join(dict.fromkeys(out))}")
-    return out
-
-
-def normalise_device(device: str) -> str:
-    """``--device`` as the runner reads it (auto, cpu, cuda or cuda:N), or a UsageError."""
-    dev = str(device or "").strip().lower()
-    if not DEVICE_PATTERN.fullmatch(dev):
-        if dev.startswith("cuda"):
-            raise UsageError(f"--device {device!r} is malformed: after 'cuda:' comes the GPU's number, e.g. cuda:0.",
-                             remedy="Use cuda or cuda:N (N = the GPU's number, as nvidia-smi lists it).")
-        raise UsageError(f"--device {device!r} is not a device the kit knows.",
-                         remedy="Use auto, cpu, cuda or cuda:N (N = the GPU's number, as nvidia-smi lists it).")
-    return dev
-
-
-def check_results_dir(path: str | os.PathLike, create: bool = False) -> None:
-    """A UsageError (exit 2) when runs cannot be written under ``path``.
-
-    Without ``create`` nothing is touched: ``path`` (or its nearest existing parent)
-    must be a folder this user may write in. With ``create`` the missing folders are
-    made and a file written and removed there, which finds what a permission check
-    cannot (``/proc``, a read-only mount); folders made for the probe are removed again,
-    so a run that stops at a later check leaves nothing behind.
-    """
-    p = Path(path)
-    flag = f"--results-dir {path}"
-    existing = _nearest_existing(p)
-    if not existing.is_dir():
-        raise UsageError(f"{flag}: {existing} is a file, not a folder.", remedy=_results_remedy())
-    if not os.access(str(existing), os.W_OK | os.X_OK):
-        raise UsageError(f"{flag}: {existing} is not writable by this user.", remedy=_results_remedy())
-    if not create:
-        return
-    import tempfile
-
-    made: list[Path] = []
-    try:
-        for folder in reversed([p.absolute(), *p.absolute().parents]):
-            if not folder.exists():
-                folder.mkdir()
-                made.append(folder)
-        with tempfile.TemporaryFile(dir=str(p)):
-            pass
-    except OSError as exc:
-        raise UsageError(f"{flag}: cannot create a folder or write a file there ({exc.strerror or exc}).",
-                         remedy=_results_remedy()) from None
-    finally:
-        for folder in reversed(made):
-            try:
-                folder.rmdir()
-            except OSError:
-                pass
-
-
-def _nearest_existing(path: Path) -> Path:
-    """``path`` itself when it exists, else its nearest parent that does."""
-    existing = path.absolute()
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    return existing
-
-
-def _results_remedy() -> str:
-    from kit.runner.execute import RESULTS_DIR_REMEDY
-
-    return RESULTS_DIR_REMEDY
 
 
 def check_bench_stack() -> None:
@@ -136,102 +47,10 @@ def check_bench_stack() -> None:
                                     remedy=BENCH_STACK_REMEDY)
 
 
-def check_options(opts: dict[str, Any]) -> None:
-    """The checks RunConfig cannot make itself (it has no flags, paths or ranges of the CLI)."""
-    if opts["compile"] not in ("auto", "on", "off"):
-        raise UsageError("--compile must be auto, on or off")
-    seed = opts.get("seed")
-    if seed is not None and not 0 <= seed < 2 ** 31:
-        raise UsageError(f"--seed {seed}: must be from 0 to 2147483647.")
-    tolerance = opts.get("tolerance")
-    if tolerance is not None and tolerance < 0:
-        raise UsageError(f"--tolerance {tolerance}: must be 0 or more.")
-    data_dir = Path(opts["data_dir"])
-    existing = _nearest_existing(data_dir)
-    if not existing.is_dir():
-        where = "is a file" if existing == data_dir.absolute() else f"is under {existing}, a file"
-        raise UsageError(f"--data-dir {data_dir}: {where}, not a folder.",
-                         remedy="Point --data-dir (or KIT_DATA_DIR) at a folder; it is created if missing.")
-    check_results_dir(opts["results_dir"])
-
-
-def config_from_options(opts: dict[str, Any], argv: list[str] | None = None) -> RunConfig:
-    """Every option of `kit run` checked in one place (UsageError, exit 2), before anything is
-    printed or written, and turned into the run's RunConfig."""
-    check_options(opts)
-    device = normalise_device(opts["device"])
-    lists = {key: _split(opts.get(key), flag) for flag, key in LIST_OPTIONS}
-    suite = getattr(opts["suite"], "value", opts["suite"])
-    if opts.get("smoke"):
-        config = RunConfig(
-            suite=suite,
-            mode="throughput",
-            device=device,
-            data="synthetic",
-            data_dir=str(opts["data_dir"]),
-            models=lists["models"] or ["resnet18"],
-            precisions=lists["precisions"] or ["fp32", "amp-bf16", "fp16-master"],
-            engines=lists["engines"] or ["torch", "fastai"],
-            presets=lists["presets"] or ["apex-2018"],
-            epochs=1,
-            steps=opts.get("steps") or 4,
-            max_batches=opts.get("max_batches") or 5,
-            batch_size=opts.get("batch_size") or 32,
-            image_size=opts["image_size"],
-            repeats=1,
-            seed=opts["seed"],
-            compile="off" if opts["compile"] == "auto" else opts["compile"],
-            lstm={k: opts.get(k) for k in LSTM_OVERRIDES if opts.get(k) is not None},
-            command_line=list(argv or []),
-            isolate=opts.get("isolate") or "apex",
-            learner=DEFAULT_FASTAI_LEARNER if opts.get("learner") is None else opts["learner"],
-        )
-    else:
-        config = RunConfig(
-            suite=suite,
-            mode=opts["mode"],
-            device=device,
-            data=opts["data"],
-            data_dir=str(opts["data_dir"]),
-            models=lists["models"],
-            precisions=lists["precisions"],
-            engines=lists["engines"],
-            presets=lists["presets"],
-            epochs=opts.get("epochs"),
-            steps=opts.get("steps"),
-            max_batches=opts.get("max_batches"),
-            batch_size=opts.get("batch_size"),
-            image_size=opts["image_size"],
-            repeats=opts["repeats"],
-            seed=opts["seed"],
-            find_max_batch=opts["find_max_batch"],
-            compile=opts["compile"],
-            tolerance=opts.get("tolerance"),
-            lstm={k: opts.get(k) for k in LSTM_OVERRIDES if opts.get(k) is not None},
-            command_line=list(argv or []),
-            isolate=opts.get("isolate") or "apex",
-            learner=DEFAULT_FASTAI_LEARNER if opts.get("learner") is None else opts["learner"],
-        )
-    check_lstm_settings(config)
-    return config
-
-
-def check_lstm_settings(config: RunConfig) -> None:
-    """Reject bad LSTM overrides (e.g. --dropout 1.5) before any cell runs, not after the CIFAR cells."""
-    if config.suite not in ("lstm", "all"):
-        return
-    from kit.bench.lstm.config import resolve  # torch-free: presets and validation only
-    from kit.runner.plan import build_plan
-
-    for spec in build_plan(config).cells:
-        if spec.workload == "lstm":
-            resolve(spec.params, config.mode)
-
-
 RESUME_NOTE = "Resuming: the run's own options (from its journal) apply; other run options are ignored."
 
 
-def run_from_cli(opts: dict[str, Any], argv: list[str] | None = None) -> None:
+def run_from_cli(options: RunOptions, argv: list[str] | None = None) -> None:
     """`kit run`: the steps in this module's docstring. Progress, notes and the summary go to
     stderr; stdout gets only what a script wants: the bundle's path (the plan with --dry-run)."""
     from rich.console import Console
@@ -239,26 +58,25 @@ def run_from_cli(opts: dict[str, Any], argv: list[str] | None = None) -> None:
     from kit.runner.execute import read_resume_state
 
     console = Console(stderr=True)
-    resume = opts.get("resume")
-    if resume:
-        resume_dir = Path(resume)
+    if options.resume:
+        resume_dir = Path(options.resume)
         state = read_resume_state(resume_dir)  # exit 2 when it is no run folder
-        if opts.get("dry_run"):
+        if options.dry_run:
             console.print(RESUME_NOTE)
             show_plan(state.config, state.done, Console())
             return
         if state.is_complete():  # checked without the lock: a complete run is never written again
             _already_complete(state, resume_dir, console)
             return
-        _resume(resume_dir, opts, console)
+        _resume(resume_dir, options, console)
         return
-    config = config_from_options(opts, argv)
-    if opts.get("dry_run"):
+    config = config_from_options(options, argv)
+    if options.dry_run:
         show_plan(config, {}, Console())
         return
-    results_dir = Path(opts["results_dir"])
+    results_dir = Path(options.results_dir)
     check_results_dir(results_dir, create=True)  # what a permission check misses (/proc, read-only mounts)
-    _check_can_run(config, opts, console)
+    _check_can_run(config, options, console)
     if config.data == "real":
         ensure_real_data(config, console)
     _run_and_report(config, results_dir, None, None, console)
@@ -273,7 +91,7 @@ def _already_complete(state, resume_dir: Path, console, locked: bool = False) ->
     _print_bundle(outcome, console)
 
 
-def _resume(resume_dir: Path, opts: dict[str, Any], console) -> None:
+def _resume(resume_dir: Path, options: RunOptions, console) -> None:
     from kit.runner.execute import read_resume_state
     from kit.runner.lock import RunLock
 
@@ -285,14 +103,14 @@ def _resume(resume_dir: Path, opts: dict[str, Any], console) -> None:
             _already_complete(state, resume_dir, console, locked=True)
             return
         console.print(RESUME_NOTE)
-        _check_can_run(state.config, opts, console)
+        _check_can_run(state.config, options, console)
         _run_and_report(None, results_dir, resume_dir, lock, console)
 
 
-def _check_can_run(config: RunConfig, opts: dict[str, Any], console) -> None:
+def _check_can_run(config: RunConfig, options: RunOptions, console) -> None:
     """The benchmark stack imports (always) and the device is usable (unless --skip-checks): exit 6."""
     check_bench_stack()
-    if not opts.get("skip_checks"):
+    if not options.skip_checks:
         from kit.env.preflight import check_native_run
 
         check_native_run(config.device, console=console)

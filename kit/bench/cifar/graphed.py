@@ -41,7 +41,7 @@ WARMUP_BEFORE_CAPTURE = 3
 
 
 class GraphedTrainer:
-    """Drop-in for torch_engine.Trainer when the step can be captured."""
+    """Drop-in for kit.bench.cifar.trainer.Trainer when the step can be captured."""
 
     def __init__(self, cfg: Any, total_steps: int, lr_of_step, capture: bool = True):
         if cfg.precision not in GRAPH_MODES:

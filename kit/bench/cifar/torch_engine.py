@@ -14,29 +14,30 @@ step, as FP16_Optimizer did). Timing synchronises only at the boundaries
 ``torch.compile``: with ``compile`` "on" (or "auto" on CUDA) we first try
 ``mode="reduce-overhead"`` (Inductor + CUDA graphs), then the default mode,
 then eager; each failure is recorded in the cell's notes with its reason.
+
+This module runs the repeats (warm-up, the epoch loop, timing, compile fallbacks);
+the step it repeats is kit.bench.cifar.trainer (or kit.bench.cifar.graphed), the
+knobs kit.bench.cifar.train_config, the learning-rate shape kit.bench.cifar.schedule.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import time
-import warnings
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
-from torch import nn
 
 from kit.bench import caps, timing
-from kit.bench.cifar import models
 from kit.bench.cifar.batch_search import free_device_memory, is_oom
-from kit.bench.cifar.evaluation import evaluate_model
 from kit.bench.cifar.gpu_data import DeviceData, augment
 from kit.bench.cifar.graphed import GRAPH_MODES, WARMUP_BEFORE_CAPTURE, GraphedTrainer
-from kit.bench.precision import Precision
+# the pieces of a repeat, each in its own module (re-exported: the engines, tests and
+# scripts import them from here)
+from kit.bench.cifar.schedule import one_cycle_factor
+from kit.bench.cifar.train_config import TrainConfig
+from kit.bench.cifar.trainer import Trainer, memory_format  # noqa: F401
 from kit.errors import KitError
-from kit.results.schema import DEFAULT_FASTAI_LEARNER, FASTAI_LEARNERS
 
 log = logging.getLogger("kit.bench.cifar")
 
@@ -44,74 +45,6 @@ log = logging.getLogger("kit.bench.cifar")
 #: compiled: Inductor compilation and CUDA-graph recording take a few calls)
 WARMUP_EAGER = 5
 WARMUP_COMPILED = 10
-
-
-@dataclass
-class TrainConfig:
-    """One cell's training knobs (from CellSpec.params), shared by both engines."""
-
-    model: str
-    precision: str
-    device: str
-    batch_size: int = 256
-    image_size: int = 32
-    epochs: int = 1
-    #: steps per epoch (throughput mode); None = full epochs over the training set
-    steps: int | None = None
-    compile: str = "auto"  # auto | on | off
-    seed: int = 0
-    #: evaluate test accuracy after every epoch (convergence mode)
-    evaluate: bool = False
-    lr: float | None = None
-    label_smoothing: float = 0.0
-    momentum: float = 0.9
-    weight_decay: float = 5e-4
-    warmup_steps: int | None = None
-    #: untimed steps before a cell's first repeat (None = auto: on CUDA, the repeat's own
-    #: warm-up plus one; on the CPU none); see run_repeats
-    untimed_warmup_steps: int | None = None
-    num_classes: int = 100
-    #: fastai engine only: DataLoader worker processes (None = auto)
-    num_workers: int | None = None
-    #: fastai engines' fp16-master: False (default) = the 2019 article's to_fp16(), fastai
-    #: 1.0.38-1.0.42: a static loss scale with no overflow check; True = fastai's later
-    #: dynamic scaling (1.0.61's to_fp16(), fastai 2's to_non_native_fp16() default)
-    dynamic_loss_scale: bool = False
-    #: that static scale (fastai's default, 512)
-    static_loss_scale: float = 512.0
-    #: fastai engines only (the torch engine ignores it): "create_cnn" = fastai's create_cnn
-    #: learner (fastai's head on the torchvision body, the body frozen as create_cnn leaves it),
-    #: "scratch" = a plain Learner on the whole torchvision ResNet
-    learner: str = DEFAULT_FASTAI_LEARNER
-
-    def __post_init__(self) -> None:
-        if self.compile not in ("auto", "on", "off"):
-            raise ValueError("compile must be auto, on or off")
-        if self.learner not in FASTAI_LEARNERS:
-            raise ValueError(f"learner must be one of {', '.join(FASTAI_LEARNERS)}")
-
-    def steps_per_epoch(self, n_train: int) -> int:
-        return self.steps if self.steps else max(1, n_train // self.batch_size)
-
-    def max_lr(self) -> float:
-        # SGD + Nesterov one-cycle peak, scaled linearly from 0.2 at batch 256
-        return self.lr if self.lr is not None else min(0.8, 0.2 * self.batch_size / 256)
-
-
-def _cos(start: float, end: float, pos: float) -> float:
-    # fastai's SchedCos: cosine from start (pos 0) to end (pos 1)
-    return start + (1 + math.cos(math.pi * (1 - pos))) * (end - start) / 2
-
-
-def one_cycle_factor(step: int, total: int, pct_start: float = 0.25, div: float = 25.0, div_final: float = 1e5) -> float:
-    """LR as a fraction of lr_max at ``step`` of ``total``: fastai's ``fit_one_cycle``
-    shape (cosine up from lr_max/div over the first ``pct_start``, cosine down to
-    lr_max/div_final). Defined for any ``total`` >= 1, unlike OneCycleLR which
-    divides by zero for runs of a few steps."""
-    pos = min(1.0, step / max(1, total))
-    if pos < pct_start:
-        return _cos(1 / div, 1.0, pos / pct_start)
-    return _cos(1.0, 1 / div_final, (pos - pct_start) / (1 - pct_start))
 
 
 def compile_candidates(compile: str, device: str, precision: str | None = None) -> list[str | None]:
@@ -137,71 +70,10 @@ def epoch_indices(n_total: int, count: int, device: str, generator: torch.Genera
     return torch.cat(parts)[:count]
 
 
-def memory_format(device: str) -> torch.memory_format:
-    """channels_last on CUDA (Tensor Core convolutions want NHWC); the default
-    layout on the CPU, where channels_last training was slower in our runs."""
-    return torch.channels_last if device.startswith("cuda") and caps.HAS_CHANNELS_LAST else torch.contiguous_format
-
-
 def make_generator(device: str, seed: int) -> torch.Generator:
     g = torch.Generator(device=device)
     g.manual_seed(seed)
     return g
-
-
-@dataclass
-class Trainer:
-    """A fresh model, its precision and optimizer, and the one training step."""
-
-    cfg: TrainConfig
-    total_steps: int
-    compile_mode: str | None = None
-    model: nn.Module = field(init=False)
-    step_model: Callable = field(init=False)
-    prec: Precision = field(init=False)
-
-    def __post_init__(self) -> None:
-        cfg = self.cfg
-        torch.manual_seed(cfg.seed)
-        model = models.build(cfg.model, cfg.num_classes).to(cfg.device, memory_format=memory_format(cfg.device))
-        self.prec = Precision(cfg.precision, cfg.device)
-        model = self.prec.prepare_model(model)
-        opt = torch.optim.SGD(
-            self.prec.optimizer_params(model), lr=cfg.max_lr(), momentum=cfg.momentum,
-            nesterov=True, weight_decay=cfg.weight_decay,
-        )
-        model, opt = self.prec.wrap(model, opt)
-        self.model, self.opt = model, opt
-        self.sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: one_cycle_factor(step, self.total_steps))
-        self.loss_fn = caps.cross_entropy(cfg.label_smoothing)
-        if self.compile_mode is not None:
-            torch._dynamo.reset()  # a fresh compile per repeat; never hit the recompile limit
-            self.step_model = torch.compile(model, mode=None if self.compile_mode == "default" else self.compile_mode)
-        else:
-            self.step_model = model
-
-    def counters(self) -> dict:
-        return self.prec.counters()
-
-    def describe(self) -> dict:
-        return self.prec.describe()
-
-    def step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        self.model.train()
-        with self.prec.autocast():
-            out = self.step_model(x)
-        # the loss in fp32 whatever the logits' dtype (fp16-master returns half logits)
-        loss = self.loss_fn(out.float(), y)
-        self.prec.backward_step(loss, self.opt)
-        with warnings.catch_warnings():
-            # a step skipped by GradScaler makes the scheduler warn; the skip is counted elsewhere
-            warnings.simplefilter("ignore", UserWarning)
-            self.sched.step()
-        return loss.detach()
-
-    def evaluate(self, data: DeviceData, image_size: int, batch_size: int) -> tuple[float, float]:
-        """(test accuracy, test loss) with the eager model (no recompiles for a ragged last batch)."""
-        return evaluate_model(self.model, self.prec, self.cfg.device, data, image_size, batch_size)
 
 
 def steady_state_warmup(cfg: TrainConfig, total: int, compile_mode: str | None) -> int:

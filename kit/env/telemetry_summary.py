@@ -1,0 +1,150 @@
+"""What a cell's telemetry says: its summary, and energy per unit of work.
+
+:func:`summarise` turns what the sampler (kit.env.telemetry.Sampler) recorded into the
+summary dict the cell's result carries (power, energy and where it came from, clocks,
+heat, utilisation, throttling, other processes, the sampler's own cost); a metric that
+was not measured is unknown with the reason. :func:`attach_energy` adds, after the cell,
+energy per epoch and items per joule to the result.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kit.env.probe import unknown
+from kit.facts.hardware import THROTTLE_REASONS
+
+#: A throttle reason counts when it is present in more than this fraction of
+#: samples (a policy: a single sample at a phase change is not throttling).
+THROTTLE_FRACTION = 0.05
+
+
+def summarise(sampler: Any, t1: float, end_mj: int | None) -> dict:
+    """The cell's telemetry summary from what ``sampler`` (kit.env.telemetry.Sampler)
+    recorded, ending at clock time ``t1`` with the energy counter at ``end_mj``."""
+    duration = max(t1 - sampler.t0, 0.0)
+    n = len(sampler.times)
+    out: dict[str, Any] = {"available": True, "gpu": sampler.gpu, "interval_s": sampler.interval_s, "samples": n, "duration_s": duration}
+
+    watts = [w for _, w in sampler.power_w]
+    out["power_mean_w"] = _mean(watts) if watts else unknown(sampler.unsupported.get("power", "no power samples"))
+    out["power_max_w"] = max(watts) if watts else unknown(sampler.unsupported.get("power", "no power samples"))
+
+    if sampler.energy_start_mj is not None and end_mj is not None and end_mj >= sampler.energy_start_mj:
+        out["energy_j"] = (end_mj - sampler.energy_start_mj) / 1000.0
+        out["energy_source"] = "counter"
+    elif len(sampler.power_w) >= 1:
+        out["energy_j"] = _integrate(sampler.power_w, sampler.t0, t1)
+        out["energy_source"] = "integrated"
+        out["energy_note"] = (
+            "the driver has no total-energy counter for this GPU "
+            f"({sampler.unsupported.get('energy_counter', 'counter went backwards')}); "
+            f"energy is sampled power integrated over time at {1 / sampler.interval_s:g} Hz"
+        )
+    else:
+        out["energy_j"] = unknown("no energy counter and no power samples: " + sampler.unsupported.get("power", ""))
+        out["energy_source"] = "none"
+
+    out["sm_clock_mean_mhz"] = _mean(sampler.sm_mhz) if sampler.sm_mhz else unknown(sampler.unsupported.get("sm_clock", "no samples"))
+    out["sm_clock_min_mhz"] = min(sampler.sm_mhz) if sampler.sm_mhz else unknown(sampler.unsupported.get("sm_clock", "no samples"))
+    out["mem_clock_mean_mhz"] = _mean(sampler.mem_mhz) if sampler.mem_mhz else unknown(sampler.unsupported.get("mem_clock", "no samples"))
+    out["temp_max_c"] = max(sampler.temp_c) if sampler.temp_c else unknown(sampler.unsupported.get("temperature", "no samples"))
+    out["temp_mean_c"] = _mean(sampler.temp_c) if sampler.temp_c else unknown(sampler.unsupported.get("temperature", "no samples"))
+    out["util_mean_pct"] = _mean(sampler.util_gpu) if sampler.util_gpu else unknown(sampler.unsupported.get("utilization", "no samples"))
+    out["mem_util_mean_pct"] = _mean(sampler.util_mem) if sampler.util_mem else unknown(sampler.unsupported.get("utilization", "no samples"))
+
+    if sampler.reasons:
+        fractions = {name: sum(1 for r in sampler.reasons if r & bit) / len(sampler.reasons) for name, bit in THROTTLE_REASONS.items()}
+        out["throttle_fraction"] = fractions
+        out["throttle_reasons"] = [name for name, f in fractions.items() if f > THROTTLE_FRACTION]
+        out["throttled"] = bool(out["throttle_reasons"])
+    else:
+        why = unknown(sampler.unsupported.get("clock_event_reasons", "no samples"))
+        out["throttle_fraction"] = why
+        out["throttle_reasons"] = why
+        out["throttled"] = why
+
+    if "processes" in sampler.unsupported and not sampler.other_pids:
+        out["other_processes"] = unknown(sampler.unsupported["processes"])
+    else:
+        out["other_processes"] = bool(sampler.other_pids)
+    out["other_pids"] = sorted(sampler.other_pids)
+
+    out["sampler_busy_s"] = sampler.busy_s
+    out["sampler_overhead_s_per_s"] = sampler.busy_s / duration if duration > 0 else unknown("zero duration")
+    out["unsupported"] = dict(sampler.unsupported)
+    if sampler.error:
+        out["sampler_error"] = sampler.error
+    return out
+
+
+def _mean(xs: list[float] | list[int]) -> float:
+    return sum(xs) / len(xs)
+
+
+def _integrate(samples: list[tuple[float, float]], t0: float, t1: float) -> float:
+    """Trapezoidal energy (J) from (time, watts) samples, held flat to the ends of [t0, t1]."""
+    pts = sorted(samples)
+    if len(pts) == 1:
+        return pts[0][1] * max(t1 - t0, 0.0)
+    energy = pts[0][1] * max(pts[0][0] - t0, 0.0) + pts[-1][1] * max(t1 - pts[-1][0], 0.0)
+    for (ta, wa), (tb, wb) in zip(pts, pts[1:]):
+        energy += (wa + wb) / 2.0 * (tb - ta)
+    return energy
+
+
+# -- energy per unit of work --------------------------------------------------
+
+
+ENERGY_ATTRIBUTION = (
+    "estimate: the cell's mean board power x each epoch's time (the cell also spans warm-up, "
+    "compilation and evaluation, whose power may differ)"
+)
+
+
+def attach_energy(result: Any) -> None:
+    """Add energy per epoch to each repeat and items per joule, from ``result.telemetry``.
+
+    The mean power is the energy counter's joules over the cell's duration
+    (or the sampled mean when only that exists). Per-epoch energy and items per
+    joule are estimates from that mean and are labelled as such.
+    """
+    tele = getattr(result, "telemetry", None)
+    if not isinstance(tele, dict) or not tele.get("available"):
+        return
+    energy = tele.get("energy_j")
+    duration = tele.get("duration_s")
+    if isinstance(energy, (int, float)) and isinstance(duration, (int, float)) and duration > 0:
+        mean_w = energy / duration
+        tele["cell_mean_power_w"] = mean_w
+    elif isinstance(tele.get("power_mean_w"), (int, float)):
+        mean_w = float(tele["power_mean_w"])
+        tele["cell_mean_power_w"] = mean_w
+    else:
+        tele["energy_j_per_epoch"] = unknown("no energy or power measurement for this GPU")
+        return
+    if mean_w <= 0:
+        tele["energy_j_per_epoch"] = unknown("measured power was zero")
+        return
+    unit = getattr(result, "throughput_unit", "items") or "items"
+    per_epoch: list[float] = []
+    per_joule: list[float] = []
+    for rep in getattr(result, "repeats", None) or []:
+        secs = rep.get("epoch_seconds")
+        if isinstance(secs, list) and secs and all(isinstance(s, (int, float)) for s in secs):
+            rep["energy_j_per_epoch"] = [mean_w * s for s in secs]
+            per_epoch.extend(rep["energy_j_per_epoch"])
+        tput = rep.get("throughput_items_per_s")
+        if isinstance(tput, (int, float)) and tput > 0:
+            rep["items_per_j"] = tput / mean_w
+            per_joule.append(rep["items_per_j"])
+    tele["energy_attribution"] = ENERGY_ATTRIBUTION
+    tele["energy_j_per_epoch"] = _median(per_epoch) if per_epoch else unknown("no per-epoch times in the repeats")
+    tele["items_per_j"] = _median(per_joule) if per_joule else unknown("no throughput in the repeats")
+    tele["items_per_j_unit"] = f"{unit} per joule"
+
+
+def _median(xs: list[float]) -> float:
+    s = sorted(xs)
+    mid = len(s) // 2
+    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2.0

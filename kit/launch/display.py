@@ -1,0 +1,43 @@
+"""What `kit launch` tells its display: the LaunchUI protocol (kit.launch.ui.RichLaunchUI
+draws it on the console), a silent one, and the one line shown for a finished cell."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from kit.launch.build import BuildUI
+
+
+class LaunchUI(Protocol):
+    def note(self, text: str) -> None: ...
+    def build_ui(self) -> BuildUI: ...
+    def started(self, container_name: str, image: str, command: list[str]) -> None: ...
+    def run_started(self, run_id: str, cells: list[str]) -> None: ...
+    def cell_done(self, cell_id: str, headline: str, status: str) -> None: ...
+    def stopping(self) -> None: ...
+    def close(self) -> None: ...
+
+
+class NullLaunchUI:
+    def note(self, text: str) -> None: ...
+    def build_ui(self) -> BuildUI:
+        from kit.launch.build import NullBuildUI
+
+        return NullBuildUI()
+    def started(self, container_name: str, image: str, command: list[str]) -> None: ...
+    def run_started(self, run_id: str, cells: list[str]) -> None: ...
+    def cell_done(self, cell_id: str, headline: str, status: str) -> None: ...
+    def stopping(self) -> None: ...
+    def close(self) -> None: ...
+
+
+def headline(result: dict) -> str:
+    """One line for a finished cell (the runner's own wording)."""
+    try:
+        from kit.results.schema import CellResult
+        from kit.runner.progress import describe_result
+
+        return describe_result(CellResult.from_dict(result))
+    except Exception:  # noqa: BLE001 -- a result from another kit version: say what we can
+        status = result.get("status", "?")
+        return status if status == "ok" else f"{status}: {result.get('reason')}"

@@ -1,0 +1,400 @@
+"""`kit run`'s options as one typed object, from the command line to the engine.
+
+:class:`RunOptions` has one field per option of `kit run`; each field carries its type,
+its default, its flag(s) and its help text (:func:`option`). The three front ends read
+these fields and keep no list of their own, so adding an option is adding one field::
+
+    kit.cli.run           the Typer command `kit run` (a parameter per field)      -> RunOptions
+    kit.runner.legacy     the cuda10 image's argparse front end: parse_args          -> RunOptions
+    kit.launch.launcher   `kit launch`: parse_args on the host, to_args back into
+                          the container's command line (the same object, rendered)
+
+    RunOptions --config_from_options: smoke_preset (--smoke), every check (exit 2)--> RunConfig
+        (kit.results.schema) --> kit.runner.plan.build_plan --> a CellSpec per cell --> the engine
+
+Checks live in :func:`config_from_options` (with RunConfig's own), and run before anything
+is printed or written; the object itself is only parsed values, so `kit launch` can carry
+paths that exist in the container only.
+
+Python 3.7 syntax (the cuda10 image imports this module): typing's ``Optional``/``List``.
+"""
+
+import argparse
+import os
+import re
+import typing
+from dataclasses import MISSING, dataclass, field, fields, replace
+from pathlib import Path
+from typing import List, Optional, Tuple
+
+from kit.errors import UsageError
+from kit.results.schema import DEFAULT_FASTAI_LEARNER, RunConfig
+
+SUITES = ("cifar", "lstm", "all")
+
+
+def option(default=MISSING, help="", names=(), off="", choices=(), lstm=False, host_only=False,
+           default_factory=MISSING):
+    """A field of RunOptions: its default and what the command line shows of it.
+
+    names     the flags, long one first (default ``--`` + the field's name with dashes);
+    off       for a yes/no/unset option (``Optional[bool]``), the flag that says no;
+    choices   offered as a fixed menu by `kit run` (Typer shows and checks them); the other
+              front ends leave the check to RunConfig;
+    lstm      an override of the LSTM preset (it goes to RunConfig.lstm under its name);
+    host_only not taken by the cuda10 image's front end (it has no use there).
+    """
+    meta = {"option": {"help": help, "names": tuple(names), "off": off, "choices": tuple(choices),
+                       "lstm": lstm, "host_only": host_only}}
+    if default_factory is not MISSING:
+        return field(default_factory=default_factory, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def _env_path(variable: str, fallback: str):
+    return lambda: Path(os.environ.get(variable, fallback))
+
+
+@dataclass
+class RunOptions:
+    """The options of `kit run`, as given (``given``: the names set on the command line, in order)."""
+
+    suite: str = option("cifar", "Which comparison: CIFAR-100 ResNets, the Wikitext-2 LSTM, or both.", choices=SUITES)
+    data: str = option("real", "'real' (downloaded CIFAR-100 / WikiText-2) or 'synthetic' (same shapes, generated; throughput only).")
+    device: str = option("auto", "auto, cpu, cuda or cuda:N.")
+    models: Optional[List[str]] = option(None, "ResNets to run (repeat or comma-separate): resnet18, resnet34, resnet50, resnet101, resnet152. Default: all five.", names=("--models", "-m"))
+    precisions: Optional[List[str]] = option(None, "fp32, tf32, amp-fp16, amp-bf16, fp16-master, apex-o1, apex-o2. Default: all (unsupported ones are recorded as skipped).", names=("--precisions", "-p"))
+    engines: Optional[List[str]] = option(None, "CIFAR engines: torch (GPU-bound) and/or fastai (faithful). Default: both.", names=("--engines", "-e"))
+    presets: Optional[List[str]] = option(None, "LSTM presets: apex-2018, tensor-core. Default: both.", names=("--preset",))
+    epochs: Optional[int] = option(None, "Epochs per repeat (default: 1 in throughput mode; the preset's in convergence mode).")
+    steps: Optional[int] = option(None, "CIFAR: steps per epoch in throughput mode (default 100).")
+    max_batches: Optional[int] = option(None, "LSTM: stop each epoch after this many batches.")
+    batch_size: Optional[int] = option(None, "Batch size (default: 256 for CIFAR, 32 with --device cpu; the preset's for the LSTM).")
+    image_size: int = option(32, "CIFAR image size: 32 (native), or 64/128/224 upsampled on the device.")
+    repeats: int = option(3, "Repeats per cell (median and spread are reported).")
+    seed: int = option(0, "Base random seed (recorded).")
+    mode: str = option("throughput", "throughput (fixed steps, synthetic allowed) or convergence (full epochs on real data, accuracy parity).")
+    find_max_batch: bool = option(False, "CIFAR: also find the largest batch that fits, per model and precision.")
+    compile: str = option("auto", "torch engine: torch.compile with CUDA graphs: auto, on or off.")
+    isolate: str = option("apex", "Cells run in a process of their own, so one cell's global state (Apex amp's patches of torch) cannot reach the next: apex (the Apex cells), all, or none.")
+    tolerance: Optional[float] = option(None, "Convergence parity tolerance (accuracy points for CIFAR, relative perplexity for the LSTM).")
+    emsize: Optional[int] = option(None, "LSTM: embedding size (overrides the preset).", lstm=True)
+    nhid: Optional[int] = option(None, "LSTM: hidden units per layer.", lstm=True)
+    nlayers: Optional[int] = option(None, "LSTM: layers.", lstm=True)
+    lr: Optional[float] = option(None, "LSTM: initial learning rate.", lstm=True)
+    clip: Optional[float] = option(None, "LSTM: gradient clipping norm.", lstm=True)
+    bptt: Optional[int] = option(None, "LSTM: sequence length.", lstm=True)
+    dropout: Optional[float] = option(None, "LSTM: dropout.", lstm=True)
+    tied: Optional[bool] = option(None, "LSTM: tie encoder and decoder weights.", names=("--tied",), off="--untied", lstm=True)
+    static_loss_scale: Optional[float] = option(None, "fp16-master: static loss scale (the example's --static-loss-scale).", lstm=True)
+    dynamic_loss_scale: Optional[bool] = option(None, "fp16-master: dynamic loss scaling.", off="--no-dynamic-loss-scale", lstm=True)
+    learner: str = option(DEFAULT_FASTAI_LEARNER, "fastai engines: create_cnn (fastai's create_cnn learner: its head on the torchvision body, the body frozen; random weights) or scratch (a plain Learner on the whole ResNet). The torch engine ignores it.")
+    data_dir: Path = option(help="Data cache folder (env KIT_DATA_DIR).", default_factory=_env_path("KIT_DATA_DIR", "data"))
+    results_dir: Path = option(help="Where run folders and bundles go (env KIT_RESULTS_DIR).", default_factory=_env_path("KIT_RESULTS_DIR", "results"))
+    resume: Optional[Path] = option(None, "Continue an interrupted run from its folder, skipping finished cells (refused while another process writes the folder; a complete run is left as it is).")
+    smoke: bool = option(False, "A one-minute sanity run: resnet18, fp32 + amp-bf16 + fp16-master, 1 epoch of 4 steps, 1 repeat, synthetic data, plus a 5-batch LSTM.")
+    skip_checks: bool = option(False, "Do not run the driver/GPU checks first.")
+    dry_run: bool = option(False, "Print the cells the run would measure and a rough duration on stdout, then stop (options are checked; nothing is fetched or written).", host_only=True)
+    #: the options set on the command line, in their order (what `kit launch` forwards)
+    given: Tuple[str, ...] = ()
+
+    def with_options(self, **values) -> "RunOptions":
+        """A copy with these options set, as if given on the command line (after those given)."""
+        given = self.given + tuple(name for name in values if name not in self.given)
+        return replace(self, given=given, **values)
+
+
+# -- what the front ends read from the fields ------------------------------------------
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """One option as the command line sees it, from a RunOptions field."""
+
+    name: str          # the field's name
+    kind: str          # "value" | "list" (repeatable) | "switch" (a flag) | "yes-no" (on/off flags, or unset)
+    type: type         # of a value or list item: str, int, float or Path
+    names: Tuple[str, ...]
+    off: str
+    help: str
+    choices: Tuple[str, ...]
+    lstm: bool
+    host_only: bool
+    default: object    # for default_factory fields, what it gives now
+
+    @property
+    def flag(self) -> str:
+        return self.names[0]
+
+
+def option_specs() -> List[OptionSpec]:
+    """The options of `kit run`, in the order `kit run --help` lists them."""
+    hints = typing.get_type_hints(RunOptions)
+    specs = []
+    for f in fields(RunOptions):
+        meta = f.metadata.get("option")
+        if meta is None:
+            continue
+        kind, typ = _kind(hints[f.name])
+        default = f.default_factory() if f.default is MISSING else f.default  # type: ignore[misc]
+        specs.append(OptionSpec(f.name, kind, typ, meta["names"] or ("--" + f.name.replace("_", "-"),), meta["off"],
+                                meta["help"], meta["choices"], meta["lstm"], meta["host_only"], default))
+    return specs
+
+
+def _kind(annotation) -> Tuple[str, type]:
+    args = [a for a in getattr(annotation, "__args__", ()) or () if a is not type(None)]
+    if getattr(annotation, "__origin__", None) is typing.Union:  # Optional[X]
+        (annotation,) = args
+        if annotation is bool:
+            return "yes-no", bool
+        args = list(getattr(annotation, "__args__", ()) or ())
+    if getattr(annotation, "__origin__", None) in (list, List):
+        return "list", args[0]
+    if annotation is bool:
+        return "switch", bool
+    return "value", annotation
+
+
+LSTM_OVERRIDES = tuple(spec.name for spec in option_specs() if spec.lstm)
+
+
+# -- the command line: parse (the cuda10 front end, kit launch) and render (kit launch) ---
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # a KitError (exit 2), not argparse's own exit
+        raise UsageError(f"{self.prog}: {message}", remedy="See `kit run --help` on the host for the options.")
+
+
+def argument_parser(prog: str = "kit run", legacy: bool = False) -> argparse.ArgumentParser:
+    """An argparse parser of `kit run`'s options. Only the options given land in the
+    namespace (the rest keep RunOptions' defaults). ``legacy``: the cuda10 image's front
+    end, as it has always been (no host-only options; abbreviated flags accepted)."""
+    p = _Parser(prog=prog, allow_abbrev=legacy, argument_default=argparse.SUPPRESS)
+    for spec in option_specs():
+        if legacy and spec.host_only:
+            continue
+        if spec.kind == "list":
+            p.add_argument(*spec.names, dest=spec.name, action="append")
+        elif spec.kind == "switch":
+            p.add_argument(*spec.names, dest=spec.name, action="store_true")
+        elif spec.kind == "yes-no":
+            p.add_argument(*spec.names, dest=spec.name, action="store_true")
+            p.add_argument(spec.off, dest=spec.name, action="store_false")
+        else:
+            p.add_argument(*spec.names, dest=spec.name, type=spec.type)
+    return p
+
+
+def parse_args(argv, prog: str = "kit run", legacy: bool = False) -> RunOptions:
+    """RunOptions from `kit run`'s command line (a leading ``run`` is accepted); a
+    UsageError (exit 2) when it does not parse. Values are not checked here."""
+    args = list(argv)
+    if args and args[0] == "run":
+        args = args[1:]
+    values = vars(argument_parser(prog, legacy=legacy).parse_args(args))
+    return RunOptions().with_options(**values)
+
+
+def to_args(options: RunOptions) -> List[str]:
+    """The command line that gives ``options`` back (:func:`parse_args` of it equals them):
+    the options given, in their order."""
+    specs = {spec.name: spec for spec in option_specs()}
+    out: List[str] = []
+    for name in options.given:
+        spec, value = specs[name], getattr(options, name)
+        if value is None:
+            continue
+        if spec.kind == "switch":
+            out += [spec.flag] if value else []
+        elif spec.kind == "yes-no":
+            out.append(spec.flag if value else spec.off)
+        else:
+            for item in (value if spec.kind == "list" else [value]):
+                text = str(item)
+                # a value that starts with "-" would read as a flag: give it as --flag=value
+                out += [f"{spec.flag}={text}"] if text.startswith("-") else [spec.flag, text]
+    return out
+
+
+# -- the checks, in one place, and the run's RunConfig ------------------------------------
+
+
+def smoke_preset(options: RunOptions) -> RunOptions:
+    """``--smoke``: the smallest sanity run. Models, precisions, engines, presets, steps,
+    batches and batch size keep what was given; mode, data, epochs and repeats are fixed;
+    ``--compile auto`` is off (compiling costs more than 4 steps measure)."""
+    return replace(
+        options,
+        mode="throughput",
+        data="synthetic",
+        models=options.models or ["resnet18"],
+        precisions=options.precisions or ["fp32", "amp-bf16", "fp16-master"],
+        engines=options.engines or ["torch", "fastai"],
+        presets=options.presets or ["apex-2018"],
+        epochs=1,
+        steps=options.steps or 4,
+        max_batches=options.max_batches or 5,
+        batch_size=options.batch_size or 32,
+        repeats=1,
+        find_max_batch=False,
+        compile="off" if options.compile == "auto" else options.compile,
+        tolerance=None,
+    )
+
+
+def config_from_options(options: RunOptions, argv=None) -> RunConfig:
+    """Every option of `kit run` checked in one place (UsageError, exit 2), before anything is
+    printed or written, and turned into the run's RunConfig (``--smoke``: :func:`smoke_preset`)."""
+    check_options(options)
+    device = normalise_device(options.device)
+    if options.smoke:
+        options = smoke_preset(options)
+    config = RunConfig(
+        suite=options.suite,
+        mode=options.mode,
+        device=device,
+        data=options.data,
+        data_dir=str(options.data_dir),
+        models=split_names(options.models, "--models"),
+        precisions=split_names(options.precisions, "--precisions"),
+        engines=split_names(options.engines, "--engines"),
+        presets=split_names(options.presets, "--preset"),
+        epochs=options.epochs,
+        steps=options.steps,
+        max_batches=options.max_batches,
+        batch_size=options.batch_size,
+        image_size=options.image_size,
+        repeats=options.repeats,
+        seed=options.seed,
+        find_max_batch=options.find_max_batch,
+        compile=options.compile,
+        tolerance=options.tolerance,
+        lstm=lstm_overrides(options),
+        command_line=list(argv or []),
+        isolate=options.isolate or "apex",
+        learner=options.learner,
+    )
+    check_lstm_settings(config)
+    return config
+
+
+def lstm_overrides(options: RunOptions) -> dict:
+    """The LSTM preset's overrides that were set (RunConfig.lstm, keyed as the preset's keys)."""
+    return {name: getattr(options, name) for name in LSTM_OVERRIDES if getattr(options, name) is not None}
+
+
+DEVICE_PATTERN = re.compile(r"(auto|cpu|cuda(:[0-9]+)?)")
+
+
+def split_names(values, flag: str) -> List[str]:
+    """A list option's names (repeated and/or comma-separated). Given but empty, or naming
+    one thing twice, is a UsageError: a cell measured twice under one id is lost in a compare."""
+    if values is None:
+        return []
+    out: List[str] = []
+    for v in values:
+        out.extend(x.strip() for x in str(v).split(",") if x.strip())
+    if not out:
+        raise UsageError(f"{flag} is empty; it needs at least one name.",
+                         remedy=f"Leave {flag} out to run them all, or name them, comma-separated.")
+    twice = sorted({x for x in out if out.count(x) > 1})
+    if twice:
+        raise UsageError(f"{flag} names {', '.join(twice)} more than once; each is measured once per run.",
+                         remedy=f"Name each once, e.g. {flag} {','.join(dict.fromkeys(out))}")
+    return out
+
+
+def normalise_device(device: str) -> str:
+    """``--device`` as the runner reads it (auto, cpu, cuda or cuda:N), or a UsageError."""
+    dev = str(device or "").strip().lower()
+    if not DEVICE_PATTERN.fullmatch(dev):
+        if dev.startswith("cuda"):
+            raise UsageError(f"--device {device!r} is malformed: after 'cuda:' comes the GPU's number, e.g. cuda:0.",
+                             remedy="Use cuda or cuda:N (N = the GPU's number, as nvidia-smi lists it).")
+        raise UsageError(f"--device {device!r} is not a device the kit knows.",
+                         remedy="Use auto, cpu, cuda or cuda:N (N = the GPU's number, as nvidia-smi lists it).")
+    return dev
+
+
+def check_options(options: RunOptions) -> None:
+    """The checks RunConfig cannot make itself (it has no flags, paths or ranges of the CLI)."""
+    if options.compile not in ("auto", "on", "off"):
+        raise UsageError("--compile must be auto, on or off")
+    if options.seed is not None and not 0 <= options.seed < 2 ** 31:
+        raise UsageError(f"--seed {options.seed}: must be from 0 to 2147483647.")
+    if options.tolerance is not None and options.tolerance < 0:
+        raise UsageError(f"--tolerance {options.tolerance}: must be 0 or more.")
+    data_dir = Path(options.data_dir)
+    existing = nearest_existing(data_dir)
+    if not existing.is_dir():
+        where = "is a file" if existing == data_dir.absolute() else f"is under {existing}, a file"
+        raise UsageError(f"--data-dir {data_dir}: {where}, not a folder.",
+                         remedy="Point --data-dir (or KIT_DATA_DIR) at a folder; it is created if missing.")
+    check_results_dir(options.results_dir)
+
+
+def check_results_dir(path, create: bool = False) -> None:
+    """A UsageError (exit 2) when runs cannot be written under ``path``.
+
+    Without ``create`` nothing is touched: ``path`` (or its nearest existing parent)
+    must be a folder this user may write in. With ``create`` the missing folders are
+    made and a file written and removed there, which finds what a permission check
+    cannot (``/proc``, a read-only mount); folders made for the probe are removed again,
+    so a run that stops at a later check leaves nothing behind.
+    """
+    p = Path(path)
+    flag = f"--results-dir {path}"
+    existing = nearest_existing(p)
+    if not existing.is_dir():
+        raise UsageError(f"{flag}: {existing} is a file, not a folder.", remedy=_results_remedy())
+    if not os.access(str(existing), os.W_OK | os.X_OK):
+        raise UsageError(f"{flag}: {existing} is not writable by this user.", remedy=_results_remedy())
+    if not create:
+        return
+    import tempfile
+
+    made: List[Path] = []
+    try:
+        for folder in reversed([p.absolute(), *p.absolute().parents]):
+            if not folder.exists():
+                folder.mkdir()
+                made.append(folder)
+        with tempfile.TemporaryFile(dir=str(p)):
+            pass
+    except OSError as exc:
+        raise UsageError(f"{flag}: cannot create a folder or write a file there ({exc.strerror or exc}).",
+                         remedy=_results_remedy()) from None
+    finally:
+        for folder in reversed(made):
+            try:
+                folder.rmdir()
+            except OSError:
+                pass
+
+
+def nearest_existing(path: Path) -> Path:
+    """``path`` itself when it exists, else its nearest parent that does."""
+    existing = path.absolute()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    return existing
+
+
+def _results_remedy() -> str:
+    from kit.runner.execute import RESULTS_DIR_REMEDY
+
+    return RESULTS_DIR_REMEDY
+
+
+def check_lstm_settings(config: RunConfig) -> None:
+    """Reject bad LSTM overrides (e.g. --dropout 1.5) before any cell runs, not after the CIFAR cells."""
+    if config.suite not in ("lstm", "all"):
+        return
+    from kit.bench.lstm.config import resolve  # torch-free: presets and validation only
+    from kit.runner.plan import build_plan
+
+    for spec in build_plan(config).cells:
+        if spec.workload == "lstm":
+            resolve(spec.params, config.mode)

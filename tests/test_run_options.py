@@ -1,0 +1,156 @@
+"""`kit run`'s options are one typed object (kit.runner.options.RunOptions): the Typer
+command, the cuda10 front end and `kit launch` all read its fields, and `kit launch`
+renders it back into the container's command line."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+import kit.runner.service as service
+from kit.cli.main import app
+from kit.errors import UsageError
+from kit.runner import legacy
+from kit.runner.options import (RunOptions, config_from_options, option_specs, parse_args, smoke_preset,
+                                to_args)
+
+#: one command line that sets every option to a value other than its default
+EVERY_OPTION = [
+    "--suite", "all", "--data", "synthetic", "--device", "cuda:1", "-m", "resnet18,resnet34", "-m", "resnet50",
+    "-p", "fp32", "-e", "torch", "--preset", "tensor-core", "--epochs", "2", "--steps", "5", "--max-batches", "6",
+    "--batch-size", "7", "--image-size", "64", "--repeats", "2", "--seed", "9", "--mode", "convergence",
+    "--find-max-batch", "--compile", "off", "--isolate", "all", "--tolerance", "0.5", "--emsize", "10",
+    "--nhid", "11", "--nlayers", "1", "--lr", "2.5", "--clip", "0.1", "--bptt", "8", "--dropout", "0.2",
+    "--untied", "--static-loss-scale", "64", "--dynamic-loss-scale", "--learner", "scratch", "--data-dir", "/d", "--results-dir", "/r",
+    "--resume", "/r/run", "--smoke", "--skip-checks", "--dry-run",
+]
+
+
+def typer_options(monkeypatch, args: list[str]) -> RunOptions:
+    """The RunOptions that `kit run ARGS` hands to the runner."""
+    seen = []
+    monkeypatch.setattr(service, "run_from_cli", lambda options, argv=None: seen.append(options))
+    result = CliRunner().invoke(app, ["run", *args])
+    assert result.exit_code == 0, result.output
+    (options,) = seen
+    return options
+
+
+def test_every_option_is_set_by_the_command_line_used_here():
+    options = parse_args(EVERY_OPTION)
+    unset = [f.name for f in fields(RunOptions) if f.name != "given" and getattr(options, f.name) == getattr(RunOptions(), f.name)]
+    assert not unset, f"EVERY_OPTION misses {unset}"
+
+
+def test_kit_run_and_the_cuda10_front_end_build_the_same_options(monkeypatch):
+    from_typer = typer_options(monkeypatch, EVERY_OPTION)
+    assert from_typer == parse_args(EVERY_OPTION)
+    assert legacy.parse(["run", *[a for a in EVERY_OPTION if a != "--dry-run"]]) == parse_args(
+        [a for a in EVERY_OPTION if a != "--dry-run"])
+
+
+def test_kit_run_names_only_the_options_given_in_their_order(monkeypatch):
+    options = typer_options(monkeypatch, ["--precisions", "fp32", "--suite", "cifar", "-p", "tf32"])
+    assert options.given == ("precisions", "suite")  # --suite cifar is its default, but it was given
+    assert options.precisions == ["fp32", "tf32"] and options.suite == "cifar" and options.models is None
+    assert options == parse_args(["--precisions", "fp32", "--suite", "cifar", "-p", "tf32"])
+
+
+@pytest.mark.parametrize("args", [
+    EVERY_OPTION,
+    [],
+    ["--suite", "cifar"],
+    ["--tied", "--no-dynamic-loss-scale", "--lr", "1e-05"],
+    ["-m", "resnet18", "--models", "resnet34,resnet50", "--device=cpu"],
+    ["--seed", "-1", "--tolerance", "-0.5", "--models=-x"],  # values that look like flags (checked later)
+    ["--resume", "results/some run", "--data-dir", "./data"],
+], ids=["every-option", "none", "a-default-given", "yes-no-and-floats", "lists", "dash-values", "paths"])
+def test_options_rendered_back_into_arguments_parse_to_the_same_options(args):
+    options = parse_args(args)
+    again = parse_args(to_args(options))
+    assert again == options and again.given == options.given
+
+
+def test_rendering_keeps_the_order_the_options_were_given():
+    assert to_args(parse_args(["--device", "cpu", "--suite", "lstm", "--untied"])) == [
+        "--device", "cpu", "--suite", "lstm", "--untied"]
+
+
+def test_every_field_is_an_option_of_each_front_end():
+    """Adding an option is adding a field: kit run, the cuda10 parser and the renderer follow."""
+    run = typer.main.get_command(app).commands["run"]
+    typer_names = {p.name for p in run.params}
+    legacy_dests = {a.dest for a in legacy.parser()._actions}
+    for spec in option_specs():
+        assert spec.name in typer_names, spec.name
+        assert (spec.name in legacy_dests) != spec.host_only, spec.name
+        assert spec.help, f"{spec.name} has no help text"
+
+
+def test_unknown_options_are_a_usage_error_naming_them():
+    with pytest.raises(UsageError, match="--bogus") as info:
+        parse_args(["--suite", "all", "--bogus"])
+    assert info.value.exit_code == 2
+
+
+def test_launch_parses_flags_exactly_as_kit_run_does_but_the_cuda10_image_keeps_abbreviations():
+    with pytest.raises(UsageError):
+        parse_args(["--ep", "3"])  # Click does not take abbreviations either
+    assert legacy.parse(["run", "--ep", "3"]).epochs == 3
+
+
+def test_smoke_is_a_preset_of_the_options(tmp_path):
+    given = parse_args(["--smoke", "--suite", "all", "-m", "resnet34", "--steps", "2", "--mode", "convergence",
+                        "--compile", "auto", "--tolerance", "1", "--results-dir", str(tmp_path), "--data-dir", str(tmp_path)])
+    preset = smoke_preset(given)
+    assert (preset.mode, preset.data, preset.epochs, preset.repeats, preset.tolerance) == ("throughput", "synthetic", 1, 1, None)
+    assert preset.models == ["resnet34"] and preset.steps == 2 and preset.compile == "off"
+    assert preset.precisions == ["fp32", "amp-bf16", "fp16-master"] and preset.batch_size == 32
+    config = config_from_options(given)
+    assert (config.models, config.steps, config.epochs, config.repeats, config.mode) == (["resnet34"], 2, 1, 1, "throughput")
+    assert config.engines == ["torch", "fastai"] and config.presets == ["apex-2018"] and config.max_batches == 5
+
+
+def test_the_lstm_overrides_reach_the_config_under_their_names(tmp_path):
+    options = parse_args(["--suite", "lstm", "--data", "synthetic", "--nhid", "12", "--untied", "--results-dir", str(tmp_path)])
+    assert config_from_options(options).lstm == {"nhid": 12, "tied": False}
+
+
+def test_paths_default_to_the_environment_when_the_options_are_made(monkeypatch, tmp_path):
+    monkeypatch.setenv("KIT_RESULTS_DIR", str(tmp_path / "r"))
+    assert RunOptions().results_dir == Path(tmp_path / "r")
+
+
+# -- kit launch forwards the object -----------------------------------------------------
+
+from test_launch_run import JOURNAL, FakeClient, FakeContainer, _launch, results  # noqa: E402,F401
+
+
+def test_launch_forwards_the_options_as_their_command_line(results):
+    client = FakeClient(lambda r: FakeContainer(r, JOURNAL))
+    args = ["-m", "resnet18", "--lr", "2", "--untied", "--seed=3"]
+    _launch(results, client, gpu="0", stack="cuda12", skip_checks=True, run_args=args)
+    (call,) = client.containers.calls
+    assert call["command"] == ["run", "--models", "resnet18", "--lr", "2.0", "--untied", "--seed", "3", "--device", "cuda:0"]
+    assert parse_args(call["command"]) == parse_args(args).with_options(device="cuda:0")
+
+
+def test_launch_takes_the_options_object_itself(results):
+    client = FakeClient(lambda r: FakeContainer(r, JOURNAL))
+    options = RunOptions().with_options(suite="lstm", device="cpu", max_batches=2)
+    _launch(results, client, gpu="0", stack="cuda12", skip_checks=True, run_args=options)
+    (call,) = client.containers.calls
+    assert call["command"] == ["run", "--suite", "lstm", "--device", "cpu", "--max-batches", "2"]
+    assert call["device_requests"] == []  # --device cpu: no GPU for the container
+
+
+def test_launch_options_that_do_not_parse_stop_before_anything_starts(results):
+    client = FakeClient(lambda r: FakeContainer(r, JOURNAL))
+    with pytest.raises(UsageError, match="--epochs") as info:
+        _launch(results, client, gpu="0", stack="cpu", skip_checks=True, run_args=["--epochs", "x"])
+    assert info.value.exit_code == 2
+    assert client.containers.calls == [] and not results.exists()
