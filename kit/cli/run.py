@@ -14,27 +14,33 @@ import typer
 class Suite(str, Enum):
     cifar = "cifar"
     lstm = "lstm"
+    gpt = "gpt"
     all = "all"
 
 
 def run(
-    suite: Suite = typer.Option(Suite.cifar, help="Which comparison: CIFAR-100 ResNets, the Wikitext-2 LSTM, or both."),
+    suite: Suite = typer.Option(Suite.cifar, help="Which comparison: CIFAR-100 ResNets, the Wikitext-2 LSTM, both (all), or the GPT-style transformer (gpt; not in all)."),
     data: str = typer.Option("real", help="'real' (downloaded CIFAR-100 / WikiText-2) or 'synthetic' (same shapes, generated; throughput only)."),
     device: str = typer.Option("auto", help="auto, cpu, cuda or cuda:N."),
     models: Optional[List[str]] = typer.Option(None, "--models", "-m", help="ResNets to run (repeat or comma-separate): resnet18, resnet34, resnet50, resnet101, resnet152. Default: all five."),
-    precisions: Optional[List[str]] = typer.Option(None, "--precisions", "-p", help="fp32, tf32, amp-fp16, amp-bf16, fp16-master, apex-o1, apex-o2. Default: all (unsupported ones are recorded as skipped)."),
+    precisions: Optional[List[str]] = typer.Option(None, "--precisions", "-p", help="fp32, tf32, amp-fp16, amp-bf16, fp16-master, apex-o1, apex-o2, fp8-tensorwise, fp8-rowwise. Default: all the suite's (unsupported ones are recorded as skipped)."),
     engines: Optional[List[str]] = typer.Option(None, "--engines", "-e", help="CIFAR engines: torch (GPU-bound) and/or fastai (faithful). Default: both."),
     presets: Optional[List[str]] = typer.Option(None, "--preset", help="LSTM presets: apex-2018, tensor-core. Default: both."),
+    gpt_presets: Optional[List[str]] = typer.Option(None, "--gpt-presets", help="GPT presets: gpt2-small, gpt-1b, gpt-2b, tiny. Default: the first three."),
+    seq_len: Optional[int] = typer.Option(None, help="GPT: tokens per sequence (the preset's: 1024)."),
+    d_model: Optional[int] = typer.Option(None, help="GPT: model width (overrides the preset)."),
+    n_layers: Optional[int] = typer.Option(None, help="GPT: transformer blocks."),
+    n_heads: Optional[int] = typer.Option(None, help="GPT: attention heads (must divide --d-model)."),
     epochs: Optional[int] = typer.Option(None, help="Epochs per repeat (default: 1 in throughput mode; the preset's in convergence mode)."),
-    steps: Optional[int] = typer.Option(None, help="CIFAR: steps per epoch in throughput mode (default 100)."),
+    steps: Optional[int] = typer.Option(None, help="CIFAR: steps per epoch in throughput mode (default 100). GPT: timed steps per repeat (the preset's), or all steps in convergence mode."),
     max_batches: Optional[int] = typer.Option(None, help="LSTM: stop each epoch after this many batches."),
-    batch_size: Optional[int] = typer.Option(None, help="Batch size (default: 256 for CIFAR, 32 with --device cpu; the preset's for the LSTM)."),
+    batch_size: Optional[int] = typer.Option(None, help="Batch size (default: 256 for CIFAR, 32 with --device cpu; the preset's for the LSTM and GPT)."),
     image_size: int = typer.Option(32, help="CIFAR image size: 32 (native), or 64/128/224 upsampled on the device."),
     repeats: int = typer.Option(3, help="Repeats per cell (median and spread are reported)."),
     seed: int = typer.Option(0, help="Base random seed (recorded)."),
     mode: str = typer.Option("throughput", help="throughput (fixed steps, synthetic allowed) or convergence (full epochs on real data, accuracy parity)."),
     find_max_batch: bool = typer.Option(False, "--find-max-batch", help="CIFAR: also find the largest batch that fits, per model and precision."),
-    compile: str = typer.Option("auto", help="torch engine: torch.compile with CUDA graphs: auto, on or off."),
+    compile: str = typer.Option("auto", help="torch engine: torch.compile with CUDA graphs; GPT: torch.compile per block (auto = on for CUDA): auto, on or off."),
     isolate: str = typer.Option("apex", help="Cells run in a process of their own, so one cell's global state (Apex amp's patches of torch) cannot reach the next: apex (the Apex cells), all, or none."),
     tolerance: Optional[float] = typer.Option(None, help="Convergence parity tolerance (accuracy points for CIFAR, relative perplexity for the LSTM)."),
     emsize: Optional[int] = typer.Option(None, help="LSTM: embedding size (overrides the preset)."),

@@ -26,8 +26,11 @@ from kit.errors import EnvironmentCheckError, UsageError
 from kit.results.schema import RunConfig
 
 LSTM_OVERRIDES = ("emsize", "nhid", "nlayers", "lr", "clip", "bptt", "dropout", "tied", "static_loss_scale", "dynamic_loss_scale")
+#: GPT preset overrides, by their option names (kit.bench.gpt.config.OVERRIDABLE)
+GPT_OVERRIDES = ("seq_len", "d_model", "n_layers", "n_heads")
 #: the list options, by their flag: (flag, key in the options)
-LIST_OPTIONS = (("--models", "models"), ("--precisions", "precisions"), ("--engines", "engines"), ("--preset", "presets"))
+LIST_OPTIONS = (("--models", "models"), ("--precisions", "precisions"), ("--engines", "engines"), ("--preset", "presets"),
+                ("--gpt-presets", "gpt_presets"))
 DEVICE_PATTERN = re.compile(r"(auto|cpu|cuda(:[0-9]+)?)")
 BENCH_STACK_REMEDY = ("Install it with: pip install 'mpkit[bench]' (torch, torchvision, fastai), "
                       "or run in the kit's container instead: kit launch.")
@@ -170,11 +173,14 @@ def config_from_options(opts: dict[str, Any], argv: list[str] | None = None) -> 
             data="synthetic",
             data_dir=str(opts["data_dir"]),
             models=lists["models"] or ["resnet18"],
-            precisions=lists["precisions"] or ["fp32", "amp-bf16", "fp16-master"],
+            precisions=lists["precisions"] or (["fp32", "amp-bf16"] if suite == "gpt" else ["fp32", "amp-bf16", "fp16-master"]),
             engines=lists["engines"] or ["torch", "fastai"],
             presets=lists["presets"] or ["apex-2018"],
+            gpt_presets=lists["gpt_presets"] or ["tiny"],
+            gpt=_gpt_overrides(opts),
             epochs=1,
-            steps=opts.get("steps") or 4,
+            # the gpt suite's smoke cells keep the tiny preset's own steps
+            steps=opts.get("steps") or (None if suite == "gpt" else 4),
             max_batches=opts.get("max_batches") or 5,
             batch_size=opts.get("batch_size") or 32,
             image_size=opts["image_size"],
@@ -196,6 +202,8 @@ def config_from_options(opts: dict[str, Any], argv: list[str] | None = None) -> 
             precisions=lists["precisions"],
             engines=lists["engines"],
             presets=lists["presets"],
+            gpt_presets=lists["gpt_presets"],
+            gpt=_gpt_overrides(opts),
             epochs=opts.get("epochs"),
             steps=opts.get("steps"),
             max_batches=opts.get("max_batches"),
@@ -211,7 +219,36 @@ def config_from_options(opts: dict[str, Any], argv: list[str] | None = None) -> 
             isolate=opts.get("isolate") or "apex",
         )
     check_lstm_settings(config)
+    check_gpt_settings(config)
     return config
+
+
+def _gpt_overrides(opts: dict[str, Any]) -> dict[str, Any]:
+    return {k: opts.get(k) for k in GPT_OVERRIDES if opts.get(k) is not None}
+
+
+def check_gpt_settings(config: RunConfig) -> None:
+    """Reject impossible GPT settings (--d-model not divisible by --n-heads, a --seq-len the
+    corpus cannot fill, a precision the suite does not have) before any cell runs or anything
+    is written: exit 2. fp8 belongs to the GPT suite only (the other suites would run it as
+    plain bf16 under an fp8 name)."""
+    from kit.runner.plan import DEFAULT_GPT_PRECISIONS
+
+    if config.suite != "gpt":
+        fp8 = [p for p in config.precisions if p.startswith("fp8-")]
+        if fp8:
+            raise UsageError(f"--precisions {','.join(fp8)}: fp8 training is measured by the gpt suite only.",
+                             remedy="Run it with --suite gpt, or leave fp8 out for cifar, lstm and all.")
+        return
+    foreign = [p for p in config.precisions if p not in DEFAULT_GPT_PRECISIONS]
+    if foreign:
+        raise UsageError(f"--precisions {','.join(foreign)}: not a precision of the gpt suite (the fp16-master and Apex schemes are the 2019 comparisons').",
+                         remedy=f"Choose from {', '.join(DEFAULT_GPT_PRECISIONS)}.")
+    from kit.bench.gpt.config import resolve  # torch-free: presets and validation only
+    from kit.runner.plan import build_plan
+
+    for spec in build_plan(config).cells:
+        resolve(spec.params, config.mode)
 
 
 def check_lstm_settings(config: RunConfig) -> None:
@@ -344,6 +381,7 @@ def show_plan(config: RunConfig, done: dict, console) -> None:
     from kit.runner.progress import print_plan
 
     check_lstm_settings(config)
+    check_gpt_settings(config)
     print_plan(console, build_plan(config), done)
     console.print("Dry run: nothing was run. Cells this machine cannot run (e.g. apex-* without Apex, "
                   "amp-bf16 before Ampere) are recorded as skipped when the run starts.")
