@@ -130,6 +130,8 @@ def run_cell(spec: CellSpec, ctx: CellContext) -> CellResult:
         "flops_per_token": flops_per_token,
         "flops_formula": "6 N + 12 L d T (N = matmul weights incl. the LM head; attention without the causal halving; PaLM appendix B)",
         "tokens_per_step": cfg.batch_size * cfg.seq_len,
+        # the cell's compilation shows in its first repeat (later ones reuse the compiled code)
+        "first_repeat_time_to_first_step_s": first.get("time_to_first_step_s"),
         "final_metric_name": "heldout_loss" if ctx.mode == "convergence" else "train_loss",
         "lower_is_better": True,
         "parity_base": PARITY_BASE,

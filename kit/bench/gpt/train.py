@@ -108,8 +108,18 @@ def optimizer_for(model: torch.nn.Module, lr: float, device: str) -> tuple[torch
         return torch.optim.AdamW(groups, lr=lr, betas=BETAS), f"AdamW (not fused: {why})"
 
 
-def lr_at(step: int, total: int, lr: float) -> float:
-    """Linear warm-up over the first 10% of the steps, then cosine decay to 10% of ``lr``."""
+#: Throughput mode's learning-rate warm-up length: nanoGPT's ``warmup_iters`` (2000). A
+#: throughput repeat (tens of steps) stays in its first part, as the first steps of a real
+#: run would: a 2B-parameter model given the full rate in its first steps diverges, and an
+#: fp16 run then skips steps for overflow, which is not the cost being measured.
+THROUGHPUT_LR_WARMUP = 2000
+
+
+def lr_at(step: int, total: int, lr: float, mode: str = "convergence") -> float:
+    """Convergence: linear warm-up over the first 10% of the steps, then cosine decay to 10%
+    of ``lr`` at the last. Throughput: linear warm-up over THROUGHPUT_LR_WARMUP steps."""
+    if mode != "convergence":
+        return lr * (step + 1) / THROUGHPUT_LR_WARMUP
     warm = max(1, total // 10)
     if step < warm:
         return lr * (step + 1) / warm
@@ -187,7 +197,7 @@ def run_repeat(cfg: GPTConfig, train_ids, heldout: list | None, vocab: int, mode
         clock.epoch_start()
         for step in range(total):
             for group in optimizer.param_groups:
-                group["lr"] = lr_at(step, total, cfg.lr)
+                group["lr"] = lr_at(step, total, cfg.lr, cfg.mode)
             x, y = batches.next()
             with prec.autocast():
                 loss = loss_fn(x, y)
