@@ -28,8 +28,9 @@ Sources:
   TFLOP/s), lowered to 200 TFLOP/s for a whole cell of all precisions (strict fp32 runs at
   about 50 TFLOP/s there, per ../shared/machines.md) and 60 s of compilation per cell: a
   guess from that measurement, not a fit.
-- [VM gpt] ``kit run --suite gpt --smoke --device cpu`` on the 2-core VM (2026-12-01): the
-  tiny preset's cells took 3-6 s each, nearly all of it fixed cost.
+- [VM gpt] ``kit run --suite gpt --smoke --device cpu -p fp32,amp-bf16`` on the 2-core VM
+  (2026-12-01, load average 4-12 from other jobs): 25 and 43 s a cell with a first, larger
+  tiny preset (seq 64, batch 8), 47 s for both cells of today's; nearly all fixed cost.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ RATES: dict[tuple[str, str], EstimateRate] = {
     ("cpu", "cifar/torch"): EstimateRate(cell_s=8.0, tflops=0.010),     # [VM]
     ("cpu", "cifar/fastai"): EstimateRate(cell_s=15.0, tflops=0.006),   # [VM]
     ("cpu", "lstm/kit"): EstimateRate(cell_s=8.0, tflops=0.012),        # [VM]
-    ("cpu", "gpt/kit"): EstimateRate(cell_s=5.0, tflops=0.010),         # [VM gpt]
+    ("cpu", "gpt/kit"): EstimateRate(cell_s=20.0, tflops=0.010),        # [VM gpt]
 }
 
 #: What the plan's printout says the estimate rests on, per device kind.
