@@ -46,6 +46,10 @@ def run_cell(spec: CellSpec, ctx: CellContext) -> CellResult:
         from kit.bench.lstm.suite import run_cell as run_lstm
 
         return run_lstm(spec, ctx)
+    if spec.workload == "gpt":
+        from kit.bench.gpt.suite import run_cell as run_gpt
+
+        return run_gpt(spec, ctx)
     raise UsageError(f"unknown workload {spec.workload!r}")
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from kit.bench.precision import configure_backends
+from kit.bench.precision import FP8_MIN_CAPABILITY, configure_backends
 
 from kit.results.derive import MODE_DTYPE  # noqa: F401  (re-exported for bench code)
 
@@ -34,8 +34,36 @@ def matmul_tflops(device: str, dtype_name: str, n: int = 8192, iters: int = 10, 
     return 2 * n**3 * iters / seconds / 1e12
 
 
+def scaled_mm_tflops(device: str, n: int = 8192, iters: int = 10, warmup: int = 3) -> float:
+    """fp8 (e4m3) GEMM rate through ``torch._scaled_mm``, the kernel torchao's Float8Linear
+    calls: tensorwise scales, bf16 output, fast accumulation off (torchao's setting for the
+    backward GEMMs; its forward GEMM uses fast accumulation, which is not slower)."""
+    gen = torch.Generator(device=device).manual_seed(0)
+    a = torch.randn(n, n, device=device, generator=gen).to(torch.float8_e4m3fn)
+    # _scaled_mm wants its second operand column-major: the transpose of a row-major matrix
+    b = torch.randn(n, n, device=device, generator=gen).to(torch.float8_e4m3fn).t()
+    one = torch.ones((), device=device, dtype=torch.float32)
+
+    def mm():
+        return torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+
+    for _ in range(warmup):
+        mm()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(iters):
+        mm()
+    end.record()
+    torch.cuda.synchronize(device)
+    seconds = start.elapsed_time(end) / 1000.0
+    del a, b
+    torch.cuda.empty_cache()
+    return 2 * n**3 * iters / seconds / 1e12
+
+
 def calibrate(device: str) -> dict:
-    """{"method", "fp32", "tf32", "fp16", "bf16"} in TFLOP/s, or why not."""
+    """{"method", "fp32", "tf32", "fp16", "bf16", "fp8"} in TFLOP/s, or why not (``fp8``: None
+    with the reason under ``errors`` before compute capability 8.9 or without torch._scaled_mm)."""
     if not device.startswith("cuda"):
         return {"available": False, "reason": "matmul calibration runs on CUDA devices only"}
     out = {"available": True, "method": "8192^3 matmul, 3 warm-up + 10 timed with CUDA events, random normal inputs"}
@@ -49,5 +77,16 @@ def calibrate(device: str) -> dict:
         except RuntimeError as exc:  # e.g. out of memory on a small GPU
             out[name] = None
             out.setdefault("errors", {})[name] = str(exc).splitlines()[0]
+    out["fp8"] = None
+    if cap < FP8_MIN_CAPABILITY:
+        out.setdefault("errors", {})["fp8"] = "fp8 GEMMs need compute capability {}.{}+".format(*FP8_MIN_CAPABILITY)
+    elif not hasattr(torch, "_scaled_mm") or not hasattr(torch, "float8_e4m3fn"):
+        out.setdefault("errors", {})["fp8"] = f"torch {torch.__version__} has no torch._scaled_mm"
+    else:
+        try:
+            out["fp8"] = round(scaled_mm_tflops(device), 1)
+            out["fp8_method"] = "8192^3 torch._scaled_mm, float8_e4m3fn inputs, tensorwise scales, bf16 output"
+        except (RuntimeError, TypeError) as exc:  # an older signature, or out of memory
+            out.setdefault("errors", {})["fp8"] = (str(exc).splitlines() or [exc.__class__.__name__])[0]
     configure_backends("fp32")
     return out

@@ -14,6 +14,10 @@ context, whether a loss scaler runs, and what dtype the model's weights have.
                   (static: no overflow check, no host sync; dynamic: start 2**32,
                   halve and skip on overflow, double after 1000 clean steps)  off
     apex-o1/o2    Apex amp (only where `apex.amp` still exists: deleted in Apex 25.07)
+    fp8-tensorwise  fp32     bf16, and the model's Linear layers  -            off
+    fp8-rowwise              swapped for torchao Float8Linear (fp8 GEMMs,
+                             dynamic scales per tensor / per row) by the suite
+                             (kit.bench.gpt.fp8); GPUs of compute capability 8.9+
 
 A mode the device or the installed software cannot run is *skipped with the
 reason* (see :func:`unavailable_reason`); it is never silently replaced.
@@ -32,6 +36,10 @@ from torch import nn
 from kit.bench import caps
 
 FP16_MODES = ("amp-fp16", "fp16-master", "apex-o1", "apex-o2")
+#: fp8 training modes -> torchao's recipe name (``Float8LinearConfig.from_recipe_name``)
+FP8_RECIPES = {"fp8-tensorwise": "tensorwise", "fp8-rowwise": "rowwise"}
+#: fp8 GEMMs (torch._scaled_mm) need Ada / Hopper / Blackwell: compute capability 8.9+
+FP8_MIN_CAPABILITY = (8, 9)
 
 
 # --------------------------------------------------------------------------- availability
@@ -59,6 +67,23 @@ def apex_amp_status() -> tuple[bool, str]:
         return False, ("this Apex's amp predates opt levels (amp.initialize with O1/O2 arrived in Feb 2019; "
                        "Dec 2018's amp has only amp.init): the article-era Apex fp16 is fp16-master (FP16_Optimizer)")
     return True, "apex.amp available"
+
+
+def torchao_float8_status() -> tuple[bool, str]:
+    """(usable, explanation) for torchao's float8 training (``torchao.float8``)."""
+    try:
+        import torchao  # noqa: F401
+    except ImportError:
+        return False, "torchao is not installed in this environment (pip install 'mpkit[bench]' brings it)"
+    except Exception as exc:  # a torchao built for another torch can fail in other ways
+        return False, f"torchao does not import here ({exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
+    try:
+        from torchao.float8 import Float8LinearConfig, convert_to_float8_training  # noqa: F401
+    except Exception as exc:
+        return False, f"this torchao ({getattr(torchao, '__version__', '?')}) has no usable torchao.float8 ({exc.__class__.__name__})"
+    if not hasattr(Float8LinearConfig, "from_recipe_name"):
+        return False, f"this torchao ({getattr(torchao, '__version__', '?')}) has no Float8LinearConfig.from_recipe_name (torchao 0.8+)"
+    return True, f"torchao {getattr(torchao, '__version__', '?')} float8"
 
 
 def unavailable_reason(mode: str, device: str) -> str | None:
@@ -91,6 +116,16 @@ def unavailable_reason(mode: str, device: str) -> str | None:
         if on_cpu:
             return "Apex amp needs a CUDA GPU"
         ok, why = apex_amp_status()
+        return None if ok else why
+    if mode in FP8_RECIPES:
+        need = "{}.{}".format(*FP8_MIN_CAPABILITY)
+        if on_cpu:
+            return f"fp8 training needs an NVIDIA GPU with fp8 tensor cores (compute capability {need}+: Ada, Hopper, Blackwell); the CPU has none"
+        if cap < FP8_MIN_CAPABILITY:
+            return f"fp8 training needs compute capability {need}+ (Ada, Hopper, Blackwell); this GPU is {cap[0]}.{cap[1]}"
+        if not caps.HAS_AUTOCAST or not hasattr(torch, "_scaled_mm"):
+            return f"torch {torch.__version__} has no fp8 matmul (torch._scaled_mm)"
+        ok, why = torchao_float8_status()
         return None if ok else why
     return f"unknown precision mode {mode!r}"
 
@@ -294,7 +329,10 @@ class Precision:
     # -- model and optimizer
     @property
     def autocast_dtype(self) -> torch.dtype | None:
-        return {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}.get(self.mode)
+        # fp8 modes: autocast to bf16 for everything that is not an fp8 GEMM (torchao's
+        # Float8Linear casts its input to the autocast dtype, then to fp8)
+        return {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16,
+                "fp8-tensorwise": torch.bfloat16, "fp8-rowwise": torch.bfloat16}.get(self.mode)
 
     def prepare_model(self, model: nn.Module) -> nn.Module:
         if self.mode == "fp16-master":
@@ -414,6 +452,8 @@ class Precision:
             d["loss_scale"] = "dynamic" if self.loss_scaler.dynamic else self.loss_scaler.scale
         if self.scaler is not None:
             d["loss_scale"] = "dynamic (torch.amp.GradScaler)"
+        if self.mode in FP8_RECIPES:
+            d["fp8_recipe"] = FP8_RECIPES[self.mode]
         return d
 
 

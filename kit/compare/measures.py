@@ -19,8 +19,10 @@ from kit.results.schema import CellResult, RunResults
 ENERGY = "energy_j_per_epoch"
 
 #: Precision order for tables and charts (the schema's order).
-PRECISION_ORDER = ("fp32", "tf32", "amp-fp16", "amp-bf16", "fp16-master", "apex-o1", "apex-o2")
-MODEL_ORDER = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "apex-2018", "tensor-core")
+PRECISION_ORDER = ("fp32", "tf32", "amp-fp16", "amp-bf16", "fp16-master", "apex-o1", "apex-o2",
+                   "fp8-tensorwise", "fp8-rowwise")
+MODEL_ORDER = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "apex-2018", "tensor-core",
+               "tiny", "gpt2-small", "gpt-1b", "gpt-2b")
 
 
 def sample(cell: CellResult, metric: str) -> Sample | None:

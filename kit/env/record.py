@@ -52,7 +52,7 @@ RECORD_VERSION = 1
 #: Distributions whose versions decide comparability; read with importlib.metadata
 #: (never imported). "mpkit" is the kit itself.
 PACKAGES: tuple[str, ...] = (
-    "torch", "torchvision", "fastai", "fastcore", "fastprogress", "apex", "numpy",
+    "torch", "torchvision", "torchao", "fastai", "fastcore", "fastprogress", "apex", "numpy",
     "triton", "mpkit", "nvidia-ml-py", "docker", "typer", "rich",
 )
 

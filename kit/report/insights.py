@@ -38,7 +38,9 @@ def _pct(x: float) -> str:
 
 def _subject(key: tuple[str, str, str, str]) -> str:
     workload, model, _precision, engine = key
-    return f"{model} · {engine}" if workload == "cifar" else f"LSTM {model} · {engine}"
+    if workload == "cifar":
+        return f"{model} · {engine}"
+    return f"{'GPT' if workload == 'gpt' else 'LSTM'} {model} · {engine}"
 
 
 class _Finding:

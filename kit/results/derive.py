@@ -12,7 +12,10 @@ from kit.results.schema import CellResult
 #: CIFAR: a reduced-precision run matches fp32 when its final test accuracy is
 #: at most 1.0 percentage point lower; LSTM: when its final test perplexity is
 #: at most 2% higher.
-DEFAULT_TOLERANCE = {"cifar": 0.01, "lstm": 0.02}
+DEFAULT_TOLERANCE = {"cifar": 0.01, "lstm": 0.02, "gpt": 0.01}
+#: The precision each workload's parity verdicts compare with: fp32 for the seed's two
+#: comparisons; amp-bf16 for the GPT suite (issue 17: "fp8 within 1% of bf16's loss")
+PARITY_BASE = {"cifar": "fp32", "lstm": "fp32", "gpt": "amp-bf16"}
 
 
 def _median(cell: CellResult, key: str) -> float | None:
@@ -68,17 +71,21 @@ def parity(cells: list[CellResult], tolerance: float | None = None) -> list[dict
     """Did each reduced-precision cell reach fp32's final metric within tolerance?
 
     CIFAR's metric is test accuracy (higher is better, tolerance in absolute
-    points); the LSTM's is test perplexity (lower is better, relative tolerance).
+    points); the LSTM's is test perplexity (lower is better, relative tolerance);
+    the GPT suite's is the held-out loss after N steps, against amp-bf16's (lower is
+    better, relative tolerance). Each row's ``base`` names the precision compared with;
+    the reference value stays under the key ``fp32`` for the seed's suites' readers.
     """
     rows = []
     for (workload, model, engine), by_prec in _group(cells).items():
-        base = by_prec.get("fp32")
+        base_name = PARITY_BASE.get(workload, "fp32")
+        base = by_prec.get(base_name)
         ref = _median(base, "final_metric") if base and base.status == "ok" else None
         if ref is None:
             continue
         tol = tolerance if tolerance is not None else DEFAULT_TOLERANCE[workload]
         for prec, c in by_prec.items():
-            if prec == "fp32" or c.status != "ok":
+            if prec == base_name or c.status != "ok":
                 continue
             v = _median(c, "final_metric")
             if v is None:
@@ -87,13 +94,38 @@ def parity(cells: list[CellResult], tolerance: float | None = None) -> list[dict
                 gap = ref - v
                 ok = gap <= tol
                 rule = f"accuracy within {tol * 100:.1f} points of fp32"
+            elif workload == "gpt":
+                gap = (v - ref) / ref
+                ok = abs(gap) <= tol
+                rule = f"held-out loss within {tol:.0%} of {base_name}'s"
             else:
                 gap = (v - ref) / ref
                 ok = gap <= tol
                 rule = f"perplexity within {tol:.0%} of fp32"
+            row = {"workload": workload, "model": model, "engine": engine, "precision": prec,
+                   "fp32": ref, "value": v, "gap": gap, "tolerance": tol, "rule": rule,
+                   "verdict": f"matches {base_name}" if ok else f"worse than {base_name}"}
+            if base_name != "fp32":
+                row = {**row, "base": base_name, "reference": ref}
+                del row["fp32"]
+            rows.append(row)
+    return rows
+
+
+def bf16_ratios(cells: list[CellResult]) -> list[dict]:
+    """GPT suite: each precision's throughput ÷ amp-bf16's (fp8 ÷ bf16 above all), by the one
+    definition of :mod:`kit.results.ratios` (median over repeats ÷ median over repeats) with
+    amp-bf16 in the place of fp32."""
+    rows = []
+    for (workload, model, engine), by_prec in _group(cells).items():
+        base = by_prec.get("amp-bf16")
+        if workload != "gpt" or base is None or base.status != "ok":
+            continue
+        for prec, c in by_prec.items():
+            if prec == "amp-bf16" or c.status != "ok":
+                continue
             rows.append({"workload": workload, "model": model, "engine": engine, "precision": prec,
-                         "fp32": ref, "value": v, "gap": gap, "tolerance": tol, "rule": rule,
-                         "verdict": "matches fp32" if ok else "worse than fp32"})
+                         "base": "amp-bf16", "speedup_over_bf16": ratios.speedup_over_fp32(c, base)})
     return rows
 
 
@@ -106,6 +138,8 @@ MODE_DTYPE = {
     "apex-o1": "fp16",
     "apex-o2": "fp16",
     "amp-bf16": "bf16",
+    "fp8-tensorwise": "fp8",
+    "fp8-rowwise": "fp8",
 }
 
 
@@ -126,6 +160,8 @@ def efficiency(cells: list[CellResult], peaks: dict | None) -> list[dict]:
 def derive(cells: list[CellResult], mode: str, tolerance: float | None = None, peaks: dict | None = None) -> dict:
     out = {"performance_ratios": performance_ratios(cells), "max_batch_ratios": max_batch_ratios(cells),
            "efficiency": efficiency(cells, peaks)}
+    if any(c.workload == "gpt" for c in cells):
+        out["bf16_ratios"] = bf16_ratios(cells)
     if mode == "convergence":
         out["parity"] = parity(cells, tolerance)
     return out

@@ -27,9 +27,14 @@ from kit.errors import SchemaError, UsageError
 
 SCHEMA_VERSION = 1
 
-Workload = str  # one of: cifar, lstm (no typing.Literal: the cuda10 image runs this on Python 3.7)
-Precision = str  # one of: fp32, tf32, amp-fp16, amp-bf16, fp16-master, apex-o1, apex-o2
-PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "amp-fp16", "amp-bf16", "fp16-master", "apex-o1", "apex-o2")
+Workload = str  # one of: cifar, lstm, gpt (no typing.Literal: the cuda10 image runs this on Python 3.7)
+Precision = str  # one of: fp32, tf32, amp-fp16, amp-bf16, fp16-master, apex-o1, apex-o2, fp8-tensorwise, fp8-rowwise
+PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "amp-fp16", "amp-bf16", "fp16-master", "apex-o1", "apex-o2",
+                               "fp8-tensorwise", "fp8-rowwise")
+WORKLOADS: tuple[str, ...] = ("cifar", "lstm", "gpt")
+#: ``--suite``: each workload, or "all" = cifar + lstm (the seed's two comparisons; gpt is
+#: heavy and needs a recent GPU, so it runs only when asked for by name)
+SUITES: tuple[str, ...] = ("cifar", "lstm", "gpt", "all")
 CIFAR_MODELS: tuple[str, ...] = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152")
 CIFAR_ENGINES: tuple[str, ...] = ("torch", "fastai")
 LSTM_PRESETS: tuple[str, ...] = ("apex-2018", "tensor-core")
@@ -41,6 +46,7 @@ FASTAI_LEARNERS: tuple[str, ...] = ("create_cnn", "scratch")
 DEFAULT_FASTAI_LEARNER = "create_cnn"
 #: what the fastai cells recorded before the learner option existed trained: the plain Learner
 LEARNER_BEFORE_THE_OPTION = "scratch"
+GPT_PRESETS: tuple[str, ...] = ("gpt2-small", "gpt-1b", "gpt-2b", "tiny")
 CellStatus = str  # one of: ok, skipped, failed, interrupted
 RunStatus = str  # one of: running, complete, interrupted, failed
 
@@ -81,8 +87,8 @@ class CellSpec:
     params: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.workload not in ("cifar", "lstm"):
-            raise UsageError(f"unknown workload {self.workload!r}; choose cifar or lstm")
+        if self.workload not in WORKLOADS:
+            raise UsageError(f"unknown workload {self.workload!r}; choose {', '.join(WORKLOADS)}")
         if self.precision not in PRECISIONS:
             raise UsageError(f"unknown precision {self.precision!r}; choose from {', '.join(PRECISIONS)}")
 
@@ -157,7 +163,7 @@ class CellResult:
 class RunConfig:
     """Everything that defines a run, as given on the command line."""
 
-    suite: str = "cifar"  # cifar | lstm | all
+    suite: str = "cifar"  # cifar | lstm | gpt | all (= cifar + lstm)
     mode: str = "throughput"  # throughput | convergence
     device: str = "auto"
     data: str = "real"  # real | synthetic
@@ -176,6 +182,10 @@ class RunConfig:
     find_max_batch: bool = False
     compile: str = "auto"  # auto | on | off (torch engine)
     lstm: dict[str, Any] = field(default_factory=dict)  # preset overrides
+    #: GPT presets to run (default: kit.facts.models.GPT_DEFAULT_PRESETS)
+    gpt_presets: list[str] = field(default_factory=list)
+    #: GPT preset overrides (seq_len, d_model, n_layers, n_heads; kit.bench.gpt.config.OVERRIDABLE)
+    gpt: dict[str, Any] = field(default_factory=dict)
     tolerance: float | None = None
     command_line: list[str] = field(default_factory=list)
     #: which cells run in a process of their own (kit.runner.isolate): apex | all | none
@@ -184,8 +194,8 @@ class RunConfig:
     learner: str = DEFAULT_FASTAI_LEARNER
 
     def __post_init__(self) -> None:
-        if self.suite not in ("cifar", "lstm", "all"):
-            raise UsageError(f"unknown suite {self.suite!r}; choose cifar, lstm or all")
+        if self.suite not in SUITES:
+            raise UsageError(f"unknown suite {self.suite!r}; choose cifar, lstm, gpt or all")
         if self.mode not in ("throughput", "convergence"):
             raise UsageError(f"unknown mode {self.mode!r}; choose throughput or convergence")
         if self.data not in ("real", "synthetic"):
@@ -217,6 +227,9 @@ class RunConfig:
         for p in self.presets:
             if p not in LSTM_PRESETS:
                 raise UsageError(f"unknown LSTM preset {p!r}; choose from {', '.join(LSTM_PRESETS)}")
+        for p in self.gpt_presets:
+            if p not in GPT_PRESETS:
+                raise UsageError(f"unknown GPT preset {p!r}; choose from {', '.join(GPT_PRESETS)}")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -360,7 +373,7 @@ REPEAT_NUMBER_LISTS = ("epoch_seconds",)
 REPEAT_NUMBER_OR_LISTS = ("energy_j_per_epoch",)
 STATS_NUMBERS = ("median", "mean", "min", "max", "stdev", "cv")
 #: A cell's knobs that comparisons line up across machines: integers (or null).
-PARAM_INTEGERS = ("batch_size", "image_size", "epochs", "steps", "max_batches", "bptt")
+PARAM_INTEGERS = ("batch_size", "image_size", "epochs", "steps", "max_batches", "bptt", "seq_len")
 
 
 def _fail(source: str, path: str, expected: str, value: Any) -> None:

@@ -30,7 +30,9 @@ from typing import List, Optional, Tuple
 from kit.errors import UsageError
 from kit.results.schema import DEFAULT_FASTAI_LEARNER, RunConfig
 
-SUITES = ("cifar", "lstm", "all")
+SUITES = ("cifar", "lstm", "gpt", "all")
+#: GPT preset overrides, by their option names (kit.bench.gpt.config.OVERRIDABLE)
+GPT_OVERRIDES = ("seq_len", "d_model", "n_layers", "n_heads")
 
 
 def option(default=MISSING, help="", names=(), off="", choices=(), lstm=False, host_only=False,
@@ -59,23 +61,28 @@ def _env_path(variable: str, fallback: str):
 class RunOptions:
     """The options of `kit run`, as given (``given``: the names set on the command line, in order)."""
 
-    suite: str = option("cifar", "Which comparison: CIFAR-100 ResNets, the Wikitext-2 LSTM, or both.", choices=SUITES)
+    suite: str = option("cifar", "Which comparison: CIFAR-100 ResNets, the Wikitext-2 LSTM, both (all), or the GPT-style transformer (gpt; not in all).", choices=SUITES)
     data: str = option("real", "'real' (downloaded CIFAR-100 / WikiText-2) or 'synthetic' (same shapes, generated; throughput only).")
     device: str = option("auto", "auto, cpu, cuda or cuda:N.")
     models: Optional[List[str]] = option(None, "ResNets to run (repeat or comma-separate): resnet18, resnet34, resnet50, resnet101, resnet152. Default: all five.", names=("--models", "-m"))
-    precisions: Optional[List[str]] = option(None, "fp32, tf32, amp-fp16, amp-bf16, fp16-master, apex-o1, apex-o2. Default: all (unsupported ones are recorded as skipped).", names=("--precisions", "-p"))
+    precisions: Optional[List[str]] = option(None, "fp32, tf32, amp-fp16, amp-bf16, fp16-master, apex-o1, apex-o2, fp8-tensorwise, fp8-rowwise. Default: all the suite's (unsupported ones are recorded as skipped).", names=("--precisions", "-p"))
     engines: Optional[List[str]] = option(None, "CIFAR engines: torch (GPU-bound) and/or fastai (faithful). Default: both.", names=("--engines", "-e"))
     presets: Optional[List[str]] = option(None, "LSTM presets: apex-2018, tensor-core. Default: both.", names=("--preset",))
+    gpt_presets: Optional[List[str]] = option(None, "GPT presets: gpt2-small, gpt-1b, gpt-2b, tiny. Default: the first three.")
+    seq_len: Optional[int] = option(None, "GPT: tokens per sequence (the preset's: 1024).")
+    d_model: Optional[int] = option(None, "GPT: model width (overrides the preset).")
+    n_layers: Optional[int] = option(None, "GPT: transformer blocks.")
+    n_heads: Optional[int] = option(None, "GPT: attention heads (must divide --d-model).")
     epochs: Optional[int] = option(None, "Epochs per repeat (default: 1 in throughput mode; the preset's in convergence mode).")
-    steps: Optional[int] = option(None, "CIFAR: steps per epoch in throughput mode (default 100).")
+    steps: Optional[int] = option(None, "CIFAR: steps per epoch in throughput mode (default 100). GPT: timed steps per repeat (the preset's), or all steps in convergence mode.")
     max_batches: Optional[int] = option(None, "LSTM: stop each epoch after this many batches.")
-    batch_size: Optional[int] = option(None, "Batch size (default: 256 for CIFAR, 32 with --device cpu; the preset's for the LSTM).")
+    batch_size: Optional[int] = option(None, "Batch size (default: 256 for CIFAR, 32 with --device cpu; the preset's for the LSTM and GPT).")
     image_size: int = option(32, "CIFAR image size: 32 (native), or 64/128/224 upsampled on the device.")
     repeats: int = option(3, "Repeats per cell (median and spread are reported).")
     seed: int = option(0, "Base random seed (recorded).")
     mode: str = option("throughput", "throughput (fixed steps, synthetic allowed) or convergence (full epochs on real data, accuracy parity).")
     find_max_batch: bool = option(False, "CIFAR: also find the largest batch that fits, per model and precision.")
-    compile: str = option("auto", "torch engine: torch.compile with CUDA graphs: auto, on or off.")
+    compile: str = option("auto", "torch engine: torch.compile with CUDA graphs; GPT: torch.compile per block (auto = on for CUDA): auto, on or off.")
     isolate: str = option("apex", "Cells run in a process of their own, so one cell's global state (Apex amp's patches of torch) cannot reach the next: apex (the Apex cells), all, or none.")
     tolerance: Optional[float] = option(None, "Convergence parity tolerance (accuracy points for CIFAR, relative perplexity for the LSTM).")
     emsize: Optional[int] = option(None, "LSTM: embedding size (overrides the preset).", lstm=True)
@@ -230,11 +237,13 @@ def smoke_preset(options: RunOptions) -> RunOptions:
         mode="throughput",
         data="synthetic",
         models=options.models or ["resnet18"],
-        precisions=options.precisions or ["fp32", "amp-bf16", "fp16-master"],
+        precisions=options.precisions or (["fp32", "amp-bf16"] if options.suite == "gpt" else ["fp32", "amp-bf16", "fp16-master"]),
         engines=options.engines or ["torch", "fastai"],
         presets=options.presets or ["apex-2018"],
+        gpt_presets=options.gpt_presets or ["tiny"],
         epochs=1,
-        steps=options.steps or 4,
+        # the gpt suite's smoke cells keep the tiny preset's own steps
+        steps=options.steps or (None if options.suite == "gpt" else 4),
         max_batches=options.max_batches or 5,
         batch_size=options.batch_size or 32,
         repeats=1,
@@ -261,6 +270,8 @@ def config_from_options(options: RunOptions, argv=None) -> RunConfig:
         precisions=split_names(options.precisions, "--precisions"),
         engines=split_names(options.engines, "--engines"),
         presets=split_names(options.presets, "--preset"),
+        gpt_presets=split_names(options.gpt_presets, "--gpt-presets"),
+        gpt=gpt_overrides(options),
         epochs=options.epochs,
         steps=options.steps,
         max_batches=options.max_batches,
@@ -277,7 +288,37 @@ def config_from_options(options: RunOptions, argv=None) -> RunConfig:
         learner=options.learner,
     )
     check_lstm_settings(config)
+    check_gpt_settings(config)
     return config
+
+
+def gpt_overrides(options: RunOptions) -> dict:
+    """The GPT preset's overrides that were set (RunConfig.gpt)."""
+    return {name: getattr(options, name) for name in GPT_OVERRIDES if getattr(options, name) is not None}
+
+
+def check_gpt_settings(config: RunConfig) -> None:
+    """Reject impossible GPT settings (--d-model not divisible by --n-heads, a --seq-len the
+    corpus cannot fill, a precision the suite does not have) before any cell runs or anything
+    is written: exit 2. fp8 belongs to the GPT suite only (the other suites would run it as
+    plain bf16 under an fp8 name)."""
+    from kit.runner.plan import DEFAULT_GPT_PRECISIONS
+
+    if config.suite != "gpt":
+        fp8 = [p for p in config.precisions if p.startswith("fp8-")]
+        if fp8:
+            raise UsageError(f"--precisions {','.join(fp8)}: fp8 training is measured by the gpt suite only.",
+                             remedy="Run it with --suite gpt, or leave fp8 out for cifar, lstm and all.")
+        return
+    foreign = [p for p in config.precisions if p not in DEFAULT_GPT_PRECISIONS]
+    if foreign:
+        raise UsageError(f"--precisions {','.join(foreign)}: not a precision of the gpt suite (the fp16-master and Apex schemes are the 2019 comparisons').",
+                         remedy=f"Choose from {', '.join(DEFAULT_GPT_PRECISIONS)}.")
+    from kit.bench.gpt.config import resolve  # torch-free: presets and validation only
+    from kit.runner.plan import build_plan
+
+    for spec in build_plan(config).cells:
+        resolve(spec.params, config.mode)
 
 
 def lstm_overrides(options: RunOptions) -> dict:

@@ -21,11 +21,13 @@ from kit.results.schema import (
 
 DEFAULT_CIFAR_PRECISIONS = ["fp32", "tf32", "amp-fp16", "amp-bf16", "fp16-master", "apex-o1", "apex-o2"]
 DEFAULT_LSTM_PRECISIONS = ["fp32", "tf32", "amp-fp16", "amp-bf16", "fp16-master", "apex-o1", "apex-o2"]
+#: the GPT suite's precisions (the fp16-master and Apex schemes belong to the 2019 comparisons)
+DEFAULT_GPT_PRECISIONS = ["fp32", "tf32", "amp-fp16", "amp-bf16", "fp8-tensorwise", "fp8-rowwise"]
 #: steps per epoch in throughput mode (an epoch of CIFAR-100 at batch 256 is 196 steps)
 DEFAULT_CIFAR_STEPS = 100
 DEFAULT_CIFAR_BATCH = 256
 #: the data sets each suite reads (names as in kit.facts.datasets)
-SUITE_DATASETS = {"cifar": ["cifar100"], "lstm": ["wikitext2"], "all": ["cifar100", "wikitext2"]}
+SUITE_DATASETS = {"cifar": ["cifar100"], "lstm": ["wikitext2"], "gpt": ["wikitext2"], "all": ["cifar100", "wikitext2"]}
 DEFAULT_CIFAR_BATCH_CPU = 32
 
 
@@ -66,6 +68,15 @@ def lstm_params(config: RunConfig, preset: str) -> dict:
     return params
 
 
+def gpt_params(config: RunConfig, preset: str) -> dict:
+    """A GPT cell's knobs: the preset, what the user overrode (--steps, --batch-size,
+    --seq-len, --d-model, --n-layers, --n-heads), --compile and the parity tolerance."""
+    params = {"preset": preset, "steps": config.steps, "batch_size": config.batch_size,
+              "compile": config.compile, "tolerance": config.tolerance}
+    params.update({k: v for k, v in (config.gpt or {}).items() if v is not None})
+    return params
+
+
 def build_plan(config: RunConfig) -> Plan:
     cells: list[CellSpec] = []
     if config.suite in ("cifar", "all"):
@@ -85,6 +96,12 @@ def build_plan(config: RunConfig) -> Plan:
         for preset in presets:
             for precision in precisions:
                 cells.append(CellSpec("lstm", preset, precision, "kit", lstm_params(config, preset)))
+    if config.suite == "gpt":  # not in "all": heavy, and it needs a recent GPU to mean anything
+        presets = config.gpt_presets or list(model_facts.GPT_DEFAULT_PRESETS)
+        precisions = config.precisions or DEFAULT_GPT_PRECISIONS
+        for preset in presets:
+            for precision in precisions:
+                cells.append(CellSpec("gpt", preset, precision, "kit", gpt_params(config, preset)))
     return Plan(config, cells)
 
 
@@ -119,6 +136,13 @@ def estimate_seconds(spec: CellSpec, repeats: int, tflops: float | None = None, 
         per_image = model_facts.train_flops_per_image(spec.model, p.get("image_size", 32))
         steps = (p.get("steps") or 196) * (p.get("epochs") or 1)
         work = per_image * p.get("batch_size", 256) * steps
+    elif spec.workload == "gpt":
+        from kit.bench.gpt.config import resolve as resolve_gpt  # torch-free
+
+        g = resolve_gpt(spec.params, mode)
+        per_token = model_facts.gpt_train_flops_per_token(g.d_model, g.n_layers, g.seq_len, model_facts.WIKITEXT2_VOCAB)
+        steps = g.steps + (0 if mode == "convergence" else g.warmup_steps)
+        work = per_token * g.batch_size * g.seq_len * steps
     else:
         from kit.bench.lstm.config import resolve  # torch-free; owns the mode's default epochs
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from kit.errors import EnvironmentCheckError
 from kit.results.schema import RunConfig
-from kit.runner.options import RunOptions, check_lstm_settings, check_results_dir, config_from_options
+from kit.runner.options import RunOptions, check_gpt_settings, check_lstm_settings, check_results_dir, config_from_options
 
 BENCH_STACK_REMEDY = ("Install it with: pip install 'mpkit[bench]' (torch, torchvision, fastai), "
                       "or run in the kit's container instead: kit launch.")
@@ -164,6 +164,7 @@ def show_plan(config: RunConfig, done: dict, console) -> None:
     from kit.runner.progress import print_plan
 
     check_lstm_settings(config)
+    check_gpt_settings(config)
     print_plan(console, build_plan(config), done)
     console.print("Dry run: nothing was run. Cells this machine cannot run (e.g. apex-* without Apex, "
                   "amp-bf16 before Ampere) are recorded as skipped when the run starts.")
