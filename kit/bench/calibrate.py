@@ -14,24 +14,30 @@ from kit.bench.precision import FP8_MIN_CAPABILITY, configure_backends
 from kit.results.derive import MODE_DTYPE  # noqa: F401  (re-exported for bench code)
 
 
+def _gemm_tflops(mm, n: int, iters: int, warmup: int, device: str) -> float:
+    """TFLOP/s of ``mm()`` (one n x n x n product), timed with CUDA events after ``warmup`` calls."""
+    for _ in range(warmup):
+        mm()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(iters):
+        mm()
+    end.record()
+    torch.cuda.synchronize(device)
+    seconds = start.elapsed_time(end) / 1000.0
+    return 2 * n**3 * iters / seconds / 1e12
+
+
 def matmul_tflops(device: str, dtype_name: str, n: int = 8192, iters: int = 10, warmup: int = 3) -> float:
     dtype = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[dtype_name]
     configure_backends("tf32" if dtype_name == "tf32" else "fp32")
     gen = torch.Generator(device=device).manual_seed(0)
     a = torch.randn(n, n, device=device, dtype=dtype, generator=gen)
     b = torch.randn(n, n, device=device, dtype=dtype, generator=gen)
-    for _ in range(warmup):
-        a @ b
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(iters):
-        a @ b
-    end.record()
-    torch.cuda.synchronize(device)
-    seconds = start.elapsed_time(end) / 1000.0
+    rate = _gemm_tflops(lambda: a @ b, n, iters, warmup, device)
     del a, b
     torch.cuda.empty_cache()
-    return 2 * n**3 * iters / seconds / 1e12
+    return rate
 
 
 def scaled_mm_tflops(device: str, n: int = 8192, iters: int = 10, warmup: int = 3) -> float:
@@ -47,18 +53,10 @@ def scaled_mm_tflops(device: str, n: int = 8192, iters: int = 10, warmup: int = 
     def mm():
         return torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
 
-    for _ in range(warmup):
-        mm()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(iters):
-        mm()
-    end.record()
-    torch.cuda.synchronize(device)
-    seconds = start.elapsed_time(end) / 1000.0
+    rate = _gemm_tflops(mm, n, iters, warmup, device)
     del a, b
     torch.cuda.empty_cache()
-    return 2 * n**3 * iters / seconds / 1e12
+    return rate
 
 
 def calibrate(device: str) -> dict:

@@ -76,3 +76,16 @@ def summarise_repeats(repeats: list[dict]) -> dict[str, dict]:
         if s is not None:
             out[key] = s.to_dict()
     return out
+
+
+def repeat_notes(repeats: list) -> list:
+    """What a cell's repeats say about themselves, in words: how many diverged, how many optimizer
+    steps loss scaling skipped (the LSTM and GPT suites' cells carry these notes)."""
+    notes = []
+    diverged = sum(bool(rec.get("diverged")) for rec in repeats)
+    if diverged:
+        notes.append(f"{diverged} repeat(s) diverged (a NaN or infinite loss); their non-finite values are recorded as null")
+    overflow = sum(rec.get("overflow_steps") or 0 for rec in repeats)
+    if overflow:
+        notes.append(f"{overflow} optimizer step(s) skipped for gradient overflow across repeats (loss scaling)")
+    return notes

@@ -28,7 +28,7 @@ from kit.bench.precision import FP8_RECIPES, unavailable_reason
 from kit.errors import KitError
 from kit.facts.models import gpt_matmul_params, gpt_train_flops_per_token
 from kit.results.schema import CellResult, CellSpec
-from kit.results.stats import summarise_repeats
+from kit.results.stats import repeat_notes, summarise_repeats
 from kit.bench.context import CellContext
 
 #: Convergence parity: |loss(mode) - loss(bf16)| / loss(bf16) at most this (issue 17: "fp8
@@ -193,10 +193,4 @@ def _notes(cfg, ctx: CellContext, repeats: list[dict], comp: CompileState, mode:
         notes.append("too few steps for a steady state after warm-up: no tokens/s recorded")
     if len(repeats) > 1:
         notes.append("repeat 1 warms up (compiles) for the preset's warm-up steps; later repeats reuse its compiled code and warm up for one step")
-    diverged = sum(bool(rec.get("diverged")) for rec in repeats)
-    if diverged:
-        notes.append(f"{diverged} repeat(s) diverged (a NaN or infinite loss); their non-finite values are recorded as null")
-    overflow = sum(rec.get("overflow_steps") or 0 for rec in repeats)
-    if overflow:
-        notes.append(f"{overflow} optimizer step(s) skipped for gradient overflow across repeats (loss scaling)")
-    return notes
+    return notes + repeat_notes(repeats)

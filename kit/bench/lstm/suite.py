@@ -25,7 +25,7 @@ from kit.bench.lstm.model import pad_vocab
 from kit.bench.lstm.train import Hooks, SplitData, run_repeat
 from kit.bench.precision import unavailable_reason
 from kit.results.schema import CellResult, CellSpec
-from kit.results.stats import summarise_repeats
+from kit.results.stats import repeat_notes, summarise_repeats
 from kit.bench.context import CellContext
 
 #: Recommended convergence parity tolerance: |ppl(mode) - ppl(fp32)| / ppl(fp32).
@@ -246,10 +246,4 @@ def _notes(cfg, ctx: CellContext, repeats: list[dict], batches_per_epoch: int, d
         )
     if any(rec["throughput_items_per_s"] is None for rec in repeats):
         notes.append("too few training batches for a steady state after warm-up: no tokens/s recorded")
-    diverged = sum(bool(rec.get("diverged")) for rec in repeats)
-    if diverged:
-        notes.append(f"{diverged} repeat(s) diverged (a NaN or infinite loss); their non-finite values are recorded as null")
-    overflow = sum(rec.get("overflow_steps") or 0 for rec in repeats)
-    if overflow:
-        notes.append(f"{overflow} optimizer step(s) skipped for gradient overflow across repeats (loss scaling)")
-    return notes
+    return notes + repeat_notes(repeats)
