@@ -278,3 +278,17 @@ def _missing_error(folder: Path, facts: DatasetFacts, present: list[Path]) -> Da
             "or use `--data synthetic` (same shapes; throughput only)."
         ),
     )
+
+
+def corpus_provenance(corpus, model_vocab_size: int, pad_vocab_to: int) -> dict:
+    """What a language-model cell records about the corpus it read: the reader's own ``info``
+    (real or synthetic, where from) and the sizes (the LSTM and GPT suites add their own)."""
+    info = dict(getattr(corpus, "info", {}) or {})
+    info.update({
+        "vocab_words": len(corpus.dictionary.idx2word),
+        "model_vocab_size": model_vocab_size,
+        "pad_vocab_to": pad_vocab_to,
+        "train_tokens": int(len(corpus.train)),
+        "valid_tokens": int(len(corpus.valid)),
+    })
+    return info

@@ -25,6 +25,7 @@ from kit.bench.gpt import config as gpt_config
 from kit.bench.gpt.data import heldout_batches
 from kit.bench.gpt.train import CompileState, Hooks, compile_state, run_repeat
 from kit.bench.precision import FP8_RECIPES, unavailable_reason
+from kit.data.wikitext import corpus_provenance
 from kit.errors import KitError
 from kit.facts.models import gpt_matmul_params, gpt_train_flops_per_token
 from kit.results.schema import CellResult, CellSpec
@@ -168,13 +169,8 @@ def _high_precision_layers(mode: str, record: dict) -> dict:
 
 
 def _provenance(corpus, vocab: int, cfg) -> dict:
-    info = dict(getattr(corpus, "info", {}) or {})
+    info = corpus_provenance(corpus, vocab, cfg.pad_vocab_to)
     info.update({
-        "vocab_words": len(corpus.dictionary.idx2word),
-        "model_vocab_size": vocab,
-        "pad_vocab_to": cfg.pad_vocab_to,
-        "train_tokens": int(len(corpus.train)),
-        "valid_tokens": int(len(corpus.valid)),
         "sampling": "random windows of seq_len + 1 tokens from the train split (nanoGPT's get_batch), on the device",
     })
     return info

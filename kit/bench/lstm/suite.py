@@ -24,6 +24,7 @@ from kit.bench.lstm.batching import batchify, chunk_starts
 from kit.bench.lstm.model import pad_vocab
 from kit.bench.lstm.train import Hooks, SplitData, run_repeat
 from kit.bench.precision import unavailable_reason
+from kit.data.wikitext import corpus_provenance
 from kit.results.schema import CellResult, CellSpec
 from kit.results.stats import repeat_notes, summarise_repeats
 from kit.bench.context import CellContext
@@ -220,13 +221,8 @@ def run_cell(spec: CellSpec, ctx: CellContext) -> CellResult:
 
 
 def _provenance(corpus, ntokens: int, cfg: lstm_config.LSTMConfig, data: SplitData, batches_per_epoch: int) -> dict:
-    info = dict(getattr(corpus, "info", {}) or {})
+    info = corpus_provenance(corpus, ntokens, cfg.pad_vocab_to)
     info.update({
-        "vocab_words": len(corpus.dictionary.idx2word),
-        "model_vocab_size": ntokens,
-        "pad_vocab_to": cfg.pad_vocab_to,
-        "train_tokens": int(len(corpus.train)),
-        "valid_tokens": int(len(corpus.valid)),
         "test_tokens": int(len(corpus.test)),
         "train_batches_per_epoch": batches_per_epoch,
         "full_epoch_batches": len(chunk_starts(data.train, cfg.bptt)),
