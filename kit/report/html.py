@@ -21,7 +21,7 @@ from kit.compare.fmt import fmt_speedup_estimate
 from kit.compare.stats import METHOD, OUTSIDE_NOTE
 from kit.results.ratios import SPEEDUP_DEFINITION
 from kit.report.insights import run_insights
-from kit.results.schema import CellResult, RunResults
+from kit.results.schema import CellResult, RunResults, key_of
 
 if TYPE_CHECKING:
     from kit.compare.engine import Comparison
@@ -151,7 +151,7 @@ def _cells_table(results: RunResults) -> str:
     ratios = measures.speedup_vs_fp32(results)
     rows = []
     for c in sorted((c for c in results.cells if c.status == "ok"), key=measures.order_key):
-        key = (c.workload, c.model, c.precision, c.engine)
+        key = key_of(c)
         e, t = measures.sample(c, measures.EPOCH_S), measures.sample(c, measures.THROUGHPUT)
         n = (t or e).n if (t or e) else 0
         ecv = e.cv if e and e.n > 1 else None

@@ -7,7 +7,7 @@ from kit.bundle.safe_open import MANIFEST_NAME, Bundle
 from kit.compare import measures
 from kit.compare.stats import ONE_REPEAT
 from kit.results.ratios import fmt_speedup
-from kit.results.schema import cell_learner
+from kit.results.schema import cell_learner, key_of
 
 
 def verify_lines(bundle: Bundle) -> list[str]:
@@ -62,7 +62,7 @@ def print_show(bundle: Bundle, console) -> None:
         thr, ep = measures.sample(c, measures.THROUGHPUT), measures.sample(c, measures.EPOCH_S)
         # spread of the steady-state throughput: epoch times also carry warm-up and autotuning
         cv = thr.cv if thr and thr.n > 1 else None
-        est = ratios.get((c.workload, c.model, c.precision, c.engine))
+        est = ratios.get(key_of(c))
         # a fastai cell's learner heads its notes (in the cell column it would widen every row)
         learner = cell_learner(c.engine, c.params)
         notes = ([f"learner {learner}"] if learner else []) + measures.high_cv_flags(c)
