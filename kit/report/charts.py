@@ -135,6 +135,8 @@ def batch_curve_charts(results: RunResults, suffix: str = "", id_prefix: str = "
     reported energy (kit.results.curve)."""
     groups: dict[tuple[str, str, str], list[curve_mod.Curve]] = {}
     for c in curve_mod.curves(results.cells):
+        if not c.shown:
+            continue
         groups.setdefault((c.workload, c.engine, c.model), []).append(c)
     charts: dict[str, str] = {}
     for (workload, engine, model), cs in sorted(groups.items(), key=lambda kv: measures.order_key((kv[0][0], kv[0][2], "", kv[0][1]))):

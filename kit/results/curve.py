@@ -46,13 +46,19 @@ class Point:
     cell: Any = None
 
     @property
+    def out_of_memory(self) -> bool:
+        metrics = getattr(self.cell, "metrics", None)
+        return isinstance(metrics, dict) and metrics.get("out_of_memory") is True
+
+    @property
     def joules_per_image(self) -> Optional[float]:
         return 1.0 / self.images_per_j if self.images_per_j else None
 
     def to_dict(self) -> dict:
         return {"batch_size": self.batch_size, "status": self.status, "reason": self.reason,
                 "throughput_items_per_s": self.throughput, "speedup_over_fp32": self.speedup_over_fp32,
-                "items_per_j": self.images_per_j, "j_per_item": self.joules_per_image}
+                "items_per_j": self.images_per_j, "j_per_item": self.joules_per_image,
+                "out_of_memory": self.out_of_memory}
 
 
 @dataclass
@@ -63,6 +69,12 @@ class Curve:
     precision: str
     unit: str = "items"
     points: List[Point] = field(default_factory=list)
+
+    @property
+    def shown(self) -> bool:
+        """Worth a line in the views: some point ran, or ran out of memory (a curve whose every
+        point was skipped, e.g. tf32 on a CPU, is in the cells' table with its reason)."""
+        return any(p.status == "ok" or p.out_of_memory for p in self.points)
 
     @property
     def knee(self) -> Optional[int]:
@@ -116,6 +128,26 @@ def fmt_knee(curve: Curve) -> str:
     if len(measured) < 2:
         return "— (fewer than 2 sizes measured)"
     return f"not reached (> {measured[-1].batch_size:,})"
+
+
+def fmt_rate(value: Optional[float]) -> str:
+    """A throughput or images per joule as the curve tables print it (``134,486``, ``8.21``)."""
+    if value is None or not math.isfinite(value):
+        return "—"
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def point_parts(point: Point, unit: str) -> List[str]:
+    """What the curve tables say of one point: its throughput, its speedup over fp32 (the one
+    formatter, kit.results.ratios.fmt_speedup) and its images per joule; or why it has none."""
+    if point.status != "ok":
+        return [point.reason or point.status]
+    parts = [fmt_rate(point.throughput) + f" {unit}/s"]
+    if point.speedup_over_fp32 is not None:
+        parts.append(ratios.fmt_speedup(point.speedup_over_fp32))
+    if point.images_per_j is not None:
+        parts.append(f"{fmt_rate(point.images_per_j)} {unit}/J")
+    return parts
 
 
 def _throughput(cell: Any) -> Optional[float]:
