@@ -31,9 +31,9 @@ from kit.compare.load import Source, load_sources
 from kit.compare.stats import METHOD, RatioEstimate, Sample, ratio_estimate
 from kit.errors import RegressionDetected
 from kit.results import ratios
-from kit.results.schema import CellResult, cell_label, cell_learner
+from kit.results.schema import CellResult, cell_label, cell_learner, key_of
 
-Key = tuple[str, str, str, str]  # workload, model, precision, engine
+Key = tuple[str, ...]  # workload, model, precision, engine (+ "bs512" for a batch curve's point: cell_key)
 
 #: Severity ranks (lower = more severe) and their names, in the order the
 #: warnings are shown.
@@ -222,7 +222,7 @@ def _speed_ratio(cell: CellResult, base: CellResult) -> RatioEstimate | None:
 
 
 def _machine_cell(cell: CellResult, src: Source, speedups: dict, base_cell: CellResult | None, is_base: bool) -> MachineCell:
-    key = (cell.workload, cell.model, cell.precision, cell.engine)
+    key = key_of(cell)
     mc = MachineCell(
         status="ok",
         epoch_s=measures.sample(cell, measures.EPOCH_S),
@@ -245,7 +245,7 @@ def _machine_cell(cell: CellResult, src: Source, speedups: dict, base_cell: Cell
 
 
 def build_comparison(sources: list[Source]) -> Comparison:
-    per_source = [{(c.workload, c.model, c.precision, c.engine): c for c in s.results.cells} for s in sources]
+    per_source = [{key_of(c): c for c in s.results.cells} for s in sources]
     speedups = [measures.speedup_vs_fp32(s.results) for s in sources]
     all_keys = sorted({k for cells in per_source for k in cells}, key=measures.order_key)
     rows: list[Row] = []

@@ -14,7 +14,7 @@ from kit.compare.fmt import CV_NAMES
 from kit.compare.stats import RatioEstimate, Sample, ratio_estimate
 from kit.results import ratios
 from kit.results.ratios import BASE_PRECISION, EPOCH_S, THROUGHPUT
-from kit.results.schema import CellResult, RunResults
+from kit.results.schema import CellResult, RunResults, key_of
 
 ENERGY = "energy_j_per_epoch"
 
@@ -125,7 +125,11 @@ def group_key(cell: CellResult) -> tuple[str, str, str]:
 
 
 def order_key(cell: Any) -> tuple:
-    w, m, p, e = (cell.workload, cell.model, cell.precision, cell.engine) if not isinstance(cell, tuple) else cell
+    """Sort order of cells (or their keys, kit.results.schema.cell_key): workload, engine, model,
+    precision, then a batch curve's points by batch size."""
+    key = cell if isinstance(cell, tuple) else key_of(cell)
+    w, m, p, e = key[:4]
+    point = key[4] if len(key) > 4 else ""
     return (
         w,
         e,
@@ -133,23 +137,25 @@ def order_key(cell: Any) -> tuple:
         m,
         PRECISION_ORDER.index(p) if p in PRECISION_ORDER else len(PRECISION_ORDER),
         p,
+        int(point[2:]) if point[2:].isdigit() else -1,
     )
 
 
-def ok_cells(results: RunResults) -> dict[tuple[str, str, str, str], CellResult]:
-    return {(c.workload, c.model, c.precision, c.engine): c for c in results.cells if c.status == "ok"}
+def ok_cells(results: RunResults) -> dict[tuple[str, ...], CellResult]:
+    """The ok cells by key (kit.results.schema.cell_key: a batch curve's point has a fifth part)."""
+    return {key_of(c): c for c in results.cells if c.status == "ok"}
 
 
-def speedup_vs_fp32(results: RunResults) -> dict[tuple[str, str, str, str], RatioEstimate]:
+def speedup_vs_fp32(results: RunResults) -> dict[tuple[str, ...], RatioEstimate]:
     """Per ok cell that is not fp32: the speedup over fp32 (the 2019 article's
     "performance ratio", defined in :mod:`kit.results.ratios`: median
     throughput ÷ fp32's median throughput), with the CI and verdict of
     :func:`kit.compare.stats.ratio_estimate`."""
     cells = ok_cells(results)
-    out: dict[tuple[str, str, str, str], RatioEstimate] = {}
+    out: dict[tuple[str, ...], RatioEstimate] = {}
     for key, cell in cells.items():
-        w, m, p, e = key
-        base = cells.get((w, m, BASE_PRECISION, e))
+        w, m, p, e = key[:4]
+        base = cells.get((w, m, BASE_PRECISION, e) + key[4:])  # a curve's point: fp32 at its batch size
         if p == BASE_PRECISION or base is None:
             continue
         num, den = sample(cell, THROUGHPUT), sample(base, THROUGHPUT)

@@ -10,7 +10,9 @@ LSTM), one run gets:
 - ``speedup``: the speedup over fp32 per model (the 2019 article's
   "performance ratio", :mod:`kit.results.ratios`: median throughput ÷ fp32's;
   error bars are the 95% CI of the ratio of means, see kit.compare.stats);
-- ``throughput``: images or tokens per second per model and precision.
+- ``throughput``: images or tokens per second per model and precision;
+- ``batch-curve`` (a run with ``--batch-sizes``): per model, throughput against batch size,
+  one line per precision, the knee ringed; and images per joule where energy was measured.
 
 A comparison adds, per workload x engine, each machine's throughput relative
 to the baseline machine with its 95% CI.
@@ -22,7 +24,8 @@ from typing import TYPE_CHECKING
 
 from kit.compare import measures
 from kit.compare.fmt import fmt_speedup_estimate, fmt_vs_baseline
-from kit.report.svg import PALETTE, Series, bar_chart
+from kit.report.svg import PALETTE, Series, bar_chart, line_chart
+from kit.results import curve as curve_mod
 from kit.results.schema import RunResults
 
 if TYPE_CHECKING:
@@ -35,6 +38,8 @@ def _groups(results: RunResults) -> dict[tuple[str, str], dict]:
     """(workload, engine) -> {"models": [...], "precisions": [...], "cells": {(model, precision): cell}}."""
     out: dict[tuple[str, str], dict] = {}
     for key, cell in sorted(measures.ok_cells(results).items(), key=lambda kv: measures.order_key(kv[0])):
+        if len(key) > 4:
+            continue  # a batch curve's point: drawn by the curve charts (batch_curve_charts)
         w, m, p, e = key
         g = out.setdefault((w, e), {"models": [], "precisions": [], "cells": {}, "unit": measures.unit_of(cell)})
         if m not in g["models"]:
@@ -117,6 +122,58 @@ def run_charts(results: RunResults, suffix: str = "", id_prefix: str = "") -> di
                 reference=1.0, reference_label="fp32 = 1", chart_id=f"{id_prefix}{base}-speedup",
                 scale_to_values=True,
             )
+    charts.update(batch_curve_charts(results, suffix=suffix, id_prefix=id_prefix))
+    return charts
+
+
+CURVE_NOTE = "median over repeats; ○ the knee; × not measured at that size (hover: why, e.g. out of memory)"
+
+
+def batch_curve_charts(results: RunResults, suffix: str = "", id_prefix: str = "") -> dict[str, str]:
+    """A run with ``--batch-sizes``: per workload x engine x model, throughput against batch size,
+    one line per precision (the knee ringed), and images per joule the same way where the GPU
+    reported energy (kit.results.curve)."""
+    groups: dict[tuple[str, str, str], list[curve_mod.Curve]] = {}
+    for c in curve_mod.curves(results.cells):
+        if not c.shown:
+            continue
+        groups.setdefault((c.workload, c.engine, c.model), []).append(c)
+    charts: dict[str, str] = {}
+    for (workload, engine, model), cs in sorted(groups.items(), key=lambda kv: measures.order_key((kv[0][0], kv[0][2], "", kv[0][1]))):
+        cs.sort(key=lambda c: measures.PRECISION_ORDER.index(c.precision) if c.precision in measures.PRECISION_ORDER else 99)
+        sizes = sorted({p.batch_size for c in cs for p in c.points})
+        title = f"{model}, {_group_title(workload, engine)}{suffix}"
+        base = f"{workload}-{engine}-{model}-batch-curve"
+        unit = next((c.unit for c in cs if c.unit), "items")
+
+        def series(value) -> list[Series]:
+            out = []
+            for c in cs:
+                at = {p.batch_size: p for p in c.points}
+                vals, notes = [], []
+                for b in sizes:
+                    p = at.get(b)
+                    vals.append(value(p) if p is not None and p.status == "ok" else None)
+                    notes.append(("not in this curve" if p is None else p.reason or p.status) if vals[-1] is None else None)
+                out.append(Series(c.precision, vals, notes=notes, colour=precision_colour(c.precision)))
+            return out
+
+        thr = series(lambda p: p.throughput)
+        if any(v is not None for s in thr for v in s.values):
+            charts[f"charts/{base}.svg"] = line_chart(
+                f"Throughput against batch size — {title}", sizes, thr,
+                y_label=f"{unit} per second (median)", x_label="batch size (log scale)",
+                chart_id=f"{id_prefix}{base}", note=CURVE_NOTE,
+                marks={c.precision: c.knee for c in cs if c.knee is not None},
+            )
+        per_j = series(lambda p: p.images_per_j)
+        if any(v is not None for s in per_j for v in s.values):
+            charts[f"charts/{base}-per-joule.svg"] = line_chart(
+                f"{unit.capitalize()} per joule against batch size — {title}", sizes, per_j,
+                y_label=f"{unit} per joule (median)", x_label="batch size (log scale)",
+                chart_id=f"{id_prefix}{base}-per-joule",
+                note="steady throughput ÷ the cell's mean board power (an estimate); × not measured",
+            )
     return charts
 
 
@@ -129,7 +186,8 @@ def comparison_charts(comparison: "Comparison") -> list[tuple[str, str]]:
     for row in comparison.rows:
         groups.setdefault((row.workload, row.engine), []).append(row)
     for (workload, engine), rows in groups.items():
-        cats = [f"{r.model} {r.precision}" if workload == "cifar" else f"{r.model} {r.precision}" for r in rows]
+        # a batch curve's point adds its batch: "resnet18 fp32 bs512"
+        cats = [" ".join((r.model, r.precision) + tuple(r.key[4:])) for r in rows]
         series = []
         for src in others:
             vals, lo, hi, notes, texts = [], [], [], [], []

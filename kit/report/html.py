@@ -19,9 +19,10 @@ from kit.bundle.envinfo import EnvSummary, cell_is_synthetic, summarise_environm
 from kit.compare import measures
 from kit.compare.fmt import fmt_speedup_estimate
 from kit.compare.stats import METHOD, OUTSIDE_NOTE
+from kit.results.curve import KNEE_DEFINITION, curves, fmt_knee, point_parts
 from kit.results.ratios import SPEEDUP_DEFINITION
 from kit.report.insights import run_insights
-from kit.results.schema import CellResult, RunResults
+from kit.results.schema import CellResult, RunResults, key_of
 
 if TYPE_CHECKING:
     from kit.compare.engine import Comparison
@@ -151,7 +152,7 @@ def _cells_table(results: RunResults) -> str:
     ratios = measures.speedup_vs_fp32(results)
     rows = []
     for c in sorted((c for c in results.cells if c.status == "ok"), key=measures.order_key):
-        key = (c.workload, c.model, c.precision, c.engine)
+        key = key_of(c)
         e, t = measures.sample(c, measures.EPOCH_S), measures.sample(c, measures.THROUGHPUT)
         n = (t or e).n if (t or e) else 0
         ecv = e.cv if e and e.n > 1 else None
@@ -211,6 +212,29 @@ def _max_batch_table(results: RunResults) -> str:
             + _table(["model", "precision", "max batch", "vs fp32"], rows, numeric_from=2)
             + '<p class="sub">Found by doubling then binary search (to within 8 images), each try a few real training '
               "steps; ≥ means the whole training set fit, so the real limit is higher and the ratio is only a bound.</p>")
+
+
+def _batch_curve_table(results: RunResults) -> str:
+    """A run with --batch-sizes: per model, engine and precision, each batch size's throughput,
+    speedup over fp32 at that size and images per joule, and the knee (kit.results.curve)."""
+    cs = [c for c in curves(results.cells) if c.shown]
+    if not cs:
+        return ""
+    cs.sort(key=lambda c: measures.order_key((c.workload, c.model, c.precision, c.engine)))
+    sizes = sorted({p.batch_size for c in cs for p in c.points})
+    rows = []
+    for c in cs:
+        at = {p.batch_size: p for p in c.points}
+        row = [escape(f"{c.workload}/{c.model} · {c.engine}"), escape(c.precision), escape(fmt_knee(c))]
+        for b in sizes:
+            p = at.get(b)
+            row.append("—" if p is None else "<br>".join(escape(x) for x in point_parts(p, c.unit)))
+        rows.append(row)
+    return ("<h2>Batch curve</h2>"
+            + _table(["model · engine", "precision", "knee (batch)"] + [f"batch {b:,}" for b in sizes], rows, numeric_from=2)
+            + f'<p class="sub">Each batch size is a cell of its own (median over its repeats); the speedup over fp32 is '
+              f"at the same batch size. {escape(KNEE_DEFINITION[0].upper() + KNEE_DEFINITION[1:])}. Images per joule: "
+              "steady throughput ÷ the cell's mean board power, where the GPU reported energy or power.</p>")
 
 
 def _telemetry_table(results: RunResults) -> str:
@@ -297,6 +321,7 @@ def render_run_report(
     body.append(f'<p class="sub">{escape(SPEEDUP_DEFINITION[0].upper() + SPEEDUP_DEFINITION[1:])}. '
                 f'Statistics over repeats: {escape(METHOD)}. CV (coefficient of variation) = standard deviation ÷ mean '
                 "over repeats, of the epoch time (includes warm-up) and of the steady-state throughput; ≥ 10% is flagged.</p>")
+    body.append(_batch_curve_table(results))
     body.append(_max_batch_table(results))
     tele = _telemetry_table(results)
     if tele:

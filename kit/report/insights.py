@@ -36,8 +36,8 @@ def _pct(x: float) -> str:
     return f"{x * 100:.0f}%"
 
 
-def _subject(key: tuple[str, str, str, str]) -> str:
-    workload, model, _precision, engine = key
+def _subject(key: tuple[str, ...]) -> str:
+    workload, model, _precision, engine = key[:4]
     if workload == "cifar":
         return f"{model} · {engine}"
     return f"{'GPT' if workload == 'gpt' else 'LSTM'} {model} · {engine}"
@@ -50,7 +50,7 @@ class _Finding:
         self.subject, self.explanation = subject, explanation
         self.by_group: dict[str, list[str]] = {}
 
-    def add(self, key: tuple[str, str, str, str], detail: str) -> None:
+    def add(self, key: tuple[str, ...], detail: str) -> None:
         self.by_group.setdefault(_subject(key), []).append(detail)
 
     def insight(self) -> Insight | None:
@@ -81,6 +81,8 @@ def run_insights(results: RunResults, synthetic: bool) -> list[Insight]:
     groups_with_fp32 = {(k[0], k[1], k[3]) for k in keys if k[2] == measures.BASE_PRECISION}
     for key in keys:
         cell, precision = cells[key], key[2]
+        if len(key) > 4:  # a batch curve's point: the precision at its batch size
+            precision = f"{precision} {key[4]}"
         est = speedups.get(key)
         wait, util = measures.data_wait_fraction(cell), measures.util_pct(cell)
         lacks_speedup = est is not None and est.ratio < NO_SPEEDUP_BELOW
@@ -88,9 +90,9 @@ def run_insights(results: RunResults, synthetic: bool) -> list[Insight]:
             note = "" if est.significant else "1 repeat" if est.verdict == ONE_REPEAT else est.verdict
             detail = f"{precision} {fmt_speedup(est.ratio)}" + (f" ({note})" if note else "")
             (faster if not lacks_speedup else flat if est.ratio >= 1.0 else slower).add(key, detail)
-        elif precision != measures.BASE_PRECISION and (key[0], key[1], key[3]) not in groups_with_fp32:
+        elif key[2] != measures.BASE_PRECISION and (key[0], key[1], key[3]) not in groups_with_fp32:
             no_base.add(key, precision)
-        if lacks_speedup or precision == measures.BASE_PRECISION:
+        if lacks_speedup or key[2] == measures.BASE_PRECISION:
             if lacks_speedup and wait is not None and wait >= DATA_BOUND_FRACTION:
                 loader.add(key, f"{precision} {_pct(wait)}")
             elif util is not None and util < LOW_UTIL_PCT:

@@ -6,8 +6,9 @@ from kit.bundle.envinfo import summarise_environment
 from kit.bundle.safe_open import MANIFEST_NAME, Bundle
 from kit.compare import measures
 from kit.compare.stats import ONE_REPEAT
+from kit.results.curve import KNEE_DEFINITION, curves, fmt_knee, point_parts
 from kit.results.ratios import fmt_speedup
-from kit.results.schema import cell_learner
+from kit.results.schema import cell_learner, key_of
 
 
 def verify_lines(bundle: Bundle) -> list[str]:
@@ -62,7 +63,7 @@ def print_show(bundle: Bundle, console) -> None:
         thr, ep = measures.sample(c, measures.THROUGHPUT), measures.sample(c, measures.EPOCH_S)
         # spread of the steady-state throughput: epoch times also carry warm-up and autotuning
         cv = thr.cv if thr and thr.n > 1 else None
-        est = ratios.get((c.workload, c.model, c.precision, c.engine))
+        est = ratios.get(key_of(c))
         # a fastai cell's learner heads its notes (in the cell column it would widen every row)
         learner = cell_learner(c.engine, c.params)
         notes = ([f"learner {learner}"] if learner else []) + measures.high_cv_flags(c)
@@ -103,6 +104,36 @@ def print_show(bundle: Bundle, console) -> None:
             for line in textwrap.wrap(_plain(r[-1]), width=max(widths[0] - 2, 20)):
                 t.add_row(f"[dim]  {escape(line)}[/dim]", "", "", "", "")
     console.print(t)
+    print_batch_curve(res, console)
+
+
+def print_batch_curve(res, console) -> None:
+    """A run with --batch-sizes: the curve per model, engine and precision (kit.results.curve)."""
+    from rich import box
+    from rich.markup import escape
+    from rich.table import Table
+
+    cs = [c for c in curves(res.cells) if c.shown]
+    if not cs:
+        return
+    cs.sort(key=lambda c: measures.order_key((c.workload, c.model, c.precision, c.engine)))
+    sizes = sorted({p.batch_size for c in cs for p in c.points})
+    t = Table(title="Batch curve (median over repeats; speedup over fp32 at the same batch size)",
+              title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
+    t.add_column("curve", no_wrap=True)
+    t.add_column("knee", justify="right")
+    for b in sizes:
+        t.add_column(f"batch {b:,}", justify="right")
+    for c in cs:
+        at = {p.batch_size: p for p in c.points}
+        cells = []
+        for b in sizes:
+            p = at.get(b)
+            cells.append("—" if p is None else escape(" · ".join(point_parts(p, c.unit))) if p.status == "ok"
+                         else f"[yellow]{escape(point_parts(p, c.unit)[0])}[/yellow]")
+        t.add_row(escape(f"{c.workload}/{c.model}/{c.precision}/{c.engine}"), escape(fmt_knee(c)), *cells)
+    console.print(t)
+    console.print(f"[dim]{escape(KNEE_DEFINITION)}[/dim]")
 
 
 def _plain(markup: str) -> str:

@@ -1,4 +1,4 @@
-"""Grouped bar charts with error bars, drawn by matplotlib, as inline-safe SVG text.
+"""Grouped bar charts with error bars (and line charts), drawn by matplotlib, as inline-safe SVG text.
 
 One function, :func:`bar_chart`: categories along x (models, cells), one bar
 per series in each group (precisions, machines), optional error bars (a 95%
@@ -286,6 +286,146 @@ def bar_chart(
         buf = io.StringIO()
         fig.savefig(buf, format="svg", facecolor="#ffffff")
     return _inline_svg(buf.getvalue(), marks, chart_id=chart_id, title=title, width=width, height=height)
+
+
+def line_chart(
+    title: str,
+    x_values: list[int],
+    series: list[Series],
+    y_label: str,
+    x_label: str = "",
+    width: int = 760,
+    height: int = 360,
+    chart_id: str = "chart",
+    note: str = "",
+    marks: dict[str, int] | None = None,
+) -> str:
+    """An SVG line chart of values against a doubling quantity (a batch size): x on a log2
+    scale with a tick at each of ``x_values``; each Series is one line (``values`` aligned with
+    ``x_values``; None: not measured, the line has a gap there and a ``×`` at the axis says why,
+    from the Series' ``notes``). Every point is a dot with a ``<title>`` (its value on hover);
+    ``marks`` names a series' x value to ring (e.g. the knee). The y axis starts at zero.
+
+    The dots are drawn as patches, not as matplotlib's markers: markers are ``<defs>`` and
+    ``<use href>``, which the inert SVG drops."""
+    import matplotlib
+    from matplotlib.backends.backend_svg import FigureCanvasSVG
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Ellipse, Rectangle
+    from matplotlib.ticker import FixedLocator, FuncFormatter
+
+    marks = marks or {}
+    xs = [math.log2(x) for x in x_values]
+    tops = [v for s in series for v in s.values if v is not None and math.isfinite(v)]
+    y_max = max(tops, default=1.0)
+    y_max = y_max if y_max > 0 else 1.0
+    ticks = _y_ticks(y_max * 1.08)
+    step, y_top = ticks[1] - ticks[0], ticks[-1]
+    tick_labels = [_fmt_tick(t, step) for t in ticks]
+
+    legend_rows = math.ceil(len(series) / 4) if series else 0
+    title_main, _, title_sub = title.partition(" — ")
+    top_pad = 16 if title_sub else 0
+    margin_l = max(72, 36 + 7 * max(len(t) for t in tick_labels))
+    margin_r, margin_t = 24, 42 + top_pad + legend_rows * 18
+    margin_b = 48 + (16 if x_label else 0) + (16 if note else 0)
+    plot_w = width - margin_l - margin_r
+    plot_h = height - margin_t - margin_b
+    if plot_h < 80:
+        height += 80 - plot_h
+        plot_h = 80
+    x_lo, x_hi = (min(xs) - 0.3, max(xs) + 0.3) if xs else (0.0, 1.0)
+    ux = (x_hi - x_lo) / plot_w
+    uy = y_top / plot_h
+
+    def fy(y_from_top: float) -> float:
+        return 1.0 - y_from_top / height
+
+    gids = _Marks()
+    with matplotlib.rc_context(_RC):
+        fig = Figure(figsize=(width / 72.0, height / 72.0), dpi=72)
+        FigureCanvasSVG(fig)
+        fig.patch.set_facecolor("#ffffff")
+        ax = fig.add_axes([margin_l / width, margin_b / height, plot_w / width, plot_h / height])
+        ax.set_xlim(x_lo, x_hi)
+        ax.set_ylim(0.0, y_top)
+        ax.set_facecolor("#ffffff")
+        for side in ("top", "right"):
+            ax.spines[side].set_visible(False)
+        for side in ("left", "bottom"):
+            ax.spines[side].set_color("#888888")
+            ax.spines[side].set_linewidth(1.0)
+        ax.yaxis.set_major_locator(FixedLocator(ticks))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: _fmt_tick(v, step)))
+        ax.grid(axis="y", color="#e4e4e4", linewidth=1.0)
+        ax.set_axisbelow(True)
+        ax.tick_params(axis="both", length=0, labelsize=11, labelcolor="#555555")
+        ax.tick_params(axis="y", pad=6)
+        ax.tick_params(axis="x", pad=8, labelcolor="#333333")
+        ax.set_ylabel(_plain(y_label), fontsize=12, color="#333333")
+        if x_label:
+            ax.set_xlabel(_plain(x_label), fontsize=12, color="#333333")
+        ax.set_xticks(xs)
+        ax.set_xticklabels([f"{x:,}" for x in x_values])
+        for tick in ax.yaxis.get_major_ticks():
+            tick.label1.set_gid(gids.gid("ytick"))
+        fig.text(margin_l / width, fy(20), _plain(title_main), fontsize=15, fontweight="bold", color="#222222",
+                 va="baseline")
+        if title_sub:
+            fig.text(margin_l / width, fy(37), _plain(title_sub), fontsize=12, color="#555555", va="baseline")
+        if note:
+            fig.text(margin_l / width, fy(height - 7), _plain(note), fontsize=10.5, color="#555555",
+                     va="baseline", gid=gids.gid("note"))
+        if series:
+            ncol = min(len(series), 4)
+            order = [r * ncol + c for c in range(ncol) for r in range(legend_rows) if r * ncol + c < len(series)]
+            handles = [Rectangle((0, 0), 1, 1, facecolor=series[i].colour or PALETTE[i % len(PALETTE)]) for i in order]
+            legend = fig.legend(
+                handles, [_plain(series[i].name) for i in order], loc="upper left", ncol=ncol,
+                bbox_to_anchor=(margin_l / width, fy(26 + top_pad)), frameon=False, fontsize=12,
+                handlelength=0.9, handleheight=0.9, handletextpad=0.45, columnspacing=2.2, borderpad=0.0,
+                borderaxespad=0.0, labelspacing=0.35,
+            )
+            legend_handles = getattr(legend, "legend_handles", None) or getattr(legend, "legendHandles")
+            for i, h, t in zip(order, legend_handles, legend.get_texts()):
+                h.set_gid(gids.gid("legend", group=f"legend-{i}"))
+                t.set_gid(gids.gid("legend", group=f"legend-{i}"))
+                t.set_color("#333333")
+
+        for si, s in enumerate(series):
+            colour = s.colour or PALETTE[si % len(PALETTE)]
+            run: list[tuple[float, float]] = []
+            runs = [run]
+            for i, x in enumerate(xs):
+                v = s.values[i] if i < len(s.values) else None
+                if v is None or not math.isfinite(v):
+                    runs.append([])
+                    run = runs[-1]
+                    why = s.notes[i] if i < len(s.notes) and s.notes[i] else "no data"
+                    ax.text(x, 4 * uy + si * 11 * uy, "×", fontsize=11, color=colour, ha="center", va="baseline",
+                            gid=gids.gid("missing", f"{s.name}, {x_values[i]:,}: {why}"))
+                    continue
+                run.append((x, min(v, y_top)))
+            for r in runs:
+                if len(r) > 1:
+                    ax.plot([p[0] for p in r], [p[1] for p in r], color=colour, linewidth=2.0,
+                            solid_joinstyle="round", gid=gids.gid("line"))
+            for i, x in enumerate(xs):
+                v = s.values[i] if i < len(s.values) else None
+                if v is None or not math.isfinite(v):
+                    continue
+                text = s.texts[i] if i < len(s.texts) and s.texts[i] else _fmt_value(v)
+                extra = s.notes[i] if i < len(s.notes) and s.notes[i] else None
+                label = f"{s.name}, {x_values[i]:,}: {text}" + (f" ({extra})" if extra else "")
+                ax.add_patch(Ellipse((x, min(v, y_top)), 7 * ux, 7 * uy, facecolor=colour, edgecolor="#ffffff",
+                                     linewidth=1.0, gid=gids.gid("point", label)))
+                if marks.get(s.name) == x_values[i]:
+                    ax.add_patch(Ellipse((x, min(v, y_top)), 15 * ux, 15 * uy, facecolor="none", edgecolor=colour,
+                                         linewidth=1.5, gid=gids.gid("mark", f"{s.name}: knee at {x_values[i]:,}")))
+
+        buf = io.StringIO()
+        fig.savefig(buf, format="svg", facecolor="#ffffff")
+    return _inline_svg(buf.getvalue(), gids, chart_id=chart_id, title=title, width=width, height=height)
 
 
 # --- matplotlib's SVG -> one inert <svg> element ------------------------------------------------------

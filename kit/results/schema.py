@@ -51,8 +51,35 @@ CellStatus = str  # one of: ok, skipped, failed, interrupted
 RunStatus = str  # one of: running, complete, interrupted, failed
 
 
-def cell_id(workload: str, model: str, precision: str, engine: str) -> str:
-    return f"{workload}/{model}/{precision}/{engine}"
+#: params key that marks a cell as one point of a batch curve (``kit run --batch-sizes``): the
+#: sorted list of the curve's batch sizes; the point's own batch is ``params["batch_size"]``
+CURVE_PARAM = "batch_curve"
+
+
+def curve_batch(params: Any) -> int | None:
+    """The batch size of a batch-curve point (its params carry :data:`CURVE_PARAM`), else None."""
+    if not isinstance(params, dict) or not params.get(CURVE_PARAM):
+        return None
+    b = params.get("batch_size")
+    return b if isinstance(b, int) and not isinstance(b, bool) else None
+
+
+def cell_key(workload: str, model: str, precision: str, engine: str, params: Any = None) -> tuple[str, ...]:
+    """What tells cells apart: (workload, model, precision, engine), and for a point of a batch
+    curve its batch as a fifth part, ``"bs512"``. ``"/".join(key)`` is the cell's id."""
+    b = curve_batch(params)
+    return (workload, model, precision, engine) + (() if b is None else (f"bs{b}",))
+
+
+def key_of(cell: Any) -> tuple[str, ...]:
+    """:func:`cell_key` of a CellSpec or CellResult."""
+    return cell_key(cell.workload, cell.model, cell.precision, cell.engine, getattr(cell, "params", None))
+
+
+def cell_id(workload: str, model: str, precision: str, engine: str, params: Any = None) -> str:
+    """``cifar/resnet18/fp32/torch``; a batch-curve point adds its batch: ``.../torch/bs512``
+    (cells without a curve keep the ids they always had, so old bundles line up)."""
+    return "/".join(cell_key(workload, model, precision, engine, params))
 
 
 def cell_learner(engine: str, params: dict | None) -> str | None:
@@ -94,7 +121,7 @@ class CellSpec:
 
     @property
     def cell_id(self) -> str:
-        return cell_id(self.workload, self.model, self.precision, self.engine)
+        return cell_id(self.workload, self.model, self.precision, self.engine, self.params)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -134,7 +161,7 @@ class CellResult:
 
     @property
     def cell_id(self) -> str:
-        return cell_id(self.workload, self.model, self.precision, self.engine)
+        return cell_id(self.workload, self.model, self.precision, self.engine, self.params)
 
     @property
     def label(self) -> str:
@@ -192,6 +219,9 @@ class RunConfig:
     isolate: str = "apex"
     #: how the fastai engines build their Learner: create_cnn | scratch (FASTAI_LEARNERS)
     learner: str = DEFAULT_FASTAI_LEARNER
+    #: ``--batch-sizes``: measure each CIFAR cell at each of these batch sizes (a batch curve;
+    #: empty = one batch size, ``batch_size``)
+    batch_sizes: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.suite not in SUITES:
@@ -335,6 +365,7 @@ _CONTAINERS: dict[str, tuple[str, str | None]] = {
     "dict[str, Any]": ("dict", None),
     "dict[str, dict]": ("dict", "dict"),
     "list[str]": ("list", "str"),
+    "list[int]": ("list", "int"),
     "list[dict]": ("list", "dict"),
 }
 

@@ -77,6 +77,7 @@ class RunOptions:
     steps: Optional[int] = option(None, "CIFAR: steps per epoch in throughput mode (default 100). GPT: timed steps per repeat (the preset's), or all steps in convergence mode.")
     max_batches: Optional[int] = option(None, "LSTM: stop each epoch after this many batches.")
     batch_size: Optional[int] = option(None, "Batch size (default: 256 for CIFAR, 32 with --device cpu; the preset's for the LSTM and GPT).")
+    batch_sizes: Optional[List[str]] = option(None, "CIFAR: a batch curve: measure each cell at each of these batch sizes (comma-separated, e.g. 256,512,1024; instead of --batch-size); reports throughput per batch size, the knee and the speedup over fp32 at each size.")
     image_size: int = option(32, "CIFAR image size: 32 (native), or 64/128/224 upsampled on the device.")
     repeats: int = option(3, "Repeats per cell (median and spread are reported).")
     seed: int = option(0, "Base random seed (recorded).")
@@ -245,7 +246,7 @@ def smoke_preset(options: RunOptions) -> RunOptions:
         # the gpt suite's smoke cells keep the tiny preset's own steps
         steps=options.steps or (None if options.suite == "gpt" else 4),
         max_batches=options.max_batches or 5,
-        batch_size=options.batch_size or 32,
+        batch_size=options.batch_size or (None if options.batch_sizes else 32),
         repeats=1,
         find_max_batch=False,
         compile="off" if options.compile == "auto" else options.compile,
@@ -276,6 +277,7 @@ def config_from_options(options: RunOptions, argv=None) -> RunConfig:
         steps=options.steps,
         max_batches=options.max_batches,
         batch_size=options.batch_size,
+        batch_sizes=parse_batch_sizes(options.batch_sizes),
         image_size=options.image_size,
         repeats=options.repeats,
         seed=options.seed,
@@ -334,9 +336,7 @@ def split_names(values, flag: str) -> List[str]:
     one thing twice, is a UsageError: a cell measured twice under one id is lost in a compare."""
     if values is None:
         return []
-    out: List[str] = []
-    for v in values:
-        out.extend(x.strip() for x in str(v).split(",") if x.strip())
+    out = split_list(values)
     if not out:
         raise UsageError(f"{flag} is empty; it needs at least one name.",
                          remedy=f"Leave {flag} out to run them all, or name them, comma-separated.")
@@ -359,8 +359,57 @@ def normalise_device(device: str) -> str:
     return dev
 
 
+def parse_batch_sizes(values) -> List[int]:
+    """``--batch-sizes`` as the run's sorted list of batch sizes ([] when not given); a
+    UsageError (exit 2) for an empty list, a non-number, zero or a negative, or a size named
+    twice (its point would be measured twice under one cell id)."""
+    if values is None:
+        return []
+    texts = split_list(values)
+    if not texts:
+        raise UsageError("--batch-sizes is empty; it needs at least one batch size.",
+                         remedy="Leave --batch-sizes out for one batch size, or list them, e.g. --batch-sizes 256,512,1024")
+    sizes: List[int] = []
+    for text in texts:
+        if not re.fullmatch(r"[+-]?[0-9]+", text):
+            raise UsageError(f"--batch-sizes {','.join(texts)}: {text!r} is not a whole number.",
+                             remedy="List whole numbers of images per batch, e.g. --batch-sizes 256,512,1024")
+        sizes.append(int(text))
+    bad = [n for n in sizes if n < 1]
+    if bad:
+        raise UsageError(f"--batch-sizes {','.join(texts)}: {bad[0]} is not a batch size; each must be at least 1.",
+                         remedy="List batch sizes of 1 or more, e.g. --batch-sizes 256,512,1024")
+    twice = sorted({n for n in sizes if sizes.count(n) > 1})
+    if twice:
+        raise UsageError(f"--batch-sizes names {', '.join(map(str, twice))} more than once; each size is measured once per run.",
+                         remedy=f"Name each once, e.g. --batch-sizes {','.join(map(str, sorted(set(sizes))))}")
+    return sorted(sizes)
+
+
+def split_list(values) -> List[str]:
+    """A list option's items, repeated and/or comma-separated, blanks dropped."""
+    out: List[str] = []
+    for v in values:
+        out.extend(x.strip() for x in str(v).split(",") if x.strip())
+    return out
+
+
+def check_batch_curve(options: RunOptions) -> None:
+    """``--batch-sizes`` belongs to the CIFAR cells and replaces ``--batch-size``."""
+    if options.batch_sizes is None:
+        return
+    if options.batch_size is not None:
+        raise UsageError("--batch-size and --batch-sizes both given; a batch curve measures each cell at the sizes of --batch-sizes.",
+                         remedy="Give one: --batch-size N for one size, or --batch-sizes N,M,... for a curve.")
+    if options.suite not in ("cifar", "all"):
+        raise UsageError(f"--batch-sizes measures the CIFAR cells; --suite {options.suite} has none.",
+                         remedy="Use it with --suite cifar (or all: the LSTM cells keep their batch size).")
+    parse_batch_sizes(options.batch_sizes)
+
+
 def check_options(options: RunOptions) -> None:
     """The checks RunConfig cannot make itself (it has no flags, paths or ranges of the CLI)."""
+    check_batch_curve(options)
     if options.compile not in ("auto", "on", "off"):
         raise UsageError("--compile must be auto, on or off")
     if options.seed is not None and not 0 <= options.seed < 2 ** 31:

@@ -14,6 +14,7 @@ from kit.facts import models as model_facts
 from kit.results.schema import (
     CIFAR_ENGINES,
     CIFAR_MODELS,
+    CURVE_PARAM,
     LSTM_PRESETS,
     CellSpec,
     RunConfig,
@@ -59,6 +60,18 @@ def cifar_params(config: RunConfig) -> dict:
     }
 
 
+def curve_points(config: RunConfig) -> list[dict]:
+    """The params each CIFAR cell adds per batch size: nothing without ``--batch-sizes`` (one
+    cell, the ids runs always had); with it, one cell per batch size, smallest first, each
+    with its ``batch_size`` and the whole curve (kit.results.schema.CURVE_PARAM), so its id
+    ends in its batch (``cifar/resnet18/fp32/torch/bs512``) and every point is a cell of its
+    own: its own telemetry (images per joule), journal entry, resume and out-of-memory."""
+    if not config.batch_sizes:
+        return [{}]
+    sizes = sorted(config.batch_sizes)
+    return [{"batch_size": b, CURVE_PARAM: list(sizes)} for b in sizes]
+
+
 def lstm_params(config: RunConfig, preset: str) -> dict:
     params = {"preset": preset, "epochs": config.epochs, "max_batches": config.max_batches}
     if config.batch_size:
@@ -89,7 +102,8 @@ def build_plan(config: RunConfig) -> Plan:
                 # the learner is a fastai setting: only the fastai cells record it (the torch engine has none)
                 learner = {"learner": config.learner} if engine == "fastai" else {}
                 for precision in precisions:
-                    cells.append(CellSpec("cifar", model, precision, engine, {**params, **learner}))
+                    for point in curve_points(config):
+                        cells.append(CellSpec("cifar", model, precision, engine, {**params, **learner, **point}))
     if config.suite in ("lstm", "all"):
         presets = config.presets or list(LSTM_PRESETS)
         precisions = config.precisions or DEFAULT_LSTM_PRECISIONS

@@ -61,10 +61,14 @@ def print_plan(console, plan: "Plan", done: dict) -> None:
     groups: dict[tuple, list[str]] = {}
     for c in plan.cells:
         # a fastai engine shows its learner: "fastai (create_cnn)"
-        groups.setdefault((c.workload, c.model, cell_label(c.engine, c.params.get("learner"))), []).append(c.precision)
+        ps = groups.setdefault((c.workload, c.model, cell_label(c.engine, c.params.get("learner"))), [])
+        if c.precision not in ps:  # a batch curve has a cell per batch size and precision
+            ps.append(c.precision)
     for (w, m, e), ps in groups.items():
         table.add_row(w, m, e, ", ".join(ps))
     console.print(table)
+    if plan.config.batch_sizes:
+        console.print("batch curve: each CIFAR cell at batch sizes " + ", ".join(map(str, sorted(plan.config.batch_sizes))))
     data = "synthetic data (throughput only)" if plan.config.data == "synthetic" else "real data"
     console.print(
         f"{len(todo)} cell(s) to run on {data}"

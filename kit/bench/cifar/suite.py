@@ -19,7 +19,7 @@ from kit.bench import flops as flops_mod
 from kit.bench.cifar import batch_search, fastai_engine, models, torch_engine
 from kit.bench.cifar.torch_engine import TrainConfig
 from kit.bench.precision import unavailable_reason
-from kit.results.schema import DEFAULT_FASTAI_LEARNER, CellResult, CellSpec
+from kit.results.schema import DEFAULT_FASTAI_LEARNER, CellResult, CellSpec, curve_batch
 from kit.results.stats import summarise_repeats
 from kit.bench.context import CellContext
 
@@ -254,6 +254,29 @@ def run_cell(spec: CellSpec, ctx: CellContext) -> CellResult:
         batch_search.free_device_memory()
 
     progress = (lambda done, total: ctx.progress(done, total, f"{spec.model} {spec.precision} {spec.engine}"))
+    try:
+        repeats = _measure(spec, cfg, arrays, dev_data, ctx, progress, metrics, notes, device)
+    except Exception as exc:
+        if curve_batch(spec.params) is None or not batch_search.is_oom(exc):
+            raise
+        # a batch curve's point that does not fit is an answer, not a failure: the curve goes on
+        exc.__traceback__ = None  # its frames hold the failed try's tensors
+        del exc
+        _device_cache.clear()
+        batch_search.free_device_memory()
+        return out_of_memory(spec, cfg.batch_size)
+    return _result(spec, cfg, arrays, ctx, repeats, metrics, notes, per_image, create_cnn, dev_data, device)
+
+
+def out_of_memory(spec: CellSpec, batch_size: int) -> CellResult:
+    """A batch-curve point that ran out of device memory: recorded, not failed."""
+    return CellResult.skipped(spec, f"out of memory at batch {batch_size}", throughput_unit="images",
+                              metrics={"out_of_memory": True})
+
+
+def _measure(spec: CellSpec, cfg: TrainConfig, arrays: Any, dev_data: Any, ctx: CellContext, progress: Any,
+             metrics: dict, notes: list, device: str) -> list:
+    """The engine's repeats (with the notes they add)."""
     if spec.engine == "torch":
         repeats, compile_notes = torch_engine.run_repeats(cfg, dev_data, ctx, ctx.repeats, progress, metrics)
         notes.extend(compile_notes)
@@ -271,7 +294,12 @@ def run_cell(spec: CellSpec, ctx: CellContext) -> CellResult:
                      "read without device synchronisation; epoch_seconds time the training phase only")
         if not cfg.evaluate:
             notes.append("throughput mode: fastai validates on one test batch per epoch (outside epoch_seconds)")
+    return repeats
 
+
+def _result(spec: CellSpec, cfg: TrainConfig, arrays: Any, ctx: CellContext, repeats: list, metrics: dict,
+            notes: list, per_image: Any, create_cnn: bool, dev_data: Any, device: str) -> CellResult:
+    """The cell's result from its repeats (after the batch search, where asked for)."""
     # after the measurement, never before it: the search's eager steps run without
     # cuDNN autotuning, and cuDNN keeps the plans they chose for those shapes (batch
     # 256 among them) for the rest of the process; a timed run after them reused the

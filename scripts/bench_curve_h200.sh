@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The batch curve of issue 16 (README "Batch curve (H200)"): ResNet-18 and ResNet-50, torch
+# engine, at 32 px and at 224 px, throughput against batch size per precision, with the knee,
+# the speedup over fp32 at each size and images per joule (kit run --batch-sizes).
+#
+#   bash scripts/bench_curve_h200.sh [OUT_DIR]
+#
+# Synthetic CIFAR-100-shaped data, steady state (warm-up and compilation excluded), 3 repeats
+# per point. A size that does not fit is recorded as "out of memory at batch N" and the curve
+# goes on. Writes run folders and bundles under OUT_DIR (default bench-curve-out/) and prints
+# each bundle's curve table (kit bundle show).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:-bench-curve-out}
+KIT=${KIT:-python3 -m kit}
+DEVICE=${DEVICE:-cuda:0}   # which GPU (cuda:N)
+mkdir -p "$OUT"
+common=(--suite cifar --engines torch --models resnet18,resnet50 --precisions fp32,tf32,amp-fp16,amp-bf16
+        --data synthetic --device "$DEVICE" --epochs 1 --repeats 3 --skip-checks)
+
+# 1) 32 px (the seed's batch 256 and up)
+$KIT run "${common[@]}" --image-size 32 --steps 60 --batch-sizes 256,512,1024,2048,4096,8192 \
+    --results-dir "$OUT/curve-32px" > "$OUT/curve-32px.bundle"
+# 2) 224 px (upsampled on the device; ResNet-50 fp32's largest batch is about 1,700 on a 141 GB H200)
+$KIT run "${common[@]}" --image-size 224 --steps 30 --batch-sizes 64,128,256,512,1024,2048 \
+    --results-dir "$OUT/curve-224px" > "$OUT/curve-224px.bundle"
+# 3) the curves
+for b in "$OUT"/curve-*.bundle; do
+    $KIT bundle show "$(cat "$b")"
+done

@@ -1,0 +1,281 @@
+"""The batch curve (`kit run --batch-sizes`): the plan's cells, the knee, the speedup over fp32 and
+images per joule at each batch size, the derived figures, compare, and the report and
+`kit bundle show` views. Results are fixture data (invented numbers)."""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+
+import pytest
+
+from fixtures.results.factory import make_cell, make_env, make_results
+from kit.bundle.envinfo import summarise_environment
+from kit.compare.engine import build_comparison
+from kit.compare.load import Source
+from kit.errors import UsageError
+from kit.report.charts import run_charts
+from kit.report.html import render_run_report
+from kit.report.svg import Series, line_chart
+from kit.results import ratios
+from kit.results.curve import KNEE_GAIN, curves, fmt_knee, knee
+from kit.results.derive import derive
+from kit.results.schema import CURVE_PARAM, CellResult, RunConfig, RunResults
+from kit.runner.options import config_from_options, parse_args, parse_batch_sizes, to_args
+from kit.runner.plan import build_plan
+
+
+# --- the knee: one definition ----------------------------------------------------------------
+
+
+def test_the_knee_is_the_first_batch_past_which_doubling_gains_under_ten_percent():
+    # 256 -> 512: +60%; 512 -> 1024: +20%; 1024 -> 2048: +5%; 2048 -> 4096: +2%
+    points = [(256, 100.0), (512, 160.0), (1024, 192.0), (2048, 201.6), (4096, 205.6)]
+    assert knee(points) == 1024
+    assert knee(list(reversed(points))) == 1024  # any order
+
+
+def test_a_curve_still_gaining_at_its_largest_batch_has_no_knee_yet():
+    assert knee([(256, 100.0), (512, 105.0), (1024, 150.0)]) is None  # flat, then gains again
+    assert knee([(256, 100.0), (512, 200.0)]) is None
+    assert fmt_knee(_curve([(256, 100.0), (512, 200.0)])) == "not reached (> 512)"
+
+
+def test_a_gain_of_exactly_ten_percent_is_not_under_it():
+    assert knee([(256, 100.0), (512, 100.0 * (1 + KNEE_GAIN))]) is None
+    assert knee([(256, 100.0), (512, 109.9)]) == 256
+
+
+def test_the_gain_is_counted_per_doubling_when_the_sizes_do_not_double():
+    # 256 -> 1024 is two doublings: +21% in all is 10% per doubling (not under); +20% is under
+    assert knee([(256, 100.0), (1024, 121.0001)]) is None
+    assert knee([(256, 100.0), (1024, 120.0)]) == 256
+    # 256 -> 384 (+12%) is 0.58 doublings: 21.6% per doubling
+    assert knee([(256, 100.0), (384, 112.0)]) is None
+
+
+def test_points_without_a_throughput_end_the_curve_and_one_point_has_no_knee():
+    assert knee([(256, 100.0), (512, 105.0), (1024, None)]) == 256  # out of memory at 1024
+    assert knee([(256, 100.0), (512, None)]) is None
+    assert knee([]) is None
+    assert fmt_knee(_curve([(256, 100.0), (512, None)])) == "— (fewer than 2 sizes measured)"
+
+
+def test_a_throughput_that_falls_with_the_batch_is_past_the_knee():
+    assert knee([(256, 100.0), (512, 180.0), (1024, 170.0)]) == 512
+
+
+# --- the options and the plan ----------------------------------------------------------------
+
+
+def test_batch_sizes_become_one_cell_per_size_smallest_first_with_the_batch_in_the_id():
+    config = config_from_options(parse_args(["--data", "synthetic", "-m", "resnet18", "-p", "fp32,amp-bf16",
+                                             "-e", "torch", "--batch-sizes", "1024,256", "--batch-sizes", "512"]))
+    assert config.batch_sizes == [256, 512, 1024] and config.batch_size is None
+    plan = build_plan(config)
+    assert plan.cell_ids == [f"cifar/resnet18/{p}/torch/bs{b}" for p in ("fp32", "amp-bf16") for b in (256, 512, 1024)]
+    assert len(set(plan.cell_ids)) == len(plan.cell_ids)
+    for spec in plan.cells:
+        assert spec.params[CURVE_PARAM] == [256, 512, 1024]
+        assert spec.params["batch_size"] == int(spec.cell_id.rsplit("/bs", 1)[1])
+
+
+def test_without_batch_sizes_the_cells_keep_the_ids_they_always_had():
+    plan = build_plan(config_from_options(parse_args(["--data", "synthetic", "-m", "resnet18", "-p", "fp32", "-e", "torch"])))
+    assert plan.cell_ids == ["cifar/resnet18/fp32/torch"]
+    assert CURVE_PARAM not in plan.cells[0].params
+
+
+def test_an_old_results_file_without_the_option_reads_with_the_ids_it_had():
+    d = make_results([make_cell(), make_cell(precision="amp-bf16")], make_env())
+    d["config"].pop("batch_sizes", None)
+    res = RunResults.from_dict(d)
+    assert res.config.batch_sizes == []
+    assert [c.cell_id for c in res.cells] == ["cifar/resnet18/fp32/torch", "cifar/resnet18/amp-bf16/torch"]
+
+
+def test_the_lstm_cells_of_suite_all_keep_their_batch_size():
+    config = config_from_options(parse_args(["--suite", "all", "--data", "synthetic", "-m", "resnet18", "-p", "fp32",
+                                             "-e", "torch", "--preset", "apex-2018", "--batch-sizes", "2,4"]))
+    ids = build_plan(config).cell_ids
+    assert ids == ["cifar/resnet18/fp32/torch/bs2", "cifar/resnet18/fp32/torch/bs4", "lstm/apex-2018/fp32/kit"]
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--batch-sizes", "256,0"], "0 is not a batch size"),
+    (["--batch-sizes=-8"], "-8 is not a batch size"),
+    (["--batch-sizes", "256,256"], "names 256 more than once"),
+    (["--batch-sizes", "256", "--batch-sizes", "256"], "names 256 more than once"),
+    (["--batch-sizes", "256,big"], "'big' is not a whole number"),
+    (["--batch-sizes", "2.5"], "'2.5' is not a whole number"),
+    (["--batch-sizes", ","], "--batch-sizes is empty"),
+    (["--batch-sizes", "4", "--batch-size", "8"], "--batch-size and --batch-sizes both given"),
+    (["--batch-sizes", "4", "--suite", "lstm"], "--suite lstm has none"),
+])
+def test_a_bad_batch_list_is_a_usage_error(args, words):
+    with pytest.raises(UsageError) as err:
+        config_from_options(parse_args(["--data", "synthetic", *args]))
+    assert words in err.value.message
+
+
+def test_the_option_travels_to_the_container_command_line_and_back():
+    options = parse_args(["--batch-sizes", "256,512", "--data", "synthetic"])
+    assert to_args(options) == ["--batch-sizes", "256,512", "--data", "synthetic"]
+    assert parse_args(to_args(options)) == options
+    assert parse_batch_sizes(None) == []
+
+
+def test_smoke_with_a_batch_curve_keeps_the_curve():
+    config = config_from_options(parse_args(["--smoke", "--batch-sizes", "2,4"]))
+    assert config.batch_size is None and config.batch_sizes == [2, 4]
+
+
+# --- the curve from the cells ----------------------------------------------------------------
+
+
+def _point(precision: str, batch: int, epoch_s=(10.0, 10.2, 9.8), status: str = "ok", reason: str | None = None,
+           items_per_j: float | None = None, **kw) -> dict:
+    d = make_cell(precision=precision, batch_size=batch, epoch_s=list(epoch_s), status=status, reason=reason, **kw)
+    d["params"][CURVE_PARAM] = [256, 512, 1024]
+    if status != "ok" and reason and reason.startswith("out of memory"):
+        d["metrics"] = {"out_of_memory": True}
+    if items_per_j is not None:
+        d["telemetry"] = {"available": True, "power_mean_w": 400.0, "energy_j": 4000.0, "items_per_j": items_per_j,
+                          "items_per_j_unit": "images per joule", "other_processes": [], "throttled": False}
+    d.pop("cell_id", None)
+    return d
+
+
+def _curve_cells() -> list[dict]:
+    # fixture: fp32 flattens early; amp-bf16 keeps gaining and runs out of memory at 1024
+    return [
+        _point("fp32", 256, (10.0, 10.0, 10.0), items_per_j=3.0),
+        _point("fp32", 512, (12.0, 12.0, 12.0), items_per_j=3.2),
+        _point("fp32", 1024, (23.0, 23.0, 23.0)),
+        _point("amp-bf16", 256, (5.0, 5.0, 5.0), items_per_j=9.0),
+        _point("amp-bf16", 512, (6.0, 6.0, 6.0)),
+        _point("amp-bf16", 1024, status="skipped", reason="out of memory at batch 1024"),
+    ]
+
+
+def _results(cells: list[dict] | None = None, env=None) -> RunResults:
+    d = make_results(cells or _curve_cells(), env or make_env())
+    d["config"]["batch_sizes"] = [256, 512, 1024]
+    return RunResults.from_dict(d)
+
+
+def _curve(points):
+    from kit.results.curve import Curve, Point
+
+    return Curve("cifar", "resnet18", "torch", "fp32", "images",
+                 [Point(b, "ok" if t is not None else "skipped", None, t) for b, t in points])
+
+
+def test_each_size_has_its_throughput_speedup_over_fp32_and_images_per_joule():
+    res = _results()
+    by = {c.precision: c for c in curves(res.cells)}
+    fp32, bf16 = by["fp32"], by["amp-bf16"]
+    assert [p.batch_size for p in fp32.points] == [256, 512, 1024]
+    # throughput = batch x 60 steps / epoch seconds (fixture)
+    assert fp32.points[0].throughput == pytest.approx(256 * 60 / 10.0)
+    assert fp32.knee == 512  # 256 -> 512 gains 67%, 512 -> 1024 4.3%
+    assert bf16.knee is None  # 256 -> 512 gains 67%, and 1024 did not fit
+    cells = {c.cell_id: c for c in res.cells}
+    for b, p in zip((256, 512), bf16.points):
+        # the one ratio function, fp32 at the same batch size
+        expected = ratios.speedup_over_fp32(cells[f"cifar/resnet18/amp-bf16/torch/bs{b}"],
+                                            cells[f"cifar/resnet18/fp32/torch/bs{b}"])
+        assert p.speedup_over_fp32 == expected and expected is not None
+    assert bf16.points[0].speedup_over_fp32 == pytest.approx(2.0)
+    assert bf16.points[2].status == "skipped" and bf16.points[2].reason == "out of memory at batch 1024"
+    assert bf16.points[2].out_of_memory and bf16.points[2].throughput is None
+    assert fp32.points[0].images_per_j == 3.0 and fp32.points[0].joules_per_image == pytest.approx(1 / 3)
+    assert fp32.points[2].images_per_j is None  # no telemetry: not measured, never a guess
+
+
+def test_derived_figures_are_per_batch_size_and_name_the_knee():
+    res = _results()
+    d = derive(res.cells, "throughput")
+    speedups = [(r["precision"], r["batch_size"]) for r in d["performance_ratios"]]
+    assert speedups == [("amp-bf16", 256), ("amp-bf16", 512)]
+    (bf16,) = [c for c in d["batch_curves"] if c["precision"] == "amp-bf16"]
+    assert bf16["knee_batch_size"] is None and "10%" in bf16["knee_rule"]
+    assert bf16["points"][2] == {"batch_size": 1024, "status": "skipped", "reason": "out of memory at batch 1024",
+                                 "throughput_items_per_s": None, "speedup_over_fp32": None, "items_per_j": None,
+                                 "j_per_item": None, "out_of_memory": True}
+    assert "batch_curves" not in derive([CellResult.from_dict(make_cell())], "throughput")
+
+
+def test_compare_lines_up_two_curves_point_by_point():
+    a = _results(env=make_env(host="fixture-host-a"))
+    slower = [_point("fp32", 256, (20.0, 20.0, 20.0)), _point("fp32", 512, (38.0, 38.0, 38.0)),
+              _point("amp-bf16", 256, (10.0, 10.0, 10.0))]
+    b = _results(slower, env=make_env(host="fixture-host-b", gpu="Fixture GPU B"))
+    sources = [Source(index=i, label=label, path=Path(f"/fixture/{label}"), kind="results file", results=r,
+                      environment=r.environment, env=summarise_environment(r.environment, r.config, r.cells),
+                      interrupted=False)
+               for i, (label, r) in enumerate((("A", a), ("B", b)))]
+    cmp = build_comparison(sources)
+    rows = {r.cell_id: r for r in cmp.rows}
+    assert set(rows) == {"cifar/resnet18/fp32/torch/bs256", "cifar/resnet18/fp32/torch/bs512",
+                         "cifar/resnet18/amp-bf16/torch/bs256"}
+    vs = rows["cifar/resnet18/fp32/torch/bs512"].machines[1].vs_baseline
+    assert vs.ratio == pytest.approx(12.0 / 38.0)
+    # each machine's speedup over fp32 is at the same batch size
+    assert rows["cifar/resnet18/amp-bf16/torch/bs256"].machines[1].vs_fp32.ratio == pytest.approx(2.0)
+
+
+# --- the views ---------------------------------------------------------------------------------
+
+
+def test_the_report_draws_throughput_against_batch_size_one_line_per_precision():
+    from kit.bundle.active_content import svg_problem
+
+    charts = run_charts(_results())
+    svg = charts["charts/cifar-torch-resnet18-batch-curve.svg"]
+    assert svg_problem(svg.encode()) is None
+    assert svg.count('class="line"') == 2  # fp32 and amp-bf16
+    assert "<title>fp32, 512: 2,560</title>" in svg
+    assert "<title>amp-bf16, 1,024: out of memory at batch 1024</title>" in svg
+    assert "<title>fp32: knee at 512</title>" in svg
+    assert re.search(r"<text [^>]*>batch size \(log scale\)</text>", svg)
+    assert "charts/cifar-torch-resnet18-batch-curve-per-joule.svg" in charts
+    # the points are no bars of the per-model charts (one model, several cells per precision)
+    assert not any(name.endswith("-throughput.svg") for name in charts)
+
+
+def test_a_line_with_a_gap_is_two_lines_and_the_chart_is_inert():
+    svg = line_chart("Curve — fixture", [2, 4, 8, 16], [Series("fp32", [1.0, 2.0, None, 3.0], notes=[None, None, "failed", None])],
+                     y_label="images per second", chart_id="c1")
+    assert svg.count('class="line"') == 1 and svg.count('class="point"') == 3  # 2-4 joined; 16 alone
+    assert "<title>fp32, 8: failed</title>" in svg
+    for absent in ("<defs", "<use", "href", "clip-path", "<script"):
+        assert absent not in svg
+    assert re.findall(r'\sid="([^"]*)"', svg) == ["c1", "c1-title"]
+
+
+def test_the_report_tables_show_the_curve_and_its_knee():
+    res = _results()
+    html = render_run_report(res, res.environment, interrupted=False, charts=run_charts(res))
+    part = html[html.index("<h2>Batch curve</h2>"):]
+    part = part[:part.index("</table>")]
+    text = re.sub(r"<[^>]+>", " ", part)
+    assert "knee (batch)" in text and "batch 1,024" in text
+    assert "out of memory at batch 1024" in text and "not reached (&gt; 512)" in text
+    assert "2.00×" in text and "9 images/J" in text
+
+
+def test_bundle_show_prints_the_curve_and_the_knee(tmp_path):
+    from rich.console import Console
+
+    from kit.report.show import print_batch_curve
+
+    buf = io.StringIO()
+    print_batch_curve(_results(), Console(file=buf, width=200, color_system=None))
+    out = buf.getvalue()
+    assert "Batch curve" in out and "knee" in out
+    fp32 = next(line for line in out.splitlines() if "cifar/resnet18/fp32/torch" in line)
+    assert " 512 " in fp32 and "1,536 images/s" in fp32 and "3 images/J" in fp32
+    bf16 = next(line for line in out.splitlines() if "amp-bf16" in line)
+    assert "2.00×" in bf16 and "out of memory at batch 1024" in bf16 and "not reached (> 512)" in bf16
