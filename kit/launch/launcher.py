@@ -109,21 +109,28 @@ def parse_gpus(gpu: str | int) -> tuple[int, ...]:
     return ids
 
 
-def container_command(stack: str, run_args: Sequence[str], smoke_default: bool) -> list[str]:
+def container_command(stack: str, run_args: Sequence[str], smoke_default: bool, gpu_count: int = 1) -> list[str]:
     """The `kit` command line inside the container.
 
     No arguments: the CPU smoke run on the cpu stack, the full suite on a GPU
     stack. Arguments are `kit run` options (a leading "run" is accepted).
     Without --device, the cpu stack gets --device cpu and GPU stacks cuda:0,
-    which inside the container is the first GPU given with --gpu.
+    which inside the container is the first GPU given with --gpu. Several GPUs
+    (``gpu_count`` > 1) on a GPU stack, without --gpus: the cells run data-parallel
+    over all of them (``--gpus N --device cuda``).
     """
     args = list(run_args)
     if args and args[0] == "run":
         args = args[1:]
+    parallel = gpu_count > 1 and stack != "cpu" and not any(a == "--gpus" or a.startswith("--gpus=") for a in args)
     if not args:
-        return list(SMOKE_ARGS) if smoke_default or stack == "cpu" else GPU_ARGS + ["--device", "cuda:0"]
+        if smoke_default or stack == "cpu":
+            return list(SMOKE_ARGS)
+        args = GPU_ARGS[1:]
+    if parallel:
+        args += ["--gpus", str(gpu_count)]
     if device_arg(args) is None:
-        args += ["--device", "cpu" if stack == "cpu" else "cuda:0"]
+        args += ["--device", "cpu" if stack == "cpu" else ("cuda" if parallel else "cuda:0")]
     return ["run", *args]
 
 
@@ -448,7 +455,7 @@ def launch(
 
     require_runner(resolved)
     image = ensure_image(client, resolved, ui, rebuild=rebuild, build_kwargs=build_kwargs)
-    command = container_command(resolved, run_args, smoke_default)
+    command = container_command(resolved, run_args, smoke_default, len(gpus) if uses_gpu else 1)
 
     data = Path(data_dir or os.environ.get("KIT_DATA_DIR") or "data").resolve()
     results = Path(results_dir or os.environ.get("KIT_RESULTS_DIR") or "results").resolve()

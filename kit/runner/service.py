@@ -184,6 +184,7 @@ def config_from_options(opts: dict[str, Any], argv: list[str] | None = None) -> 
             lstm={k: opts.get(k) for k in LSTM_OVERRIDES if opts.get(k) is not None},
             command_line=list(argv or []),
             isolate=opts.get("isolate") or "apex",
+            **data_parallel_options(opts),
         )
     else:
         config = RunConfig(
@@ -209,9 +210,18 @@ def config_from_options(opts: dict[str, Any], argv: list[str] | None = None) -> 
             lstm={k: opts.get(k) for k in LSTM_OVERRIDES if opts.get(k) is not None},
             command_line=list(argv or []),
             isolate=opts.get("isolate") or "apex",
+            **data_parallel_options(opts),
         )
     check_lstm_settings(config)
     return config
+
+
+def data_parallel_options(opts: dict[str, Any]) -> dict:
+    """--gpus, --global-batch-size, --scaling as RunConfig fields (checked there)."""
+    if opts.get("global_batch_size") is not None and opts.get("batch_size") is not None:
+        raise UsageError("give --batch-size (per GPU) or --global-batch-size, not both.")
+    return {"gpus": opts.get("gpus"), "global_batch_size": opts.get("global_batch_size"),
+            "scaling": bool(opts.get("scaling"))}
 
 
 def check_lstm_settings(config: RunConfig) -> None:
@@ -290,6 +300,9 @@ def _resume(resume_dir: Path, opts: dict[str, Any], console) -> None:
 def _check_can_run(config: RunConfig, opts: dict[str, Any], console) -> None:
     """The benchmark stack imports (always) and the device is usable (unless --skip-checks): exit 6."""
     check_bench_stack()
+    from kit.runner.isolate import check_data_parallel
+
+    check_data_parallel(config)  # --gpus N: the GPUs exist here (exit 2)
     if not opts.get("skip_checks"):
         from kit.env.preflight import check_native_run
 

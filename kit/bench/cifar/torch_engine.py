@@ -34,6 +34,7 @@ from kit.bench.cifar.batch_search import free_device_memory, is_oom
 from kit.bench.cifar.evaluation import evaluate_model
 from kit.bench.cifar.gpu_data import DeviceData, augment
 from kit.bench.cifar.graphed import GRAPH_MODES, WARMUP_BEFORE_CAPTURE, GraphedTrainer
+from kit.bench.distributed import state as data_parallel
 from kit.bench.precision import Precision
 from kit.errors import KitError
 
@@ -115,7 +116,9 @@ def compile_candidates(compile: str, device: str, precision: str | None = None) 
         return [None]
     compiled = ["reduce-overhead", "default"] if caps.HAS_COMPILE else []
     if device.startswith("cuda"):
-        graph = ["cuda-graph"] if precision in GRAPH_MODES and caps.HAS_GRAPHED_STEP else []
+        # the graphed step captures the optimizer too, which DDP's all-reduce cannot join
+        graph = (["cuda-graph"] if precision in GRAPH_MODES and caps.HAS_GRAPHED_STEP
+                 and data_parallel.active() is None else [])
         return graph + compiled + [None]
     return compiled[1:] + [None]  # CUDA graphs need CUDA
 
@@ -239,7 +242,7 @@ def train_repeat(cfg: TrainConfig, data: DeviceData, ctx: Any, repeat: int, comp
     total = spe * cfg.epochs
     warm = steady_state_warmup(cfg, total, compile_mode)
     clock = timing.StepClock(device, warmup_steps=warm)
-    gen = make_generator(device, cfg.seed)
+    gen = make_generator(device, data_parallel.data_seed(cfg.seed))  # each rank its own batches
     free_device_memory()
     timing.reset_peak_memory(device)
     if compile_mode == "cuda-graph":
@@ -307,6 +310,7 @@ def train_repeat(cfg: TrainConfig, data: DeviceData, ctx: Any, repeat: int, comp
         metrics={"train_loss": train_losses, **({"test_accuracy": test_acc, "test_loss": test_loss} if cfg.evaluate else {})},
     )
     rec["precision"] = trainer.describe()
+    data_parallel.repeat_done(trainer.model)  # a data-parallel rank records its weights' digest
     del trainer, xs, ys
     free_device_memory()
     return rec
