@@ -204,3 +204,12 @@ def test_the_interconnect_comes_from_nvml_per_pair_of_gpus():
     assert mixed["kind"] == "mixed"
     assert {tuple(p["gpus"]): p["link"] for p in mixed["pairs"]} == {(0, 1): "nvlink", (0, 2): "pcie", (1, 2): "pcie"}
     assert interconnect([0])["kind"] == "none"
+
+
+def test_a_fastai_cell_is_skipped_with_the_reason_before_any_rank_starts(tmp_path, monkeypatch):
+    from kit.runner.isolate import run_parallel_cell
+
+    monkeypatch.setattr(isolate, "_run_children", lambda *a, **k: pytest.fail("no rank may start"))
+    spec = CellSpec("cifar", "resnet18", "fp32", "fastai", {"world_size": 2})
+    result = run_parallel_cell(spec, _ctx(tmp_path))
+    assert result.status == "skipped" and "fastai engine has no data-parallel path" in result.reason

@@ -112,7 +112,12 @@ def run_parallel_cell(spec: CellSpec, ctx: CellContext, log_path: Path | None = 
                       store_dir: Path | None = None) -> CellResult:
     """A data-parallel cell (``spec.params["world_size"]``): with ``scaling_baseline``, the same cell on
     one rank first, then on all; records the scaling efficiency and the GPUs' interconnect."""
+    from kit.bench.distributed.worker import unsupported_reason  # torch-free at import
+
     world = int(spec.params["world_size"])
+    why = unsupported_reason(spec)
+    if why:  # before any process starts
+        return CellResult.skipped(spec, why, throughput_unit="images" if spec.workload == "cifar" else "tokens")
     baseline = None
     if spec.params.get("scaling_baseline") and world > 1:
         one = CellSpec(spec.workload, spec.model, spec.precision, spec.engine, dict(spec.params, world_size=1))
