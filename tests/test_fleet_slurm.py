@@ -146,6 +146,8 @@ def test_squeue_against_a_controller_that_is_down_is_exit_6(fake_slurm, capsys, 
     (["--time", "one hour"], "Slurm's forms"),
     (["--gpus-per-task", "1,1"], "name each value once"),
     (["--suites", "resnet"], "choose from cifar, lstm, all"),
+    (["--stacks", "cuda12"], "--stacks needs --container"),
+    (["--stacks", "cuda12,cpu", "--container", "pyxis", "--image", "reg#mpkit:1"], "need {stack} in --image"),
 ])
 def test_bad_sweep_options_are_one_line_and_exit_2(fake_slurm, capsys, monkeypatch, args, words):
     code, out, err = _cli(["fleet", "slurm", "submit", "--dir", str(fake_slurm / "s"), *args], capsys, monkeypatch)
@@ -163,8 +165,18 @@ def test_a_pyxis_sweep_runs_kit_in_the_image(tmp_path, capsys, monkeypatch):
     code, out, err = _submit(tmp_path / "s", capsys, monkeypatch, "--container", "pyxis", "--image",
                              "registry.example/mpkit:cuda12-0.1.0", "--dry-run")
     assert code == 0, err
-    assert 'srun --container-image=registry.example/mpkit:cuda12-0.1.0 --container-mounts="$SWEEP:$SWEEP"' in out
+    assert 'srun --container-image="$IMAGE" --container-mounts="$SWEEP:$SWEEP"' in out
+    assert "0) ARGS=(--smoke); IMAGE=registry.example/mpkit:cuda12-0.1.0 ;;" in out
     assert "kit run \"${ARGS[@]}\" --results-dir \"$TASK_DIR/results\"" in out
+
+
+def test_a_sweep_over_stacks_runs_each_in_its_image(tmp_path, capsys, monkeypatch):
+    code, out, err = _submit(tmp_path / "s", capsys, monkeypatch, "--container", "apptainer", "--stacks", "cuda12,cuda10",
+                             "--image", "/shared/mpkit-{stack}.sif", "--dry-run")
+    assert code == 0, err
+    assert "0) ARGS=(--smoke); IMAGE=/shared/mpkit-cuda12.sif ;;  # default suite on 1 GPU, cuda12" in out
+    assert "1) ARGS=(--smoke); IMAGE=/shared/mpkit-cuda10.sif ;;" in out
+    assert 'apptainer exec --nv --bind "$SWEEP" "$IMAGE" kit run' in out
 
 
 # ----------------------------------------------------------------------------- status, collect, resubmit

@@ -49,7 +49,8 @@ def submit(
     time_limit: Optional[str] = typer.Option(None, "--time", "-t", help="Time limit per task, in Slurm's form (30, 1:30:00)."),
     cpus_per_task: Optional[int] = typer.Option(None, "--cpus-per-task", help="CPUs per task (default: the cluster's)."),
     container: str = typer.Option("none", "--container", help="none (the submitting Python on the nodes), pyxis (srun --container-image) or apptainer."),
-    image: Optional[str] = typer.Option(None, "--image", help="The kit's image for --container pyxis / apptainer."),
+    image: Optional[str] = typer.Option(None, "--image", help="The kit's image for --container pyxis / apptainer; {stack} stands for each of --stacks."),
+    stacks: Optional[str] = typer.Option(None, "--stacks", help="Image stacks to sweep, comma-separated (cuda12, cuda10, cpu); needs --container and an --image with {stack}."),
     python: Optional[str] = typer.Option(None, "--python", help="Python on the nodes for --container none (default: the one running this command)."),
     sbatch_arg: Optional[List[str]] = typer.Option(None, "--sbatch-arg", help="Extra sbatch option, passed as is (repeat), e.g. --sbatch-arg=--account=lab."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the batch script and the sbatch commands; submit and write nothing."),
@@ -66,7 +67,8 @@ def submit(
 
     sweep = plan_sweep(dir, list(ctx.args), parse_name_list(suites), parse_int_list(gpus_per_task, "--gpus-per-task"),
                        python=python, partition=partition, time_limit=time_limit, cpus_per_task=cpus_per_task,
-                       container=container, image=image, sbatch_args=list(sbatch_arg or []))
+                       container=container, image=image, sbatch_args=list(sbatch_arg or []),
+                       stacks=parse_name_list(stacks))
     script = slurm.render_script(sweep)
     if dry_run:
         typer.echo(script, nl=False)

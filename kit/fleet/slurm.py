@@ -43,12 +43,12 @@ NO_SLURM_REMEDY = ("Run kit fleet slurm on a host with the Slurm client commands
 # ----------------------------------------------------------------------------- the batch script
 def task_command(sweep: Sweep, task: Task) -> List[str]:
     """The task's `kit run` as the batch script runs it (before --results-dir / --resume)."""
+    # the task's image is $IMAGE, set by the script's case for the task
     if sweep.container == "pyxis":
-        return ["srun", f"--container-image={sweep.image}", '--container-mounts="$SWEEP:$SWEEP"',
+        return ["srun", '--container-image="$IMAGE"', '--container-mounts="$SWEEP:$SWEEP"',
                 '--container-workdir="$SWEEP"', "kit", "run"]
     if sweep.container == "apptainer":
-        return ["apptainer", "exec"] + (["--nv"] if task.gpus else []) + ['--bind "$SWEEP"', shlex.quote(sweep.image or ""),
-                                                                          "kit", "run"]
+        return ["apptainer", "exec"] + (["--nv"] if task.gpus else []) + ['--bind "$SWEEP"', '"$IMAGE"', "kit", "run"]
     return [shlex.quote(sweep.python), "-m", "kit", "run"]
 
 
@@ -80,7 +80,8 @@ def render_script(sweep: Sweep) -> str:
         'case "$TASK" in',
     ]
     for t in sweep.tasks:
-        lines.append(f"  {t.index}) ARGS=({' '.join(shlex.quote(a) for a in t.run_args)}) ;;  # {t.label}")
+        image = f"; IMAGE={shlex.quote(t.image)}" if t.image else ""
+        lines.append(f"  {t.index}) ARGS=({' '.join(shlex.quote(a) for a in t.run_args)}){image} ;;  # {t.label}")
     lines += [
         '  *) echo "kit fleet: no task $TASK in this sweep" >&2; exit 2 ;;',
         "esac",

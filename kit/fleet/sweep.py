@@ -19,6 +19,7 @@ SWEEP_FILE = "sweep.json"
 SCRIPT_FILE = "job.sbatch"
 TASKS_DIR = "tasks"
 CONTAINERS = ("none", "pyxis", "apptainer")
+STACKS = ("cuda12", "cuda10", "cpu")
 SUITES = ("cifar", "lstm", "all")
 _SLURM_TIME = re.compile(r"(\d+-)?\d+(:\d{1,2}){0,2}")
 
@@ -33,11 +34,14 @@ class Task:
     gpus: int
     #: the task's `kit run` options (without --results-dir, which the batch script adds)
     run_args: List[str] = field(default_factory=list)
+    #: the image stack (cuda12, cuda10, cpu) when the task runs in the kit's image, and that image
+    stack: Optional[str] = None
+    image: Optional[str] = None
 
     @property
     def label(self) -> str:
         where = "CPU" if self.gpus == 0 else f"{self.gpus} GPU" + ("s" if self.gpus > 1 else "")
-        return f"{self.suite or 'default suite'} on {where}"
+        return f"{self.suite or 'default suite'} on {where}" + (f", {self.stack}" if self.stack else "")
 
 
 @dataclass
@@ -91,8 +95,12 @@ class Sweep:
 def plan_sweep(folder: Path, run_args: List[str], suites: List[str], gpus: List[int], *, name: Optional[str] = None,
                python: Optional[str] = None, partition: Optional[str] = None, time_limit: Optional[str] = None,
                cpus_per_task: Optional[int] = None, container: str = "none", image: Optional[str] = None,
-               sbatch_args: Optional[List[str]] = None) -> Sweep:
-    """Every option checked (UsageError, exit 2) and the tasks: suites x GPU counts."""
+               sbatch_args: Optional[List[str]] = None, stacks: Optional[List[str]] = None) -> Sweep:
+    """Every option checked (UsageError, exit 2) and the tasks: stacks x suites x GPU counts.
+
+    ``stacks`` need a container runtime: ``image`` names each stack's image with ``{stack}``
+    (``registry#mpkit:{stack}-0.1.0``); natively the nodes' own Python is the one stack."""
+    stacks = list(stacks or [])
     run_args = list(run_args)
     if run_args and run_args[0] == "run":
         run_args = run_args[1:]
@@ -117,6 +125,16 @@ def plan_sweep(folder: Path, run_args: List[str], suites: List[str], gpus: List[
     if container != "none" and not image:
         raise UsageError(f"--container {container} needs --image (the kit's image as the runtime names it).",
                          remedy="e.g. --image docker://registry.example/mpkit:cuda12-0.1.0 (pyxis) or --image mpkit.sif (Apptainer)")
+    for st in stacks:
+        if st not in STACKS:
+            raise UsageError(f"--stacks {st!r}: choose from {', '.join(STACKS)}.")
+    if len(set(stacks)) != len(stacks):
+        raise UsageError("--stacks names each stack once.")
+    if stacks and container == "none":
+        raise UsageError("--stacks needs --container pyxis or apptainer: natively the nodes' own Python is the stack.",
+                         remedy="Add --container pyxis --image 'registry#mpkit:{stack}-0.1.0' (one image per stack).")
+    if len(stacks) > 1 and "{stack}" not in (image or ""):
+        raise UsageError("several --stacks need {stack} in --image, e.g. --image 'registry#mpkit:{stack}-0.1.0'.")
     if time_limit is not None and not _SLURM_TIME.fullmatch(time_limit):
         raise UsageError(f"--time {time_limit!r}: use Slurm's forms, e.g. 30, 1:30:00 or 1-00:00:00.")
     if cpus_per_task is not None and cpus_per_task < 1:
@@ -128,14 +146,16 @@ def plan_sweep(folder: Path, run_args: List[str], suites: List[str], gpus: List[
     if folder.exists() and not folder.is_dir():
         raise UsageError(f"--dir {folder} is a file, not a folder.")
     tasks = []
-    for suite in (suites or [None]):
-        for n in (gpus or [1]):
-            args = (["--suite", suite] if suite else []) + list(run_args)
-            if n == 0:
-                args += ["--device", "cpu"]
-            elif n > 1:
-                args += ["--gpus", str(n)]
-            tasks.append(Task(len(tasks), suite, n, args))
+    for stack in (stacks or [None]):
+        for suite in (suites or [None]):
+            for n in (gpus or [1]):
+                args = (["--suite", suite] if suite else []) + list(run_args)
+                if n == 0:
+                    args += ["--device", "cpu"]
+                elif n > 1:
+                    args += ["--gpus", str(n)]
+                task_image = (image or "").replace("{stack}", stack or "") if container != "none" else None
+                tasks.append(Task(len(tasks), suite, n, args, stack, task_image))
     return Sweep(name=name or folder.resolve().name, folder=str(folder.resolve()), python=python or sys.executable,
                  tasks=tasks, partition=partition, time_limit=time_limit, cpus_per_task=cpus_per_task,
                  container=container, image=image, sbatch_args=list(sbatch_args or []))
