@@ -213,3 +213,19 @@ def test_a_fastai_cell_is_skipped_with_the_reason_before_any_rank_starts(tmp_pat
     spec = CellSpec("cifar", "resnet18", "fp32", "fastai", {"world_size": 2})
     result = run_parallel_cell(spec, _ctx(tmp_path))
     assert result.status == "skipped" and "fastai engine has no data-parallel path" in result.reason
+
+
+def test_the_ranks_records_are_gathered_without_all_gather_object_too(tmp_path, monkeypatch):
+    """torch 1.4 (the cuda10 image) has no all_gather_object: the fallback gathers pickled bytes."""
+    import torch.distributed as dist
+
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "lo")  # as the rank worker sets it: one host
+    from kit.bench.distributed.worker import gather_objects
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        record = {"rank": 0, "digests": ["ab" * 32], "throughput": [1.5, None]}
+        assert gather_objects(record, 1, "cpu", builtin=False) == [record]
+        assert gather_objects(record, 1, "cpu") == [record]
+    finally:
+        dist.destroy_process_group()

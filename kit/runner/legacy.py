@@ -45,6 +45,8 @@ RUN_OPTIONS = (
     ("--mode", "mode", str, "throughput"),
     ("--compile", "compile", str, "auto"),
     ("--isolate", "isolate", str, "apex"),
+    ("--gpus", "gpus", int, None),
+    ("--global-batch-size", "global_batch_size", int, None),
     ("--tolerance", "tolerance", float, None),
     ("--emsize", "emsize", int, None),
     ("--nhid", "nhid", int, None),
@@ -58,7 +60,8 @@ RUN_OPTIONS = (
     ("--results-dir", "results_dir", Path, Path(os.environ.get("KIT_RESULTS_DIR", "results"))),
     ("--resume", "resume", Path, None),
 )
-FLAGS = (("--find-max-batch", "find_max_batch"), ("--smoke", "smoke"), ("--skip-checks", "skip_checks"))
+FLAGS = (("--find-max-batch", "find_max_batch"), ("--smoke", "smoke"), ("--skip-checks", "skip_checks"),
+         ("--scaling", "scaling"))
 TRI_STATE = (("--tied", "--untied", "tied"), ("--dynamic-loss-scale", "--no-dynamic-loss-scale", "dynamic_loss_scale"))
 
 

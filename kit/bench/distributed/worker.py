@@ -95,8 +95,7 @@ def run_rank(spec: CellSpec, ctx: CellContext) -> CellResult:
         comm = time_allreduce(info) if result.status == "ok" and info.grad_bytes else None
         record = {"rank": rank, "status": result.status, "digests": list(info.digests),
                   "throughput": [r.get("throughput_items_per_s") for r in result.repeats]}
-        gathered = [None] * world  # type: List[Any]
-        dist.all_gather_object(gathered, record)
+        gathered = gather_objects(record, world, device)
         if rank == 0 and result.status == "ok":
             combine(result, gathered, comm, info, dp)
         return result
@@ -106,6 +105,31 @@ def run_rank(spec: CellSpec, ctx: CellContext) -> CellResult:
             dist.destroy_process_group()
         except Exception:  # noqa: BLE001 - the group may already be broken by a dead rank
             pass
+
+
+def gather_objects(obj: Any, world: int, device: str, builtin: bool = True) -> List[Any]:
+    """Every rank's ``obj``, in rank order: ``all_gather_object`` where torch has it (1.8+), else the
+    same with pickled bytes in uint8 tensors (torch 1.4 in the cuda10 image)."""
+    import pickle
+
+    import torch
+    import torch.distributed as dist
+
+    if builtin and hasattr(dist, "all_gather_object"):
+        out = [None] * world  # type: List[Any]
+        dist.all_gather_object(out, obj)
+        return out
+    dev = device if device.startswith("cuda") else "cpu"  # NCCL gathers device tensors only
+    data = torch.tensor(list(pickle.dumps(obj)), dtype=torch.uint8, device=dev)
+    size = torch.tensor([data.numel()], dtype=torch.int64, device=dev)
+    sizes = [torch.zeros_like(size) for _ in range(world)]
+    dist.all_gather(sizes, size)
+    longest = max(int(s.item()) for s in sizes)
+    padded = torch.zeros(longest, dtype=torch.uint8, device=dev)
+    padded[: data.numel()] = data
+    bufs = [torch.zeros_like(padded) for _ in range(world)]
+    dist.all_gather(bufs, padded)
+    return [pickle.loads(bytes(b[: int(s.item())].cpu().tolist())) for b, s in zip(bufs, sizes)]
 
 
 def time_allreduce(info: state.RankInfo) -> dict:
