@@ -212,7 +212,7 @@ def test_a_fastai_cell_is_skipped_with_the_reason_before_any_rank_starts(tmp_pat
     monkeypatch.setattr(isolate, "_run_children", lambda *a, **k: pytest.fail("no rank may start"))
     spec = CellSpec("cifar", "resnet18", "fp32", "fastai", {"world_size": 2})
     result = run_parallel_cell(spec, _ctx(tmp_path))
-    assert result.status == "skipped" and "fastai engine has no data-parallel path" in result.reason
+    assert result.status == "skipped" and "cifar fastai engine has no data-parallel path" in result.reason
 
 
 def test_the_ranks_records_are_gathered_without_all_gather_object_too(tmp_path, monkeypatch):

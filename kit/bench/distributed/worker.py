@@ -33,8 +33,10 @@ ALLREDUCE_TRIES = 10
 #: rank within a second and stops the others; this bounds a hang the runner cannot see)
 COLLECTIVE_TIMEOUT_S = 600
 
-#: engines that have a data-parallel path (the fastai engines train through fastai's Learner)
-DATA_PARALLEL_ENGINES = ("torch", "kit")
+#: (workload, engine) pairs whose training code calls the hooks of kit.bench.distributed.state;
+#: any other cell (the fastai engines train through fastai's Learner) would train N unsynchronised
+#: copies, so it is skipped with the reason instead
+DATA_PARALLEL_CELLS = (("cifar", "torch"), ("lstm", "kit"))
 
 
 def visible_gpu_count() -> int:
@@ -55,9 +57,9 @@ def per_rank_batch(result: CellResult) -> "int | None":
 
 
 def unsupported_reason(spec: CellSpec) -> "str | None":
-    if spec.engine not in DATA_PARALLEL_ENGINES:
-        return (f"the {spec.engine} engine has no data-parallel path (--gpus runs the CIFAR torch engine "
-                "and the LSTM); run it without --gpus")
+    if (spec.workload, spec.engine) not in DATA_PARALLEL_CELLS:
+        return (f"the {spec.workload} {spec.engine} engine has no data-parallel path (--gpus runs the CIFAR torch "
+                "engine and the LSTM); run it without --gpus")
     return None
 
 
