@@ -356,7 +356,9 @@ class Precision:
             if self.static_loss_scale is not None and not self.dynamic_loss_scale:
                 kwargs["loss_scale"] = float(self.static_loss_scale)
             model, optimizer = amp.initialize(model, optimizer, opt_level=opt_level, verbosity=0, **kwargs)
-        return model, optimizer
+        from kit.bench.distributed import state as data_parallel
+
+        return data_parallel.wrap_model(model), optimizer  # DDP in a rank of a data-parallel cell, else as is
 
     def autocast(self):
         if self.autocast_dtype is None:

@@ -18,7 +18,7 @@ class StackChoice(str, Enum):
 
 def launch(
     ctx: typer.Context,
-    gpu: str = typer.Option("0", "--gpu", "-g", help="GPU index as nvidia-smi numbers them (several: 0,1). Only these are given to the container."),
+    gpu: str = typer.Option("0", "--gpu", "-g", help="GPU index as nvidia-smi numbers them (several: 0,1, and each cell runs data-parallel over them: kit run --gpus N). Only these are given to the container."),
     stack: StackChoice = typer.Option(StackChoice.auto, "--stack", "-s", help="Image stack; auto picks the best one this host can run (no GPU: cpu, and a smoke run)."),
     data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="Host data folder mounted at /data (default ./data or KIT_DATA_DIR)."),
     results_dir: Optional[Path] = typer.Option(None, "--results-dir", help="Host results folder mounted at /results (default ./results or KIT_RESULTS_DIR)."),

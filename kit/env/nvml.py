@@ -190,3 +190,63 @@ def compute_capability(gpu: dict) -> tuple[int, int] | None:
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+#: nvmlGpuTopologyLevel_t (nvml.h): the closest common ancestor of two GPUs on the PCIe tree
+_TOPOLOGY_LEVELS = {0: "same board", 10: "one PCIe switch", 20: "several PCIe switches", 30: "one PCIe host bridge",
+                    40: "one NUMA node (across host bridges)", 50: "across NUMA nodes (SMP interconnect)"}
+#: nvmlGpuP2PCapsIndex_t NVML_P2P_CAPS_INDEX_NVLINK, and NVML_P2P_STATUS_OK
+_P2P_CAPS_NVLINK = 3
+_P2P_STATUS_OK = 0
+
+
+def interconnect(indices: list[int], nvml: Any | None = None) -> dict:
+    """How the GPUs ``indices`` (NVML's numbering) reach each other, for a data-parallel cell.
+
+    ``{"kind": "nvlink" | "pcie" | "mixed" | "none" | "unknown", "pairs": [{"gpus": [a, b],
+    "link": "nvlink" | "pcie" | unknown, "pcie_path": "one PCIe switch" ...}], "source": ...}``:
+    a pair is NVLink when NVML reports NVLink peer-to-peer between them as OK
+    (nvmlDeviceGetP2PStatus, NVLINK index), else PCIe, with the closest common ancestor of
+    the two on the PCIe tree (nvmlDeviceGetTopologyCommonAncestor). Never raises."""
+    indices = list(indices)
+    if len(indices) < 2:
+        return {"kind": "none", "reason": "one GPU: nothing to connect", "pairs": []}
+    if nvml is None:
+        nvml = load_module()
+    if nvml is None:
+        return {"kind": "unknown", "reason": "the nvidia-ml-py package (pynvml) is not installed", "pairs": []}
+    try:
+        nvml.nvmlInit()
+    except Exception as exc:  # noqa: BLE001
+        return {"kind": "unknown", "reason": init_failure(exc)["reason"], "pairs": []}
+    try:
+        handles = {}
+        for i in indices:
+            h = attempt(nvml.nvmlDeviceGetHandleByIndex, i)
+            if is_unknown(h):
+                return {"kind": "unknown", "reason": f"no NVML handle for GPU {i}: {h['reason']}", "pairs": []}
+            handles[i] = h
+        pairs = []
+        for n, a in enumerate(indices):
+            for b in indices[n + 1:]:
+                pair: dict[str, Any] = {"gpus": [a, b]}
+                p2p = (attempt(nvml.nvmlDeviceGetP2PStatus, handles[a], handles[b],
+                               const(nvml, "NVML_P2P_CAPS_INDEX_NVLINK", _P2P_CAPS_NVLINK), convert=int)
+                       if hasattr(nvml, "nvmlDeviceGetP2PStatus") else unknown("not provided by this pynvml"))
+                level = (attempt(nvml.nvmlDeviceGetTopologyCommonAncestor, handles[a], handles[b], convert=int)
+                         if hasattr(nvml, "nvmlDeviceGetTopologyCommonAncestor") else unknown("not provided by this pynvml"))
+                pair["pcie_path"] = level if is_unknown(level) else _TOPOLOGY_LEVELS.get(level, f"topology level {level}")
+                if is_unknown(p2p):
+                    pair["link"] = p2p
+                else:
+                    pair["link"] = "nvlink" if p2p == _P2P_STATUS_OK else "pcie"
+                pairs.append(pair)
+        links = {p["link"] if isinstance(p["link"], str) else "unknown" for p in pairs}
+        kind = links.pop() if len(links) == 1 else ("unknown" if "unknown" in links else "mixed")
+        return {"kind": kind, "pairs": pairs,
+                "source": "NVML: nvmlDeviceGetP2PStatus (NVLink) and nvmlDeviceGetTopologyCommonAncestor (PCIe path)"}
+    finally:
+        try:
+            nvml.nvmlShutdown()
+        except Exception:  # noqa: BLE001
+            pass

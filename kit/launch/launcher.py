@@ -41,7 +41,8 @@ from kit.runner.options import RunOptions, parse_args, to_args
 
 #: what the container runs when no `kit run` options follow `--`
 SMOKE_RUN = RunOptions().with_options(smoke=True, suite="all", device="cpu")
-GPU_RUN = RunOptions().with_options(suite="all", device="cuda:0")
+#: the full suite on a GPU stack, its device still to be chosen (cuda:0, or cuda over several GPUs)
+GPU_DEFAULT = RunOptions().with_options(suite="all")
 #: the name in the message when the options after `--` do not parse
 RUN_PROG = "kit run (the options after `kit launch --`)"
 
@@ -87,19 +88,26 @@ def run_options(run_args: RunOptions | Sequence[str]) -> RunOptions:
     return parse_args(run_args, prog=RUN_PROG)
 
 
-def container_command(stack: str, run_args: RunOptions | Sequence[str], smoke_default: bool) -> list[str]:
+def container_command(stack: str, run_args: RunOptions | Sequence[str], smoke_default: bool, gpu_count: int = 1) -> list[str]:
     """The `kit` command line inside the container: the run options rendered back
     (kit.runner.options.to_args: the options given, in their order).
 
     No options: the CPU smoke run on the cpu stack, the full suite on a GPU stack.
     Without --device, the cpu stack gets --device cpu and GPU stacks cuda:0,
-    which inside the container is the first GPU given with --gpu.
+    which inside the container is the first GPU given with --gpu. Several GPUs
+    (``gpu_count`` > 1) on a GPU stack, without --gpus: the cells run data-parallel
+    over all of them (``--gpus N --device cuda``).
     """
     options = run_options(run_args)
     if not options.given:
-        options = SMOKE_RUN if smoke_default or stack == "cpu" else GPU_RUN
-    elif "device" not in options.given:
-        options = options.with_options(device="cpu" if stack == "cpu" else "cuda:0")
+        if smoke_default or stack == "cpu":
+            return ["run", *to_args(SMOKE_RUN)]
+        options = GPU_DEFAULT
+    parallel = gpu_count > 1 and stack != "cpu" and "gpus" not in options.given
+    if parallel:
+        options = options.with_options(gpus=gpu_count)
+    if "device" not in options.given:
+        options = options.with_options(device="cpu" if stack == "cpu" else ("cuda" if parallel else "cuda:0"))
     return ["run", *to_args(options)]
 
 
@@ -245,7 +253,7 @@ def launch(
 
     require_runner(resolved)
     image = ensure_image(client, resolved, ui, rebuild=rebuild, build_kwargs=build_kwargs)
-    command = container_command(resolved, options, smoke_default)
+    command = container_command(resolved, options, smoke_default, len(gpus) if uses_gpu else 1)
 
     data = Path(data_dir or os.environ.get("KIT_DATA_DIR") or "data").resolve()
     results = Path(results_dir or os.environ.get("KIT_RESULTS_DIR") or "results").resolve()

@@ -222,6 +222,13 @@ class RunConfig:
     #: ``--batch-sizes``: measure each CIFAR cell at each of these batch sizes (a batch curve;
     #: empty = one batch size, ``batch_size``)
     batch_sizes: list[int] = field(default_factory=list)
+    #: data-parallel ranks per cell (kit run --gpus N: kit.runner.isolate.run_data_parallel);
+    #: None = the plain one-process path
+    gpus: int | None = None
+    #: data-parallel: the global batch, split evenly over the ranks (None: --batch-size per rank)
+    global_batch_size: int | None = None
+    #: data-parallel: also measure each cell on one rank, for the scaling efficiency
+    scaling: bool = False
 
     def __post_init__(self) -> None:
         if self.suite not in SUITES:
@@ -238,6 +245,7 @@ class RunConfig:
             v = getattr(self, name)
             if v is not None and v < 1:
                 raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
+        self._check_data_parallel()
         if self.isolate not in ("apex", "all", "none"):
             raise UsageError(f"unknown --isolate {self.isolate!r}; choose apex, all or none")
         if self.learner not in FASTAI_LEARNERS:
@@ -260,6 +268,22 @@ class RunConfig:
         for p in self.gpt_presets:
             if p not in GPT_PRESETS:
                 raise UsageError(f"unknown GPT preset {p!r}; choose from {', '.join(GPT_PRESETS)}")
+
+    def _check_data_parallel(self) -> None:
+        if self.gpus is not None and self.gpus < 1:
+            raise UsageError(f"--gpus {self.gpus}: must be at least 1.")
+        if self.gpus is None:
+            if self.global_batch_size is not None or self.scaling:
+                raise UsageError("--global-batch-size and --scaling apply to data-parallel cells only.",
+                                 remedy="Add --gpus N.")
+            return
+        if self.find_max_batch:
+            raise UsageError("--find-max-batch measures one GPU; it cannot be combined with --gpus.",
+                             remedy="Run the batch search without --gpus.")
+        if self.global_batch_size is not None:
+            if self.global_batch_size < 1 or self.global_batch_size % self.gpus:
+                raise UsageError(f"--global-batch-size {self.global_batch_size} does not split evenly over --gpus {self.gpus}.",
+                                 remedy=f"Use a multiple of {self.gpus}, or --batch-size for the batch per GPU.")
 
     def to_dict(self) -> dict:
         return asdict(self)

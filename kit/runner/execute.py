@@ -41,7 +41,7 @@ from kit.results.journal import JOURNAL_NAME, Journal, read_journal
 from kit.results.schema import CellResult, RunConfig, RunResults, CellSpec
 from kit.results.stats import summarise_repeats
 from kit.bench.context import CellContext
-from kit.runner.isolate import run_isolated, wants_isolation
+from kit.runner.isolate import run_isolated, run_parallel_cell, wants_isolation
 from kit.runner.lock import RunLock
 from kit.runner.plan import build_plan
 
@@ -413,7 +413,9 @@ def _run_one(bench, spec: CellSpec, config: RunConfig, device: str, run_dir: Pat
     sampler = telemetry.start_for_device(device)
     started = time.time()
     try:
-        if wants_isolation(spec, config.isolate):
+        if spec.params.get("world_size"):  # kit run --gpus N: one process per rank
+            result = run_parallel_cell(spec, ctx, run_dir / LOG_NAME, run_dir)
+        elif wants_isolation(spec, config.isolate):
             # a cell that will only say "skipped" needs no process of its own
             result = bench.skipped_cell(spec, device) or run_isolated(spec, ctx, run_dir / LOG_NAME)
         else:

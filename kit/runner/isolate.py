@@ -71,54 +71,227 @@ RUN_CELL = "kit.bench.api:run_cell"
 
 def run_isolated(spec: CellSpec, ctx: CellContext, log_path: Path | None = None, call: str = RUN_CELL) -> CellResult:
     """Run one cell through ``call`` (kit.bench.api.run_cell) in a spawned child; see the module's diagram."""
+    return _run_children(spec, ctx, [_ctx_fields(ctx)], log_path, call)
+
+
+#: what each rank of a data-parallel cell calls (tests give their own, e.g. one that kills a rank)
+DDP_CALL = "kit.bench.distributed.worker:run_rank"
+
+
+def run_data_parallel(spec: CellSpec, ctx: CellContext, world_size: int, log_path: Path | None = None,
+                      store_dir: Path | None = None, call: str | None = None) -> CellResult:
+    """One cell over ``world_size`` ranks, each a spawned child as above (kit.bench.distributed).
+
+    Ranks get GPUs 0..N-1 of those visible (``ctx.device`` "cuda...") or share the CPU (gloo; each
+    rank gets an equal share of the cores as its thread count). They meet through a FileStore in
+    ``store_dir`` (no TCP port to choose). Only rank 0's events and progress reach ``ctx``, and its
+    result is the cell's. A rank that raises, or dies, ends the cell: the others are stopped and
+    the error names the rank; the runner records the cell as failed and keeps going."""
+    import tempfile
+
+    call = call or DDP_CALL
+    tmp = tempfile.TemporaryDirectory(prefix="kit-ddp-", dir=str(store_dir) if store_dir else None)
+    store = Path(tmp.name) / "store"
+    threads = None
+    if not ctx.device.startswith("cuda"):
+        threads = max(1, (os.cpu_count() or 1) // world_size)
+    fields = []
+    for rank in range(world_size):
+        f = _ctx_fields(ctx)
+        if ctx.device.startswith("cuda"):
+            f["device"] = f"cuda:{rank}"
+        f["extra"]["ddp"] = {"rank": rank, "world_size": world_size, "store": str(store), "threads": threads}
+        fields.append(f)
+    try:
+        return _run_children(spec, ctx, fields, log_path, call)
+    finally:
+        tmp.cleanup()
+
+
+def run_parallel_cell(spec: CellSpec, ctx: CellContext, log_path: Path | None = None,
+                      store_dir: Path | None = None) -> CellResult:
+    """A data-parallel cell (``spec.params["world_size"]``): with ``scaling_baseline``, the same cell on
+    one rank first, then on all; records the scaling efficiency and the GPUs' interconnect."""
+    from kit.bench.distributed.worker import unsupported_reason  # torch-free at import
+
+    world = int(spec.params["world_size"])
+    why = unsupported_reason(spec)
+    if why:  # before any process starts
+        return CellResult.skipped(spec, why, throughput_unit="images" if spec.workload == "cifar" else "tokens")
+    baseline = None
+    if spec.params.get("scaling_baseline") and world > 1:
+        one = CellSpec(spec.workload, spec.model, spec.precision, spec.engine, dict(spec.params, world_size=1))
+        ctx.event("note", message="scaling baseline: the same cell on one rank first")
+        baseline = run_data_parallel(one, ctx, 1, log_path, store_dir)
+    result = run_data_parallel(spec, ctx, world, log_path, store_dir)
+    if result.status == "ok":
+        dp = result.metrics.setdefault("data_parallel", {"world_size": world})
+        if baseline is not None:
+            dp["scaling"] = scaling_efficiency(result, baseline, world)
+        if ctx.device.startswith("cuda"):
+            from kit.env import nvml
+
+            dp["interconnect"] = nvml.interconnect(nvml_indices(world))
+    return result
+
+
+def scaling_efficiency(result: CellResult, baseline: CellResult, world: int) -> dict:
+    """Median total throughput on ``world`` ranks / (``world`` x the median on one rank), same run."""
+    def median(c: CellResult) -> float | None:
+        s = (c.summary or {}).get("throughput_items_per_s") or {}
+        return s.get("median")
+
+    total, one = median(result), median(baseline)
+    out = {"baseline_world_size": 1, "baseline_throughput_items_per_s_median": one,
+           "throughput_items_per_s_median": total,
+           "method": "median total throughput / (world size x median throughput of the same cell on one rank, "
+                     "measured just before in the same run)"}
+    if baseline.status != "ok" or not one or not total:
+        out["efficiency"] = None
+        out["reason"] = f"the one-rank baseline did not measure a throughput ({baseline.status}: {baseline.reason})"
+    else:
+        out["efficiency"] = total / (world * one)
+    return out
+
+
+def nvml_indices(world: int) -> list[int]:
+    """NVML's numbers of the GPUs that ranks 0..world-1 use (CUDA_VISIBLE_DEVICES renumbers them for torch)."""
+    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    if visible and all(v.isdigit() for v in visible):
+        return [int(v) for v in visible[:world]]
+    return list(range(world))
+
+
+def check_data_parallel(config: Any) -> None:
+    """Before anything is written: the ranks ``--gpus`` asks for exist here (UsageError, exit 2)."""
+    if not config.gpus:
+        return
+    if config.device.startswith("cuda:"):
+        raise errors.UsageError(f"--gpus {config.gpus} runs on GPUs 0..{config.gpus - 1}; it cannot be combined with --device {config.device}.",
+                                remedy="Use --device cuda (or auto), and choose the GPUs with CUDA_VISIBLE_DEVICES "
+                                       "or kit launch --gpu 2,3.")
+    if config.device == "cpu":
+        return
+    from kit.bench.distributed.worker import visible_gpu_count
+
+    count = visible_gpu_count()
+    if count == 0:
+        raise errors.UsageError(f"--gpus {config.gpus}: no CUDA GPU is visible here.",
+                                remedy="For data-parallel ranks on the CPU (gloo) add --device cpu; for GPUs see kit doctor.")
+    if config.gpus > count:
+        raise errors.UsageError(f"--gpus {config.gpus}: only {count} GPU(s) are visible here.",
+                                remedy=f"Use --gpus {count} or fewer (CUDA_VISIBLE_DEVICES and kit launch --gpu decide which are visible).")
+
+
+def _run_children(spec: CellSpec, ctx: CellContext, fields: list, log_path: Path | None, call: str) -> CellResult:
+    """Start one child per entry of ``fields`` (one: an isolated cell; N: the ranks of a data-parallel
+    cell), relay child 0's events and progress, return child 0's result once every child reported."""
     mp = multiprocessing.get_context("spawn")  # never fork a process that has CUDA initialised
-    messages = mp.Queue()
     stop = mp.Event()
-    proc = mp.Process(target=_child_main, name=f"kit-cell {spec.cell_id}",
-                      args=(call, spec.to_dict(), _ctx_fields(ctx), messages, stop, str(log_path) if log_path else None))
-    proc.start()
-    log.info("cell %s: running in its own process (pid %s)", spec.cell_id, proc.pid)
+    world = len(fields)
+    children = []
+    for rank, f in enumerate(fields):
+        messages = mp.Queue()
+        name = f"kit-cell {spec.cell_id}" + (f" rank {rank}" if world > 1 else "")
+        proc = mp.Process(target=_child_main, name=name,
+                          args=(call, spec.to_dict(), f, messages, stop, str(log_path) if log_path else None))
+        children.append((rank, proc, messages))
+    for rank, proc, _ in children:
+        proc.start()
+        log.info("cell %s: %s in its own process (pid %s)", spec.cell_id,
+                 f"rank {rank} of {world}" if world > 1 else "running", proc.pid)
+
+    def who(rank: int, proc: Any) -> str:
+        return f"rank {rank} of {world} (pid {proc.pid})" if world > 1 else "the cell's own process"
+
+    results: dict = {}
     try:
         while True:
-            try:
-                msg = messages.get(timeout=POLL_S)
-            except queue.Empty:
-                if ctx.should_stop():
-                    stop.set()
-                if not proc.is_alive():
+            for rank, proc, messages in children:
+                if rank in results:
+                    continue
+                try:
+                    # wait on child 0 (the one that talks); only look at the others
+                    msg = messages.get(timeout=POLL_S) if rank == 0 or 0 in results else messages.get_nowait()
+                except queue.Empty:
+                    if ctx.should_stop():
+                        stop.set()
+                    if proc.is_alive():
+                        continue
                     msg = _last_message(messages)
                     if msg is None:
                         proc.join()
-                        raise CellProcessDied(f"the cell's own process ended with exit code {proc.exitcode} "
-                                              "before it reported a result")
-                else:
-                    continue
-            kind = msg[0]
-            if kind == "event":
-                ctx.event(msg[1], **msg[2])
-            elif kind == "progress":
-                ctx.progress(*msg[1])
-            elif kind == "result":
-                return CellResult.from_dict(msg[1])
-            elif kind == "interrupted":
-                raise KeyboardInterrupt
-            elif kind == "kit_error":
-                cls = getattr(errors, msg[1], None)
-                if not (isinstance(cls, type) and issubclass(cls, errors.KitError)):
-                    cls = errors.KitError
-                raise cls(msg[2], remedy=msg[3])
-            elif kind == "exception":
-                log.error("cell %s failed in its own process:\n%s", spec.cell_id, msg[2])
-                raise RuntimeError(msg[1])
+                        others = "; the other ranks were stopped" if world > 1 else ""
+                        raise CellProcessDied(f"{who(rank, proc)} ended with exit code {proc.exitcode} "
+                                              f"before it reported a result{others}")
+                kind = msg[0]
+                if kind == "event":
+                    if rank == 0:
+                        ctx.event(msg[1], **msg[2])
+                elif kind == "progress":
+                    if rank == 0:
+                        ctx.progress(*msg[1])
+                elif kind == "result":
+                    results[rank] = CellResult.from_dict(msg[1])
+                    if len(results) == world:
+                        return results[0]
+                elif kind == "interrupted":
+                    raise KeyboardInterrupt
+                elif kind in ("kit_error", "exception"):
+                    # a rank whose peer died fails in its next collective: name the dead one first
+                    dead = _dead_rank(children, results, rank) if world > 1 else None
+                    if dead is not None:
+                        d_rank, d_proc = dead
+                        raise CellProcessDied(f"{who(d_rank, d_proc)} ended with exit code {d_proc.exitcode} before it "
+                                              f"reported a result; rank {rank} then failed too ({msg[1] if kind == 'exception' else msg[2]})")
+                    if kind == "exception":
+                        log.error("cell %s failed in %s:\n%s", spec.cell_id, who(rank, proc), msg[2])
+                        raise RuntimeError((f"rank {rank} of {world}: " if world > 1 else "") + msg[1])
+                    cls = getattr(errors, msg[1], None)
+                    if not (isinstance(cls, type) and issubclass(cls, errors.KitError)):
+                        cls = errors.KitError
+                    raise cls((f"rank {rank} of {world}: " if world > 1 else "") + msg[2], remedy=msg[3])
     except KeyboardInterrupt:
-        _stop_child(proc, stop)
+        _stop_children(children, stop)
         raise
     finally:
-        if proc.is_alive():
-            _stop_child(proc, stop)
-        else:
-            proc.join()
-        messages.close()
+        _stop_children(children, stop)
+        for _, _, messages in children:
+            messages.close()
+
+
+def _dead_rank(children: list, results: dict, failed: int, wait_s: float = 2.0) -> Any:
+    """(rank, process) of another rank that ended without a result, waiting up to ``wait_s`` for it."""
+    import time
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        for rank, proc, _ in children:
+            if rank != failed and rank not in results and not proc.is_alive() and proc.exitcode not in (0, None):
+                return rank, proc
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.05)
+
+
+def _stop_children(children: list, stop: Any) -> None:
+    """Ask every child to stop, give them STOP_GRACE_S together, then end the rest."""
+    import time
+
+    procs = [proc for _, proc, _ in children]
+    if any(p.is_alive() for p in procs):
+        stop.set()
+        deadline = time.monotonic() + STOP_GRACE_S
+        for p in procs:
+            p.join(max(0.0, deadline - time.monotonic()))
+    for p in procs:
+        if p.is_alive():
+            log.warning("cell process %s did not stop in %.0f s; terminating it", p.pid, STOP_GRACE_S)
+            p.terminate()
+            p.join(2.0)
+        if p.is_alive():
+            p.kill()
+        p.join()
 
 
 def _last_message(messages: Any) -> Any:
@@ -126,18 +299,6 @@ def _last_message(messages: Any) -> Any:
         return messages.get(timeout=1.0)  # a result put just before the child exited
     except queue.Empty:
         return None
-
-
-def _stop_child(proc: Any, stop: Any) -> None:
-    stop.set()
-    proc.join(STOP_GRACE_S)
-    if proc.is_alive():
-        log.warning("cell process %s did not stop in %.0f s; terminating it", proc.pid, STOP_GRACE_S)
-        proc.terminate()
-        proc.join(2.0)
-    if proc.is_alive():
-        proc.kill()
-        proc.join()
 
 
 def _child_main(call: str, spec_dict: dict, ctx_fields: dict, messages: Any, stop: Any, log_path: str | None) -> None:

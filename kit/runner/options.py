@@ -84,6 +84,9 @@ class RunOptions:
     mode: str = option("throughput", "throughput (fixed steps, synthetic allowed) or convergence (full epochs on real data, accuracy parity).")
     find_max_batch: bool = option(False, "CIFAR: also find the largest batch that fits, per model and precision.")
     compile: str = option("auto", "torch engine: torch.compile with CUDA graphs; GPT: torch.compile per block (auto = on for CUDA): auto, on or off.")
+    gpus: Optional[int] = option(None, "Data-parallel: run each cell over N ranks with DistributedDataParallel (GPUs 0..N-1, NCCL; with --device cpu, N gloo processes). --batch-size is per GPU; --gpus 1 is the data-parallel path on one GPU.")
+    global_batch_size: Optional[int] = option(None, "Data-parallel: the global batch, split evenly over --gpus (instead of --batch-size per GPU).")
+    scaling: bool = option(False, "Data-parallel: also measure each cell on one rank first, and record the scaling efficiency.")
     isolate: str = option("apex", "Cells run in a process of their own, so one cell's global state (Apex amp's patches of torch) cannot reach the next: apex (the Apex cells), all, or none.")
     tolerance: Optional[float] = option(None, "Convergence parity tolerance (accuracy points for CIFAR, relative perplexity for the LSTM).")
     emsize: Optional[int] = option(None, "LSTM: embedding size (overrides the preset).", lstm=True)
@@ -288,10 +291,18 @@ def config_from_options(options: RunOptions, argv=None) -> RunConfig:
         command_line=list(argv or []),
         isolate=options.isolate or "apex",
         learner=options.learner,
+        **data_parallel_options(options),
     )
     check_lstm_settings(config)
     check_gpt_settings(config)
     return config
+
+
+def data_parallel_options(options: RunOptions) -> dict:
+    """--gpus, --global-batch-size, --scaling as RunConfig fields (checked there)."""
+    if options.global_batch_size is not None and options.batch_size is not None:
+        raise UsageError("give --batch-size (per GPU) or --global-batch-size, not both.")
+    return {"gpus": options.gpus, "global_batch_size": options.global_batch_size, "scaling": bool(options.scaling)}
 
 
 def gpt_overrides(options: RunOptions) -> dict:

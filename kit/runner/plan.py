@@ -42,11 +42,31 @@ class Plan:
         return [c.cell_id for c in self.cells]
 
 
+def per_rank_batch(config: RunConfig) -> int | None:
+    """--batch-size, or a data-parallel run's --global-batch-size split over its ranks."""
+    if config.gpus and config.global_batch_size:
+        return config.global_batch_size // config.gpus
+    return config.batch_size
+
+
+def data_parallel_params(config: RunConfig) -> dict:
+    """What a data-parallel cell adds to its params (nothing for a plain cell): the world size,
+    and the global batch when the user fixed it (else the batch per GPU is fixed: weak scaling)."""
+    if not config.gpus:
+        return {}
+    out: dict = {"world_size": config.gpus}
+    if config.global_batch_size:
+        out["global_batch_size"] = config.global_batch_size
+    if config.scaling:
+        out["scaling_baseline"] = True
+    return out
+
+
 def cifar_params(config: RunConfig) -> dict:
     throughput = config.mode == "throughput"
     return {
         # on the CPU (a check, not a benchmark) a smaller batch keeps a run to about a minute
-        "batch_size": config.batch_size or (DEFAULT_CIFAR_BATCH_CPU if config.device == "cpu" else DEFAULT_CIFAR_BATCH),
+        "batch_size": per_rank_batch(config) or (DEFAULT_CIFAR_BATCH_CPU if config.device == "cpu" else DEFAULT_CIFAR_BATCH),
         "image_size": config.image_size,
         "epochs": config.epochs or (1 if throughput else 10),
         # None = full epochs (convergence); throughput mode caps steps per epoch
@@ -57,6 +77,7 @@ def cifar_params(config: RunConfig) -> dict:
         # fastai's fp16-master: the article's static 512 unless --dynamic-loss-scale (or another
         # --static-loss-scale) was given; recorded only when given, so default cells keep their params
         **{k: v for k, v in (config.lstm or {}).items() if k in ("static_loss_scale", "dynamic_loss_scale") and v is not None},
+        **data_parallel_params(config),
     }
 
 
@@ -74,10 +95,11 @@ def curve_points(config: RunConfig) -> list[dict]:
 
 def lstm_params(config: RunConfig, preset: str) -> dict:
     params = {"preset": preset, "epochs": config.epochs, "max_batches": config.max_batches}
-    if config.batch_size:
-        params["batch_size"] = config.batch_size
+    if per_rank_batch(config):
+        params["batch_size"] = per_rank_batch(config)
     params.update({k: v for k, v in (config.lstm or {}).items() if v is not None})
     params["tolerance"] = config.tolerance
+    params.update(data_parallel_params(config))
     return params
 
 

@@ -110,6 +110,9 @@ def _resume(resume_dir: Path, options: RunOptions, console) -> None:
 def _check_can_run(config: RunConfig, options: RunOptions, console) -> None:
     """The benchmark stack imports (always) and the device is usable (unless --skip-checks): exit 6."""
     check_bench_stack()
+    from kit.runner.isolate import check_data_parallel
+
+    check_data_parallel(config)  # --gpus N: the GPUs exist here (exit 2)
     if not options.skip_checks:
         from kit.env.preflight import check_native_run
 

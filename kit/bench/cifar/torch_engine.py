@@ -37,6 +37,7 @@ from kit.bench.cifar.graphed import GRAPH_MODES, WARMUP_BEFORE_CAPTURE, GraphedT
 from kit.bench.cifar.schedule import one_cycle_factor
 from kit.bench.cifar.train_config import TrainConfig
 from kit.bench.cifar.trainer import Trainer, memory_format  # noqa: F401
+from kit.bench.distributed import state as data_parallel
 from kit.errors import KitError
 
 log = logging.getLogger("kit.bench.cifar")
@@ -55,7 +56,9 @@ def compile_candidates(compile: str, device: str, precision: str | None = None) 
         return [None]
     compiled = ["reduce-overhead", "default"] if caps.HAS_COMPILE else []
     if device.startswith("cuda"):
-        graph = ["cuda-graph"] if precision in GRAPH_MODES and caps.HAS_GRAPHED_STEP else []
+        # the graphed step captures the optimizer too, which DDP's all-reduce cannot join
+        graph = (["cuda-graph"] if precision in GRAPH_MODES and caps.HAS_GRAPHED_STEP
+                 and data_parallel.active() is None else [])
         return graph + compiled + [None]
     return compiled[1:] + [None]  # CUDA graphs need CUDA
 
@@ -118,7 +121,7 @@ def train_repeat(cfg: TrainConfig, data: DeviceData, ctx: Any, repeat: int, comp
     total = spe * cfg.epochs
     warm = steady_state_warmup(cfg, total, compile_mode)
     clock = timing.StepClock(device, warmup_steps=warm)
-    gen = make_generator(device, cfg.seed)
+    gen = make_generator(device, data_parallel.data_seed(cfg.seed))  # each rank its own batches
     free_device_memory()
     timing.reset_peak_memory(device)
     if compile_mode == "cuda-graph":
@@ -186,6 +189,7 @@ def train_repeat(cfg: TrainConfig, data: DeviceData, ctx: Any, repeat: int, comp
         metrics={"train_loss": train_losses, **({"test_accuracy": test_acc, "test_loss": test_loss} if cfg.evaluate else {})},
     )
     rec["precision"] = trainer.describe()
+    data_parallel.repeat_done(trainer.model)  # a data-parallel rank records its weights' digest
     del trainer, xs, ys
     free_device_memory()
     return rec

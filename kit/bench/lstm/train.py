@@ -32,6 +32,7 @@ from kit.bench.timing import StepClock, warmup_steps_for
 from kit.bench.lstm.batching import chunk_starts, get_batch, repackage_hidden
 from kit.bench.lstm.config import LSTMConfig
 from kit.bench.lstm.model import LSTMModel
+from kit.bench.distributed import state as data_parallel
 from kit.bench.precision import Precision
 
 #: Batches at the start of a repeat that steady-state throughput leaves out.
@@ -220,6 +221,7 @@ def run_repeat(cfg: LSTMConfig, data: SplitData, precision_mode: str, device: st
         })
         best.offer(core, epoch, val_loss, best_val)
         lr, best_val = anneal_lr(lr, val_loss, best_val)
+    data_parallel.repeat_done(core)  # a data-parallel rank records its weights' digest
     best.restore(core)  # test perplexity of the best-validation model, as the example reports it
     test_loss = evaluate(model, core, data.test, cfg.bptt, prec, cfg.max_batches)
     counters = prec.counters()

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Issue 18's check on one GPU (the H200): `kit run --gpus 1` (the data-parallel path: a spawned rank,
+# NCCL, DistributedDataParallel) against the plain path, same cells, within 3% steady-state throughput.
+#
+#   bash scripts/bench_ddp_h200.sh [OUT_DIR]     (device tool: the summary lands in $OUT, which comes back)
+#
+# Cells: ResNet-18 on the CIFAR torch engine (batch 256, 100 steps) and the LSTM tensor-core preset
+# (200 batches), amp-bf16, synthetic data, 3 repeats each, eager (--compile off: the plain path's
+# default on CUDA is the captured CUDA-graph step, which DDP's all-reduce cannot join, so "auto"
+# would compare two different steps, not the wrapper). Order: plain, data-parallel, plain again
+# (the first and last plain runs bracket any drift of the GPU). About 2-3 minutes on an H200.
+# Knobs: PY (python), COMPILE (off), PRECISION (amp-bf16), STEPS (100), LSTM_BATCHES (200).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT_DIR=${1:-${OUT:-bench-ddp-out}}
+PY=${PY:-python3}
+WORK=${WORK:-/tmp/kit-ddp-h200}
+COMPILE=${COMPILE:-off}
+PRECISION=${PRECISION:-amp-bf16}
+mkdir -p "$OUT_DIR" "$WORK"
+export PYTHONUNBUFFERED=1
+common=(--data synthetic --device cuda --repeats 3 --compile "$COMPILE" --skip-checks)
+start=$(date +%s)
+# the LSTM keeps its preset's batch (24): --batch-size applies to both suites, so it runs on its own
+run() {  # run NAME [extra kit run options]
+    local name=$1; shift
+    $PY -m kit run --suite cifar --models resnet18 --engines torch --precisions "$PRECISION" --steps "${STEPS:-100}" \
+        --batch-size 256 "${common[@]}" "$@" --results-dir "$WORK/$name-cifar" >/dev/null
+    $PY -m kit run --suite lstm --preset tensor-core --precisions "$PRECISION" --max-batches "${LSTM_BATCHES:-200}" \
+        "${common[@]}" "$@" --results-dir "$WORK/$name-lstm" >/dev/null
+    echo "$name done at $(( $(date +%s) - start )) s"
+}
+run plain
+run ddp --gpus 1
+run plain2
+$PY - "$WORK" "$OUT_DIR" <<'PYEOF'
+import glob, json, os, statistics, sys
+work, out = sys.argv[1], sys.argv[2]
+
+def cells(name):
+    found = {}
+    for path in glob.glob(os.path.join(work, name + "-*", "*", "results.json")):
+        for c in json.load(open(path))["cells"]:
+            if c["status"] == "ok":
+                found[c["cell_id"]] = c
+    return found
+
+plain, ddp, plain2 = cells("plain"), cells("ddp"), cells("plain2")
+rows, ok = [], True
+for cid in sorted(plain):
+    p = plain[cid]["summary"]["throughput_items_per_s"]["median"]
+    p2 = plain2.get(cid, {}).get("summary", {}).get("throughput_items_per_s", {}).get("median")
+    d = ddp.get(cid)
+    if d is None:
+        rows.append({"cell": cid, "error": "no data-parallel result"}); ok = False; continue
+    t = d["summary"]["throughput_items_per_s"]["median"]
+    ref = statistics.mean([x for x in (p, p2) if x])
+    ratio = t / ref
+    within = abs(ratio - 1) <= 0.03
+    ok &= within
+    dp = d["metrics"].get("data_parallel", {})
+    rows.append({"cell": cid, "unit": plain[cid]["throughput_unit"] + "/s", "plain_median": p, "plain_again_median": p2,
+                 "gpus1_median": t, "gpus1_over_plain": ratio, "within_3pct": within, "world_size": dp.get("world_size"),
+                 "backend": dp.get("backend"), "allreduce_s_per_step": (dp.get("allreduce") or {}).get("seconds_per_step"),
+                 "compile_mode": [r.get("compile_mode") for r in d["repeats"]]})
+env = json.load(open(glob.glob(os.path.join(work, "plain-cifar", "*", "env.json"))[0]))
+gpu = (env.get("gpus") or [{}])[0] if isinstance(env.get("gpus"), list) else {}
+summary = {"check": "kit run --gpus 1 (data-parallel path) vs the plain path, steady-state throughput, median of 3 repeats; "
+                    "plain = mean of the plain runs before and after", "pass": ok, "rows": rows,
+           "gpu": gpu.get("name") if isinstance(gpu, dict) else None, "data": "synthetic"}
+json.dump(summary, open(os.path.join(out, "ddp_vs_plain.json"), "w"), indent=2)
+lines = [f"{'cell':34} {'plain':>12} {'plain again':>12} {'--gpus 1':>12} {'ratio':>7}  within 3%"]
+for r in rows:
+    if "error" in r:
+        lines.append(f"{r['cell']:34} {r['error']}"); continue
+    lines.append(f"{r['cell']:34} {r['plain_median']:12.1f} {r['plain_again_median'] or float('nan'):12.1f} "
+                 f"{r['gpus1_median']:12.1f} {r['gpus1_over_plain']:7.3f}  {'yes' if r['within_3pct'] else 'NO'}")
+lines.append("PASS" if ok else "FAIL")
+open(os.path.join(out, "ddp_vs_plain.txt"), "w").write("\n".join(lines) + "\n")
+print("\n".join(lines))
+sys.exit(0 if ok else 1)
+PYEOF

@@ -1,0 +1,231 @@
+"""Data-parallel cells (kit run --gpus N): real 2-process gloo cells on the CPU, a killed rank, and the
+checks that stop a bad --gpus before anything is written. No fixed port: the ranks meet through a
+FileStore in the run folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kit.bench.context import CellContext
+from kit.errors import UsageError
+from kit.results.schema import CellResult, CellSpec, RunConfig
+from kit.runner import isolate
+from kit.runner.execute import execute
+from kit.runner.isolate import CellProcessDied, check_data_parallel, run_data_parallel, scaling_efficiency
+from kit.runner.plan import build_plan
+
+ROOT = Path(__file__).resolve().parents[1]
+#: a tiny LSTM: 8 units, one layer, 4 batches of 2 x 8 tokens per epoch
+TINY_LSTM = {"nhid": 8, "emsize": 8, "nlayers": 1, "bptt": 8}
+
+
+def _config(tmp_path, **kw):
+    base = dict(suite="lstm", device="cpu", data="synthetic", data_dir=str(tmp_path / "data"), presets=["apex-2018"],
+                precisions=["fp32"], max_batches=4, batch_size=2, repeats=2, lstm=dict(TINY_LSTM), gpus=2)
+    base.update(kw)
+    return RunConfig(**base)
+
+
+def _spec():
+    return CellSpec("lstm", "apex-2018", "fp32", "kit", {"preset": "apex-2018", "world_size": 2})
+
+
+def _ctx(tmp_path, **kw):
+    return CellContext(device="cpu", data_dir=tmp_path, data_source="synthetic", seed=3, **kw)
+
+
+# ----------------------------------------------------------------------------- real gloo cells
+def test_two_gloo_ranks_stay_in_step_and_the_results_name_the_world_size(tmp_path):
+    out = execute(_config(tmp_path), tmp_path / "results", make_bundle=False)
+    (cell,) = out.results.cells
+    assert cell.status == "ok", cell.reason
+    dp = cell.metrics["data_parallel"]
+    assert dp["world_size"] == 2 and dp["backend"] == "gloo" and cell.params["world_size"] == 2
+    # identical weights on both ranks after every repeat
+    digests = dp["weights_sha256_by_rank"]
+    assert len(digests) == 2 and len(digests[0]) == 2 and digests[0] == digests[1]
+    assert dp["ranks_in_step"] is True
+    # the group's throughput is the sum of the ranks'
+    for rec in cell.repeats:
+        assert rec["throughput_items_per_s"] == pytest.approx(sum(rec["throughput_by_rank_items_per_s"]))
+        assert rec["throughput_per_gpu_items_per_s"] == pytest.approx(rec["throughput_items_per_s"] / 2)
+    assert dp["per_rank_batch_size"] == 2 and dp["global_batch_size"] == 4
+    assert dp["allreduce"]["seconds_per_step"] > 0 and dp["allreduce"]["bytes_per_step"] > 0
+    # only the runner wrote the run folder: results.json names the world size
+    saved = json.loads((out.run_dir / "results.json").read_text())
+    assert saved["config"]["gpus"] == 2 and saved["cells"][0]["metrics"]["data_parallel"]["world_size"] == 2
+    assert not list(out.run_dir.glob("kit-ddp-*")), "the rendezvous store is removed after the cell"
+
+
+def test_a_killed_rank_fails_the_cell_and_keeps_the_finished_cells(tmp_path, monkeypatch):
+    monkeypatch.setattr(isolate, "DDP_CALL", "ddp_cells:kill_rank_1_in_tensor_core")
+    config = _config(tmp_path, presets=["apex-2018", "tensor-core"], repeats=1)
+    out = execute(config, tmp_path / "results", make_bundle=False)
+    first, second = out.results.cells
+    assert first.status == "ok" and first.metrics["data_parallel"]["ranks_in_step"] is True
+    assert second.status == "failed"
+    assert "rank 1 of 2" in second.reason and "exit code -9" in second.reason
+    saved = json.loads((out.run_dir / "results.json").read_text())
+    assert [c["status"] for c in saved["cells"]] == ["ok", "failed"]
+
+
+# ----------------------------------------------------------------------------- the parent's side (no torch)
+def test_a_rank_that_dies_is_named_and_the_others_are_stopped(tmp_path):
+    with pytest.raises(CellProcessDied, match=r"rank 1 of 2 \(pid \d+\) ended with exit code 9"):
+        run_data_parallel(_spec(), _ctx(tmp_path), 2, store_dir=tmp_path, call="ddp_cells:rank_1_exits")
+
+
+def test_a_rank_that_raises_fails_the_cell_with_its_rank(tmp_path):
+    with pytest.raises(RuntimeError, match="rank 1 of 2: MemoryError: rank 1 ran out of memory"):
+        run_data_parallel(_spec(), _ctx(tmp_path), 2, store_dir=tmp_path, call="ddp_cells:rank_1_raises")
+
+
+def test_only_rank_0_talks_and_its_result_is_the_cells(tmp_path):
+    events = []
+    ctx = _ctx(tmp_path, event=lambda kind, **f: events.append(f.get("message")))
+    result = run_data_parallel(_spec(), ctx, 2, store_dir=tmp_path, call="ddp_cells:report_rank")
+    assert result.metrics["rank"] == 0 and result.metrics["world_size"] == 2
+    assert events == ["from rank 0"]
+    assert result.metrics["threads"] == max(1, (os.cpu_count() or 1) // 2)
+    assert Path(result.metrics["store"]).parent.parent == tmp_path  # the store lives where it was told, no port
+
+
+def test_scaling_efficiency_is_total_over_world_times_one_rank():
+    def cell(median):
+        return CellResult("cifar", "resnet18", "fp32", "torch", "ok", summary={"throughput_items_per_s": {"median": median}})
+
+    assert scaling_efficiency(cell(180.0), cell(100.0), 2)["efficiency"] == pytest.approx(0.9)
+    failed = CellResult("cifar", "resnet18", "fp32", "torch", "failed", reason="boom")
+    assert scaling_efficiency(cell(180.0), failed, 2)["efficiency"] is None
+
+
+# ----------------------------------------------------------------------------- options
+def test_gpus_beyond_the_visible_gpus_is_refused_before_anything_runs(monkeypatch):
+    from kit.bench.distributed import worker
+
+    monkeypatch.setattr(worker, "visible_gpu_count", lambda: 2)
+    with pytest.raises(UsageError, match=r"--gpus 3: only 2 GPU\(s\) are visible") as err:
+        check_data_parallel(RunConfig(device="cuda", gpus=3, data="synthetic"))
+    assert "--gpus 2 or fewer" in err.value.remedy
+    check_data_parallel(RunConfig(device="cuda", gpus=2, data="synthetic"))  # fits
+    monkeypatch.setattr(worker, "visible_gpu_count", lambda: 0)
+    with pytest.raises(UsageError, match="no CUDA GPU is visible") as err:
+        check_data_parallel(RunConfig(device="auto", gpus=2, data="synthetic"))
+    assert "--device cpu" in err.value.remedy
+    with pytest.raises(UsageError, match="cannot be combined with --device cuda:1"):
+        check_data_parallel(RunConfig(device="cuda:1", gpus=2, data="synthetic"))
+
+
+@pytest.mark.parametrize("kw, words", [
+    ({"gpus": 0}, "--gpus 0: must be at least 1"),
+    ({"gpus": 3, "global_batch_size": 256}, "does not split evenly over --gpus 3"),
+    ({"gpus": 2, "find_max_batch": True}, "--find-max-batch"),
+    ({"scaling": True}, "data-parallel cells only"),
+    ({"global_batch_size": 256}, "data-parallel cells only"),
+])
+def test_bad_data_parallel_options_are_usage_errors(kw, words):
+    with pytest.raises(UsageError, match=words.replace("(", r"\(")):
+        RunConfig(data="synthetic", **kw)
+
+
+def test_a_batch_per_gpu_and_a_global_batch_together_are_refused():
+    from kit.runner.options import RunOptions, data_parallel_options
+
+    with pytest.raises(UsageError, match="not both"):
+        data_parallel_options(RunOptions(gpus=2, global_batch_size=256, batch_size=64))
+
+
+def test_the_batch_is_per_gpu_unless_a_global_batch_is_given():
+    weak = build_plan(RunConfig(data="synthetic", models=["resnet18"], engines=["torch"], precisions=["fp32"],
+                                batch_size=64, gpus=4)).cells[0]
+    assert weak.params["batch_size"] == 64 and weak.params["world_size"] == 4
+    strong = build_plan(RunConfig(data="synthetic", models=["resnet18"], engines=["torch"], precisions=["fp32"],
+                                  global_batch_size=256, gpus=4, scaling=True)).cells[0]
+    assert strong.params["batch_size"] == 64 and strong.params["global_batch_size"] == 256
+    assert strong.params["scaling_baseline"] is True
+    lstm = build_plan(RunConfig(suite="lstm", data="synthetic", global_batch_size=48, gpus=2)).cells[0]
+    assert lstm.params["batch_size"] == 24 and lstm.params["world_size"] == 2
+    plain = build_plan(RunConfig(data="synthetic", models=["resnet18"], engines=["torch"], precisions=["fp32"])).cells[0]
+    assert "world_size" not in plain.params  # the plain path's cells keep their params
+
+
+def test_kit_run_gpus_on_a_host_without_gpus_is_one_line_and_exit_2(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(ROOT), CUDA_VISIBLE_DEVICES="")
+    out = subprocess.run([sys.executable, "-m", "kit", "run", "--gpus", "3", "--data", "synthetic", "--skip-checks",
+                          "--results-dir", str(tmp_path / "r")], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 2, out.stderr
+    assert "--gpus 3: no CUDA GPU is visible here" in out.stderr and "Traceback" not in out.stderr
+    assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir())
+
+
+# ----------------------------------------------------------------------------- launch and NVML
+def test_kit_launch_with_several_gpus_runs_the_cells_data_parallel():
+    from kit.launch.launcher import container_command
+
+    assert container_command("cuda12", ["--suite", "cifar"], False, 2) == ["run", "--suite", "cifar", "--gpus", "2", "--device", "cuda"]
+    assert container_command("cuda12", [], False, 4) == ["run", "--suite", "all", "--gpus", "4", "--device", "cuda"]
+    assert container_command("cuda12", ["--gpus", "1"], False, 2) == ["run", "--gpus", "1", "--device", "cuda:0"]
+    assert container_command("cuda12", ["--suite", "cifar"], False, 1) == ["run", "--suite", "cifar", "--device", "cuda:0"]
+
+
+class _FakeNVML:
+    """Two or three GPUs: 0-1 joined by NVLink, 2 on PCIe under another host bridge."""
+
+    def nvmlInit(self):
+        pass
+
+    def nvmlShutdown(self):
+        pass
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return i
+
+    def nvmlDeviceGetP2PStatus(self, a, b, caps):
+        assert caps == 3  # NVML_P2P_CAPS_INDEX_NVLINK
+        return 0 if {a, b} == {0, 1} else 2  # OK / NOT_SUPPORTED
+
+    def nvmlDeviceGetTopologyCommonAncestor(self, a, b):
+        return 10 if {a, b} == {0, 1} else 30
+
+
+def test_the_interconnect_comes_from_nvml_per_pair_of_gpus():
+    from kit.env.nvml import interconnect
+
+    nv = interconnect([0, 1], nvml=_FakeNVML())
+    assert nv["kind"] == "nvlink" and nv["pairs"] == [{"gpus": [0, 1], "pcie_path": "one PCIe switch", "link": "nvlink"}]
+    mixed = interconnect([0, 1, 2], nvml=_FakeNVML())
+    assert mixed["kind"] == "mixed"
+    assert {tuple(p["gpus"]): p["link"] for p in mixed["pairs"]} == {(0, 1): "nvlink", (0, 2): "pcie", (1, 2): "pcie"}
+    assert interconnect([0])["kind"] == "none"
+
+
+def test_a_fastai_cell_is_skipped_with_the_reason_before_any_rank_starts(tmp_path, monkeypatch):
+    from kit.runner.isolate import run_parallel_cell
+
+    monkeypatch.setattr(isolate, "_run_children", lambda *a, **k: pytest.fail("no rank may start"))
+    spec = CellSpec("cifar", "resnet18", "fp32", "fastai", {"world_size": 2})
+    result = run_parallel_cell(spec, _ctx(tmp_path))
+    assert result.status == "skipped" and "cifar fastai engine has no data-parallel path" in result.reason
+
+
+def test_the_ranks_records_are_gathered_without_all_gather_object_too(tmp_path, monkeypatch):
+    """torch 1.4 (the cuda10 image) has no all_gather_object: the fallback gathers pickled bytes."""
+    import torch.distributed as dist
+
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "lo")  # as the rank worker sets it: one host
+    from kit.bench.distributed.worker import gather_objects
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        record = {"rank": 0, "digests": ["ab" * 32], "throughput": [1.5, None]}
+        assert gather_objects(record, 1, "cpu", builtin=False) == [record]
+        assert gather_objects(record, 1, "cpu") == [record]
+    finally:
+        dist.destroy_process_group()
