@@ -154,6 +154,9 @@ def _compose_run(files: list[str], tmp_path: Path, **env_extra: str) -> tuple[su
         shutil.copyfile(CA_CERT, ca_copy)  # what the docs tell proxy users to do
         made_ca = True
     args = [a for f in files for a in ("-f", f)]
+    # a bench container left by an earlier test that died half-way would be attached to as well
+    # (and its stop would become `up`'s exit status): start from none
+    _run(["docker", "compose", *args, "down", "--remove-orphans"], timeout=120, env=env)
     try:
         proc = _run(["docker", "compose", *args, "up", "--build", "--exit-code-from", "bench", "bench"],
                     timeout=BUILD_TIMEOUT_S, env=env)
