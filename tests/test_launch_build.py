@@ -330,7 +330,7 @@ def test_failed_wheel_download_names_the_package_and_tags_nothing(tmp_path):
     with pytest.raises(DockerError) as info:
         build_image(spec, ROOT, client, ui=ui, log_dir=tmp_path)
     message = info.value.message.splitlines()[0]
-    assert "Network failure during the image build" in message
+    assert message.startswith("Network failure during the image build: pip._vendor.urllib3.exceptions.ReadTimeoutError")
     assert f"pip was downloading torch==2.9.1 ({_TORCH_WHEEL}, 899.7 MB)" in message
     assert f"Nothing was tagged {spec.tag}." in message
     assert "--pip-index-url" in info.value.remedy
@@ -399,3 +399,35 @@ def test_missing_fused_base_points_at_the_cuda12_stack(tmp_path):
         build_image(spec, ROOT, FakeClient(events), log_dir=tmp_path)
     assert "\n" not in info.value.message
     assert "--stack cuda12, which needs no CUDA base" in info.value.message and "docker load" in info.value.message
+
+
+def test_a_first_build_says_what_it_downloads_before_it_starts(tmp_path):
+    """`make run GPU=0` on a fresh host builds the cuda12 image: the build UI says first how much
+    it downloads (a measurement in kit/facts/stacks.py) and how long that takes."""
+    from rich.console import Console
+
+    from kit.facts.stacks import FIRST_BUILDS
+    from kit.launch.stacks import first_build_note
+    from kit.launch.ui import RichBuildUI
+
+    m = FIRST_BUILDS["cuda12"]
+    note = first_build_note("cuda12")
+    assert f"about {m.download_bytes / 1e9:.1f} GB to download" in note and "at 100 MB/s" in note and m.source in note
+    console = Console(record=True, width=200)
+    ui = RichBuildUI(console)
+    events = list(_steps(2)) + [{"aux": {"ID": "sha256:feedbeef"}}, {"stream": "Successfully built feedbeef\n"}]
+    build_image(image_spec("cuda12", ROOT), ROOT, FakeClient(events), ui=ui, log_dir=tmp_path)
+    text = console.export_text()
+    assert text.index("GB to download") < text.index("step 1/2")
+    assert first_build_note("no-such-stack") == ""
+
+
+def test_image_list_says_how_apex_was_built():
+    labels = {stk.LABEL_STACK: "cuda12", stk.LABEL_APEX_BUILT: "1", stk.LABEL_APEX_REF: "25.01", stk.LABEL_APEX_OPTS: ""}
+    fused = {stk.LABEL_STACK: "cuda12-fused", stk.LABEL_APEX_BUILT: "1", stk.LABEL_APEX_REF: "25.07",
+             stk.LABEL_APEX_OPTS: "--cpp_ext --cuda_ext"}
+    older = {stk.LABEL_STACK: "cuda10", stk.LABEL_APEX_BUILT: "1", stk.LABEL_APEX_REF: "241dd6c4"}  # before the label
+    images = [FakeImage("mpkit:cuda12-0.1.0", labels), FakeImage("mpkit:cuda12-fused-0.1.0", fused),
+              FakeImage("mpkit:cuda10-0.1.0", older), FakeImage("mpkit:cpu-0.1.0", {stk.LABEL_STACK: "cpu"})]
+    got = {i.stack: i.apex_build for i in list_images(FakeClient(images=images))}
+    assert got == {"cuda12": "python-only", "cuda12-fused": "fused kernels (--cpp_ext --cuda_ext)", "cuda10": "?", "cpu": ""}

@@ -183,7 +183,16 @@ class BuildMeasurement:
 
 #: Measured first builds, by stack. The download is the lock's (both cuda12 variants
 #: share it; cuda12-fused adds NVIDIA's devel base, several GB more, and the nvcc build).
-FIRST_BUILDS: dict[str, BuildMeasurement] = {}
+FIRST_BUILDS: dict[str, BuildMeasurement] = {
+    "cuda12": BuildMeasurement(
+        download_bytes=4_241_641_400,
+        download_seconds=210,
+        build_seconds=660,
+        image_bytes=8_558_840_694,
+        source="kit image build --stack cuda12 on a local Ubuntu 24.04, empty layer cache, wheels from PyPI, "
+        "on a 2-core CI machine shared with other jobs, 2026-12-01",
+    ),
+}
 
 #: Preference when several stacks can run, best first: a fully supported
 #: modern stack, then the faithful 2019 stack, then the modern stack under

@@ -42,6 +42,8 @@ from kit.launch.stacks import (
 )
 
 STEP_RE = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
+#: the classic builder colours a RUN step's stderr (ESC[91m ... ESC[0m)
+ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 TAIL_LINES = 30
 #: pip's own progress lines: which package it is getting, and which file.
 PIP_COLLECTING_RE = re.compile(r"^Collecting (\S+)")
@@ -183,7 +185,7 @@ def build_image(
                     if "aux" in event and isinstance(event["aux"], dict) and "ID" in event["aux"]:
                         image_id = event["aux"]["ID"]
                     text = event.get("stream") or event.get("status") or ""
-                    for raw in str(text).splitlines():
+                    for raw in ANSI_RE.sub("", str(text)).splitlines():
                         line = raw.rstrip()
                         if not line:
                             continue
@@ -213,7 +215,12 @@ def build_image(
                 raise engine.base_missing(ctx, error_text)
             # The last log lines say more than the engine's one-line error
             # (pip's reason, the failing command).
-            err = engine.explain("\n".join(list(tail)[-8:] + [error_text]), ctx)
+            # The failing command's own last words (pip's "ERROR: No matching distribution found for
+            # torch==2.9.1", or the exception line) say more than Docker's "The command '...' returned
+            # a non-zero code", so they go last: the message quotes the last line.
+            said = [ln.strip() for ln in tail if ln.strip() and not ln.startswith("Removing intermediate container")
+                    and "returned a non-zero code" not in ln and not STEP_RE.match(ln)]
+            err = engine.explain("\n".join(list(tail)[-8:] + [error_text] + said[-1:]), ctx)
             during_pip = pip.describe()
             message = err.message + (f" The build stopped while {during_pip}." if during_pip else "")
             message += f" {untagged}"

@@ -47,6 +47,9 @@ NETWORK = (
     "failed to fetch",
     "temporary failure resolving",
 )
+#: A download that arrived broken (cut off, or not the file it claims to be): pip's words.
+DOWNLOAD_BROKEN = ("connection broken: ", "incompleteread", ".whl is invalid", "bad zip file",
+                   "do not match the hashes")
 TLS = ("certificate_verify_failed", "certificate verify failed", "ssl: ", "sslerror", "server certificate verification failed")
 BASE_MISSING = ("manifest unknown", "pull access denied", "repository does not exist", "toomanyrequests", "registry-1.docker.io", "no such image")
 
@@ -124,6 +127,13 @@ def explain(text: str, ctx: Context | None = None) -> KitError:
         )
     if ctx.during == "build" and is_base_missing(text):
         return base_missing(ctx, first)
+    if ctx.during == "build" and any(s in low for s in DOWNLOAD_BROKEN):
+        return DockerError(
+            f"A package download broke off or arrived damaged during the image build: {first}",
+            remedy="Run the same command again: the steps that succeeded come from Docker's cache. If it fails again at the "
+            "same package, the index or mirror serves a broken file, or a proxy cuts the download: try another index "
+            "(--pip-index-url / --pip-extra-index-url) or check the proxy (--ca-cert).",
+        )
     if any(s in low for s in NETWORK):
         return DockerError(f"Network failure during the image {ctx.during}: {first}", remedy=_network_remedy(ctx.during))
     what = {"build": "The image build failed", "run": "The container failed to start", "connect": "Docker failed"}.get(ctx.during, "Docker failed")

@@ -380,7 +380,7 @@ def test_cuda12_image_needs_no_cuda_base_and_passes_pip_check(cuda12_image):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
     assert "os 24.04" in out and "Python 3.12." in out and "No broken requirements found." in out, out
-    assert re.search(r"torch 2\.9\.1\S* 12\.8 91\d\d torchvision 0\.24\.1\S* fastai 2\.8\.12", out), out
+    assert re.search(r"torch 2\.9\.1\S* 12\.8 910\d\d torchvision 0\.24\.1\S* fastai 2\.8\.12", out), out
     assert "no nvcc" in out  # no CUDA toolkit in the image: the wheels carry the runtime
 
 
@@ -463,6 +463,73 @@ def test_compose_cuda12_service_on_the_cpu_ends_with_a_bundle(cuda12_image, tmp_
     from kit.bundle.safe_open import open_bundle
 
     _check_cuda12_environment(open_bundle(bundle).environment, "local archive apex-src.tar.gz")
+
+
+def _serve_breaking_wheels(lock: Path):
+    """A PEP 503 index on 127.0.0.1 that lists each pin of ``lock`` and breaks every wheel download
+    off after 1 kB (the Content-Length promises 100 kB): a mirror or a connection failing mid-download."""
+    import http.server
+    import threading
+
+    pins = dict(ln.split("==", 1) for ln in lock.read_text().splitlines() if ln and not ln.startswith("#"))
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - the stdlib's name
+            parts = [p for p in self.path.split("/") if p]
+            if parts[:1] == ["simple"] and len(parts) == 2:
+                name = parts[1]
+                wheel = f"{name.replace('-', '_')}-{pins.get(name, '0')}-py3-none-any.whl"
+                body = f'<html><body><a href="/files/{wheel}">{wheel}</a></body></html>'.encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            elif parts[:1] == ["files"]:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/octet-stream")
+                self.send_header("Content-Length", "100000")
+                self.end_headers()
+                self.wfile.write(b"\0" * 1000)
+                self.wfile.flush()
+                self.close_connection = True
+            else:
+                self.send_error(404)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def test_a_wheel_download_that_breaks_off_names_the_package_and_keeps_the_tag(cuda12_image):
+    """A real build whose package index breaks every download off: `kit image build` fails with
+    exit 7 naming the package and file pip was getting, and the kit's tag still names the image
+    built before (Docker's classic builder tags only a finished build). The OS layer is cached, so
+    this takes seconds."""
+    before = _client().images.get(cuda12_image).id
+    lock = ROOT / "docker" / "locks" / "cuda12.txt"
+    server = _serve_breaking_wheels(lock)
+    index = f"http://127.0.0.1:{server.server_address[1]}/simple"
+    try:
+        opts = ["--base", CUDA12_BASE] + (["--ca-cert", CA_CERT] if CA_CERT else [])
+        proc = _run(KIT + ["image", "build", "--stack", "cuda12", *_cuda12_apex_options(), *opts, "--pip-index-url", index],
+                    timeout=BUILD_TIMEOUT_S, env=_env())
+    finally:
+        server.shutdown()
+    assert proc.returncode == 7, proc.stderr[-3000:]
+    first = proc.stderr.split("error: ", 1)[-1].splitlines()[0] if "error: " in proc.stderr else proc.stderr
+    name, version = next(ln.split("==") for ln in lock.read_text().splitlines() if ln and not ln.startswith("#"))
+    # pip (24.0) does not check a download's length: the cut-off file shows up as an invalid wheel
+    assert first.startswith("A package download broke off or arrived damaged during the image build"), first
+    assert "Run the same command again" in proc.stderr
+    wheel = f"{name.replace('-', '_')}-{version}-py3-none-any.whl"
+    assert f"The build stopped while pip was downloading {name}=={version} ({wheel}" in first, first
+    assert f"{cuda12_image} is still the earlier complete image" in proc.stderr
+    assert "Traceback" not in proc.stderr.split("Last lines of the build log")[0]
+    assert _client().images.get(cuda12_image).id == before
 
 
 # -- the errors a user meets without a GPU ----------------------------------------
