@@ -412,7 +412,7 @@ def test_a_first_build_says_what_it_downloads_before_it_starts(tmp_path):
 
     m = FIRST_BUILDS["cuda12"]
     note = first_build_note("cuda12")
-    assert f"about {m.download_bytes / 1e9:.1f} GB to download" in note and "at 100 MB/s" in note and m.source in note
+    assert f"about {m.download_bytes / 1e9:.1f} GB to download" in note and "at 100 MB/s" in note and m.where in note
     console = Console(record=True, width=200)
     ui = RichBuildUI(console)
     events = list(_steps(2)) + [{"aux": {"ID": "sha256:feedbeef"}}, {"stream": "Successfully built feedbeef\n"}]

@@ -245,8 +245,8 @@ def first_build_note(stack: str) -> str:
     at_rate = m.download_bytes / ASSUMED_DOWNLOAD_BYTES_PER_S
     return (
         f"A first build of the {stack} image has about {gb:.1f} GB to download (the pinned wheels: about {_duration(at_rate)} "
-        f"at 100 MB/s) and makes an image of {m.image_bytes / 1e9:.1f} GB; measured: {_duration(m.build_seconds)} in all "
-        f"({m.source}). Layers built before come from Docker's cache."
+        f"at 100 MB/s) and makes an image of {m.image_bytes / 1e9:.1f} GB; it took {_duration(m.build_seconds)} in all "
+        f"{m.where} (kit/facts/stacks.py). Layers built before come from Docker's cache."
     )
 
 
