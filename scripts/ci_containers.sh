@@ -5,16 +5,22 @@
 #   1. install and start the Docker engine, and Compose v2 as a CLI plugin (the
 #      Go binary, checked to return Compose's real exit status)
 #   2. check that every stack's lock resolves on PyPI (scripts/check_locks.py)
-#   3. make local Debian and Ubuntu base images (scripts/make_base_image.sh), and
-#      check that `compose up --exit-code-from` fails when its service fails
+#   3. make local Debian 12, Ubuntu 18.04 and Ubuntu 24.04 base images
+#      (scripts/make_base_image.sh), and check that `compose up --exit-code-from`
+#      fails when its service fails
 #   4. serve the machine's on-disk wheel copies as a local package index, the
 #      same "local mirror" feature air-gapped users have (docs/containers.md)
-#   5. run the container tests: build the cpu stack, `docker compose up bench`,
-#      `kit launch --stack cpu`, and the engine error messages
+#   5. build the cuda12 image (the main job's) on the local Ubuntu 24.04 with Apex
+#      25.01 from ../shared, timed, and say its size
+#   6. run the container tests: the cpu stack, `docker compose up bench`, `kit launch
+#      --stack cpu|cuda10|cuda12` (CPU smoke runs), Compose for cuda10 and cuda12,
+#      the in-image Apex checks, and the engine error messages
 #
-# Each phase prints how long it took. Environment knobs:
+# Each phase prints how long it took; the closing note repeats the cuda12 build
+# time and image size. Environment knobs:
 #   KIT_CI_SKIP_LOCK_CHECK=1   skip phase 2 (offline)
 #   KIT_CI_MIRROR_DIRS="/opt/pypi-more /opt/pypi"   the PEP 503 folders to serve
+#   KIT_CI_APEX_DIR=DIR        where the Apex snapshots are (default ../shared/vendor/apex)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$(pwd)"
@@ -93,12 +99,14 @@ if [ "${KIT_CI_SKIP_LOCK_CHECK:-0}" != 1 ]; then
 fi
 
 # -- 3. base image ------------------------------------------------------------
-phase "local base images (debootstrap, both at once)"
-# Debian 12 for the cpu stack, and the cuda10 stack's OS (Ubuntu 18.04, Python
-# 3.7 from universe). The two mostly wait on their mirrors, so they run side by
-# side, each with its own log; a failure shows that log and stops the job.
+phase "local base images (debootstrap, all three at once)"
+# Debian 12 for the cpu stack, the cuda10 stack's OS (Ubuntu 18.04, Python 3.7
+# from universe) and the cuda12 stack's (Ubuntu 24.04, Python 3.12; Debian 12's
+# debootstrap has no noble script, make_base_image.sh uses the shared Ubuntu one).
+# They mostly wait on their mirrors, so they run side by side, each with its own
+# log; a failure shows that log and stops the job.
 base_pids=()
-for spec in "kit-base/debian:bookworm bookworm" "kit-base/ubuntu:18.04 bionic"; do
+for spec in "kit-base/debian:bookworm bookworm" "kit-base/ubuntu:18.04 bionic" "kit-base/ubuntu:24.04 noble"; do
     read -r image suite <<<"$spec"
     bash scripts/make_base_image.sh "$image" "$suite" >"$LOG_DIR/base-$suite.log" 2>&1 &
     base_pids+=("$!:$suite")
@@ -167,28 +175,54 @@ else
 fi
 phase_done
 
-# -- 5. container tests ---------------------------------------------------------
-phase "container tests (pytest -m docker)"
+# -- 5. the cuda12 image ---------------------------------------------------------
 export KIT_DOCKER_TESTS=1
 export KIT_TEST_BASE_IMAGE=kit-base/debian:bookworm
 export KIT_TEST_CUDA10_BASE_IMAGE=kit-base/ubuntu:18.04
+export KIT_TEST_CUDA12_BASE_IMAGE=kit-base/ubuntu:24.04
 export KIT_TEST_PIP_EXTRA_INDEX_URL="$EXTRA_URLS"
-# NVIDIA Apex for the cuda10 image: GitHub is unreachable here, so the image is built
-# from the project's local snapshot of the pinned commit (kit image build --apex-src).
-APEX_SNAPSHOT="$ROOT/../shared/vendor/apex/apex-241dd6c4.tar.gz"
-if [ -f "$APEX_SNAPSHOT" ]; then
-    export KIT_TEST_APEX_SRC="$APEX_SNAPSHOT"
-    echo "cuda10 image: Apex 241dd6c4 from $APEX_SNAPSHOT"
+# NVIDIA Apex: GitHub is unreachable here, so the images are built from the project's
+# local snapshots of the pinned refs (kit image build --apex-src): 241dd6c4 for cuda10,
+# 25.01 (python-only: apex.amp, apex.fp16_utils) for cuda12.
+APEX_DIR="${KIT_CI_APEX_DIR:-$ROOT/../shared/vendor/apex}"
+if [ -f "$APEX_DIR/apex-241dd6c4.tar.gz" ]; then
+    export KIT_TEST_APEX_SRC="$APEX_DIR/apex-241dd6c4.tar.gz"
+    echo "cuda10 image: Apex 241dd6c4 from $KIT_TEST_APEX_SRC"
 else
-    echo "cuda10 image: no Apex snapshot at $APEX_SNAPSHOT, so it is built without Apex (its Apex checks skip)"
+    echo "cuda10 image: no Apex snapshot at $APEX_DIR/apex-241dd6c4.tar.gz, so it is built without Apex (its Apex checks skip)"
+fi
+if [ -f "$APEX_DIR/apex-25.01.tar.gz" ]; then
+    export KIT_TEST_CUDA12_APEX_SRC="$APEX_DIR/apex-25.01.tar.gz"
+    echo "cuda12 image: Apex 25.01 from $KIT_TEST_CUDA12_APEX_SRC"
+else
+    echo "cuda12 image: no Apex snapshot at $APEX_DIR/apex-25.01.tar.gz, so it is built without Apex (its Apex checks skip)"
 fi
 # The machine's CA bundle goes into the image: the same --ca-cert option that
 # users behind TLS-inspecting proxies use.
 if [ -f /etc/ssl/certs/ca-certificates.crt ]; then
     export KIT_TEST_CA_CERT=/etc/ssl/certs/ca-certificates.crt
 fi
+
+# Built here, before the tests, to time it on its own: the tests' `kit image build`,
+# `kit launch` and Compose then reuse its layers (the 4 GB pip layer is built once per
+# job; a fresh CI machine has no layer cache from earlier jobs).
+phase "cuda12 image: kit image build on the local Ubuntu 24.04 (torch 2.9.1 + CUDA wheels from PyPI)"
+build_opts=(--base "$KIT_TEST_CUDA12_BASE_IMAGE")
+[ -n "${KIT_TEST_CA_CERT:-}" ] && build_opts+=(--ca-cert "$KIT_TEST_CA_CERT")
+[ -n "$EXTRA_URLS" ] && build_opts+=(--pip-extra-index-url "$EXTRA_URLS")
+if [ -n "${KIT_TEST_CUDA12_APEX_SRC:-}" ]; then build_opts+=(--apex-src "$KIT_TEST_CUDA12_APEX_SRC"); else build_opts+=(--no-apex); fi
+cuda12_start=$(date +%s)
+CUDA12_TAG="$(DOCKER_BUILDKIT=0 "$PY" -m kit image build --stack cuda12 "${build_opts[@]}" | tail -n 1)"
+CUDA12_BUILD_S=$(( $(date +%s) - cuda12_start ))
+CUDA12_SIZE="$(docker image inspect "$CUDA12_TAG" --format '{{.Size}}' | awk '{printf "%.2f GB", $1 / 1e9}')"
+echo "cuda12 image: $CUDA12_TAG built in $CUDA12_BUILD_S s, $CUDA12_SIZE"
+phase_done
+
+# -- 6. container tests ---------------------------------------------------------
+phase "container tests (pytest -m docker)"
 "$PY" -m pytest tests/containers -m docker -v -p no:cacheprovider --durations=0
 phase_done
 
 echo
+echo "ci_containers: cuda12 image $CUDA12_TAG: built in $CUDA12_BUILD_S s (from an empty layer cache unless the engine had it), $CUDA12_SIZE"
 echo "ci_containers: all done in $(( $(date +%s) - JOB_START )) s"

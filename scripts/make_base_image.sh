@@ -9,6 +9,8 @@
 #     kit image build --stack cpu --base kit-base/debian:bookworm
 #     bash scripts/make_base_image.sh kit-base/ubuntu:18.04 bionic   # the cuda10 stack's OS
 #     kit image build --stack cuda10 --base kit-base/ubuntu:18.04
+#     bash scripts/make_base_image.sh kit-base/ubuntu:24.04 noble    # the cuda12 stack's OS
+#     kit image build --stack cuda12 --base kit-base/ubuntu:24.04
 #
 # Ubuntu suites (bionic, focal, jammy, noble) come from the Ubuntu archive, with
 # main and universe (Python 3.7 is in bionic's universe) and the -updates and
@@ -43,8 +45,18 @@ fi
 ROOTFS="$(mktemp -d /tmp/kit-rootfs.XXXXXX)"
 trap 'rm -rf "$ROOTFS"' EXIT
 
+# debootstrap names each suite's script after it; Debian 12's debootstrap
+# (1.0.128) predates Ubuntu 24.04 "noble", whose script is the one every Ubuntu
+# release since 7.10 shares (scripts/gutsy; newer debootstraps link noble to it).
+SCRIPT=""
+SCRIPTS_DIR="${DEBOOTSTRAP_DIR:-/usr/share/debootstrap}/scripts"
+if [ "$UBUNTU" = 1 ] && [ ! -e "$SCRIPTS_DIR/$SUITE" ] && [ -e "$SCRIPTS_DIR/gutsy" ]; then
+    SCRIPT="$SCRIPTS_DIR/gutsy"
+    echo "make_base_image: this debootstrap has no script for $SUITE; using the shared Ubuntu one ($SCRIPT)"
+fi
+
 echo "make_base_image: debootstrap --variant=minbase $SUITE from $MIRROR"
-debootstrap --variant=minbase "$SUITE" "$ROOTFS" "$MIRROR" >"$ROOTFS.log" 2>&1 || {
+debootstrap --variant=minbase "$SUITE" "$ROOTFS" "$MIRROR" $SCRIPT >"$ROOTFS.log" 2>&1 || {
     echo "make_base_image: debootstrap failed; its log:" >&2
     tail -n 30 "$ROOTFS.log" >&2
     exit 1

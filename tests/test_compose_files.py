@@ -13,7 +13,7 @@ yaml = pytest.importorskip("yaml")
 from kit.launch.stacks import image_spec  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-KEYS = ("STACK", "PYTHON", "PYTHON_APT", "VENV_PIP", "BUILD_APEX", "APEX_REF", "APEX_COMMIT", "APEX_FROM", "APEX_BUILD_OPTS", "INSTALL_KIT", "KIT_RUNNER", "BASE")
+KEYS = ("STACK", "LOCK", "PYTHON", "PYTHON_APT", "VENV_PIP", "BUILD_APEX", "APEX_REF", "APEX_COMMIT", "APEX_FROM", "APEX_BUILD_OPTS", "INSTALL_KIT", "KIT_RUNNER", "BASE")
 
 
 class _Loader(yaml.SafeLoader):
@@ -36,6 +36,7 @@ def _args(*files: str) -> dict[str, str]:
     ("cuda12", ["compose.yaml"]),
     ("cpu", ["compose.yaml", "compose.cpu.yaml"]),
     ("cuda10", ["compose.yaml", "compose.cuda10.yaml"]),
+    ("cuda12-fused", ["compose.yaml", "compose.cuda12-fused.yaml"]),
 ])
 def test_compose_build_args_match_kit_image_build(stack, files):
     want = image_spec(stack, ROOT).build_args

@@ -327,3 +327,26 @@ def test_real_doctor_on_a_host_without_an_nvidia_driver(capsys):
     assert code == 0 and doc["recommended_stack"] == "cpu" and doc["nvml"]["available"] is False
     code, _, err = run_main(["doctor", "--stack", "cuda12"], capsys)
     assert code == 6 and "no NVIDIA driver" in err
+
+
+def test_driver_below_the_cuda12_minimum_names_the_driver_and_the_stack_it_runs():
+    """Turing with driver 418: cuda12 needs ≥ 570.26 (or 525.60.13 with limits); the remedy says
+    so and names cuda10, which this driver runs; both cuda12 variants say the same."""
+    report = diagnose("rtx2080ti_418")
+    for name in ("cuda12", "cuda12-fused"):
+        v = report.verdicts[name]
+        assert v.status == "cannot"
+        assert v.remedies[0].startswith("Upgrade the NVIDIA driver to 570.26 or newer")
+        assert any("--stack cuda10" in r and "runs fully" in r for r in v.remedies), v.remedies
+    err = diagnose("rtx2080ti_418", stack="cuda12").error()
+    assert "The cuda10 stack can" in err.message and "--stack cuda10" in err.remedy and "570.26" in err.remedy
+    # where no stack runs on the driver, only the upgrade is offered
+    pascal = diagnose("gtx1080ti_410").verdicts["cuda10"]
+    assert not any(r.startswith("Or keep this driver") for r in pascal.remedies)
+
+
+def test_the_fused_variant_is_judged_like_cuda12_but_never_recommended():
+    report = diagnose("h200_580")
+    assert report.verdicts["cuda12-fused"].status == report.verdicts["cuda12"].status == "ok"
+    assert report.recommended == "cuda12"
+    assert "Apex 25.07" in doctor.STACKS["cuda12-fused"].description and "Apex 25.01" in doctor.STACKS["cuda12"].description

@@ -28,13 +28,27 @@ def test_each_stack_builds_from_its_facts_and_its_lock():
         assert spec.tag == f"mpkit:{name}-{__version__}"
         assert spec.build_args["BASE"] == facts.base_image
         assert spec.build_args["STACK"] == name
-        assert spec.lock == ROOT / "docker" / "locks" / f"{name}.txt"
+        assert spec.build_args["LOCK"] == facts.lock_name
+        assert spec.lock == ROOT / "docker" / "locks" / f"{facts.lock_name}.txt"
         assert spec.build_args["LOCK_SHA256"] == file_sha256(spec.lock) == spec.lock_sha256
 
 
-def test_cuda12_compiles_apex_and_cuda10_builds_it_python_only():
+def test_cuda12_needs_no_cuda_base_and_builds_an_apex_with_amp_python_only():
+    """cuda12 = a plain Ubuntu 24.04 with Apex 25.01 python-only (apex.amp, apex.fp16_utils: the
+    apex-o1/o2 cells run); the fused kernels are the opt-in cuda12-fused variant on NVIDIA's
+    devel base (nvcc), sharing cuda12's lock."""
     cuda12 = image_spec("cuda12", ROOT).build_args
-    assert (cuda12["BUILD_APEX"], cuda12["APEX_REF"], cuda12["APEX_BUILD_OPTS"]) == ("1", "25.07", "--cpp_ext --cuda_ext")
+    assert (cuda12["BUILD_APEX"], cuda12["APEX_REF"], cuda12["APEX_BUILD_OPTS"]) == ("1", "25.01", "")
+    assert cuda12["BASE"] == "ubuntu:24.04" and "nvidia/cuda" not in cuda12["BASE"]
+    assert cuda12["APEX_COMMIT"] == stk.APEX_REF_COMMITS["25.01"]
+    fused = image_spec("cuda12-fused", ROOT)
+    assert (fused.build_args["APEX_REF"], fused.build_args["APEX_BUILD_OPTS"]) == ("25.07", "--cpp_ext --cuda_ext")
+    assert fused.base.startswith("nvidia/cuda:12.8.1-cudnn-devel")
+    assert fused.lock == image_spec("cuda12", ROOT).lock and fused.tag != image_spec("cuda12", ROOT).tag
+
+
+def test_cuda10_builds_apex_python_only():
+    # (both GPU stacks' Apex builds can add the compiler and headers: the Dockerfile adds them with Apex)
     # nvcc builds against Python's headers: the Dockerfile adds them with Apex
     assert re.search(r'if \[ "\$BUILD_APEX" = 1 \]; then build_apt="[^"]*\$PYTHON-dev', (ROOT / "docker" / "Dockerfile").read_text())
     cuda10 = image_spec("cuda10", ROOT).build_args
@@ -58,7 +72,7 @@ def test_cuda10_carries_a_runner_instead_of_the_kit():
     # Python 3.7 cannot install the kit (3.10+): the image runs the legacy runner module.
     assert args["INSTALL_KIT"] == "0" and args["KIT_RUNNER"] == stk.LEGACY_RUNNER
     assert args["PYTHON"] == "python3.7" and args["VENV_PIP"] == "24.0"
-    for name in ("cuda12", "cpu"):
+    for name in ("cuda12", "cuda12-fused", "cpu"):
         a = image_spec(name, ROOT).build_args
         assert a["INSTALL_KIT"] == "1" and a["KIT_RUNNER"] == "kit"
 
@@ -73,8 +87,8 @@ def test_every_build_argument_is_declared_in_the_dockerfile():
 
 def test_lock_headers_match_the_stack_facts():
     for name, facts in STACKS.items():
-        text = (ROOT / "docker" / "locks" / f"{name}.txt").read_text()
-        assert re.search(rf"^# stack: {name}$", text, re.M)
+        text = (ROOT / "docker" / "locks" / f"{facts.lock_name}.txt").read_text()
+        assert re.search(rf"^# stack: {facts.lock_name}$", text, re.M)
         assert re.search(rf"^# python: {re.escape(facts.python)}$", text, re.M)
         pins = dict(re.findall(r"^([a-z0-9-]+)==(\S+)$", text, re.M))
         assert pins["torch"] == facts.torch and pins["torchvision"] == facts.torchvision and pins["fastai"] == facts.fastai
@@ -254,3 +268,166 @@ def test_image_list_reads_the_labels():
     (info,) = list_images(FakeClient(images=[img]))
     assert (info.stack, info.apex_built, info.apex_ref, info.size_bytes) == ("cuda12", True, "25.07", 17_000_000_000)
     assert info.created == "2026-11-30 10:00:00"
+
+
+# -- a wheel download that fails mid-build ------------------------------------------
+
+_TORCH_WHEEL = "torch-2.9.1-cp312-cp312-manylinux_2_28_x86_64.whl"
+
+
+def _pip_dies_downloading_torch():
+    yield from _steps(17)
+    yield {"stream": "Collecting nvidia-cublas-cu12==12.8.4.1 (from -r /opt/kit/lock.txt (line 53))\n"}
+    yield {"stream": "  Downloading nvidia_cublas_cu12-12.8.4.1-py3-none-manylinux_2_27_x86_64.whl (594.3 MB)\n"}
+    yield {"stream": "Collecting torch==2.9.1 (from -r /opt/kit/lock.txt (line 95))\n"}
+    yield {"stream": f"  Downloading {_TORCH_WHEEL} (899.7 MB)\n"}
+    yield {"stream": "ERROR: Exception:\nTraceback (most recent call last):\n"}
+    yield {"stream": "pip._vendor.urllib3.exceptions.ReadTimeoutError: HTTPSConnectionPool(host='files.pythonhosted.org', "
+                     "port=443): Read timed out.\n"}
+    yield {"error": "The command '/bin/sh -c set -eu; pip-install.sh --no-deps -r /opt/kit/lock.txt' returned a non-zero code: 2",
+           "errorDetail": {"message": "returned a non-zero code: 2"}}
+
+
+class _IdImage(FakeImage):
+    def __init__(self, tag, image_id, labels=None):
+        super().__init__(tag, labels or {})
+        self.id = image_id
+
+
+class _TaggingEngine(FakeClient):
+    """An engine that (wrongly) tags the failed build's last layer: the kit must take the tag back."""
+
+    def __init__(self, events, images=()):
+        events = list(events)
+        super().__init__(events, images)
+        self.removed, self.retagged = [], []
+        outer = self
+
+        class API(FakeAPI):
+            def build(self, **kwargs):
+                for event in super().build(**kwargs):
+                    if "error" in event:
+                        outer.images.images[kwargs["tag"]] = _IdImage(kwargs["tag"], "sha256:halfbuilt")
+                    yield event
+
+            def tag(self, image, repository, tag):
+                outer.retagged.append((image, f"{repository}:{tag}"))
+                outer.images.images[f"{repository}:{tag}"] = _IdImage(f"{repository}:{tag}", image)
+
+        self.api = API(list(events))
+        images_obj = self.images
+
+        def remove(tag, noprune=False):
+            outer.removed.append(tag)
+            images_obj.images.pop(tag, None)
+
+        images_obj.remove = remove
+
+
+def test_failed_wheel_download_names_the_package_and_tags_nothing(tmp_path):
+    spec = image_spec("cuda12", ROOT)
+    client, ui = FakeClient(_pip_dies_downloading_torch()), RecordingUI()
+    with pytest.raises(DockerError) as info:
+        build_image(spec, ROOT, client, ui=ui, log_dir=tmp_path)
+    message = info.value.message.splitlines()[0]
+    assert message.startswith("Network failure during the image build: pip._vendor.urllib3.exceptions.ReadTimeoutError")
+    assert f"pip was downloading torch==2.9.1 ({_TORCH_WHEEL}, 899.7 MB)" in message
+    assert f"Nothing was tagged {spec.tag}." in message
+    assert "--pip-index-url" in info.value.remedy
+    assert ui.finished is False
+    with pytest.raises(Exception, match="No such image"):
+        client.images.get(spec.tag)
+    assert "Read timed out" in ui.log_path.read_text()  # the whole log is kept
+
+
+def test_failed_build_never_leaves_the_tag_on_a_half_built_image(tmp_path):
+    spec = image_spec("cuda12", ROOT)
+    earlier = _IdImage(spec.tag, "sha256:earlier", {stk.LABEL_STACK: "cuda12"})
+    client = _TaggingEngine(_pip_dies_downloading_torch(), images=[earlier])
+    with pytest.raises(DockerError) as info:
+        build_image(spec, ROOT, client, log_dir=tmp_path)
+    assert client.removed == [spec.tag] and client.retagged == [("sha256:earlier", spec.tag)]
+    assert client.images.get(spec.tag).id == "sha256:earlier"
+    assert f"{spec.tag} is still the earlier complete image" in info.value.message
+    fresh = _TaggingEngine(_pip_dies_downloading_torch())
+    with pytest.raises(DockerError) as info:
+        build_image(spec, ROOT, fresh, log_dir=tmp_path)
+    assert fresh.removed == [spec.tag] and not fresh.retagged and spec.tag not in fresh.images.images
+    assert f"Nothing was tagged {spec.tag}." in info.value.message
+
+
+def test_pip_activity_forgets_the_download_once_pip_installs():
+    from kit.launch.build import PipActivity
+
+    pip = PipActivity()
+    for line in ("Collecting fastai==2.8.12 (from -r /opt/kit/lock.txt (line 20))",
+                 "  Downloading fastai-2.8.12-py3-none-any.whl (235 kB)",
+                 "Installing collected packages: fastai"):
+        pip.see(line)
+    assert pip.describe() == ""
+    pip.see("Collecting torch==2.9.1")
+    assert pip.describe() == "pip was looking for torch==2.9.1"
+
+
+# -- no base image and no registry ---------------------------------------------------
+
+_NO_REGISTRY = ('Get "https://registry-1.docker.io/v2/": dial tcp: lookup registry-1.docker.io on 10.255.255.53:53: '
+                "no such host")
+
+
+@pytest.mark.parametrize("stack, command", [
+    ("cuda12", "sudo bash scripts/make_base_image.sh kit-base/ubuntu:24.04 noble"),
+    ("cuda10", "sudo bash scripts/make_base_image.sh kit-base/ubuntu:18.04 bionic"),
+    ("cpu", "sudo bash scripts/make_base_image.sh kit-base/debian:bookworm bookworm"),
+])
+def test_missing_base_without_a_registry_is_one_line_naming_the_local_base(tmp_path, stack, command):
+    """What the classic builder says when FROM cannot be pulled here (measured on this engine)."""
+    spec = image_spec(stack, ROOT)
+    events = [{"stream": f"Step 1/46 : ARG BASE\n"}, {"stream": f"Step 2/46 : FROM {spec.base}\n"}, {"error": _NO_REGISTRY}]
+    with pytest.raises(DockerError) as info:
+        build_image(spec, ROOT, FakeClient(events), log_dir=tmp_path)
+    message = info.value.message
+    assert "\n" not in message, message
+    assert f"Docker cannot get the base image {spec.base}" in message
+    assert command in message and f"--base {STACKS[stack].local_base[0]}" in message
+
+
+def test_missing_fused_base_points_at_the_cuda12_stack(tmp_path):
+    spec = image_spec("cuda12-fused", ROOT)
+    events = [{"stream": f"Step 2/46 : FROM {spec.base}\n"}, {"error": _NO_REGISTRY}]
+    with pytest.raises(DockerError) as info:
+        build_image(spec, ROOT, FakeClient(events), log_dir=tmp_path)
+    assert "\n" not in info.value.message
+    assert "--stack cuda12, which needs no CUDA base" in info.value.message and "docker load" in info.value.message
+
+
+def test_a_first_build_says_what_it_downloads_before_it_starts(tmp_path):
+    """`make run GPU=0` on a fresh host builds the cuda12 image: the build UI says first how much
+    it downloads (a measurement in kit/facts/stacks.py) and how long that takes."""
+    from rich.console import Console
+
+    from kit.facts.stacks import FIRST_BUILDS
+    from kit.launch.stacks import first_build_note
+    from kit.launch.ui import RichBuildUI
+
+    m = FIRST_BUILDS["cuda12"]
+    note = first_build_note("cuda12")
+    assert f"about {m.download_bytes / 1e9:.1f} GB to download" in note and "at 100 MB/s" in note and m.where in note
+    console = Console(record=True, width=200)
+    ui = RichBuildUI(console)
+    events = list(_steps(2)) + [{"aux": {"ID": "sha256:feedbeef"}}, {"stream": "Successfully built feedbeef\n"}]
+    build_image(image_spec("cuda12", ROOT), ROOT, FakeClient(events), ui=ui, log_dir=tmp_path)
+    text = console.export_text()
+    assert text.index("GB to download") < text.index("step 1/2")
+    assert first_build_note("no-such-stack") == ""
+
+
+def test_image_list_says_how_apex_was_built():
+    labels = {stk.LABEL_STACK: "cuda12", stk.LABEL_APEX_BUILT: "1", stk.LABEL_APEX_REF: "25.01", stk.LABEL_APEX_OPTS: ""}
+    fused = {stk.LABEL_STACK: "cuda12-fused", stk.LABEL_APEX_BUILT: "1", stk.LABEL_APEX_REF: "25.07",
+             stk.LABEL_APEX_OPTS: "--cpp_ext --cuda_ext"}
+    older = {stk.LABEL_STACK: "cuda10", stk.LABEL_APEX_BUILT: "1", stk.LABEL_APEX_REF: "241dd6c4"}  # before the label
+    images = [FakeImage("mpkit:cuda12-0.1.0", labels), FakeImage("mpkit:cuda12-fused-0.1.0", fused),
+              FakeImage("mpkit:cuda10-0.1.0", older), FakeImage("mpkit:cpu-0.1.0", {stk.LABEL_STACK: "cpu"})]
+    got = {i.stack: i.apex_build for i in list_images(FakeClient(images=images))}
+    assert got == {"cuda12": "python-only", "cuda12-fused": "fused kernels (--cpp_ext --cuda_ext)", "cuda10": "?", "cpu": ""}

@@ -168,3 +168,15 @@ def test_docker_info_without_nvidia_runtime_means_toolkit_missing(monkeypatch):
 def test_docker_info_with_nvidia_runtime_passes():
     client = _InfoClient({"ServerVersion": "28.1.1", "Runtimes": {"runc": {}, "nvidia": {"path": "nvidia-container-runtime"}}})
     engine.require_gpu_support(client)  # no exception
+
+
+def test_a_download_that_arrives_cut_off_says_to_run_again():
+    """pip 24 does not check a download's length: a wheel cut off mid-way is reported as invalid
+    (measured with an index that breaks every download off, tests/containers)."""
+    text = ("ERROR: Wheel 'torch' located at /tmp/pip-unpack-x/torch-2.9.1-cp312-cp312-manylinux_2_28_x86_64.whl is invalid.\n"
+            "The command '/bin/sh -c pip-install.sh --no-deps -r /opt/kit/lock.txt' returned a non-zero code: 1\n"
+            "ERROR: Wheel 'torch' located at /tmp/pip-unpack-x/torch-2.9.1-cp312-cp312-manylinux_2_28_x86_64.whl is invalid.")
+    err = explain(text, Context(during="build", stack="cuda12"))
+    assert isinstance(err, DockerError)
+    assert err.message.startswith("A package download broke off or arrived damaged") and "Wheel 'torch'" in err.message
+    assert "Run the same command again" in err.remedy and "--pip-index-url" in err.remedy

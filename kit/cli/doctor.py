@@ -13,11 +13,12 @@ class StackChoice(str, Enum):
     auto = "auto"
     cuda10 = "cuda10"
     cuda12 = "cuda12"
+    cuda12_fused = "cuda12-fused"
     cpu = "cpu"
 
 
 def doctor(
-    stack: StackChoice = typer.Option(StackChoice.auto, help="Stack to check: auto (the recommendation), cuda10 (2019, faithful), cuda12 (today) or cpu."),
+    stack: StackChoice = typer.Option(StackChoice.auto, help="Stack to check: auto (the recommendation), cuda10 (2019, faithful), cuda12 (today), cuda12-fused (cuda12 with Apex 25.07 fused kernels, opt-in) or cpu."),
     gpu: Optional[int] = typer.Option(None, "--gpu", help="GPU index to judge (NVML numbering, as nvidia-smi). Default: 0."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON (machine-readable) instead of tables."),
 ) -> None:

@@ -8,13 +8,14 @@ from typing import Optional
 
 import typer
 
-app = typer.Typer(help="Build and list the kit's container images (stacks cuda10, cuda12, cpu).", no_args_is_help=True)
+app = typer.Typer(help="Build and list the kit's container images (stacks cuda10, cuda12, cuda12-fused, cpu).", no_args_is_help=True)
 
 
 class StackChoice(str, Enum):
     auto = "auto"
     cuda10 = "cuda10"
     cuda12 = "cuda12"
+    cuda12_fused = "cuda12-fused"
     cpu = "cpu"
 
 
@@ -70,12 +71,13 @@ def list_(
     from rich.table import Table
 
     from kit.launch.build import list_images
+    from kit.facts.stacks import STACK_NAMES
     from kit.launch.stacks import file_sha256, find_source_root, lock_path
 
     images = list_images()
     try:
         root = find_source_root()
-        current = {s: file_sha256(lock_path(s, root)) for s in ("cuda10", "cuda12", "cpu") if lock_path(s, root).is_file()}
+        current = {s: file_sha256(lock_path(s, root)) for s in STACK_NAMES if lock_path(s, root).is_file()}
     except Exception:  # noqa: BLE001 -- listing works outside a checkout, without the lock comparison
         current = {}
     if json_out:
@@ -85,7 +87,7 @@ def list_(
         typer.echo(json.dumps([asdict(i) | {"lock_current": current.get(i.stack) == i.lock_sha256 if current else None} for i in images], indent=2))
         return
     if not images:
-        typer.echo("No kit images on this engine yet; build one with: kit image build --stack cpu|cuda12|cuda10")
+        typer.echo("No kit images on this engine yet; build one with: kit image build --stack cpu|cuda12|cuda10 (or cuda12-fused)")
         return
     table = Table(title="kit images")
     for col in ("image", "stack", "kit", "lock", "apex", "size", "created"):
@@ -94,6 +96,7 @@ def list_(
         lock = i.lock_sha256[:12]
         if current:
             lock += " (current)" if current.get(i.stack) == i.lock_sha256 else " (stale: rebuild)"
-        apex = f"yes, {i.apex_ref} from {i.apex_source or 'a source not recorded'}" if i.apex_built else "no"
+        build = f" {i.apex_build}" if i.apex_build and i.apex_build != "?" else ""
+        apex = f"yes, {i.apex_ref}{build} from {i.apex_source or 'a source not recorded'}" if i.apex_built else "no"
         table.add_row(i.tag, i.stack, i.kit_version, lock, apex, f"{i.size_bytes / 1e9:.1f} GB", i.created)
     Console().print(table)

@@ -13,6 +13,7 @@ class StackChoice(str, Enum):
     auto = "auto"
     cuda10 = "cuda10"
     cuda12 = "cuda12"
+    cuda12_fused = "cuda12-fused"
     cpu = "cpu"
 
 

@@ -41,7 +41,7 @@ from kit.env.doctor_report import Problem, Report, Status, Verdict, gib, gpu_lab
 from kit.env.probe import is_unknown, known
 from kit.errors import DockerError, EnvironmentCheckError, UsageError
 from kit.facts import cuda as cuda_facts
-from kit.facts.stacks import MIN_GPU_MEMORY_BYTES, STACK_NAMES, STACKS, Stack
+from kit.facts.stacks import MIN_GPU_MEMORY_BYTES, PREFERENCE, STACK_NAMES, STACKS, Stack
 
 #: What `docker run --gpus` prints when the NVIDIA Container Toolkit is missing.
 NO_TOOLKIT_ERROR = 'could not select device driver "" with capabilities: [[gpu]]'
@@ -83,10 +83,24 @@ def diagnose(nvml: Any = None, docker: Any = None, stack: str | None = None, gpu
             verdicts[name] = _judge_gpu_stack(spec, host, engine, chosen, index)
         else:
             verdicts[name] = _judge_cpu_stack(spec, chosen)
+    _point_past_old_drivers(verdicts)
     if gpus and chosen is None:
         problems.append(Problem("error", f"GPU {index} not found: this host has {len(gpus)} GPU(s), numbered 0 to {len(gpus) - 1}.",
                                 "Pick one with --gpu N (nvidia-smi lists them)."))
     return Report(requested, index if gpus else None, host, engine, verdicts, recommend(verdicts), problems)
+
+
+def _point_past_old_drivers(verdicts: dict[str, Verdict]) -> None:
+    """A GPU stack the driver is too old for also names the kit's stacks that this driver and
+    GPU do run (the upgrade stays the first remedy): e.g. cuda12 on a Turing GPU with 418 -> cuda10."""
+    runnable = [n for n in PREFERENCE if n in verdicts and STACKS[n].uses_gpu and verdicts[n].runnable]
+    for name, v in verdicts.items():
+        if v.status != "cannot" or not any(r.startswith("driver too old") for r in v.reasons):
+            continue
+        others = [n for n in runnable if n != name and STACKS[n].cuda != STACKS[name].cuda]
+        if others:
+            v.remedies.append(f"Or keep this driver and use --stack {others[0]} (CUDA {STACKS[others[0]].cuda}), "
+                              f"which it runs {'fully' if verdicts[others[0]].status == 'ok' else 'with limits'} on this GPU.")
 
 
 def recommend(verdicts: dict[str, Verdict]) -> str:

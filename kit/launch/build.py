@@ -24,6 +24,7 @@ from kit.launch.apex_archive import Source as ApexSource
 from kit.launch.stacks import (
     DOCKERFILE,
     LABEL_APEX_BUILT,
+    LABEL_APEX_OPTS,
     LABEL_APEX_REF,
     LABEL_APEX_SHA,
     LABEL_APEX_SOURCE,
@@ -41,7 +42,45 @@ from kit.launch.stacks import (
 )
 
 STEP_RE = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
+#: the classic builder colours a RUN step's stderr (ESC[91m ... ESC[0m)
+ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 TAIL_LINES = 30
+#: pip's own progress lines: which package it is getting, and which file.
+PIP_COLLECTING_RE = re.compile(r"^Collecting (\S+)")
+PIP_DOWNLOADING_RE = re.compile(r"^\s*Downloading (\S+)(?: \(([^)]+)\))?")
+#: after these pip is no longer downloading (a later failure is not a download's)
+PIP_DONE_RE = re.compile(r"^(Installing collected packages|Successfully installed|Requirement already satisfied)")
+
+
+class PipActivity:
+    """What pip was getting when the build stopped, from the log lines: the
+    package of the last ``Collecting`` line and the file of its ``Downloading``
+    line, until pip moves on to installing."""
+
+    def __init__(self) -> None:
+        self.package = ""
+        self.file = ""
+        self.size = ""
+
+    def see(self, line: str) -> None:
+        m = PIP_COLLECTING_RE.match(line)
+        if m:
+            self.package, self.file, self.size = m.group(1), "", ""
+            return
+        m = PIP_DOWNLOADING_RE.match(line)
+        if m and self.package:
+            self.file, self.size = m.group(1).rsplit("/", 1)[-1], m.group(2) or ""
+            return
+        if PIP_DONE_RE.match(line):
+            self.package = self.file = self.size = ""
+
+    def describe(self) -> str:
+        """'pip was downloading torch==2.9.1 (torch-2.9.1-....whl, 899.7 MB)', or ''."""
+        if not self.package:
+            return ""
+        if not self.file:
+            return f"pip was looking for {self.package}"
+        return f"pip was downloading {self.package} ({self.file}" + (f", {self.size})" if self.size else ")")
 
 
 class BuildUI(Protocol):
@@ -107,7 +146,11 @@ def build_image(
     ui = ui or NullBuildUI()
     log_path = Path(log_dir or tempfile.gettempdir()) / f"mpkit-build-{spec.stack}-{time.strftime('%Y%m%d-%H%M%S')}.log"
     tail: deque[str] = deque(maxlen=TAIL_LINES)
+    pip = PipActivity()
     ctx = engine.Context(during="build", stack=spec.stack, image=spec.tag, base=spec.base)
+    # what the tag named before: a failed build must leave it so (the classic
+    # builder tags only an image whose every step succeeded; checked below)
+    before = _image_id(client, spec.tag)
     started = time.monotonic()
     image_id = ""
     steps = cached = 0
@@ -142,12 +185,13 @@ def build_image(
                     if "aux" in event and isinstance(event["aux"], dict) and "ID" in event["aux"]:
                         image_id = event["aux"]["ID"]
                     text = event.get("stream") or event.get("status") or ""
-                    for raw in str(text).splitlines():
+                    for raw in ANSI_RE.sub("", str(text)).splitlines():
                         line = raw.rstrip()
                         if not line:
                             continue
                         log.write(line + "\n")
                         tail.append(line)
+                        pip.see(line)
                         m = STEP_RE.match(line)
                         if m:
                             steps = int(m.group(1))
@@ -165,17 +209,54 @@ def build_image(
                 log.write(f"{type(exc).__name__}: {error_text}\n")
                 tail.append(error_text)
         if error_text is not None:
+            untagged = _keep_tag_as_before(client, spec.tag, before)
+            if engine.is_base_missing(error_text):
+                # The FROM line failed: one line with the way out, the log has nothing more to say.
+                raise engine.base_missing(ctx, error_text)
             # The last log lines say more than the engine's one-line error
             # (pip's reason, the failing command).
-            err = engine.explain("\n".join(list(tail)[-8:] + [error_text]), ctx)
+            # The failing command's own last words (pip's "ERROR: No matching distribution found for
+            # torch==2.9.1", or the exception line) say more than Docker's "The command '...' returned
+            # a non-zero code", so they go last: the message quotes the last line.
+            said = [ln.strip() for ln in tail if ln.strip() and not ln.startswith("Removing intermediate container")
+                    and "returned a non-zero code" not in ln and not STEP_RE.match(ln)]
+            err = engine.explain("\n".join(list(tail)[-8:] + [error_text] + said[-1:]), ctx)
+            during_pip = pip.describe()
+            message = err.message + (f" The build stopped while {during_pip}." if during_pip else "")
+            message += f" {untagged}"
             detail = f"\nLast lines of the build log (all of it: {log_path}):\n" + "\n".join(tail)
-            raise type(err)(err.message + detail, remedy=err.remedy)
+            raise type(err)(message + detail, remedy=err.remedy)
         if not image_id:
             raise DockerError(f"The build of {spec.tag} ended without an image", remedy=f"See the build log: {log_path}")
         ok = True
     finally:
         ui.finish(ok)
     return BuildResult(spec.tag, image_id, spec.stack, time.monotonic() - started, log_path, steps, cached, list(tail))
+
+
+def _image_id(client: Any, tag: str) -> str | None:
+    """The id the tag names now, or None (no such image, or the engine cannot say)."""
+    try:
+        return str(client.images.get(tag).id)
+    except Exception:  # noqa: BLE001 -- ImageNotFound, or a fake/old engine
+        return None
+
+
+def _keep_tag_as_before(client: Any, tag: str, before: str | None) -> str:
+    """After a failed build: make sure ``tag`` names what it named before (nothing, or the
+    earlier complete image), never a half-built one, and say so in a sentence."""
+    after = _image_id(client, tag)
+    if after is not None and after != before:
+        try:  # an engine that tagged a failed build: take the tag away again, back to the earlier image
+            client.images.remove(tag, noprune=True)
+            if before is not None:
+                repo, _, name = tag.rpartition(":")
+                client.api.tag(before, repo, name)
+        except Exception:  # noqa: BLE001
+            return f"{tag} now names an image of the failed build; remove it: docker rmi {tag}."
+    if before is None:
+        return f"Nothing was tagged {tag}."
+    return f"{tag} is still the earlier complete image (kit launch rebuilds it when it is stale)."
 
 
 def build_context(root: Path, extra_files: dict[str, str | bytes] | None = None) -> Any:
@@ -228,6 +309,8 @@ class ImageInfo:
     size_bytes: int
     created: str
     image_id: str
+    #: "python-only", "fused kernels (--cpp_ext --cuda_ext)", "" without Apex, "?" for images built before the label
+    apex_build: str = ""
 
 
 def list_images(client: Any = None) -> list[ImageInfo]:
@@ -251,10 +334,19 @@ def list_images(client: Any = None) -> list[ImageInfo]:
                 apex_ref=labels.get(LABEL_APEX_REF, ""),
                 apex_source=labels.get(LABEL_APEX_SOURCE, ""),
                 size_bytes=int(img.attrs.get("Size") or 0),
+                apex_build=apex_build_kind(labels.get(LABEL_APEX_OPTS)) if labels.get(LABEL_APEX_BUILT) == "1" else "",
                 created=str(img.attrs.get("Created", ""))[:19].replace("T", " "),
                 image_id=img.short_id,
             ))
     return sorted(out, key=lambda i: i.tag)
+
+
+def apex_build_kind(options: str | None) -> str:
+    """How an image's Apex was built, in words, from its build options label."""
+    if options is None:
+        return "?"
+    options = options.strip()
+    return "python-only" if not options else f"fused kernels ({options})"
 
 
 def image_state(client: Any, spec: ImageSpec, *, check_base: bool = False) -> str:

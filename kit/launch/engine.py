@@ -47,6 +47,9 @@ NETWORK = (
     "failed to fetch",
     "temporary failure resolving",
 )
+#: A download that arrived broken (cut off, or not the file it claims to be): pip's words.
+DOWNLOAD_BROKEN = ("connection broken: ", "incompleteread", ".whl is invalid", "bad zip file",
+                   "do not match the hashes")
 TLS = ("certificate_verify_failed", "certificate verify failed", "ssl: ", "sslerror", "server certificate verification failed")
 BASE_MISSING = ("manifest unknown", "pull access denied", "repository does not exist", "toomanyrequests", "registry-1.docker.io", "no such image")
 
@@ -122,20 +125,53 @@ def explain(text: str, ctx: Context | None = None) -> KitError:
             "inspects TLS with its own certificate authority.",
             remedy=_network_remedy("build" if ctx.during == "build" else ctx.during),
         )
-    if ctx.during == "build" and any(s in low for s in BASE_MISSING):
-        base = ctx.base or "the base image"
+    if ctx.during == "build" and is_base_missing(text):
+        return base_missing(ctx, first)
+    if ctx.during == "build" and any(s in low for s in DOWNLOAD_BROKEN):
         return DockerError(
-            f"Docker cannot get the base image {base} ({first}).",
-            remedy=(
-                "Pull it where a registry is reachable (docker pull, docker save | docker load here), or build on a local "
-                "image with --base NAME (scripts/make_base_image.sh makes a Debian one without any registry). "
-                "NVIDIA deleted the CUDA 10 tags of nvidia/cuda; the cuda10 stack does not need them."
-            ),
+            f"A package download broke off or arrived damaged during the image build: {first}",
+            remedy="Run the same command again: the steps that succeeded come from Docker's cache. If it fails again at the "
+            "same package, the index or mirror serves a broken file, or a proxy cuts the download: try another index "
+            "(--pip-index-url / --pip-extra-index-url) or check the proxy (--ca-cert).",
         )
     if any(s in low for s in NETWORK):
         return DockerError(f"Network failure during the image {ctx.during}: {first}", remedy=_network_remedy(ctx.during))
     what = {"build": "The image build failed", "run": "The container failed to start", "connect": "Docker failed"}.get(ctx.during, "Docker failed")
     return DockerError(f"{what}: {first}", remedy=f"The engine's full message is above; see {DOCS} ('When something goes wrong').")
+
+
+def is_base_missing(text: str) -> bool:
+    """The engine could not get the FROM image (no registry, unknown tag, not local)."""
+    low = text.lower()
+    return any(s in low for s in BASE_MISSING)
+
+
+def base_missing(ctx: Context, said: str) -> DockerError:
+    """No base image and no registry: one line that names the local way
+    (scripts/make_base_image.sh and --base), with the stack's own arguments."""
+    from kit.facts.stacks import STACKS
+
+    base = ctx.base or "the base image"
+    facts = STACKS.get(ctx.stack or "")
+    local = facts.local_base if facts is not None else None
+    if local is not None:
+        image, suite = local
+        make = (f"make a local one with `sudo bash scripts/make_base_image.sh {image} {suite}` and build on it with "
+                f"--base {image}")
+    else:
+        make = ("load a copy (docker save on a machine that can pull it, docker load here) and build on it with --base NAME; "
+                "scripts/make_base_image.sh cannot make it")
+        if facts is not None and facts.name == "cuda12-fused":
+            make += " (it is NVIDIA's CUDA devel image, for nvcc), or use --stack cuda12, which needs no CUDA base"
+    return DockerError(
+        f"Docker cannot get the base image {base} (no registry reachable, or no such tag; the engine said: {said.strip()}): {make}.",
+        remedy=(
+            "Where a registry is reachable, `docker pull` it first; any local copy of the same OS works with --base NAME. "
+            "scripts/make_base_image.sh makes Debian and Ubuntu "
+            f"bases from their mirrors without any registry (see {DOCS}, 'Local mirrors and air-gapped machines'). "
+            "NVIDIA deleted the CUDA 10 tags of nvidia/cuda; no kit stack needs them."
+        ),
+    )
 
 
 # -- connecting ---------------------------------------------------------------

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from kit import __version__
 from kit.errors import UsageError
-from kit.facts.stacks import APEX_REF_COMMITS, STACK_NAMES, STACKS, Stack
+from kit.facts.stacks import APEX_REF_COMMITS, FIRST_BUILDS, STACK_NAMES, STACKS, Stack
 from kit.launch import apex_archive
 
 #: Image repository; tags are "<stack>-<kit version>" (mpkit:cuda12-0.1.0).
@@ -27,6 +27,8 @@ LABEL_SOURCE = "mpkit.source.sha256"
 LABEL_VERSION = "mpkit.kit.version"
 LABEL_APEX_BUILT = "mpkit.apex.built"
 LABEL_APEX_REF = "mpkit.apex.ref"
+#: Apex's pip build options: "" = python-only (apex.amp, apex.fp16_utils), "--cpp_ext --cuda_ext" = fused kernels
+LABEL_APEX_OPTS = "mpkit.apex.build_options"
 #: where the image's Apex came from: "github <repo> at <ref>" or "local archive <name> (<commit>, sha256 <hash>)"
 LABEL_APEX_SOURCE = "mpkit.apex.source"
 LABEL_APEX_COMMIT = "mpkit.apex.commit"
@@ -45,17 +47,20 @@ EXTRA_CA_PATH = "docker/extra-ca.pem"
 #: argparse front end; the host exports the bundle (docs/containers.md).
 LEGACY_RUNNER = "kit.runner.legacy"
 
-#: Apex pip build options per stack (None: no Apex). Empty = python-only build.
+#: Apex pip build options per stack (None: no Apex). Empty = python-only build
+#: (apex.amp, apex.fp16_utils); the fused kernels need nvcc, so only the
+#: cuda12-fused variant on NVIDIA's CUDA devel base compiles them.
 _APEX_BUILD_OPTS: dict[str, str | None] = {
     "cuda10": "",
-    "cuda12": "--cpp_ext --cuda_ext",
+    "cuda12": "",
+    "cuda12-fused": "--cpp_ext --cuda_ext",
     "cpu": None,
 }
 
 #: pip version in the image's virtual environment. Ubuntu 18.04's venv pip (9.0)
 #: cannot read today's index (manylinux2014 tags, requires-python); 24.0 is the
 #: last pip that runs on Python 3.7. Empty: the OS's own pip.
-_PIP_VERSION: dict[str, str] = {"cuda10": "24.0", "cuda12": "", "cpu": ""}
+_PIP_VERSION: dict[str, str] = {"cuda10": "24.0", "cuda12": "", "cuda12-fused": "", "cpu": ""}
 
 
 @dataclass(frozen=True)
@@ -110,7 +115,9 @@ def find_source_root(start: Path | None = None) -> Path:
 
 
 def lock_path(stack: str, root: Path) -> Path:
-    return root / "docker" / "locks" / f"{stack}.txt"
+    """docker/locks/<lock>.txt: the stack's own, or the one it shares (cuda12-fused uses cuda12's)."""
+    lock = STACKS[stack].lock_name if stack in STACKS else stack
+    return root / "docker" / "locks" / f"{lock}.txt"
 
 
 def file_sha256(path: Path) -> str:
@@ -192,6 +199,7 @@ def image_spec(
     args = {
         "BASE": base or facts.base_image,
         "STACK": stack,
+        "LOCK": facts.lock_name,
         "PYTHON": interpreter,
         "PYTHON_APT": apt,
         "VENV_PIP": _PIP_VERSION.get(stack, ""),
@@ -221,6 +229,31 @@ def image_spec(
     if build_apex and apex_src is not None:
         extra[apex_archive.CONTEXT_NAME] = apex_src.data
     return ImageSpec(stack, image_tag(stack), args["BASE"], lock, sha, args, extra, args["SOURCE_SHA256"], args["APEX_SHA256"])
+
+
+#: The download rate the "how long" estimate assumes (what the kit's CI machines get from PyPI).
+ASSUMED_DOWNLOAD_BYTES_PER_S = 100e6
+
+
+def first_build_note(stack: str) -> str:
+    """What a first build of ``stack`` costs, said before it starts (kit/facts/stacks.py
+    FIRST_BUILDS: a measurement, with where it was made), or '' when none was measured."""
+    m = FIRST_BUILDS.get(stack)
+    if m is None:
+        return ""
+    gb = m.download_bytes / 1e9
+    at_rate = m.download_bytes / ASSUMED_DOWNLOAD_BYTES_PER_S
+    return (
+        f"A first build of the {stack} image has about {gb:.1f} GB to download (the pinned wheels: about {_duration(at_rate)} "
+        f"at 100 MB/s) and makes an image of {m.image_bytes / 1e9:.1f} GB; it took {_duration(m.build_seconds)} in all "
+        f"{m.where} (kit/facts/stacks.py). Layers built before come from Docker's cache."
+    )
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{max(1, round(seconds))} s"
+    return f"{round(seconds / 60)} min"
 
 
 def read_apex_source(path: str | Path) -> apex_archive.Source:

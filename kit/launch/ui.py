@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kit.launch.stacks import ImageSpec
+from kit.launch.stacks import ImageSpec, first_build_note
 
 
 class RichBuildUI:
@@ -24,6 +24,9 @@ class RichBuildUI:
 
         self.spec = spec
         self.console.print(f"Building [bold]{spec.tag}[/bold] (stack {spec.stack}, base {spec.base}); full log: {log_path}")
+        note = first_build_note(spec.stack)
+        if note:
+            self.console.print(note, markup=False, highlight=False)
         self.progress = Progress(
             TextColumn("[bold]step[/bold]"),
             MofNCompleteColumn(),
