@@ -118,8 +118,11 @@ def test_runtime_versions_come_from_torch_once_it_is_imported(monkeypatch):
             def is_available():
                 return False
 
-    monkeypatch.setitem(sys.modules, "torch", FakeTorch)
-    rt = record.runtime_versions()
+    # the fake is torch only while the record reads it: after the test, other hooks (pytest-randomly
+    # reseeds torch in its teardown) must find the real module again
+    with monkeypatch.context() as m:
+        m.setitem(sys.modules, "torch", FakeTorch)
+        rt = record.runtime_versions()
     assert rt == {"source": "torch (imported)", "torch": "2.9.1+cu128", "cuda": "12.8", "cudnn": 91002, "cuda_available": False}
 
 
