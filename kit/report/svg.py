@@ -114,6 +114,38 @@ class _Marks:
         return key
 
 
+def _titles_and_legend(fig, marks: _Marks, series: list[Series], title_main: str, title_sub: str, note: str,
+                       width: int, height: int, margin_l: float, top_pad: float, legend_rows: int, fy) -> None:
+    """Title, subtitle, note and legend, in figure coordinates where the hand-drawn charts had them
+    (shared by the bar and the line chart)."""
+    from matplotlib.patches import Rectangle
+
+    fig.text(margin_l / width, fy(20), _plain(title_main), fontsize=15, fontweight="bold", color="#222222",
+             va="baseline")
+    if title_sub:
+        fig.text(margin_l / width, fy(37), _plain(title_sub), fontsize=12, color="#555555", va="baseline")
+    if note:
+        fig.text(margin_l / width, fy(height - 7), _plain(note), fontsize=10.5, color="#555555",
+                 va="baseline", gid=marks.gid("note"))
+    if not series:
+        return
+    # matplotlib fills a legend column by column; this order reads row by row, as the old charts did
+    ncol = min(len(series), 4)
+    order = [r * ncol + c for c in range(ncol) for r in range(legend_rows) if r * ncol + c < len(series)]
+    handles = [Rectangle((0, 0), 1, 1, facecolor=series[i].colour or PALETTE[i % len(PALETTE)]) for i in order]
+    legend = fig.legend(
+        handles, [_plain(series[i].name) for i in order], loc="upper left", ncol=ncol,
+        bbox_to_anchor=(margin_l / width, fy(26 + top_pad)), frameon=False, fontsize=12,
+        handlelength=0.9, handleheight=0.9, handletextpad=0.45, columnspacing=2.2, borderpad=0.0,
+        borderaxespad=0.0, labelspacing=0.35,
+    )
+    legend_handles = getattr(legend, "legend_handles", None) or getattr(legend, "legendHandles")
+    for i, h, t in zip(order, legend_handles, legend.get_texts()):
+        h.set_gid(marks.gid("legend", group=f"legend-{i}"))
+        t.set_gid(marks.gid("legend", group=f"legend-{i}"))
+        t.set_color("#333333")
+
+
 def bar_chart(
     title: str,
     categories: list[str],
@@ -215,29 +247,8 @@ def bar_chart(
             tick.label1.set_gid(marks.gid("ytick"))
 
         # titles, legend, note: in figure coordinates, where the hand-drawn charts had them
-        fig.text(margin_l / width, fy(20), _plain(title_main), fontsize=15, fontweight="bold", color="#222222",
-                 va="baseline")
-        if title_sub:
-            fig.text(margin_l / width, fy(37), _plain(title_sub), fontsize=12, color="#555555", va="baseline")
-        if note:
-            fig.text(margin_l / width, fy(height - 7), _plain(note), fontsize=10.5, color="#555555",
-                     va="baseline", gid=marks.gid("note"))
-        if series:
-            # matplotlib fills a legend column by column; this order reads row by row, as the old charts did
-            ncol = min(len(series), 4)
-            order = [r * ncol + c for c in range(ncol) for r in range(legend_rows) if r * ncol + c < len(series)]
-            handles = [Rectangle((0, 0), 1, 1, facecolor=series[i].colour or PALETTE[i % len(PALETTE)]) for i in order]
-            legend = fig.legend(
-                handles, [_plain(series[i].name) for i in order], loc="upper left", ncol=ncol,
-                bbox_to_anchor=(margin_l / width, fy(26 + top_pad)), frameon=False, fontsize=12,
-                handlelength=0.9, handleheight=0.9, handletextpad=0.45, columnspacing=2.2, borderpad=0.0,
-                borderaxespad=0.0, labelspacing=0.35,
-            )
-            legend_handles = getattr(legend, "legend_handles", None) or getattr(legend, "legendHandles")
-            for i, h, t in zip(order, legend_handles, legend.get_texts()):
-                h.set_gid(marks.gid("legend", group=f"legend-{i}"))
-                t.set_gid(marks.gid("legend", group=f"legend-{i}"))
-                t.set_color("#333333")
+        _titles_and_legend(fig, marks, series, title_main, title_sub, note, width, height, margin_l, top_pad,
+                           legend_rows, fy)
 
         # bars, error bars, off-scale markers
         bar_w = min(48.0 * ux, 0.8 / n_series)
@@ -369,28 +380,8 @@ def line_chart(
         ax.set_xticklabels([f"{x:,}" for x in x_values])
         for tick in ax.yaxis.get_major_ticks():
             tick.label1.set_gid(gids.gid("ytick"))
-        fig.text(margin_l / width, fy(20), _plain(title_main), fontsize=15, fontweight="bold", color="#222222",
-                 va="baseline")
-        if title_sub:
-            fig.text(margin_l / width, fy(37), _plain(title_sub), fontsize=12, color="#555555", va="baseline")
-        if note:
-            fig.text(margin_l / width, fy(height - 7), _plain(note), fontsize=10.5, color="#555555",
-                     va="baseline", gid=gids.gid("note"))
-        if series:
-            ncol = min(len(series), 4)
-            order = [r * ncol + c for c in range(ncol) for r in range(legend_rows) if r * ncol + c < len(series)]
-            handles = [Rectangle((0, 0), 1, 1, facecolor=series[i].colour or PALETTE[i % len(PALETTE)]) for i in order]
-            legend = fig.legend(
-                handles, [_plain(series[i].name) for i in order], loc="upper left", ncol=ncol,
-                bbox_to_anchor=(margin_l / width, fy(26 + top_pad)), frameon=False, fontsize=12,
-                handlelength=0.9, handleheight=0.9, handletextpad=0.45, columnspacing=2.2, borderpad=0.0,
-                borderaxespad=0.0, labelspacing=0.35,
-            )
-            legend_handles = getattr(legend, "legend_handles", None) or getattr(legend, "legendHandles")
-            for i, h, t in zip(order, legend_handles, legend.get_texts()):
-                h.set_gid(gids.gid("legend", group=f"legend-{i}"))
-                t.set_gid(gids.gid("legend", group=f"legend-{i}"))
-                t.set_color("#333333")
+        _titles_and_legend(fig, gids, series, title_main, title_sub, note, width, height, margin_l, top_pad,
+                           legend_rows, fy)
 
         for si, s in enumerate(series):
             colour = s.colour or PALETTE[si % len(PALETTE)]
