@@ -10,11 +10,15 @@
 #      fails when its service fails
 #   4. serve the machine's on-disk wheel copies as a local package index, the
 #      same "local mirror" feature air-gapped users have (docs/containers.md)
-#   5. build the cuda12 image (the main job's) on the local Ubuntu 24.04 with Apex
-#      25.01 from ../shared, timed, and say its size
-#   6. run the container tests: the cpu stack, `docker compose up bench`, `kit launch
-#      --stack cpu|cuda10|cuda12` (CPU smoke runs), Compose for cuda10 and cuda12,
-#      the in-image Apex checks, and the engine error messages
+#   5. the container tests, one stack at a time (the images are 6-9 GB each, and a build
+#      needs about twice its image while it commits the pip layer, so each stack's
+#      images are removed once its tests are done: the job needs the disk of one
+#      stack, not of three; the free space is printed before each):
+#      a. the cpu stack: its image, `kit launch`, `docker compose up bench`, and the
+#         engine error messages
+#      b. the cuda10 stack (Apex 241dd6c4 from ../shared): launch, Compose, in-image Apex checks
+#      c. the cuda12 stack (the main job's) on the local Ubuntu 24.04 with Apex 25.01:
+#         built on its own first, timed, with its size said; then its tests
 #
 # Each phase prints how long it took; the closing note repeats the cuda12 build
 # time and image size. Environment knobs:
@@ -203,10 +207,29 @@ if [ -f /etc/ssl/certs/ca-certificates.crt ]; then
     export KIT_TEST_CA_CERT=/etc/ssl/certs/ca-certificates.crt
 fi
 
-# Built here, before the tests, to time it on its own: the tests' `kit image build`,
-# `kit launch` and Compose then reuse its layers (the 4 GB pip layer is built once per
-# job; a fresh CI machine has no layer cache from earlier jobs).
+# Free space where the engine keeps its data, printed before each stack: a build that runs
+# out of it fails with the kit's "disk is full" message, and this line says how close it was.
+docker_root="$(docker info -f '{{.DockerRootDir}}' 2>/dev/null || echo /var/lib/docker)"
+disk_free() { df -h --output=avail,size "$docker_root" | tail -n 1 | awk -v d="$docker_root" '{print "disk: " $1 " free of " $2 " at " d}'; }
+# Each stack's module removes its images when its tests are done (container_support.py).
+export KIT_TEST_RELEASE_IMAGES=1
+PYTEST=("$PY" -m pytest -m docker -v -p no:cacheprovider --durations=0)
+
+phase "container tests: the cpu stack and the engine errors"
+disk_free
+"${PYTEST[@]}" tests/containers/test_cpu_stack.py tests/containers/test_engine_errors.py
+phase_done
+
+phase "container tests: the cuda10 stack (the 2019 software, Apex 241dd6c4)"
+disk_free
+"${PYTEST[@]}" tests/containers/test_cuda10_stack.py
+phase_done
+
+# Built on its own, before its tests, to time it: the tests' `kit image build`, `kit launch`
+# and Compose then reuse its layers (the 4 GB pip layer is built once per job; a fresh CI
+# machine has no layer cache from earlier jobs).
 phase "cuda12 image: kit image build on the local Ubuntu 24.04 (torch 2.9.1 + CUDA wheels from PyPI)"
+disk_free
 build_opts=(--base "$KIT_TEST_CUDA12_BASE_IMAGE")
 [ -n "${KIT_TEST_CA_CERT:-}" ] && build_opts+=(--ca-cert "$KIT_TEST_CA_CERT")
 [ -n "$EXTRA_URLS" ] && build_opts+=(--pip-extra-index-url "$EXTRA_URLS")
@@ -216,11 +239,12 @@ CUDA12_TAG="$(DOCKER_BUILDKIT=0 "$PY" -m kit image build --stack cuda12 "${build
 CUDA12_BUILD_S=$(( $(date +%s) - cuda12_start ))
 CUDA12_SIZE="$(docker image inspect "$CUDA12_TAG" --format '{{.Size}}' | awk '{printf "%.2f GB", $1 / 1e9}')"
 echo "cuda12 image: $CUDA12_TAG built in $CUDA12_BUILD_S s, $CUDA12_SIZE"
+disk_free
 phase_done
 
-# -- 6. container tests ---------------------------------------------------------
-phase "container tests (pytest -m docker)"
-"$PY" -m pytest tests/containers -m docker -v -p no:cacheprovider --durations=0
+phase "container tests: the cuda12 stack (the main job's image, Apex 25.01)"
+"${PYTEST[@]}" tests/containers/test_cuda12_stack.py
+disk_free
 phase_done
 
 echo

@@ -1,7 +1,8 @@
 """The kit's fp16-master loss scaling beside Apex's own code, on the CPU (no GPU needed).
 
 Run two ways, with the same checks:
-- inside the cuda10 image built with Apex (tests/containers/test_containers.py):
+- inside the cuda10 and cuda12 images built with Apex (tests/containers/test_cuda10_stack.py,
+  test_cuda12_stack.py):
   ``python apex_cpu_checks.py`` imports the image's installed Apex (apex.amp,
   apex.fp16_utils.FP16_Optimizer) and torch 1.4, and the kit from /opt/kit/src;
 - in `make test` (tests/test_apex_scaler_oracle.py), against the loss_scaler.py of

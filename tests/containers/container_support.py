@@ -1,0 +1,174 @@
+"""What the container tests share: the environment they read, running the kit and Compose,
+building a stack's image, and giving its disk space back.
+
+The container tests (test_*_stack.py, test_engine_errors.py) are run by
+scripts/ci_containers.sh, which installs and starts the engine, makes the local base
+images and serves the local package mirror:
+
+    KIT_DOCKER_TESTS=1 .venv/bin/python -m pytest tests/containers -m docker
+
+One module per stack, each building its image once (a module fixture). The images are
+6-9 GB each and a build needs about twice its image while it commits its pip layer, so
+with KIT_TEST_RELEASE_IMAGES=1 (CI sets it) a module removes its stack's images when its
+tests are done: the job then needs the disk of one stack at a time, not of all three.
+
+Environment the tests read (all optional):
+    KIT_TEST_BASE_IMAGE           base image for the cpu stack (default: the stack's own)
+    KIT_TEST_PIP_EXTRA_INDEX_URL  the local package mirror(s) for the build
+    KIT_TEST_CA_CERT              CA bundle to put into the image (TLS-inspecting proxy)
+    KIT_TEST_CUDA10_BASE_IMAGE    an Ubuntu 18.04 image for the cuda10 stack (its test is
+                                  skipped without one: Docker Hub is unreachable in CI)
+    KIT_TEST_APEX_SRC             a local Apex 241dd6c4 source (../shared/vendor/apex/
+                                  apex-241dd6c4.tar.gz in CI): the cuda10 image is built with
+                                  it (GitHub is unreachable); without it, without Apex
+    KIT_TEST_CUDA12_BASE_IMAGE    an Ubuntu 24.04 image for the cuda12 stack (its tests are
+                                  skipped without one)
+    KIT_TEST_CUDA12_APEX_SRC      a local Apex 25.01 source (../shared/vendor/apex/
+                                  apex-25.01.tar.gz in CI) for the cuda12 image; without it,
+                                  the image is built without Apex and its Apex checks skip
+
+The tests run in file order: the build first, then what uses the image.
+    KIT_TEST_RELEASE_IMAGES       1: remove each stack's mpkit images (and dangling layers)
+                                  once its module is done (CI: the disk holds one stack)
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+from typing import Iterator
+
+ROOT = Path(__file__).resolve().parents[2]
+KIT = [sys.executable, "-m", "kit"]
+BASE = os.environ.get("KIT_TEST_BASE_IMAGE", "")
+MIRROR = os.environ.get("KIT_TEST_PIP_EXTRA_INDEX_URL", "")
+CA_CERT = os.environ.get("KIT_TEST_CA_CERT", "")
+CUDA10_BASE = os.environ.get("KIT_TEST_CUDA10_BASE_IMAGE", "")
+APEX_SRC = os.environ.get("KIT_TEST_APEX_SRC", "")
+CUDA12_BASE = os.environ.get("KIT_TEST_CUDA12_BASE_IMAGE", "")
+CUDA12_APEX_SRC = os.environ.get("KIT_TEST_CUDA12_APEX_SRC", "")
+RELEASE_IMAGES = os.environ.get("KIT_TEST_RELEASE_IMAGES", "") == "1"
+BUILD_TIMEOUT_S = 40 * 60
+RUN_TIMEOUT_S = 20 * 60
+
+
+def kit_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({"PYTHONUNBUFFERED": "1", "COLUMNS": "120", "DOCKER_BUILDKIT": "0"})
+    env.update(extra)
+    return env
+
+
+def run_cmd(cmd: list[str], timeout: float, **kw) -> subprocess.CompletedProcess:
+    print("$", " ".join(cmd), flush=True)
+    proc = subprocess.run(cmd, cwd=kw.pop("cwd", ROOT), capture_output=True, text=True, timeout=timeout, **kw)
+    # Shown by pytest on failure (and with -s): the command's own words.
+    print(proc.stdout[-6000:], proc.stderr[-6000:], sep="\n", flush=True)
+    return proc
+
+
+def build_options(base: str = BASE) -> list[str]:
+    opts = []
+    if base:
+        opts += ["--base", base]
+    if CA_CERT:
+        opts += ["--ca-cert", CA_CERT]
+    if MIRROR:
+        opts += ["--pip-extra-index-url", MIRROR]
+    return opts
+
+
+def docker_client():
+    import docker
+
+    return docker.from_env(timeout=120)
+
+
+def check_bundle(bundle: Path, owner: int) -> None:
+    assert bundle.stat().st_uid == owner, f"{bundle} is owned by uid {bundle.stat().st_uid}, expected {owner}"
+    verify = run_cmd(KIT + ["bundle", "verify", str(bundle)], timeout=120)
+    assert verify.returncode == 0, verify.stderr
+    with tarfile.open(bundle) as tf:
+        names = {Path(n).name for n in tf.getnames()}
+    assert {"manifest.json", "results.json"} <= names
+
+
+
+def build_stack_image(stack: str, options: list[str]) -> str:
+    """`kit image build --stack STACK OPTIONS`; returns the tag it printed last."""
+    proc = run_cmd(KIT + ["image", "build", "--stack", stack, *options], timeout=BUILD_TIMEOUT_S, env=kit_env())
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    tag = proc.stdout.strip().splitlines()[-1]
+    assert tag.startswith(f"mpkit:{stack}-"), tag
+    return tag
+
+
+def stack_image(stack: str, options: list[str]) -> Iterator[str]:
+    """The body of a stack's module fixture: build the image, hand its tag to the module's
+    tests, then (with KIT_TEST_RELEASE_IMAGES=1) remove every mpkit:STACK-* tag (the kit's
+    and Compose's) and the layers nothing uses any more."""
+    tag = build_stack_image(stack, options)
+    try:
+        yield tag
+    finally:
+        if RELEASE_IMAGES:
+            release_stack_images(stack)
+
+
+def release_stack_images(stack: str) -> None:
+    client = docker_client()
+    for image in client.images.list(name="mpkit"):
+        for tag in image.tags:
+            if tag.startswith(f"mpkit:{stack}-"):
+                client.images.remove(tag, force=True)
+    client.images.prune(filters={"dangling": True})
+    free = shutil.disk_usage(client.info().get("DockerRootDir") or "/").free
+    print(f"released the {stack} images: {free / 1e9:.1f} GB free where Docker keeps its data", flush=True)
+
+
+def compose_run(files: list[str], tmp_path: Path, **env_extra: str) -> tuple[subprocess.CompletedProcess, Path, int]:
+    """`docker compose up --build --exit-code-from bench bench` with these files, then
+    `down`; returns (the process, the results folder, the owner its files must have)."""
+    assert shutil.which("docker"), "the docker CLI is needed for Compose"
+    results, data = tmp_path / "results", tmp_path / "data"
+    results.mkdir()
+    data.mkdir()
+    owner = os.getuid()
+    if owner == 0:
+        # As root (CI), hand the folder to another user: the entrypoint must
+        # switch to the folder's owner, so the bundle must end up theirs.
+        owner = 4321
+        os.chown(results, owner, owner)
+    env = kit_env(KIT_RESULTS_DIR=str(results), KIT_DATA_DIR=str(data), KIT_PIP_EXTRA_INDEX_URL=MIRROR, **env_extra)
+    ca_copy = ROOT / "docker" / "extra-ca.pem"
+    made_ca = False
+    if CA_CERT and not ca_copy.exists():
+        shutil.copyfile(CA_CERT, ca_copy)  # what the docs tell proxy users to do
+        made_ca = True
+    args = [a for f in files for a in ("-f", f)]
+    # a bench container left by an earlier test that died half-way would be attached to as well
+    # (and its stop would become `up`'s exit status): start from none
+    run_cmd(["docker", "compose", *args, "down", "--remove-orphans"], timeout=120, env=env)
+    try:
+        proc = run_cmd(["docker", "compose", *args, "up", "--build", "--exit-code-from", "bench", "bench"],
+                    timeout=BUILD_TIMEOUT_S, env=env)
+    finally:
+        if made_ca:
+            ca_copy.unlink()
+        run_cmd(["docker", "compose", *args, "down"], timeout=120, env=env)
+    return proc, results, owner
+
+
+def compose_up(files: list[str], tmp_path: Path, **env_extra: str) -> tuple[Path, int, str]:
+    """`docker compose up bench` with these files; returns (the one bundle, its expected
+    owner, what Compose printed)."""
+    proc, results, owner = compose_run(files, tmp_path, **env_extra)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    bundles = sorted(results.glob("*.tar.gz"))
+    assert len(bundles) == 1, sorted(p.name for p in results.iterdir())
+    return bundles[0], owner, proc.stdout + proc.stderr
+
