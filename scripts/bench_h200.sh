@@ -16,12 +16,17 @@ DEVICE=${DEVICE:-cuda:0}   # which GPU (cuda:N)
 mkdir -p "$OUT"
 common=(--data synthetic --device "$DEVICE" --image-size 32 --batch-size 256 --repeats 3 --skip-checks)
 
-# 1) torch engine, ResNet-18: amp-bf16 (target) and amp-fp16 (for the torch/fastai ratio)
-$KIT run --suite cifar --engines torch --models resnet18 --precisions amp-bf16,amp-fp16 \
+# 1) torch engine, ResNet-18 and ResNet-50, strict fp32, amp-fp16 and amp-bf16: the default step
+#    (--compile auto: the captured step with the model compiled by Inductor inside it)
+$KIT run --suite cifar --engines torch --models resnet18 --precisions fp32,amp-fp16,amp-bf16 \
     --epochs 1 --steps 300 "${common[@]}" --results-dir "$OUT/r18-torch"
-# 2) torch engine, ResNet-50: strict fp32 vs amp-fp16
-$KIT run --suite cifar --engines torch --models resnet50 --precisions fp32,amp-fp16 \
+$KIT run --suite cifar --engines torch --models resnet50 --precisions fp32,amp-fp16,amp-bf16 \
     --epochs 1 --steps 150 "${common[@]}" --results-dir "$OUT/r50-torch"
+# 2) the same cells with the captured step's eager kernels (--compile graph): what Inductor adds
+$KIT run --suite cifar --engines torch --models resnet18 --precisions fp32,amp-fp16,amp-bf16 --compile graph \
+    --epochs 1 --steps 300 "${common[@]}" --results-dir "$OUT/r18-graph"
+$KIT run --suite cifar --engines torch --models resnet50 --precisions fp32,amp-fp16,amp-bf16 --compile graph \
+    --epochs 1 --steps 150 "${common[@]}" --results-dir "$OUT/r50-graph"
 # 3) fastai engine, ResNet-18, amp-fp16 (what a fastai user gets)
 $KIT run --suite cifar --engines fastai --models resnet18 --precisions amp-fp16 \
     --epochs 1 --steps 100 "${common[@]}" --results-dir "$OUT/r18-fastai"

@@ -125,8 +125,9 @@ def test_doctor_on_a_real_driver_recommends_a_gpu_stack():
     assert d["recommended_stack"] in ("cuda12", "cuda10"), d["recommended_stack"]
 
 
+@pytest.mark.parametrize("inductor", [False, True], ids=["eager-kernels", "inductor"])
 @pytest.mark.parametrize("mode", ["amp-bf16", "amp-fp16", "fp32"])
-def test_the_cuda_graph_step_trains_and_counts_like_the_eager_one(mode):
+def test_the_cuda_graph_step_trains_and_counts_like_the_eager_one(mode, inductor):
     pytest.importorskip("torchvision")
     from kit.bench.cifar.graphed import GraphedTrainer
     from kit.bench.cifar.torch_engine import TrainConfig
@@ -135,7 +136,7 @@ def test_the_cuda_graph_step_trains_and_counts_like_the_eager_one(mode):
     if unavailable_reason(mode, "cuda:0"):
         pytest.skip(unavailable_reason(mode, "cuda:0"))
     cfg = TrainConfig(model="resnet18", precision=mode, device="cuda:0", batch_size=64, steps=40)
-    tr = GraphedTrainer(cfg, 40, lambda s: 0.05)
+    tr = GraphedTrainer(cfg, 40, lambda s: 0.05, inductor=inductor)
     x = torch.randn(64, 3, 32, 32, device="cuda:0").contiguous(memory_format=torch.channels_last)
     y = torch.randint(0, 100, (64,), device="cuda:0")
     losses = [float(tr.step(x, y)) for _ in range(40)]
@@ -165,9 +166,11 @@ def test_the_untimed_warm_up_takes_the_one_time_costs_out_of_the_first_repeat():
     cfg = torch_engine.TrainConfig("resnet18", "amp-bf16", "cuda:0", batch_size=96, steps=10)
     ctx = CellContext(device="cuda:0", data_dir=Path("unused"), data_source="synthetic", repeats=2)
     metrics: dict = {}
-    repeats, _ = torch_engine.run_repeats(cfg, data, ctx, 2, metrics=metrics)
+    repeats, notes = torch_engine.run_repeats(cfg, data, ctx, 2, metrics=metrics)
     assert metrics["untimed_warmup_steps"] >= 5
-    assert [r["compile_mode"] for r in repeats] == ["cuda-graph", "cuda-graph"]
+    # auto on a GPU: the captured step with the model compiled by Inductor inside it
+    assert [r["compile_mode"] for r in repeats] == ["cuda-graph-inductor", "cuda-graph-inductor"], notes
+    assert "compiled by Inductor" in repeats[0]["precision"]["step"]
     assert repeats[0]["time_to_first_step_s"] < metrics["untimed_warmup_s"]
 
 

@@ -124,3 +124,24 @@ def test_perf_table_prints_the_same_speedup(bundle):
     text = perf_table.suite_tables(open_bundle(bundle).results)
     [line] = [x for x in text.splitlines() if x.startswith("| ResNet-50 |") and "1,000" in x]
     assert line.endswith(f"| {EXPECTED} |")
+
+
+def test_perf_table_judges_the_inductor_step_and_compares_it_with_the_eager_kernel_graph(tmp_path, capsys):
+    """bench_h200.sh's two runs of the same cells (default step, --compile graph): the targets
+    table prints each cell's median, its verdict, the step it ran and the ratio to the other run."""
+    spec = importlib.util.spec_from_file_location("perf_table", Path(__file__).parents[1] / "scripts" / "perf_table.py")
+    perf_table = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(perf_table)
+
+    def run(sub, seconds, mode, run_id):
+        cell = make_cell("resnet18", "amp-bf16", epoch_s=seconds, steps=1000)  # 256,000 images per epoch
+        for r in cell["repeats"]:
+            r["compile_mode"] = mode
+        make_run_dir(tmp_path / sub, make_results([cell], run_id=run_id))
+
+    run("r18-torch", [1.0, 1.1, 1.2], "cuda-graph-inductor", "FIXTURE-20250101-120000-a")  # median 232,727/s
+    run("r18-graph", [1.6, 1.5, 1.7], "cuda-graph", "FIXTURE-20250101-120000-b")  # median 160,000/s
+    perf_table.main(tmp_path)
+    [line] = [x for x in capsys.readouterr().out.splitlines() if "ResNet-18, amp-bf16 (Inductor" in x]
+    assert "| 232,727 images/s | ≥ 185,000 images/s | met |" in line, line
+    assert "step cuda-graph-inductor" in line and "1.45× the eager-kernel graph" in line, line

@@ -44,6 +44,9 @@ LSTM_ENGINES: tuple[str, ...] = ("kit",)
 #: as create_cnn leaves it), ``scratch`` = a plain ``Learner`` on the whole torchvision ResNet
 FASTAI_LEARNERS: tuple[str, ...] = ("create_cnn", "scratch")
 DEFAULT_FASTAI_LEARNER = "create_cnn"
+#: --compile: auto (on for CUDA), on, graph (the torch engine's captured step with eager
+#: kernels, no Inductor; elsewhere as off), off (eager)
+COMPILE_CHOICES: tuple[str, ...] = ("auto", "on", "graph", "off")
 #: what the fastai cells recorded before the learner option existed trained: the plain Learner
 LEARNER_BEFORE_THE_OPTION = "scratch"
 GPT_PRESETS: tuple[str, ...] = ("gpt2-small", "gpt-1b", "gpt-2b", "tiny")
@@ -207,7 +210,7 @@ class RunConfig:
     repeats: int = 3
     seed: int = 0
     find_max_batch: bool = False
-    compile: str = "auto"  # auto | on | off (torch engine)
+    compile: str = "auto"  # COMPILE_CHOICES
     lstm: dict[str, Any] = field(default_factory=dict)  # preset overrides
     #: GPT presets to run (default: kit.facts.models.GPT_DEFAULT_PRESETS)
     gpt_presets: list[str] = field(default_factory=list)

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import List, Optional, Tuple
 
 from kit.errors import UsageError
-from kit.results.schema import DEFAULT_FASTAI_LEARNER, RunConfig
+from kit.results.schema import COMPILE_CHOICES, DEFAULT_FASTAI_LEARNER, RunConfig
 
 SUITES = ("cifar", "lstm", "gpt", "all")
 #: GPT preset overrides, by their option names (kit.bench.gpt.config.OVERRIDABLE)
@@ -83,7 +83,7 @@ class RunOptions:
     seed: int = option(0, "Base random seed (recorded).")
     mode: str = option("throughput", "throughput (fixed steps, synthetic allowed) or convergence (full epochs on real data, accuracy parity).")
     find_max_batch: bool = option(False, "CIFAR: also find the largest batch that fits, per model and precision.")
-    compile: str = option("auto", "torch engine: torch.compile with CUDA graphs; GPT: torch.compile per block (auto = on for CUDA): auto, on or off.")
+    compile: str = option("auto", "torch engine: the step captured as one CUDA graph with the model compiled by Inductor inside (auto = on for CUDA; falls back with the reason), graph = the captured step with eager kernels, off = eager; GPT: torch.compile per block (graph = off): auto, on, graph or off.")
     gpus: Optional[int] = option(None, "Data-parallel: run each cell over N ranks with DistributedDataParallel (GPUs 0..N-1, NCCL; with --device cpu, N gloo processes). --batch-size is per GPU; --gpus 1 is the data-parallel path on one GPU.")
     global_batch_size: Optional[int] = option(None, "Data-parallel: the global batch, split evenly over --gpus (instead of --batch-size per GPU).")
     scaling: bool = option(False, "Data-parallel: also measure each cell on one rank first, and record the scaling efficiency.")
@@ -421,8 +421,8 @@ def check_batch_curve(options: RunOptions) -> None:
 def check_options(options: RunOptions) -> None:
     """The checks RunConfig cannot make itself (it has no flags, paths or ranges of the CLI)."""
     check_batch_curve(options)
-    if options.compile not in ("auto", "on", "off"):
-        raise UsageError("--compile must be auto, on or off")
+    if options.compile not in COMPILE_CHOICES:
+        raise UsageError(f"--compile must be {', '.join(COMPILE_CHOICES[:-1])} or {COMPILE_CHOICES[-1]}")
     if options.seed is not None and not 0 <= options.seed < 2 ** 31:
         raise UsageError(f"--seed {options.seed}: must be from 0 to 2147483647.")
     if options.tolerance is not None and options.tolerance < 0:

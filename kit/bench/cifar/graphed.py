@@ -17,6 +17,15 @@ What is captured, per mode:
 fp16-master and Apex modes decide on the host whether to skip a step, by
 design of the 2018 scheme, so they cannot be captured and use torch.compile.
 
+Two variants of the captured step (the cell's compile_mode):
+    cuda-graph-inductor   the model compiled by Inductor (torch.compile, default mode:
+                          fused Triton kernels for forward and backward, no CUDA graphs
+                          of its own) and run inside the captured step; compilation
+                          happens in the warm-up steps before capture, so it shows in
+                          time to first step and never in steady throughput
+    cuda-graph            the same step with the model's eager kernels (--compile off)
+The loss, the scaling and the optimizer are the same code in both.
+
 The optimizer is SGD with momentum, Nesterov and weight decay written with
 foreach ops on device tensors, so the learning rate of every step comes from
 a schedule tensor indexed on the device; it matches torch.optim.SGD's update
@@ -36,6 +45,10 @@ from kit.bench.cifar.evaluation import evaluate_model
 from kit.bench.precision import Precision
 
 GRAPH_MODES = ("fp32", "tf32", "amp-bf16", "amp-fp16")
+#: the step modes (compile_mode) this trainer runs: with and without Inductor inside
+INDUCTOR_GRAPH = "cuda-graph-inductor"
+EAGER_GRAPH = "cuda-graph"
+STEP_MODES = (INDUCTOR_GRAPH, EAGER_GRAPH)
 #: eager steps on a side stream before capture (cuDNN autotuning, lazy allocations)
 WARMUP_BEFORE_CAPTURE = 3
 
@@ -43,7 +56,7 @@ WARMUP_BEFORE_CAPTURE = 3
 class GraphedTrainer:
     """Drop-in for kit.bench.cifar.trainer.Trainer when the step can be captured."""
 
-    def __init__(self, cfg: Any, total_steps: int, lr_of_step, capture: bool = True):
+    def __init__(self, cfg: Any, total_steps: int, lr_of_step, capture: bool = True, inductor: bool = False):
         if cfg.precision not in GRAPH_MODES:
             raise ValueError(f"{cfg.precision} cannot be captured as one CUDA graph")
         self.cfg = cfg
@@ -52,6 +65,11 @@ class GraphedTrainer:
         fmt = torch.channels_last if dev.startswith("cuda") else torch.contiguous_format
         self.model = models.build(cfg.model, cfg.num_classes).to(dev, memory_format=fmt)
         self.model.train()
+        # The module the step calls: the model itself, or Inductor's compilation of it (the
+        # same parameters and buffers; compiled on the first call, recompiled never: the
+        # shapes are static). dynamic=False: a captured graph replays fixed shapes anyway.
+        self.inductor = inductor
+        self.forward = torch.compile(self.model, dynamic=False) if inductor else self.model
         # Precision sets the TF32 switches and knows the autocast dtype; its step is not used
         self.prec = Precision(cfg.precision, dev, check_available=capture)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
@@ -87,7 +105,7 @@ class GraphedTrainer:
         dtype = self.prec.autocast_dtype
         with torch.autocast("cuda" if self.cfg.device.startswith("cuda") else "cpu", dtype=dtype or torch.float32,
                             enabled=dtype is not None, cache_enabled=False):
-            out = self.model(self.static_x)
+            out = self.forward(self.static_x)
         loss = self.loss_fn(out.float(), self.static_y)
         self.nan_count += (~torch.isfinite(loss)).to(torch.int64)
         (loss * self.scale if self.scaled else loss).backward()
@@ -144,7 +162,22 @@ class GraphedTrainer:
         if self.graph is not None:
             self.graph.replay()
             return self.static_loss
-        if not self.capture:  # CPU tests: the same body, eagerly
+        with self._strict_compile():
+            return self._warm_or_capture()
+
+    def _strict_compile(self) -> Any:
+        """Around the steps that run Dynamo (warm-up, capture): a recompile limit that is hit
+        raises instead of running the model eagerly without a word (Dynamo's default), so the
+        cell falls back to the eager graph and records why, and never reports eager kernels
+        as Inductor's."""
+        import contextlib
+
+        if not self.inductor:
+            return contextlib.nullcontext()
+        return torch._dynamo.config.patch(fail_on_recompile_limit_hit=True)
+
+    def _warm_or_capture(self) -> torch.Tensor:
+        if not self.capture:  # CPU tests: the same body, without capture
             for p in self.params:
                 p.grad = None
             return self._body()
@@ -181,6 +214,8 @@ class GraphedTrainer:
     def describe(self) -> dict:
         d = self.prec.describe()
         d["step"] = "whole step captured as one CUDA graph (forward, loss, backward, SGD)"
+        if self.inductor:
+            d["step"] += "; the model compiled by Inductor (torch.compile, default mode) inside it"
         if self.scaled:
             d["loss_scale"] = "dynamic, on the device (GradScaler's kernels; overflowed steps masked out)"
         return d

@@ -11,9 +11,15 @@ Nothing per step talks to the host: no ``.item()``, no per-step synchronisation
 step, as FP16_Optimizer did). Timing synchronises only at the boundaries
 (:mod:`kit.bench.timing`).
 
-``torch.compile``: with ``compile`` "on" (or "auto" on CUDA) we first try
-``mode="reduce-overhead"`` (Inductor + CUDA graphs), then the default mode,
-then eager; each failure is recorded in the cell's notes with its reason.
+The step, by ``compile`` (see compile_candidates): "on", or "auto" on CUDA, first tries
+the whole step captured as one CUDA graph with the model compiled by Inductor inside it
+(``cuda-graph-inductor``), then the same captured step with eager kernels
+(``cuda-graph``), then ``torch.compile`` modes "reduce-overhead" and "default", then
+eager; the captured steps only where the precision allows capture. "graph" skips Inductor:
+the captured step with eager kernels (or eager where it cannot be captured), to compare
+with; "off" is eager. Each failure is recorded in the cell's
+notes with its reason; compilation happens before the steady state (it shows in time to
+first step).
 
 This module runs the repeats (warm-up, the epoch loop, timing, compile fallbacks);
 the step it repeats is kit.bench.cifar.trainer (or kit.bench.cifar.graphed), the
@@ -31,7 +37,9 @@ import torch
 from kit.bench import caps, timing
 from kit.bench.cifar.batch_search import free_device_memory, is_oom
 from kit.bench.cifar.gpu_data import DeviceData, augment
-from kit.bench.cifar.graphed import GRAPH_MODES, WARMUP_BEFORE_CAPTURE, GraphedTrainer
+from kit.bench.cifar.graphed import (
+    EAGER_GRAPH, GRAPH_MODES, INDUCTOR_GRAPH, STEP_MODES, WARMUP_BEFORE_CAPTURE, GraphedTrainer,
+)
 # the pieces of a repeat, each in its own module (re-exported: the engines, tests and
 # scripts import them from here)
 from kit.bench.cifar.schedule import one_cycle_factor
@@ -49,18 +57,32 @@ WARMUP_COMPILED = 10
 
 
 def compile_candidates(compile: str, device: str, precision: str | None = None) -> list[str | None]:
-    """Step modes to try in order; None = eager. "cuda-graph" captures the whole
-    step (kit.bench.cifar.graphed) where the precision mode allows it; the others
-    are torch.compile modes."""
-    if compile == "off" or (compile == "auto" and not device.startswith("cuda")):
+    """Step modes to try in order; None = eager. "cuda-graph-inductor" and "cuda-graph"
+    capture the whole step (kit.bench.cifar.graphed) where the precision mode allows it,
+    with the model compiled by Inductor inside or with its eager kernels; the others are
+    torch.compile modes. Each one that fails falls back to the next, with the reason
+    recorded in the cell."""
+    cuda = device.startswith("cuda")
+    # the graphed step captures the optimizer too, which DDP's all-reduce cannot join
+    graph = cuda and precision in GRAPH_MODES and caps.HAS_GRAPHED_STEP and data_parallel.active() is None
+    if compile == "off" or (compile == "auto" and not cuda):
         return [None]
+    if compile == "graph":  # no Inductor: the captured step with eager kernels, or eager
+        return ([EAGER_GRAPH] if graph else []) + [None]
     compiled = ["reduce-overhead", "default"] if caps.HAS_COMPILE else []
-    if device.startswith("cuda"):
-        # the graphed step captures the optimizer too, which DDP's all-reduce cannot join
-        graph = (["cuda-graph"] if precision in GRAPH_MODES and caps.HAS_GRAPHED_STEP
-                 and data_parallel.active() is None else [])
-        return graph + compiled + [None]
+    if cuda:
+        steps = (([INDUCTOR_GRAPH] if caps.HAS_COMPILE else []) + [EAGER_GRAPH]) if graph else []
+        return steps + compiled + [None]
     return compiled[1:] + [None]  # CUDA graphs need CUDA
+
+
+def step_mode_words(mode: str | None) -> str:
+    """A step mode as the fallback notes name it."""
+    if mode == INDUCTOR_GRAPH:
+        return "the captured step with the model compiled by Inductor (cuda-graph-inductor)"
+    if mode == EAGER_GRAPH:
+        return "the captured step with eager kernels (cuda-graph)"
+    return f"torch.compile(mode={mode!r})" if mode else "eager"
 
 
 def epoch_indices(n_total: int, count: int, device: str, generator: torch.Generator) -> torch.Tensor:
@@ -83,7 +105,7 @@ def steady_state_warmup(cfg: TrainConfig, total: int, compile_mode: str | None) 
     """Steps of a repeat left out of its steady-state throughput."""
     wanted = cfg.warmup_steps or (WARMUP_COMPILED if compile_mode else WARMUP_EAGER)
     warm = timing.warmup_steps_for(total, wanted)
-    if compile_mode == "cuda-graph":
+    if compile_mode in STEP_MODES:
         # the steady state starts after the capture, never before it
         warm = max(warm, min(total, WARMUP_BEFORE_CAPTURE + 1))
     return warm
@@ -124,9 +146,10 @@ def train_repeat(cfg: TrainConfig, data: DeviceData, ctx: Any, repeat: int, comp
     gen = make_generator(device, data_parallel.data_seed(cfg.seed))  # each rank its own batches
     free_device_memory()
     timing.reset_peak_memory(device)
-    if compile_mode == "cuda-graph":
+    if compile_mode in STEP_MODES:
         lr_max = cfg.max_lr()
-        trainer = GraphedTrainer(cfg, total, lambda s: lr_max * one_cycle_factor(s, total))
+        trainer = GraphedTrainer(cfg, total, lambda s: lr_max * one_cycle_factor(s, total),
+                                 inductor=compile_mode == INDUCTOR_GRAPH)
     else:
         trainer = Trainer(cfg, total, compile_mode)
     bs = cfg.batch_size
@@ -215,9 +238,14 @@ def run_repeats(cfg: TrainConfig, data: DeviceData, ctx: Any, repeats: int,
         cap = torch.cuda.get_device_capability(torch.device(cfg.device))
         if cap < (7, 0):
             # Inductor generates Triton kernels, and Triton needs compute capability 7.0+
-            modes = [m for m in modes if m in ("cuda-graph", None)]
+            modes = [m for m in modes if m in (EAGER_GRAPH, None)]
             notes.append(f"torch.compile not tried: this GPU is compute capability {cap[0]}.{cap[1]} and "
                          "Inductor/Triton need 7.0 or newer; ran the CUDA-graph step or eager")
+    if INDUCTOR_GRAPH in modes:
+        # Dynamo keeps up to 8 compilations per code object, and every torchvision ResNet
+        # shares ResNet.forward: the cells of one process (5 models x 4 precisions) would use
+        # them up. A cell starts from none; its repeats share one compilation (same shapes).
+        torch._dynamo.reset()
     out: list[dict] = []
     spe = cfg.steps_per_epoch(data.train_x.shape[0])
     per_repeat = spe * cfg.epochs
@@ -244,8 +272,7 @@ def run_repeats(cfg: TrainConfig, data: DeviceData, ctx: Any, repeats: int,
                     raise
                 nxt = modes[1] if len(modes) > 1 else None
                 msg = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
-                note = (f"torch.compile(mode={mode!r}) failed, fell back to "
-                        f"{'torch.compile(mode=' + repr(nxt) + ')' if nxt else 'eager'}: {exc.__class__.__name__}: {msg}")
+                note = f"{step_mode_words(mode)} failed, fell back to {step_mode_words(nxt)}: {exc.__class__.__name__}: {msg}"
                 log.warning(note)
                 notes.append(note)
                 ctx.event("note", message=note)

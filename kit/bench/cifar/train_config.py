@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kit.results.schema import DEFAULT_FASTAI_LEARNER, FASTAI_LEARNERS
+from kit.results.schema import COMPILE_CHOICES, DEFAULT_FASTAI_LEARNER, FASTAI_LEARNERS
 
 
 @dataclass
@@ -19,7 +19,7 @@ class TrainConfig:
     epochs: int = 1
     #: steps per epoch (throughput mode); None = full epochs over the training set
     steps: int | None = None
-    compile: str = "auto"  # auto | on | off
+    compile: str = "auto"  # COMPILE_CHOICES
     seed: int = 0
     #: evaluate test accuracy after every epoch (convergence mode)
     evaluate: bool = False
@@ -46,8 +46,8 @@ class TrainConfig:
     learner: str = DEFAULT_FASTAI_LEARNER
 
     def __post_init__(self) -> None:
-        if self.compile not in ("auto", "on", "off"):
-            raise ValueError("compile must be auto, on or off")
+        if self.compile not in COMPILE_CHOICES:
+            raise ValueError(f"compile must be one of {', '.join(COMPILE_CHOICES)}")
         if self.learner not in FASTAI_LEARNERS:
             raise ValueError(f"learner must be one of {', '.join(FASTAI_LEARNERS)}")
 

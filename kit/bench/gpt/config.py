@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 from kit.errors import UsageError
 from kit.facts.datasets import WIKITEXT2
 from kit.facts.models import GPT_PAD_VOCAB_TO, GPT_PRESETS
+from kit.results.schema import COMPILE_CHOICES
 
 #: Keys a user may override from the command line (kit.runner.service.GPT_OVERRIDES).
 OVERRIDABLE = ("d_model", "n_layers", "n_heads", "seq_len", "lr")
@@ -71,8 +72,8 @@ class GPTConfig:
             )
         if self.lr <= 0:
             raise UsageError(f"--lr {self.lr}: the learning rate must be positive")
-        if self.compile not in ("auto", "on", "off"):
-            raise UsageError("--compile must be auto, on or off")
+        if self.compile not in COMPILE_CHOICES:
+            raise UsageError(f"--compile must be {', '.join(COMPILE_CHOICES[:-1])} or {COMPILE_CHOICES[-1]}")
 
     @property
     def head_dim(self) -> int:

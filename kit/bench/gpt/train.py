@@ -70,8 +70,8 @@ class CompileState:
 
 
 def compile_state(requested: str, device: str) -> CompileState:
-    if requested == "off":
-        return CompileState(requested, False, "--compile off")
+    if requested in ("off", "graph"):  # graph: no Inductor (the GPT step is never captured whole)
+        return CompileState(requested, False, f"--compile {requested}")
     if not caps.HAS_COMPILE:
         return CompileState(requested, False, f"torch {torch.__version__} has no torch.compile (2.0+)")
     if requested == "auto" and not device.startswith("cuda"):
