@@ -172,7 +172,7 @@ class GraphedTrainer:
         as Inductor's."""
         import contextlib
 
-        if not self.inductor:
+        if not self.inductor or not hasattr(torch._dynamo.config, "fail_on_recompile_limit_hit"):
             return contextlib.nullcontext()
         return torch._dynamo.config.patch(fail_on_recompile_limit_hit=True)
 
