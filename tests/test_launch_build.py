@@ -422,6 +422,57 @@ def test_a_first_build_says_what_it_downloads_before_it_starts(tmp_path):
     assert first_build_note("no-such-stack") == ""
 
 
+class LocalEngine(FakeClient):
+    """A fake engine on this machine's unix socket, keeping its data in ``root``."""
+
+    def __init__(self, root, events=(), images=(), base_url="http+docker://localhost"):
+        super().__init__(events, images)
+        self.api.base_url = base_url
+        self.root = root
+
+    def info(self):
+        return {"DockerRootDir": str(self.root)}
+
+
+def test_a_first_build_on_a_disk_too_small_for_it_is_warned_about_before_it_starts(tmp_path, monkeypatch):
+    """The last CI run filled its disk building an image: a first build now says first when the
+    disk where the engine keeps its data has less free than such a build took at its peak
+    (a measurement); a rebuild, an engine elsewhere or a roomy disk say nothing."""
+    import shutil as shutil_mod
+    from collections import namedtuple
+
+    from rich.console import Console
+
+    from kit.facts.stacks import BUILD_DISK_PEAKS
+    from kit.launch.engine import local_free_bytes
+    from kit.launch.ui import RichBuildUI
+
+    peak = BUILD_DISK_PEAKS["cuda12"].peak_bytes
+    usage = namedtuple("usage", "total used free")
+    free = {"bytes": peak // 2}
+    monkeypatch.setattr(shutil_mod, "disk_usage", lambda path: usage(10**12, 0, free["bytes"]))
+    events = list(_steps(2)) + [{"aux": {"ID": "sha256:feedbeef"}}, {"stream": "Successfully built feedbeef\n"}]
+
+    def build(client):
+        console = Console(record=True, width=400)
+        build_image(image_spec("cuda12", ROOT), ROOT, client, ui=RichBuildUI(console), log_dir=tmp_path)
+        return console.export_text()
+
+    text = build(LocalEngine(tmp_path, events))
+    assert f"only {peak / 2e9:.1f} GB is free where Docker keeps its data" in text, text
+    assert f"took {peak / 1e9:.1f} GB there at its peak" in text and "docker system df" in text
+    assert text.index("GB is free") < text.index("step 1/2")
+    # a rebuild (the tag exists: its layers are cached), an engine on another machine, enough room
+    existing = [FakeImage(stk.image_tag("cuda12"), {})]
+    existing[0].id = "sha256:0123"
+    assert "GB is free" not in build(LocalEngine(tmp_path, events, images=existing))
+    assert local_free_bytes(LocalEngine(tmp_path, base_url="http://build-host:2375")) is None
+    assert "GB is free" not in build(LocalEngine(tmp_path, events, base_url="http://build-host:2375"))
+    free["bytes"] = peak + 1
+    assert "GB is free" not in build(LocalEngine(tmp_path, events))
+    assert local_free_bytes(FakeClient()) is None  # an engine that does not say
+
+
 def test_image_list_says_how_apex_was_built():
     labels = {stk.LABEL_STACK: "cuda12", stk.LABEL_APEX_BUILT: "1", stk.LABEL_APEX_REF: "25.01", stk.LABEL_APEX_OPTS: ""}
     fused = {stk.LABEL_STACK: "cuda12-fused", stk.LABEL_APEX_BUILT: "1", stk.LABEL_APEX_REF: "25.07",

@@ -197,6 +197,35 @@ FIRST_BUILDS: dict[str, BuildMeasurement] = {
     ),
 }
 
+@dataclass(frozen=True)
+class BuildDiskPeak:
+    """How much disk a first build of a stack's image took at its peak where the engine keeps
+    its data: pip's downloads and the installed files in the build container, then the same
+    files again as the committed layer (Docker's classic builder copies the container's
+    changes into the new layer before it drops the container)."""
+
+    peak_bytes: int
+    image_bytes: int
+    source: str
+
+
+#: Measured by scripts/ci_containers.sh's stacks one at a time, df sampled every 5 s beside
+#: it: the free space before the build less the least seen during it.
+BUILD_DISK_PEAKS: dict[str, BuildDiskPeak] = {
+    stack: BuildDiskPeak(
+        peak_bytes=peak_mib * 2**20,
+        image_bytes=image_bytes,
+        source=f"scripts/ci_containers.sh on a 2-core machine of CI's kind, 2026-12-01, no cached layers, "
+        f"`df -B1M` of /var/lib/docker every 5 s: {peak_mib:,} MiB less free at the least than before the "
+        f"{stack} build; the image size as `docker images` rounds it",
+    )
+    for stack, peak_mib, image_bytes in (
+        ("cpu", 12_295, 6_660_000_000),  # torch's CUDA wheels from the local mirror
+        ("cuda10", 3_960, 2_420_000_000),
+        ("cuda12", 15_001, 8_600_000_000),  # the pinned wheels from PyPI, Apex 25.01
+    )
+}
+
 #: Preference when several stacks can run, best first: a fully supported
 #: modern stack, then the faithful 2019 stack, then the modern stack under
 #: minor-version compatibility, then the CPU. (cuda12-fused is opt-in: never

@@ -34,6 +34,7 @@ from kit.launch.stacks import (
     LABEL_STACK,
     LABEL_VERSION,
     ImageSpec,
+    disk_note,
     find_source_root,
     image_spec,
     read_apex_source,
@@ -85,6 +86,7 @@ class PipActivity:
 
 class BuildUI(Protocol):
     def start(self, spec: ImageSpec, log_path: Path) -> None: ...
+    def note(self, text: str) -> None: ...
     def step(self, number: int, total: int, instruction: str) -> None: ...
     def line(self, text: str) -> None: ...
     def finish(self, ok: bool) -> None: ...
@@ -92,6 +94,7 @@ class BuildUI(Protocol):
 
 class NullBuildUI:
     def start(self, spec: ImageSpec, log_path: Path) -> None: ...
+    def note(self, text: str) -> None: ...
     def step(self, number: int, total: int, instruction: str) -> None: ...
     def line(self, text: str) -> None: ...
     def finish(self, ok: bool) -> None: ...
@@ -156,6 +159,10 @@ def build_image(
     steps = cached = 0
     error_text: str | None = None
     ui.start(spec, log_path)
+    if before is None:  # a first build: say so now if the disk looks too small for it
+        warning = disk_note(spec.stack, engine.local_free_bytes(client))
+        if warning:
+            ui.note(warning)
     ok = False
     try:
         with open(log_path, "w", encoding="utf-8", buffering=1) as log:

@@ -192,6 +192,21 @@ def connect(timeout: int = STREAM_TIMEOUT_S, factory: Callable[..., Any] | None 
         raise unreachable(exc) from None
 
 
+def local_free_bytes(client: Any) -> int | None:
+    """Free bytes on the disk where the engine keeps its data (``docker info``'s DockerRootDir),
+    when the engine runs on this machine (a unix socket); None for an engine elsewhere
+    (tcp://, ssh://: its disk is not this one) or when the engine does not say."""
+    import shutil
+
+    try:
+        if not str(getattr(client.api, "base_url", "")).startswith("http+docker://"):
+            return None
+        root = client.info().get("DockerRootDir")
+        return shutil.disk_usage(root).free if root and os.path.isdir(root) else None
+    except Exception:  # noqa: BLE001 -- a fake or old engine, no permission on the folder
+        return None
+
+
 def unreachable(exc: BaseException) -> DockerError:
     """Engine not running / no permission on the socket / other, from a connection failure."""
     from kit.env.docker_probe import DEFAULT_HOST

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from kit import __version__
 from kit.errors import UsageError
-from kit.facts.stacks import APEX_REF_COMMITS, FIRST_BUILDS, STACK_NAMES, STACKS, Stack
+from kit.facts.stacks import APEX_REF_COMMITS, BUILD_DISK_PEAKS, FIRST_BUILDS, STACK_NAMES, STACKS, Stack
 from kit.launch import apex_archive
 
 #: Image repository; tags are "<stack>-<kit version>" (mpkit:cuda12-0.1.0).
@@ -247,6 +247,20 @@ def first_build_note(stack: str) -> str:
         f"A first build of the {stack} image has about {gb:.1f} GB to download (the pinned wheels: about {_duration(at_rate)} "
         f"at 100 MB/s) and makes an image of {m.image_bytes / 1e9:.1f} GB; it took {_duration(m.build_seconds)} in all "
         f"{m.where} (kit/facts/stacks.py). Layers built before come from Docker's cache."
+    )
+
+
+def disk_note(stack: str, free_bytes: int | None) -> str:
+    """A warning before a first build when the disk where the engine keeps its data has less
+    free than such a build took at its peak (kit/facts/stacks.py BUILD_DISK_PEAKS), or ''."""
+    m = BUILD_DISK_PEAKS.get(stack)
+    if m is None or free_bytes is None or free_bytes >= m.peak_bytes:
+        return ""
+    return (
+        f"warning: only {free_bytes / 1e9:.1f} GB is free where Docker keeps its data, and a first build of the "
+        f"{stack} image took {m.peak_bytes / 1e9:.1f} GB there at its peak (for an image of {m.image_bytes / 1e9:.1f} GB; "
+        "kit/facts/stacks.py): it may stop near its end with 'no space left on device'. docker system df shows "
+        "what uses the space; docker image prune and docker builder prune free the unused part."
     )
 
 

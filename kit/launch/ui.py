@@ -39,6 +39,10 @@ class RichBuildUI:
         self.progress.start()
         self.task = self.progress.add_task("starting", total=None)
 
+    def note(self, text: str) -> None:
+        """A line that stays (above the bar while it runs)."""
+        (self.progress.console if self.progress is not None else self.console).print(text, markup=False, highlight=False)
+
     def step(self, number: int, total: int, instruction: str) -> None:
         if self.progress is None:
             return
