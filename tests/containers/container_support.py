@@ -172,3 +172,30 @@ def compose_up(files: list[str], tmp_path: Path, **env_extra: str) -> tuple[Path
     assert len(bundles) == 1, sorted(p.name for p in results.iterdir())
     return bundles[0], owner, proc.stdout + proc.stderr
 
+
+
+def compose_smoke_on_cpu(files: list[str], tmp_path: Path, base: str, apex_src: str, name: str):
+    """Compose's bench service from ``files`` plus a throw-away override that drops the GPU
+    reservation and runs the smoke suite on the CPU (what compose.cpu.yaml does for the cpu
+    stack). Apex comes the way Compose takes a local source: the archive copied to
+    docker/apex-src.tar.gz and KIT_APEX_FROM=archive (the build checks it with the same code
+    as `kit image build --apex-src`); without one, KIT_BUILD_APEX=0. Returns the bundle, checked."""
+    override = tmp_path / f"compose.{name}-on-cpu.yaml"
+    override.write_text(
+        "services:\n"
+        "  bench:\n"
+        "    deploy: !reset {}\n"
+        '    command: ["run", "--smoke", "--suite", "all", "--device", "cpu"]\n'
+    )
+    dropped = ROOT / "docker" / "apex-src.tar.gz"
+    apex_env = {"KIT_BUILD_APEX": "0"}
+    if apex_src:
+        shutil.copyfile(apex_src, dropped)
+        apex_env = {"KIT_APEX_FROM": "archive"}
+    try:
+        bundle, owner, _ = compose_up([*files, str(override)], tmp_path, KIT_BASE=base, **apex_env)
+    finally:
+        if apex_src:
+            dropped.unlink()
+    check_bundle(bundle, owner=owner)
+    return bundle

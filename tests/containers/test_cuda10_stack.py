@@ -5,12 +5,11 @@ local Ubuntu 18.04 and run on the CPU.
 from __future__ import annotations
 
 import os
-import shutil
 
 import pytest
 
 from container_support import (
-    APEX_SRC, CUDA10_BASE, KIT, ROOT, RUN_TIMEOUT_S, build_options, check_bundle, compose_up,
+    APEX_SRC, CUDA10_BASE, KIT, ROOT, RUN_TIMEOUT_S, build_options, check_bundle, compose_smoke_on_cpu,
     docker_client, kit_env, run_cmd, stack_image,
 )
 
@@ -93,30 +92,9 @@ def test_cuda10_image_has_the_2018_apex_and_its_cpu_code_paths_agree_with_the_ki
 
 
 def test_compose_cuda10_variant_ends_with_a_bundle(cuda10_image, tmp_path):
-    """compose.cuda10.yaml builds the 2019 stack and its Python 3.7 runner writes the bundle.
-    Without a GPU here, a throw-away override drops the GPU reservation and runs the smoke
-    suite on the CPU (what compose.cpu.yaml does for the cpu stack)."""
-    override = tmp_path / "compose.cuda10-on-cpu.yaml"
-    override.write_text(
-        "services:\n"
-        "  bench:\n"
-        "    deploy: !reset {}\n"
-        '    command: ["run", "--smoke", "--suite", "all", "--device", "cpu"]\n'
-    )
-    # Compose's way to a local Apex source: the archive in docker/ and KIT_APEX_FROM=archive
-    # (the build checks it with the same code as `kit image build --apex-src`)
-    dropped = ROOT / "docker" / "apex-src.tar.gz"
-    apex_env = {"KIT_BUILD_APEX": "0"}
-    if APEX_SRC:
-        shutil.copyfile(APEX_SRC, dropped)
-        apex_env = {"KIT_APEX_FROM": "archive"}
-    try:
-        bundle, owner, _ = compose_up(["compose.yaml", "compose.cuda10.yaml", str(override)], tmp_path,
-                                       KIT_BASE=CUDA10_BASE, **apex_env)
-    finally:
-        if APEX_SRC:
-            dropped.unlink()
-    check_bundle(bundle, owner=owner)
+    """compose.cuda10.yaml builds the 2019 stack and its Python 3.7 runner writes the bundle
+    (on the CPU here, with Apex from the local archive: compose_smoke_on_cpu)."""
+    bundle = compose_smoke_on_cpu(["compose.yaml", "compose.cuda10.yaml"], tmp_path, CUDA10_BASE, APEX_SRC, "cuda10")
 
     from kit.bundle.safe_open import open_bundle
 

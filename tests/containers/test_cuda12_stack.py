@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 from pathlib import Path
 
 import pytest
 
 from container_support import (
     BUILD_TIMEOUT_S, CA_CERT, CUDA12_APEX_SRC, CUDA12_BASE, KIT, ROOT, RUN_TIMEOUT_S, build_options,
-    check_bundle, compose_up, docker_client, kit_env, run_cmd, stack_image,
+    check_bundle, compose_smoke_on_cpu, docker_client, kit_env, run_cmd, stack_image,
 )
 
 pytestmark = pytest.mark.docker
@@ -125,24 +124,7 @@ def test_compose_cuda12_service_on_the_cpu_ends_with_a_bundle(cuda12_image, tmp_
     build --stack cuda12`; on this GPU-less machine a throw-away override drops the GPU
     reservation and runs the smoke suite on the CPU. Apex comes from docker/apex-src.tar.gz
     (KIT_APEX_FROM=archive), checked by the build to be 25.01."""
-    override = tmp_path / "compose.cuda12-on-cpu.yaml"
-    override.write_text(
-        "services:\n"
-        "  bench:\n"
-        "    deploy: !reset {}\n"
-        '    command: ["run", "--smoke", "--suite", "all", "--device", "cpu"]\n'
-    )
-    dropped = ROOT / "docker" / "apex-src.tar.gz"
-    apex_env = {"KIT_BUILD_APEX": "0"}
-    if CUDA12_APEX_SRC:
-        shutil.copyfile(CUDA12_APEX_SRC, dropped)
-        apex_env = {"KIT_APEX_FROM": "archive"}
-    try:
-        bundle, owner, _ = compose_up(["compose.yaml", str(override)], tmp_path, KIT_BASE=CUDA12_BASE, **apex_env)
-    finally:
-        if CUDA12_APEX_SRC:
-            dropped.unlink()
-    check_bundle(bundle, owner=owner)
+    bundle = compose_smoke_on_cpu(["compose.yaml"], tmp_path, CUDA12_BASE, CUDA12_APEX_SRC, "cuda12")
 
     from kit.bundle.safe_open import open_bundle
 
