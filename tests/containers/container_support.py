@@ -199,3 +199,23 @@ def compose_smoke_on_cpu(files: list[str], tmp_path: Path, base: str, apex_src: 
             dropped.unlink()
     check_bundle(bundle, owner=owner)
     return bundle
+
+
+def run_apex_checks_in(image: str, *docker_args: str) -> None:
+    """tests/containers/apex_cpu_checks.py inside ``image`` (its installed Apex and torch, on the
+    CPU): apex.amp and FP16_Optimizer import, and the kit's loss scaling agrees with Apex's."""
+    checks = ROOT / "tests" / "containers"
+    proc = run_cmd(["docker", "run", "--rm", "--network", "host", "--entrypoint", "python", *docker_args,
+                    "-v", f"{checks}:/checks:ro", image, "/checks/apex_cpu_checks.py"], timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "imported apex.amp and apex.fp16_utils.FP16_Optimizer" in proc.stdout
+    assert proc.stdout.count("ok:") == 3, proc.stdout
+
+
+def image_list_row(tag: str) -> dict:
+    """``kit image list --json``'s row for ``tag``."""
+    import json
+
+    listing = run_cmd(KIT + ["image", "list", "--json"], timeout=120, env=kit_env())
+    assert listing.returncode == 0, listing.stderr
+    return next(i for i in json.loads(listing.stdout) if i["tag"] == tag)

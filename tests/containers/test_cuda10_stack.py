@@ -9,8 +9,8 @@ import os
 import pytest
 
 from container_support import (
-    APEX_SRC, CUDA10_BASE, KIT, ROOT, RUN_TIMEOUT_S, build_options, check_bundle, compose_smoke_on_cpu,
-    docker_client, kit_env, run_cmd, stack_image,
+    APEX_SRC, CUDA10_BASE, KIT, RUN_TIMEOUT_S, build_options, check_bundle, compose_smoke_on_cpu,
+    docker_client, image_list_row, kit_env, run_apex_checks_in, run_cmd, stack_image,
 )
 
 pytestmark = pytest.mark.docker
@@ -76,18 +76,8 @@ def test_cuda10_image_has_the_2018_apex_and_its_cpu_code_paths_agree_with_the_ki
     assert labels["mpkit.apex.ref"] == "241dd6c4"
     assert labels["mpkit.apex.commit"] == "241dd6c4fce8667b15aaf7196b39d801b084f9ae"
     assert labels["mpkit.apex.source"].startswith("local archive apex-241dd6c4.tar.gz"), labels
-    checks = ROOT / "tests" / "containers"
-    proc = run_cmd(["docker", "run", "--rm", "--network", "host", "--entrypoint", "python",
-                 "-e", "PYTHONPATH=/opt/kit/src", "-v", f"{checks}:/checks:ro", cuda10_image,
-                 "/checks/apex_cpu_checks.py"], timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "imported apex.amp and apex.fp16_utils.FP16_Optimizer" in proc.stdout
-    assert proc.stdout.count("ok:") == 3, proc.stdout
-    listing = run_cmd(KIT + ["image", "list", "--json"], timeout=120, env=kit_env())
-    assert listing.returncode == 0, listing.stderr
-    import json
-
-    row = next(i for i in json.loads(listing.stdout) if i["tag"] == cuda10_image)
+    run_apex_checks_in(cuda10_image, "-e", "PYTHONPATH=/opt/kit/src")
+    row = image_list_row(cuda10_image)
     assert row["apex_built"] and row["apex_ref"] == "241dd6c4" and row["apex_source"].startswith("local archive"), row
 
 

@@ -12,7 +12,8 @@ import pytest
 
 from container_support import (
     BUILD_TIMEOUT_S, CA_CERT, CUDA12_APEX_SRC, CUDA12_BASE, KIT, ROOT, RUN_TIMEOUT_S, build_options,
-    check_bundle, compose_smoke_on_cpu, docker_client, kit_env, run_cmd, stack_image,
+    check_bundle, compose_smoke_on_cpu, docker_client, image_list_row, kit_env, run_apex_checks_in,
+    run_cmd, stack_image,
 )
 
 pytestmark = pytest.mark.docker
@@ -77,17 +78,8 @@ def test_cuda12_image_has_apex_amp_and_its_loss_scaler_agrees_with_the_kits(cuda
     assert labels["mpkit.apex.ref"] == "25.01" and labels["mpkit.apex.build_options"] == ""
     assert labels["mpkit.apex.commit"] == "e552ad997605dd883825106776eba230a6820345"
     assert labels["mpkit.apex.source"].startswith("local archive apex-25.01.tar.gz"), labels
-    checks = ROOT / "tests" / "containers"
-    proc = run_cmd(["docker", "run", "--rm", "--network", "host", "--entrypoint", "python",
-                 "-v", f"{checks}:/checks:ro", cuda12_image, "/checks/apex_cpu_checks.py"], timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "imported apex.amp and apex.fp16_utils.FP16_Optimizer" in proc.stdout
-    assert proc.stdout.count("ok:") == 3, proc.stdout
-    listing = run_cmd(KIT + ["image", "list", "--json"], timeout=120, env=kit_env())
-    assert listing.returncode == 0, listing.stderr
-    import json
-
-    row = next(i for i in json.loads(listing.stdout) if i["tag"] == cuda12_image)
+    run_apex_checks_in(cuda12_image)
+    row = image_list_row(cuda12_image)
     assert (row["stack"], row["apex_ref"], row["apex_build"]) == ("cuda12", "25.01", "python-only"), row
 
 
