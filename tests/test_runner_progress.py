@@ -81,6 +81,25 @@ def test_a_precision_skipped_once_is_expected_to_be_skipped_again():
     assert eta.seconds_left(0.0) == pytest.approx(20.0)  # r34/fp32 only
 
 
+def test_a_batch_curve_point_past_the_memory_predicts_only_larger_batches_of_its_cell():
+    """ResNet-50 amp-bf16 at batch 2048 skipped (out of memory): its batch 4096 will be too, but
+    ResNet-18 amp-bf16 at 2048 and 4096 still run (counting them skipped made the ETA too short)."""
+    from kit.results.schema import CellSpec
+    from kit.runner.progress import skip_kind
+
+    specs = [CellSpec("cifar", m, "amp-bf16", "torch", {"batch_size": b, "batch_curve": True})
+             for m in ("resnet50", "resnet18") for b in (2048, 4096)]
+    kinds = {s.cell_id: skip_kind(s) for s in specs}
+    assert len(set(kinds.values())) == 4, kinds
+    ids = [s.cell_id for s in specs]
+    eta = RunEta({c: 10.0 for c in ids}, kinds)
+    eta.done(ids[0], "skipped", 0.0)  # resnet50 bs2048: out of memory
+    eta.start(ids[2], 0.0)
+    eta.done(ids[2], "ok", 10.0)  # resnet18 bs2048 measured
+    assert eta.seconds_left(10.0) == pytest.approx(10.0)  # resnet18 bs4096 only
+    assert skip_kind(CellSpec("cifar", "resnet18", "fp16-master", "torch", {"batch_size": 256})) == ("cifar", "fp16-master")
+
+
 def test_cells_weigh_what_the_plan_estimates_for_them_and_the_running_cell_counts_down():
     eta = RunEta({"small": 10.0, "big": 40.0, "last": 10.0}, {"small": (1,), "big": (2,), "last": (3,)})
     eta.done("small", "ok", 5.0)  # this machine runs at half the estimate

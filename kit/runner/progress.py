@@ -78,6 +78,27 @@ def print_plan(console, plan: "Plan", done: dict) -> None:
     )
 
 
+def skip_kind(spec) -> tuple:
+    """What a skipped cell predicts about the cells still to run (RunEta). Mostly a precision:
+    (workload, precision). A batch-curve point skipped past the GPU's memory says nothing about
+    other models or smaller batches: its kind is ("curve", workload, model, precision, engine,
+    batch), and it predicts only the same cell at larger batches."""
+    from kit.results.schema import curve_batch
+
+    batch = curve_batch(spec.params)
+    if batch is None:
+        return (spec.workload, spec.precision)
+    return ("curve", spec.workload, spec.model, spec.precision, spec.engine, batch)
+
+
+def _predicted_skip(kind: tuple, skipped: "set[tuple]") -> bool:
+    if kind in skipped:
+        return True
+    if kind and kind[0] == "curve":
+        return any(k[:5] == kind[:5] and k[5] <= kind[5] for k in skipped if k and k[0] == "curve")
+    return False
+
+
 class RunEta:
     """Time left in a run, from the cells measured so far and nothing else.
 
@@ -89,7 +110,8 @@ class RunEta:
     made three quick skips show "1 s left" for a 38 s run); a cell of the same workload
     and precision as one skipped earlier is expected to be skipped too (what a machine
     cannot run is mostly a precision: fp16 on a CPU, apex-* without Apex, bf16 before
-    Ampere). Unknown (None) until a cell has been measured."""
+    Ampere; a batch-curve point past the GPU's memory predicts only larger batches of its
+    cell: skip_kind). Unknown (None) until a cell has been measured."""
 
     def __init__(self, estimates: dict[str, float], kinds: dict[str, tuple], done: "set[str] | None" = None):
         self.estimates = dict(estimates)
@@ -121,7 +143,7 @@ class RunEta:
         scale = self.measured_s / self.measured_est
         left = 0.0
         for cell in list(self.pending):  # the bar redraws from its own thread
-            if self.kinds.get(cell) in self.skipped_kinds:
+            if _predicted_skip(self.kinds.get(cell) or (), self.skipped_kinds):
                 continue
             cost = scale * self.estimates.get(cell, 0.0)
             if cell == self.current:
@@ -178,7 +200,7 @@ class RichUI(NullUI):
         kind = device_kind(plan.config.device)
         self.eta = RunEta(
             {c.cell_id: estimate_seconds(c, plan.config.repeats, mode=plan.config.mode, device=kind) for c in plan.cells},
-            {c.cell_id: (c.workload, c.precision) for c in plan.cells},
+            {c.cell_id: skip_kind(c) for c in plan.cells},
             set(done),
         )
         self.progress = Progress(*_progress_columns(self.eta, self.clock), console=self.console, transient=False,
