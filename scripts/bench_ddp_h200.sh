@@ -5,17 +5,17 @@
 #   bash scripts/bench_ddp_h200.sh [OUT_DIR]     (device tool: the summary lands in $OUT, which comes back)
 #
 # Cells: ResNet-18 on the CIFAR torch engine (batch 256, 100 steps) and the LSTM tensor-core preset
-# (200 batches), amp-bf16, synthetic data, 3 repeats each, eager (--compile off: the plain path's
+# (200 batches), amp-bf16, synthetic data, 3 repeats each, eager (--compile eager: the plain path's
 # default on CUDA is the captured CUDA-graph step, which DDP's all-reduce cannot join, so "auto"
 # would compare two different steps, not the wrapper). Order: plain, data-parallel, plain again
 # (the first and last plain runs bracket any drift of the GPU). About 2-3 minutes on an H200.
-# Knobs: PY (python), COMPILE (off), PRECISION (amp-bf16), STEPS (100), LSTM_BATCHES (200).
+# Knobs: PY (python), COMPILE (eager), PRECISION (amp-bf16), STEPS (100), LSTM_BATCHES (200).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT_DIR=${1:-${OUT:-bench-ddp-out}}
 PY=${PY:-python3}
 WORK=${WORK:-/tmp/kit-ddp-h200}
-COMPILE=${COMPILE:-off}
+COMPILE=${COMPILE:-eager}
 PRECISION=${PRECISION:-amp-bf16}
 mkdir -p "$OUT_DIR" "$WORK"
 export PYTHONUNBUFFERED=1

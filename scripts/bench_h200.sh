@@ -22,10 +22,10 @@ $KIT run --suite cifar --engines torch --models resnet18 --precisions fp32,amp-f
     --epochs 1 --steps 300 "${common[@]}" --results-dir "$OUT/r18-torch"
 $KIT run --suite cifar --engines torch --models resnet50 --precisions fp32,amp-fp16,amp-bf16 \
     --epochs 1 --steps 150 "${common[@]}" --results-dir "$OUT/r50-torch"
-# 2) the same cells with the captured step's eager kernels (--compile graph): what Inductor adds
-$KIT run --suite cifar --engines torch --models resnet18 --precisions fp32,amp-fp16,amp-bf16 --compile graph \
+# 2) the same cells with the captured step's eager kernels (--compile off): what Inductor adds
+$KIT run --suite cifar --engines torch --models resnet18 --precisions fp32,amp-fp16,amp-bf16 --compile off \
     --epochs 1 --steps 300 "${common[@]}" --results-dir "$OUT/r18-graph"
-$KIT run --suite cifar --engines torch --models resnet50 --precisions fp32,amp-fp16,amp-bf16 --compile graph \
+$KIT run --suite cifar --engines torch --models resnet50 --precisions fp32,amp-fp16,amp-bf16 --compile off \
     --epochs 1 --steps 150 "${common[@]}" --results-dir "$OUT/r50-graph"
 # 3) fastai engine, ResNet-18, amp-fp16 (what a fastai user gets)
 $KIT run --suite cifar --engines fastai --models resnet18 --precisions amp-fp16 \

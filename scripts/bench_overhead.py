@@ -108,7 +108,7 @@ def main() -> None:
 
     graphed = torch_engine.TrainConfig(model="resnet18", precision="amp-bf16", device=args.device,
                                        batch_size=256, epochs=1, steps=args.steps * 6)
-    eager = replace(graphed, steps=args.steps * 2, compile="off")
+    eager = replace(graphed, steps=args.steps * 2, compile="eager")
     measure("graphed", graphed)
     measure("eager", eager)
     out["sampler_self_time_s_per_s"] = self_time

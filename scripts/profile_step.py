@@ -45,7 +45,7 @@ def main() -> None:
     arrays = cifar100_like(0, n_train=100 * (-(-args.batch_size * 8 // 100)), n_test=1000)
     data = DeviceData.upload(arrays.train_x, arrays.train_y, arrays.test_x, arrays.test_y, device)
     cfg = TrainConfig(model=args.model, precision=args.precision, device=device, batch_size=args.batch_size,
-                      steps=args.steps, compile="off" if args.compile == "eager" else "on")
+                      steps=args.steps, compile="eager" if args.compile == "eager" else "on")
     mode = None if args.compile == "eager" else args.compile
     if mode == "cuda-graph":
         from kit.bench.cifar.graphed import GraphedTrainer

@@ -112,11 +112,11 @@ def test_compile_auto_is_eager_on_cpu_and_tries_cuda_graphs_first_on_cuda():
     assert compile_candidates("auto", "cuda:0", "amp-bf16") == [
         "cuda-graph-inductor", "cuda-graph", "reduce-overhead", "default", None]
     assert compile_candidates("on", "cuda:0", "amp-fp16")[:2] == ["cuda-graph-inductor", "cuda-graph"]
-    # graph: no Inductor, the captured step with eager kernels (to compare with); off: eager
-    assert compile_candidates("graph", "cuda:0", "amp-bf16") == ["cuda-graph", None]
-    assert compile_candidates("graph", "cuda:0", "fp16-master") == [None]
-    assert compile_candidates("graph", "cpu", "fp32") == [None]
-    assert compile_candidates("off", "cuda:0", "amp-bf16") == [None]
+    # off: no Inductor, the captured step with eager kernels (to compare with); eager: neither
+    assert compile_candidates("off", "cuda:0", "amp-bf16") == ["cuda-graph", None]
+    assert compile_candidates("off", "cuda:0", "fp16-master") == [None]
+    assert compile_candidates("off", "cpu", "fp32") == [None]
+    assert compile_candidates("eager", "cuda:0", "amp-bf16") == [None]
     assert compile_candidates("auto", "cuda:0", "fp16-master")[0] == "reduce-overhead"
     assert compile_candidates("on", "cpu") == ["default", None]
 

@@ -127,7 +127,7 @@ def test_perf_table_prints_the_same_speedup(bundle):
 
 
 def test_perf_table_judges_the_inductor_step_and_compares_it_with_the_eager_kernel_graph(tmp_path, capsys):
-    """bench_h200.sh's two runs of the same cells (default step, --compile graph): the targets
+    """bench_h200.sh's two runs of the same cells (default step, --compile off): the targets
     table prints each cell's median, its verdict, the step it ran and the ratio to the other run."""
     spec = importlib.util.spec_from_file_location("perf_table", Path(__file__).parents[1] / "scripts" / "perf_table.py")
     perf_table = importlib.util.module_from_spec(spec)

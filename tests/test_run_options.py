@@ -109,7 +109,7 @@ def test_smoke_is_a_preset_of_the_options(tmp_path):
                         "--compile", "auto", "--tolerance", "1", "--results-dir", str(tmp_path), "--data-dir", str(tmp_path)])
     preset = smoke_preset(given)
     assert (preset.mode, preset.data, preset.epochs, preset.repeats, preset.tolerance) == ("throughput", "synthetic", 1, 1, None)
-    assert preset.models == ["resnet34"] and preset.steps == 2 and preset.compile == "off"
+    assert preset.models == ["resnet34"] and preset.steps == 2 and preset.compile == "eager"
     assert preset.precisions == ["fp32", "amp-bf16", "fp16-master"] and preset.batch_size == 32
     config = config_from_options(given)
     assert (config.models, config.steps, config.epochs, config.repeats, config.mode) == (["resnet34"], 2, 1, 1, "throughput")

@@ -44,9 +44,9 @@ LSTM_ENGINES: tuple[str, ...] = ("kit",)
 #: as create_cnn leaves it), ``scratch`` = a plain ``Learner`` on the whole torchvision ResNet
 FASTAI_LEARNERS: tuple[str, ...] = ("create_cnn", "scratch")
 DEFAULT_FASTAI_LEARNER = "create_cnn"
-#: --compile: auto (on for CUDA), on, graph (the torch engine's captured step with eager
-#: kernels, no Inductor; elsewhere as off), off (eager)
-COMPILE_CHOICES: tuple[str, ...] = ("auto", "on", "graph", "off")
+#: --compile: auto (on for CUDA), on, off (no Inductor: the torch engine's captured step keeps
+#: its eager kernels; elsewhere not compiled), eager (nothing captured or compiled)
+COMPILE_CHOICES: tuple[str, ...] = ("auto", "on", "off", "eager")
 #: what the fastai cells recorded before the learner option existed trained: the plain Learner
 LEARNER_BEFORE_THE_OPTION = "scratch"
 GPT_PRESETS: tuple[str, ...] = ("gpt2-small", "gpt-1b", "gpt-2b", "tiny")

@@ -83,7 +83,7 @@ class RunOptions:
     seed: int = option(0, "Base random seed (recorded).")
     mode: str = option("throughput", "throughput (fixed steps, synthetic allowed) or convergence (full epochs on real data, accuracy parity).")
     find_max_batch: bool = option(False, "CIFAR: also find the largest batch that fits, per model and precision.")
-    compile: str = option("auto", "torch engine: the step captured as one CUDA graph with the model compiled by Inductor inside (auto = on for CUDA; falls back with the reason), graph = the captured step with eager kernels, off = eager; GPT: torch.compile per block (graph = off): auto, on, graph or off.")
+    compile: str = option("auto", "torch engine: the step captured as one CUDA graph with the model compiled by Inductor inside (auto = on for CUDA; falls back with the reason), off = no Inductor (the captured step with eager kernels), eager = neither; GPT: torch.compile per block: auto, on, off or eager.")
     gpus: Optional[int] = option(None, "Data-parallel: run each cell over N ranks with DistributedDataParallel (GPUs 0..N-1, NCCL; with --device cpu, N gloo processes). --batch-size is per GPU; --gpus 1 is the data-parallel path on one GPU.")
     global_batch_size: Optional[int] = option(None, "Data-parallel: the global batch, split evenly over --gpus (instead of --batch-size per GPU).")
     scaling: bool = option(False, "Data-parallel: also measure each cell on one rank first, and record the scaling efficiency.")
@@ -252,7 +252,7 @@ def smoke_preset(options: RunOptions) -> RunOptions:
         batch_size=options.batch_size or (None if options.batch_sizes else 32),
         repeats=1,
         find_max_batch=False,
-        compile="off" if options.compile == "auto" else options.compile,
+        compile="eager" if options.compile == "auto" else options.compile,
         tolerance=None,
     )
 

@@ -15,9 +15,9 @@ The step, by ``compile`` (see compile_candidates): "on", or "auto" on CUDA, firs
 the whole step captured as one CUDA graph with the model compiled by Inductor inside it
 (``cuda-graph-inductor``), then the same captured step with eager kernels
 (``cuda-graph``), then ``torch.compile`` modes "reduce-overhead" and "default", then
-eager; the captured steps only where the precision allows capture. "graph" skips Inductor:
+eager; the captured steps only where the precision allows capture. "off" skips Inductor:
 the captured step with eager kernels (or eager where it cannot be captured), to compare
-with; "off" is eager. Each failure is recorded in the cell's
+with; "eager" captures and compiles nothing. Each failure is recorded in the cell's
 notes with its reason; compilation happens before the steady state (it shows in time to
 first step).
 
@@ -65,9 +65,9 @@ def compile_candidates(compile: str, device: str, precision: str | None = None) 
     cuda = device.startswith("cuda")
     # the graphed step captures the optimizer too, which DDP's all-reduce cannot join
     graph = cuda and precision in GRAPH_MODES and caps.HAS_GRAPHED_STEP and data_parallel.active() is None
-    if compile == "off" or (compile == "auto" and not cuda):
+    if compile == "eager" or (compile in ("auto", "off") and not cuda):
         return [None]
-    if compile == "graph":  # no Inductor: the captured step with eager kernels, or eager
+    if compile == "off":  # no Inductor: the captured step with eager kernels, or eager
         return ([EAGER_GRAPH] if graph else []) + [None]
     compiled = ["reduce-overhead", "default"] if caps.HAS_COMPILE else []
     if cuda:
@@ -290,7 +290,7 @@ def try_batch_fn(cfg: TrainConfig, data: DeviceData, steps: int = 3) -> Callable
     from dataclasses import replace
 
     def try_batch(n: int) -> None:
-        c = replace(cfg, batch_size=n, compile="off")
+        c = replace(cfg, batch_size=n, compile="eager")
         trainer = Trainer(c, total_steps=steps)
         gen = make_generator(cfg.device, cfg.seed)
         idx = epoch_indices(data.train_x.shape[0], n, cfg.device, gen)

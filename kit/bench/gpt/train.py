@@ -70,7 +70,7 @@ class CompileState:
 
 
 def compile_state(requested: str, device: str) -> CompileState:
-    if requested in ("off", "graph"):  # graph: no Inductor (the GPT step is never captured whole)
+    if requested in ("off", "eager"):
         return CompileState(requested, False, f"--compile {requested}")
     if not caps.HAS_COMPILE:
         return CompileState(requested, False, f"torch {torch.__version__} has no torch.compile (2.0+)")
