@@ -196,3 +196,55 @@ def test_a_torch_uuid_nvml_does_not_know_falls_back_to_the_index(monkeypatch):
     summary = sampler.stop()
     assert summary["available"] is True
     assert summary["gpu"]["name"] == "NVIDIA H200" and summary["gpu"]["mapping"].startswith("cuda index = NVML index")
+
+
+# -- a data-parallel cell's GPUs --------------------------------------------------
+
+
+def test_a_data_parallel_cell_samples_every_rank_gpu_and_sums_their_energy(monkeypatch):
+    """kit run --gpus 2: the ranks train on GPUs 0 and 1, and the cell's throughput is both
+    ranks' together, so its energy must be both GPUs' too (sampling GPU 0 alone halved the
+    joules per image it reported)."""
+    from kit.results.schema import CellSpec
+    from kit.runner.execute import cell_devices
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    two = load("h200_580")
+    second = json.loads(json.dumps(two["gpus"][0]))
+    second["uuid"] = second["uuid"][:-1] + "2"
+    two["gpus"].append(second)
+    spec = CellSpec("lstm", "tensor-core", "amp-bf16", "kit", {"world_size": 2})
+    assert cell_devices(spec, "cuda") == ["cuda:0", "cuda:1"]
+    assert cell_devices(spec, "cpu") == ["cpu"]  # gloo ranks on the CPU: nothing to sample
+    assert cell_devices(CellSpec("lstm", "tensor-core", "amp-bf16", "kit", {}), "cuda:1") == ["cuda:1"]
+    fake = FakeNVML(two)
+    group = telemetry.start_for_devices(cell_devices(spec, "cuda"), nvml=fake, hz=100.0)
+    time.sleep(0.2)
+    out = group.stop()
+    assert out["available"] and out["gpus_sampled"] == 2 and len(out["per_gpu"]) == 2
+    each = [p["energy_j"] for p in out["per_gpu"]]  # the fake's counters stand still between ticks
+    assert all(isinstance(e, float) for e in each) and out["energy_j"] == pytest.approx(sum(each))
+    watts = [p["power_mean_w"] for p in out["per_gpu"]]
+    assert all(w > 0 for w in watts) and out["power_mean_w"] == pytest.approx(sum(watts))
+    assert fake.initialised == 0, "every sampler shut NVML down"
+
+
+def test_the_total_of_a_data_parallel_cell_is_unknown_where_a_gpu_did_not_measure():
+    from kit.env.telemetry_summary import combine_gpus
+
+    # FIXTURE numbers: two GPUs of a made-up 30 s cell
+    a = {"available": True, "energy_j": 6000.0, "power_mean_w": 200.0, "power_max_w": 300.0, "duration_s": 30.0,
+         "util_mean_pct": 90.0, "throttled": False, "other_processes": False}
+    b = dict(a, energy_j=5400.0, power_mean_w=180.0, util_mean_pct=70.0, throttled=True, throttle_reasons=["sw_power_cap"])
+    both = combine_gpus([a, b])
+    assert both["energy_j"] == 11400.0 and both["power_mean_w"] == 380.0 and both["util_mean_pct"] == 80.0
+    assert both["throttled"] is True and both["throttle_reasons"] == ["sw_power_cap"]
+    result = _result_with(both)
+    telemetry.attach_energy(result)
+    assert result.telemetry["cell_mean_power_w"] == pytest.approx(380.0)  # both GPUs' power per image
+    blind = combine_gpus([a, {"available": False, "reason": "NVML not usable"}])
+    assert is_unknown(blind["energy_j"]) and "GPU 1 of the cell's 2" in blind["energy_j"]["reason"]
+    result = _result_with(blind)
+    telemetry.attach_energy(result)
+    assert is_unknown(result.telemetry["energy_j_per_epoch"])  # no per-image energy from half the GPUs
+    assert combine_gpus([a]) is a

@@ -39,7 +39,7 @@ from kit.env import nvml as nvml_probe
 from kit.env.probe import describe_exception
 # the summary of what the sampler recorded, and energy per unit of work (re-exported:
 # the runner calls telemetry.attach_energy after each cell)
-from kit.env.telemetry_summary import ENERGY_ATTRIBUTION, THROTTLE_FRACTION, attach_energy, summarise  # noqa: F401
+from kit.env.telemetry_summary import ENERGY_ATTRIBUTION, THROTTLE_FRACTION, attach_energy, combine_gpus, summarise  # noqa: F401
 
 DEFAULT_HZ = 5.0
 #: Processes on the GPU are listed about once a second (cheaper than every sample).
@@ -290,6 +290,25 @@ def _torch_uuid(n: int) -> str | None:
         return u if u.startswith("GPU-") or u.startswith("MIG-") else f"GPU-{u}"
     except Exception:  # noqa: BLE001 -- old torch without .uuid, or any CUDA error
         return None
+
+
+class GroupSampler:
+    """The samplers of a data-parallel cell's GPUs, stopped together into one summary
+    (kit.env.telemetry_summary.combine_gpus)."""
+
+    def __init__(self, samplers: list[Any]):
+        self.samplers = samplers
+
+    def stop(self) -> dict:
+        return combine_gpus([s.stop() for s in self.samplers])
+
+
+def start_for_devices(devices: list[str], nvml: Any = None, hz: float = DEFAULT_HZ) -> GroupSampler | Sampler | Unavailable:
+    """Start sampling every GPU of ``devices`` (a data-parallel cell's ranks, cuda:0..N-1);
+    one device is :func:`start_for_device`."""
+    if len(devices) == 1:
+        return start_for_device(devices[0], nvml=nvml, hz=hz)
+    return GroupSampler([start_for_device(d, nvml=nvml, hz=hz) for d in devices])
 
 
 def start_for_device(device: str, nvml: Any = None, hz: float = DEFAULT_HZ) -> Sampler | Unavailable:

@@ -3,8 +3,9 @@
 :func:`summarise` turns what the sampler (kit.env.telemetry.Sampler) recorded into the
 summary dict the cell's result carries (power, energy and where it came from, clocks,
 heat, utilisation, throttling, other processes, the sampler's own cost); a metric that
-was not measured is unknown with the reason. :func:`attach_energy` adds, after the cell,
-energy per epoch and items per joule to the result.
+was not measured is unknown with the reason. :func:`combine_gpus` makes one summary of a
+data-parallel cell's GPUs. :func:`attach_energy` adds, after the cell, energy per epoch
+and items per joule to the result.
 """
 
 from __future__ import annotations
@@ -100,6 +101,50 @@ ENERGY_ATTRIBUTION = (
     "estimate: the cell's mean board power x each epoch's time (the cell also spans warm-up, "
     "compilation and evaluation, whose power may differ)"
 )
+
+
+#: what adds up over a data-parallel cell's GPUs (the cell's throughput is all ranks' together)
+_SUMMED = ("energy_j", "power_mean_w", "power_max_w")
+
+
+def combine_gpus(parts: list[dict]) -> dict:
+    """One summary for a cell that ran on several GPUs (``kit run --gpus N``): GPU 0's summary
+    (clocks, heat, the runner's device, as before) with power and energy summed over all the
+    GPUs, throttling if any GPU throttled, mean utilisation over them, and each GPU's own
+    summary under ``per_gpu``. Energy per item is the cell's total throughput over the total
+    power, so a sum that misses a GPU would overstate it: where any GPU did not measure power
+    or energy, the total is unknown with the reason."""
+    if len(parts) == 1:
+        return parts[0]
+    first = parts[0]
+    if not first.get("available"):
+        return first
+    out = dict(first)
+    out["gpus_sampled"] = len(parts)
+    out["per_gpu"] = parts
+    for key in _SUMMED:
+        values = [p.get(key) if p.get("available") else None for p in parts]
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            out[key] = float(sum(values))
+        else:
+            missing = [i for i, v in enumerate(values) if not isinstance(v, (int, float)) or isinstance(v, bool)]
+            out[key] = unknown(f"GPU {', '.join(map(str, missing))} of the cell's {len(parts)} did not measure it, "
+                               "so the cell's total is not known")
+    if any(p.get("energy_source") == "integrated" for p in parts if p.get("available")):
+        out["energy_source"] = "integrated"
+    utils = [p.get("util_mean_pct") for p in parts if p.get("available")]
+    if utils and all(isinstance(u, (int, float)) for u in utils) and len(utils) == len(parts):
+        out["util_mean_pct"] = sum(utils) / len(utils)
+    flags = [p.get("throttled") for p in parts if p.get("available")]
+    if any(f is True for f in flags):
+        out["throttled"] = True
+        out["throttle_reasons"] = sorted({r for p in parts if isinstance(p.get("throttle_reasons"), list)
+                                          for r in p["throttle_reasons"]})
+    others = [p.get("other_processes") for p in parts if p.get("available")]
+    if any(o is True for o in others):
+        out["other_processes"] = True
+        out["other_pids"] = sorted({pid for p in parts for pid in (p.get("other_pids") or [])})
+    return out
 
 
 def attach_energy(result: Any) -> None:

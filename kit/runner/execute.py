@@ -392,6 +392,15 @@ def _execute_locked(config: RunConfig, run_id: str, run_dir: Path, results_root:
     return outcome
 
 
+def cell_devices(spec: CellSpec, device: str) -> list[str]:
+    """The devices a cell runs on, for its telemetry: a data-parallel cell's ranks use GPUs
+    0..N-1 (kit.runner.isolate.run_parallel_cell); every other cell, ``device``."""
+    world = spec.params.get("world_size") or 1
+    if world > 1 and device.startswith("cuda"):
+        return [f"cuda:{rank}" for rank in range(world)]
+    return [device]
+
+
 def _run_one(bench, spec: CellSpec, config: RunConfig, device: str, run_dir: Path, journal: Journal, ui, stop) -> CellResult:
     from kit.env import telemetry
 
@@ -410,7 +419,7 @@ def _run_one(bench, spec: CellSpec, config: RunConfig, device: str, run_dir: Pat
     )
     ui.cell_start(spec)
     log.info("cell %s: started", spec.cell_id)
-    sampler = telemetry.start_for_device(device)
+    sampler = telemetry.start_for_devices(cell_devices(spec, device))
     started = time.time()
     try:
         if spec.params.get("world_size"):  # kit run --gpus N: one process per rank
