@@ -241,7 +241,7 @@ def run_repeats(cfg: TrainConfig, data: DeviceData, ctx: Any, repeats: int,
             modes = [m for m in modes if m in (EAGER_GRAPH, None)]
             notes.append(f"torch.compile not tried: this GPU is compute capability {cap[0]}.{cap[1]} and "
                          "Inductor/Triton need 7.0 or newer; ran the CUDA-graph step or eager")
-    if INDUCTOR_GRAPH in modes:
+    if any(m not in (EAGER_GRAPH, None) for m in modes):
         # Dynamo keeps up to 8 compilations per code object, and every torchvision ResNet
         # shares ResNet.forward: the cells of one process (5 models x 4 precisions) would use
         # them up. A cell starts from none; its repeats share one compilation (same shapes).
