@@ -106,8 +106,8 @@ def main(out: Path) -> None:
     for sub in ("r18-graph", "r50-graph"):
         if (out / sub).is_dir():
             graph.update(cells(out / sub)[0])
-    for model, label, targets in (("resnet18", "ResNet-18", INDUCTOR_TARGETS["resnet18"]),
-                                  ("resnet50", "ResNet-50", INDUCTOR_TARGETS["resnet50"])):
+    for model, targets in INDUCTOR_TARGETS.items():
+        label = SUITE[0][3][model]  # "ResNet-18", as the suite tables name it
         for prec, target in targets.items():
             cell = c.get(f"cifar/{model}/{prec}/torch")
             eager = graph.get(f"cifar/{model}/{prec}/torch")

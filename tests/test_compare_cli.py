@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from fixtures.cli import run_main
 from fixtures.results.factory import make_cell, make_env, make_results, make_run_dir, standard_cells
 from kit.report.export import export_run
-from kit.cli.main import main
 from kit.compare.engine import check_regressions, compare_paths
 from kit.errors import RegressionDetected
 from kit.results.schema import CellResult
@@ -40,14 +40,7 @@ def two(tmp_path_factory) -> tuple[Path, Path]:
 
 
 def _run_cli(args: list[str], capsys, monkeypatch) -> tuple[int, str, str]:
-    monkeypatch.setenv("COLUMNS", "220")
-    try:
-        main(args)
-        code = 0
-    except SystemExit as exc:
-        code = exc.code or 0
-    out = capsys.readouterr()
-    return code, out.out, out.err
+    return run_main(args, capsys, monkeypatch)
 
 
 def test_two_bundles_compare_as_rich_tables(two, capsys, monkeypatch):

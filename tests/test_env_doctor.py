@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from fixtures.cli import run_main
 from kit.env import docker_probe, doctor
 from kit.env import nvml as nvml_mod
 from kit.env.nvml_fake import FakeNVML
@@ -236,16 +237,6 @@ def fake_host(monkeypatch):
     return use
 
 
-def run_main(args: list[str], capsys) -> tuple[int, str, str]:
-    from kit.cli.main import main
-
-    try:
-        main(args)
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 @pytest.mark.parametrize(

@@ -3,15 +3,13 @@ their arguments), fixture bundles in the tasks' folders. The real Slurm runs in 
 
 from __future__ import annotations
 
-import json
-import os
 import stat
 from pathlib import Path
 
 import pytest
 
+from fixtures.cli import run_main
 from fixtures.results.factory import bundle_members, make_cell, make_env, make_results, make_run_dir, write_bundle
-from kit.cli.main import main
 from kit.fleet.sweep import load_sweep
 from kit.report.export import export_run
 
@@ -54,14 +52,7 @@ def fake_slurm(tmp_path, monkeypatch):
 
 
 def _cli(args, capsys, monkeypatch):
-    monkeypatch.setenv("COLUMNS", "220")
-    try:
-        main(args)
-        code = 0
-    except SystemExit as exc:
-        code = exc.code or 0
-    out = capsys.readouterr()
-    return code, out.out, out.err
+    return run_main(args, capsys, monkeypatch)
 
 
 def _calls(fake: Path) -> list:

@@ -354,17 +354,18 @@ def collect(sweep: Sweep, run: Optional[Runner] = None, ask_slurm: bool = True) 
     bad = [s for s in states if s.state == "bad bundle"]
     missing = [s for s in states if s.state in ("no bundle", "partial")]
     resubmit = f"kit fleet slurm resubmit {sweep.path}"
+    merged = f", merged into {result.merged}" if result.merged else ""
     if bad:
         raise _with(BundleError(
             f"{len(bad)} task(s) left a bundle that fails verification: "
             + "; ".join(f"task {s.task.index} ({s.detail})" for s in bad[:3])
-            + f". {len(good)} verified bundle(s) kept" + (f", merged into {result.merged}" if result.merged else ""),
+            + f". {len(good)} verified bundle(s) kept{merged}",
             remedy=f"Run them again: {resubmit} (the verified bundles are kept)."), result)
     if missing:
         raise _with(RunFailed(
             f"{len(missing)} task(s) have no complete bundle: "
             + "; ".join(f"task {s.task.index} {s.state} ({s.detail})" for s in missing[:3])
-            + f". {len(good)} bundle(s) kept" + (f", merged into {result.merged}" if result.merged else ""),
+            + f". {len(good)} bundle(s) kept{merged}",
             remedy=f"Run them again: {resubmit} (finished bundles are kept)."), result)
     if active:
         raise _with(KitError(f"{len(active)} task(s) are still pending or running (or were never submitted): "

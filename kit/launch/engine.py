@@ -12,6 +12,7 @@ from __future__ import annotations
 from kit.env.docker_probe import exception_chain
 
 import os
+import shutil
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -196,8 +197,6 @@ def local_free_bytes(client: Any) -> int | None:
     """Free bytes on the disk where the engine keeps its data (``docker info``'s DockerRootDir),
     when the engine runs on this machine (a unix socket); None for an engine elsewhere
     (tcp://, ssh://: its disk is not this one) or when the engine does not say."""
-    import shutil
-
     try:
         if not str(getattr(client.api, "base_url", "")).startswith("http+docker://"):
             return None

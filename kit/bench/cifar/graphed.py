@@ -34,10 +34,10 @@ a schedule tensor indexed on the device; it matches torch.optim.SGD's update
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import torch
-from torch import nn
 
 from kit.bench import caps
 from kit.bench.cifar import models
@@ -170,8 +170,6 @@ class GraphedTrainer:
         raises instead of running the model eagerly without a word (Dynamo's default), so the
         cell falls back to the eager graph and records why, and never reports eager kernels
         as Inductor's."""
-        import contextlib
-
         if not self.inductor or not hasattr(torch._dynamo.config, "fail_on_recompile_limit_hit"):
             return contextlib.nullcontext()
         return torch._dynamo.config.patch(fail_on_recompile_limit_hit=True)
