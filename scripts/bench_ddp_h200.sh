@@ -9,7 +9,8 @@
 # default on CUDA is the captured CUDA-graph step, which DDP's all-reduce cannot join, so "auto"
 # would compare two different steps, not the wrapper). Order: plain, data-parallel, plain again
 # (the first and last plain runs bracket any drift of the GPU). About 2-3 minutes on an H200.
-# Knobs: PY (python), COMPILE (eager), PRECISION (amp-bf16), STEPS (100), LSTM_BATCHES (200).
+# Knobs: PY (python), COMPILE (eager), PRECISION (amp-bf16), STEPS (100), LSTM_BATCHES (200),
+# MODEL (resnet18), IMAGE_SIZE (32), BATCH (256), LSTM_PRECISION (= PRECISION).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT_DIR=${1:-${OUT:-bench-ddp-out}}
@@ -17,6 +18,10 @@ PY=${PY:-python3}
 WORK=${WORK:-/tmp/kit-ddp-h200}
 COMPILE=${COMPILE:-eager}
 PRECISION=${PRECISION:-amp-bf16}
+LSTM_PRECISION=${LSTM_PRECISION:-$PRECISION}
+MODEL=${MODEL:-resnet18}
+IMAGE_SIZE=${IMAGE_SIZE:-32}
+BATCH=${BATCH:-256}
 mkdir -p "$OUT_DIR" "$WORK"
 export PYTHONUNBUFFERED=1
 common=(--data synthetic --device cuda --repeats 3 --compile "$COMPILE" --skip-checks)
@@ -24,9 +29,9 @@ start=$(date +%s)
 # the LSTM keeps its preset's batch (24): --batch-size applies to both suites, so it runs on its own
 run() {  # run NAME [extra kit run options]
     local name=$1; shift
-    $PY -m kit run --suite cifar --models resnet18 --engines torch --precisions "$PRECISION" --steps "${STEPS:-100}" \
-        --batch-size 256 "${common[@]}" "$@" --results-dir "$WORK/$name-cifar" >/dev/null
-    $PY -m kit run --suite lstm --preset tensor-core --precisions "$PRECISION" --max-batches "${LSTM_BATCHES:-200}" \
+    $PY -m kit run --suite cifar --models "$MODEL" --engines torch --precisions "$PRECISION" --steps "${STEPS:-100}" \
+        --image-size "$IMAGE_SIZE" --batch-size "$BATCH" "${common[@]}" "$@" --results-dir "$WORK/$name-cifar" >/dev/null
+    $PY -m kit run --suite lstm --preset tensor-core --precisions "$LSTM_PRECISION" --max-batches "${LSTM_BATCHES:-200}" \
         "${common[@]}" "$@" --results-dir "$WORK/$name-lstm" >/dev/null
     echo "$name done at $(( $(date +%s) - start )) s"
 }

@@ -51,7 +51,7 @@ def main() -> None:
     from kit.bench.cifar.gpu_data import DeviceData
     from kit.data.cifar import load_cifar100
     from kit.env import telemetry
-    from kit.runner.context import CellContext
+    from kit.bench.context import CellContext
 
     arrays = load_cifar100("data", source="synthetic", seed=0)
     ctx = CellContext(device=args.device, data_dir=Path("data"), data_source="synthetic")
