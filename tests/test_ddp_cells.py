@@ -57,10 +57,54 @@ def test_two_gloo_ranks_stay_in_step_and_the_results_name_the_world_size(tmp_pat
         assert rec["throughput_per_gpu_items_per_s"] == pytest.approx(rec["throughput_items_per_s"] / 2)
     assert dp["per_rank_batch_size"] == 2 and dp["global_batch_size"] == 4
     assert dp["allreduce"]["seconds_per_step"] > 0 and dp["allreduce"]["bytes_per_step"] > 0
+    assert "gradient_as_bucket_view" in dp["ddp_options"]
     # only the runner wrote the run folder: results.json names the world size
     saved = json.loads((out.run_dir / "results.json").read_text())
     assert saved["config"]["gpus"] == 2 and saved["cells"][0]["metrics"]["data_parallel"]["world_size"] == 2
     assert not list(out.run_dir.glob("kit-ddp-*")), "the rendezvous store is removed after the cell"
+
+
+def test_two_gloo_ranks_of_a_resnet_with_batchnorm_stay_in_step_without_syncing_buffers(tmp_path):
+    """The CIFAR torch engine's ResNet (BatchNorm buffers) over two ranks, with the kit's DDP options:
+    buffers not synced before each forward, gradients as bucket views; the weights stay identical."""
+    pytest.importorskip("torchvision")
+    config = RunConfig(suite="cifar", data="synthetic", data_dir=str(tmp_path / "data"), device="cpu",
+                       models=["resnet18"], precisions=["fp32"], engines=["torch"], repeats=2, steps=2,
+                       batch_size=4, gpus=2)
+    out = execute(config, tmp_path / "results", make_bundle=False)
+    (cell,) = out.results.cells
+    assert cell.status == "ok", cell.reason
+    dp = cell.metrics["data_parallel"]
+    assert dp["ranks_in_step"] is True and len(dp["weights_sha256_by_rank"][0]) == 2
+    import torch
+    from torch.nn.parallel import DistributedDataParallel
+
+    from kit.bench.distributed import state
+
+    assert dp["ddp_options"] == state.ddp_options(DistributedDataParallel)
+    assert dp["ddp_options"].get("gradient_as_bucket_view") is True, torch.__version__
+    assert False in (dp["ddp_options"].get("forward_sync_buffers"), dp["ddp_options"].get("broadcast_buffers"))
+
+
+def test_the_ddp_options_are_those_the_installed_ddp_takes():
+    from kit.bench.distributed.state import ddp_options
+
+    class Torch214:
+        def __init__(self, module, device_ids=None, broadcast_buffers=True, gradient_as_bucket_view=False,
+                     forward_sync_buffers=True):
+            pass
+
+    class Torch111:
+        def __init__(self, module, device_ids=None, broadcast_buffers=True, gradient_as_bucket_view=False):
+            pass
+
+    class Torch14:  # the cuda10 image: no gradient_as_bucket_view yet
+        def __init__(self, module, device_ids=None, broadcast_buffers=True, bucket_cap_mb=25):
+            pass
+
+    assert ddp_options(Torch214) == {"forward_sync_buffers": False, "gradient_as_bucket_view": True}
+    assert ddp_options(Torch111) == {"broadcast_buffers": False, "gradient_as_bucket_view": True}
+    assert ddp_options(Torch14) == {"broadcast_buffers": False}
 
 
 def test_a_killed_rank_fails_the_cell_and_keeps_the_finished_cells(tmp_path, monkeypatch):

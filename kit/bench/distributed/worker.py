@@ -193,6 +193,7 @@ def combine(result: CellResult, gathered: list, comm: "dict | None", info: state
         "weights_sha256_by_rank": digests,
         "allreduce": comm,
         "cpu_threads_per_rank": dp.get("threads"),
+        "ddp_options": dict(info.ddp_options),
     }
     result.metrics["data_parallel"] = dp_metrics
     result.notes.append(
