@@ -17,8 +17,8 @@ def apex(
     presets: str = typer.Option("apex-2018,tensor-core", "--presets", help="The kit's LSTM presets to compare (the example's defaults, and its 1504-unit tensor-core settings)."),
     settings: str = typer.Option("strict,tf32,fp16", "--settings", help="The original's settings: strict (TF32 off) <-> kit fp32, tf32 (TF32 on) <-> kit tf32, default (torch's defaults: no kit cell), fp16 (--fp16) <-> kit fp16-master."),
     corpus: Optional[Path] = typer.Option(None, "--corpus", help="train/valid/test .txt in the example's format (real WikiText-2); default: the kit's synthetic text (labelled synthetic)."),
-    repeats: int = typer.Option(3, "--repeats", min=1, help="Repeats of each kit cell."),
-    runs: int = typer.Option(3, "--runs", min=1, help="Runs of the original per setting."),
+    repeats: int = typer.Option(1, "--repeats", min=1, help="Repeats of each kit cell per round."),
+    runs: int = typer.Option(3, "--runs", min=1, help="Rounds: each runs the original once per setting and the kit's cells once, in alternating order."),
     max_batches: int = typer.Option(1000, "--max-batches", min=1, help="Training batches per epoch, for both."),
     out: Path = typer.Option(Path("fidelity-lstm"), "--out", help="Folder for fidelity.json and every log."),
 ) -> None:

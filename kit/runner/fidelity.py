@@ -14,7 +14,12 @@ batch 24, dropout 0.65, static loss scale 128):
         fp32 with TF32 on everywhere          <-> kit tf32
         fp32 with today's defaults            (cuDNN TF32 on, matmul TF32 off: no kit cell has that)
         --fp16 [--static-loss-scale S]        <-> kit fp16-master
-    the kit: `kit run --suite lstm -p fp32,tf32,fp16-master --data synthetic`, 3 repeats
+    the kit: `kit run --suite lstm -p fp32,tf32,fp16-master --data synthetic` (--repeats, default 1)
+
+in --runs rounds (default 3): each round runs the original once per setting and the kit once, the two in
+alternating order (the original first in odd rounds, the kit first in even ones), so that a drift of the
+machine reaches both alike; the 200-unit model is paced by the host, and on one H200 the original's runs
+of one setting, one after another, differed by up to 16% (references/h200/fidelity-lstm-3/).
 
 The corpus is the kit's synthetic WikiText-2 (seed 0) written in the example's file format (one line
 per line, the example appends <eos>), so both read the same token sequence. Where WikiText-2's real
@@ -28,8 +33,10 @@ line sets the TF32 switches for the run, and one ends each training epoch after 
 (the kit's own cap), so that --runs runs of each setting fit in a few minutes. Its `apex.fp16_utils` comes from --fp16-utils (Apex 25.01
 still has it and imports with torch 2.x; the 241dd6c4 package does not).
 
-The original's speed: the median of its printed `ms/batch` windows (200 batches each) after the first,
-as tokens/s = batch x bptt / (ms/batch). The kit's: each cell's median steady-state tokens/s.
+The original's speed in one run: the median of its printed `ms/batch` windows (100 batches each) after the
+first, as tokens/s = batch x bptt / (ms/batch); the kit's: the cell's median steady-state tokens/s. Each
+side's figure is the median over rounds, and kit ÷ original the ratio of the two (each round's own ratio
+is listed beside it).
 Prints a Markdown table and writes fidelity.json to --out.
 """
 
@@ -146,14 +153,6 @@ def write_synthetic_corpus(folder: Path, seed: int = 0) -> dict:
     return corpus.info
 
 
-def run_original(script: Path, corpus: Path, preset: str, fp16: bool, log: Path, runs: int, max_batches: int) -> dict:
-    """``runs`` runs of the example; its speed is the median over runs of each run's median window."""
-    per_run = [_run_original_once(script, corpus, preset, fp16, log.with_suffix(f".run{r}.log"), max_batches) for r in range(runs)]
-    rates = [r["tokens_per_s"] for r in per_run]
-    return {"tokens_per_s": statistics.median(rates), "tokens_per_s_runs": rates,
-            "ms_per_batch_windows": [r["ms_per_batch_windows"] for r in per_run], "command": per_run[0]["command"]}
-
-
 def _run_original_once(script: Path, corpus: Path, preset: str, fp16: bool, log: Path, max_batches: int) -> dict:
     p = PRESET_ARGS[preset]
     cmd = [sys.executable, script.name, "--cuda", "--epochs", "1", "--log-interval", "100", "--data", str(corpus),
@@ -220,10 +219,43 @@ def check_inputs(apex_src: Path | None, fp16_utils: Path | None, presets: list, 
         raise UsageError(f"--settings {','.join(settings)}: choose from {', '.join(SETTINGS)}")
 
 
+def measure_rounds(runs: int, labels: list, original_once, kit_once, say=lambda text: None) -> dict:
+    """``runs`` rounds, each running the original once per setting (``original_once(label, round)``) and
+    the kit's cells once (``kit_once(round)`` -> {kit mode: tokens/s}), the two in alternating order
+    (the original first in rounds 1, 3, ..., the kit first in rounds 2, 4, ...), so that a drift of the
+    machine during the measurement (another tenant, clocks, a host-bound run's luck with its CPU) reaches
+    both alike instead of whichever ran last.
+
+    Returns {"original": {label: [per-round result]}, "kit": {mode: [per-round tokens/s]}, "order": [...]}."""
+    original: dict = {label: [] for label in labels}
+    kit: dict = {}
+    order: list = []
+    for r in range(runs):
+        parts = ("original", "kit") if r % 2 == 0 else ("kit", "original")
+        for part in parts:
+            if part == "original":
+                for label in labels:
+                    say(f"round {r + 1}/{runs}: the original example, {label}")
+                    original[label].append(original_once(label, r))
+                    order.append(("original", label, r))
+            else:
+                say(f"round {r + 1}/{runs}: the kit's cells")
+                for mode, rate in kit_once(r).items():
+                    kit.setdefault(mode, []).append(rate)
+                order.append(("kit", None, r))
+    return {"original": original, "kit": kit, "order": order}
+
+
+def median_or_none(values: list) -> float | None:
+    known = [v for v in values if v]
+    return statistics.median(known) if known else None
+
+
 def run_apex_fidelity(apex_src: Path | None, fp16_utils: Path | None, *, presets: list, settings: list, corpus: Path | None = None,
-                      repeats: int = 3, max_batches: int = 1000, runs: int = 3, out: Path = Path("fidelity-lstm"),
+                      repeats: int = 1, max_batches: int = 1000, runs: int = 3, out: Path = Path("fidelity-lstm"),
                       progress=None) -> dict:
-    """Run the original and the kit, pair each setting with its kit cell; write ``out``/fidelity.json."""
+    """Run the original and the kit in interleaved rounds (measure_rounds), pair each setting with its kit
+    cell; write ``out``/fidelity.json after each preset."""
     check_inputs(apex_src, fp16_utils, presets, settings)
     say = progress or (lambda text: print(text, file=sys.stderr, flush=True))
     work = Path(tempfile.mkdtemp(prefix="kit-fidelity-"))
@@ -236,25 +268,43 @@ def run_apex_fidelity(apex_src: Path | None, fp16_utils: Path | None, *, presets
     else:
         corpus_dir, data = work / "corpus", "synthetic"
         corpus_info = write_synthetic_corpus(corpus_dir)
-    report: dict = {"corpus": corpus_info, "rows": [], "apex_src": str(apex_src), "fp16_utils": str(fp16_utils)}
+    report: dict = {"corpus": corpus_info, "rows": [], "apex_src": str(apex_src), "fp16_utils": str(fp16_utils),
+                    "method": (f"{runs} round(s) per preset; each round runs the original once per setting and the kit's "
+                               f"cells once ({repeats} repeat(s)), the original first in odd rounds and the kit first in "
+                               "even ones; each side's figure is the median over rounds; kit ÷ original = the ratio of "
+                               "the two medians")}
     for preset in presets:
-        chosen = [SETTINGS[k] for k in settings]
-        orig = {}
-        for label, tf32, fp16, _ in chosen:
-            say(f"{preset}: the original example, {label}, {runs} run(s)")
-            orig[label] = run_original(scripts[tf32], corpus_dir, preset, fp16,
-                                       out / f"original-{preset}-{label.split()[0].strip('-')}-{tf32}.log", runs, max_batches)
-        say(f"{preset}: the kit's cells ({repeats} repeats)")
-        kit, env = run_kit(preset, [c for *_, c in chosen if c], work / f"kit-{preset}", repeats, max_batches, data, out / f"kit-{preset}.log")
+        chosen = {SETTINGS[k][0]: SETTINGS[k] for k in settings}
+        modes = [c for *_, c in chosen.values() if c]
+        env: dict = {}
+
+        def original_once(label: str, r: int, preset: str = preset) -> dict:
+            _label, tf32, fp16, _ = chosen[label]
+            log = out / f"original-{preset}-{label.split()[0].strip('-')}-{tf32}.run{r}.log"
+            return _run_original_once(scripts[tf32], corpus_dir, preset, fp16, log, max_batches)
+
+        def kit_once(r: int, preset: str = preset) -> dict:
+            cells, facts = run_kit(preset, modes, work / f"kit-{preset}-round{r}", repeats, max_batches, data,
+                                   out / f"kit-{preset}.round{r}.log")
+            env.update(facts)
+            return {m: kit_rate(cells.get(m)) for m in modes}
+
+        got = measure_rounds(runs, list(chosen), original_once, kit_once if modes else (lambda r: {}),
+                             say=lambda text, preset=preset: say(f"{preset}: {text}"))
         report.setdefault("device", env.get("device"))
         report.setdefault("torch", env.get("torch"))
-        for label, _tf32, _fp16, kit_mode in chosen:
-            o = orig[label]["tokens_per_s"]
-            k = kit_rate(kit.get(kit_mode)) if kit_mode else None
-            report["rows"].append({"preset": preset, "original": label, "kit_cell": kit_mode, "original_tokens_per_s": o,
-                                   "original_tokens_per_s_runs": orig[label]["tokens_per_s_runs"],
-                                   "kit_tokens_per_s": k, "kit_over_original": (k / o) if k and o else None,
-                                   "original_ms_per_batch_windows": orig[label]["ms_per_batch_windows"]})
+        for label, (_l, _tf32, _fp16, kit_mode) in chosen.items():
+            o_runs = [x["tokens_per_s"] for x in got["original"][label]]
+            k_runs = got["kit"].get(kit_mode, []) if kit_mode else []
+            o, k = median_or_none(o_runs), median_or_none(k_runs)
+            report["rows"].append({
+                "preset": preset, "original": label, "kit_cell": kit_mode, "original_tokens_per_s": o,
+                "original_tokens_per_s_runs": o_runs, "kit_tokens_per_s": k, "kit_tokens_per_s_rounds": k_runs,
+                "kit_over_original": (k / o) if k and o else None,
+                "kit_over_original_by_round": [(kr / orr) if kr and orr else None for kr, orr in zip(k_runs, o_runs)],
+                "original_ms_per_batch_windows": [x["ms_per_batch_windows"] for x in got["original"][label]],
+                "command": got["original"][label][0]["command"] if got["original"][label] else None})
+        report.setdefault("order", {})[preset] = [list(x) for x in got["order"]]
         (out / "fidelity.json").write_text(json.dumps(report, indent=2))  # after each preset: a time-out keeps it
     return report
 
@@ -262,10 +312,12 @@ def run_apex_fidelity(apex_src: Path | None, fp16_utils: Path | None, *, presets
 def format_table(report: dict) -> str:
     """The Markdown table the command prints (and README shows)."""
     lines = [f"{report.get('device')}, torch {report.get('torch')}, corpus: {report['corpus'].get('source')}",
-             "| preset | original | kit cell | original tokens/s | kit tokens/s | kit ÷ original |",
-             "| --- | --- | --- | --- | --- | --- |"]
+             "| preset | original | kit cell | original tokens/s | kit tokens/s | kit ÷ original | by round |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
     for r in report["rows"]:
         k = f"{r['kit_tokens_per_s']:,.0f}" if r["kit_tokens_per_s"] else "—"
         ratio = f"{r['kit_over_original']:.3f}" if r["kit_over_original"] else "—"
-        lines.append(f"| {r['preset']} | {r['original']} | {r['kit_cell'] or '—'} | {r['original_tokens_per_s']:,.0f} | {k} | {ratio} |")
+        rounds = ", ".join(f"{x:.3f}" if x else "—" for x in r.get("kit_over_original_by_round") or []) or "—"
+        lines.append(f"| {r['preset']} | {r['original']} | {r['kit_cell'] or '—'} | {r['original_tokens_per_s']:,.0f} | {k} | {ratio} "
+                     f"| {rounds} |")
     return "\n".join(lines)

@@ -1,0 +1,92 @@
+"""`kit fidelity apex` runs the original and the kit in interleaved rounds, so that a drift of the machine
+reaches both alike; each side's figure is the median over rounds. The runs themselves need a GPU: here
+they are stand-ins that record when they ran and return set rates (the bookkeeping is under test)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kit.runner import fidelity
+
+ROOT = Path(__file__).resolve().parents[1]
+APEX = ROOT.parent / "shared" / "vendor" / "apex" / "apex-241dd6c4.tar.gz"
+
+
+def test_rounds_alternate_which_side_runs_first():
+    calls = []
+
+    def original(label, r):
+        calls.append(("original", label, r))
+        return {"tokens_per_s": 100.0}
+
+    def kit(r):
+        calls.append(("kit", None, r))
+        return {"fp32": 100.0}
+
+    got = fidelity.measure_rounds(4, ["a", "b"], original, kit)
+    assert calls == [("original", "a", 0), ("original", "b", 0), ("kit", None, 0),
+                     ("kit", None, 1), ("original", "a", 1), ("original", "b", 1),
+                     ("original", "a", 2), ("original", "b", 2), ("kit", None, 2),
+                     ("kit", None, 3), ("original", "a", 3), ("original", "b", 3)]
+    assert [tuple(x) for x in got["order"]] == calls
+    assert len(got["original"]["a"]) == 4 and got["kit"]["fp32"] == [100.0] * 4
+
+
+def test_a_drift_during_the_measurement_reaches_both_sides_alike():
+    """The machine slows down by 3% per run: back to back (all originals, then the kit) the kit would look
+    9% slower than the same code; interleaved, the two medians stay within the 5% of the fidelity check."""
+    step = {"n": 0}
+
+    def speed():
+        step["n"] += 1
+        return 1000.0 * (0.97 ** step["n"])
+
+    got = fidelity.measure_rounds(3, ["x"], lambda label, r: {"tokens_per_s": speed()}, lambda r: {"fp32": speed()})
+    o = fidelity.median_or_none([x["tokens_per_s"] for x in got["original"]["x"]])
+    k = fidelity.median_or_none(got["kit"]["fp32"])
+    assert 0.95 <= k / o <= 1.05
+    step["n"] = 0
+    back_to_back_orig = [speed() for _ in range(3)]
+    back_to_back_kit = [speed() for _ in range(3)]
+    assert fidelity.median_or_none(back_to_back_kit) / fidelity.median_or_none(back_to_back_orig) < 0.95
+
+
+@pytest.mark.skipif(not APEX.is_file(), reason="needs ../shared/vendor/apex/apex-241dd6c4.tar.gz")
+def test_the_report_has_each_sides_median_over_rounds_and_each_rounds_ratio(tmp_path, monkeypatch):
+    utils = tmp_path / "apex-25.01"
+    (utils / "apex" / "fp16_utils").mkdir(parents=True)
+    orig_rates = {"fp32 (TF32 off)": iter([100.0, 90.0, 110.0]), "--fp16": iter([200.0, 210.0, 190.0])}
+    kit_rates = iter([{"fp32": 101.0, "fp16-master": 205.0}, {"fp32": 92.0, "fp16-master": 200.0},
+                      {"fp32": 108.0, "fp16-master": 195.0}])
+    seen = []
+
+    def original_once(script, corpus, preset, fp16, log, max_batches):
+        label = "--fp16" if fp16 else "fp32 (TF32 off)"
+        seen.append(("original", label, log.name))
+        return {"tokens_per_s": next(orig_rates[label]), "ms_per_batch_windows": [1.0, 1.0], "command": ["main.py"]}
+
+    def run_kit(preset, precisions, results, repeats, max_batches, data, log):
+        seen.append(("kit", tuple(precisions), log.name, repeats))
+        rates = next(kit_rates)
+        cells = {m: {"status": "ok", "summary": {"throughput_items_per_s": {"median": rates[m]}}} for m in precisions}
+        return cells, {"device": "Test GPU", "torch": "0.0"}
+
+    monkeypatch.setattr(fidelity, "_run_original_once", original_once)
+    monkeypatch.setattr(fidelity, "run_kit", run_kit)
+    report = fidelity.run_apex_fidelity(APEX, utils, presets=["apex-2018"], settings=["strict", "fp16"], runs=3,
+                                        repeats=1, out=tmp_path / "out", progress=lambda text: None)
+    assert [s[0] for s in seen] == ["original", "original", "kit", "kit", "original", "original", "original", "original", "kit"]
+    assert seen[2] == ("kit", ("fp32", "fp16-master"), "kit-apex-2018.round0.log", 1)
+    assert seen[0][2] == "original-apex-2018-fp32-False.run0.log"
+    strict, fp16 = report["rows"]
+    assert strict["original_tokens_per_s"] == 100.0 and strict["kit_tokens_per_s"] == 101.0
+    assert strict["kit_over_original"] == pytest.approx(1.01)
+    assert strict["kit_over_original_by_round"] == pytest.approx([1.01, 92 / 90, 108 / 110])
+    assert fp16["original_tokens_per_s"] == 200.0 and fp16["kit_tokens_per_s"] == 200.0
+    saved = json.loads((tmp_path / "out" / "fidelity.json").read_text())
+    assert saved["rows"] == json.loads(json.dumps(report["rows"])) and "round" in saved["method"]
+    table = fidelity.format_table(report)
+    assert "| apex-2018 | fp32 (TF32 off) | fp32 | 100 | 101 | 1.010 | 1.010, 1.022, 0.982 |" in table
