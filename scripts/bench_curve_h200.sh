@@ -5,25 +5,38 @@
 #
 #   bash scripts/bench_curve_h200.sh [OUT_DIR]
 #
-# Synthetic CIFAR-100-shaped data, steady state (warm-up and compilation excluded), 3 repeats
-# per point. A size that does not fit is recorded as "out of memory at batch N" and the curve
-# goes on. Writes run folders and bundles under OUT_DIR (default bench-curve-out/) and prints
-# each bundle's curve table (kit bundle show).
+# Synthetic CIFAR-100-shaped data, steady state (warm-up and capture excluded), 3 repeats per
+# point. A size that does not fit is recorded as "out of memory at batch N" and the curve goes on.
+# Writes run folders and bundles under OUT_DIR (default bench-curve-out/) and prints each bundle's
+# curve table (kit bundle show).
+#
+# The step is the captured CUDA graph with eager kernels (--compile off, COMPILE= to change):
+# with Inductor inside it (the default step) every batch size compiles again, 20-36 s a point on
+# an H200, some 20 minutes for these 96 points. PARTS="32 224" (default both) runs one image size
+# per command where a command's time is limited: about 5 minutes each on an H200, estimated from
+# the throughputs in references/h200/perf/ (not yet run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-bench-curve-out}
 KIT=${KIT:-python3 -m kit}
 DEVICE=${DEVICE:-cuda:0}   # which GPU (cuda:N)
+COMPILE=${COMPILE:-off}
+PARTS=${PARTS:-32 224}
+want() { case " $PARTS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 mkdir -p "$OUT"
 common=(--suite cifar --engines torch --models resnet18,resnet50 --precisions fp32,tf32,amp-fp16,amp-bf16
-        --data synthetic --device "$DEVICE" --epochs 1 --repeats 3 --skip-checks)
+        --data synthetic --device "$DEVICE" --epochs 1 --repeats 3 --compile "$COMPILE" --skip-checks)
 
 # 1) 32 px (the seed's batch 256 and up)
-$KIT run "${common[@]}" --image-size 32 --steps 60 --batch-sizes 256,512,1024,2048,4096,8192 \
-    --results-dir "$OUT/curve-32px" > "$OUT/curve-32px.bundle"
+if want 32; then
+    $KIT run "${common[@]}" --image-size 32 --steps 30 --batch-sizes 256,512,1024,2048,4096,8192 \
+        --results-dir "$OUT/curve-32px" > "$OUT/curve-32px.bundle"
+fi
 # 2) 224 px (upsampled on the device; ResNet-50 fp32's largest batch is about 1,700 on a 141 GB H200)
-$KIT run "${common[@]}" --image-size 224 --steps 30 --batch-sizes 64,128,256,512,1024,2048 \
-    --results-dir "$OUT/curve-224px" > "$OUT/curve-224px.bundle"
+if want 224; then
+    $KIT run "${common[@]}" --image-size 224 --steps 10 --batch-sizes 64,128,256,512,1024,2048 \
+        --results-dir "$OUT/curve-224px" > "$OUT/curve-224px.bundle"
+fi
 # 3) the curves
 for b in "$OUT"/curve-*.bundle; do
     $KIT bundle show "$(cat "$b")"
