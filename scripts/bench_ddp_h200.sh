@@ -10,8 +10,8 @@
 #   judged   ResNet-50, CIFAR torch engine, 224 px, batch 128, amp-bf16, 40 steps (about 30 ms a step)
 #   judged   LSTM tensor-core preset, strict fp32, 200 batches (about 15 ms a step, GPU-bound)
 #   shown    ResNet-18, 32 px, batch 256, amp-bf16, 100 steps: a step of about 9 ms of host work, where
-#            DDP's own per-step host work (its autograd hooks; about 0.7-0.9 ms on an H200 with the kit's
-#            DDP options, references/h200/ddp/) is about 10%: reported, not judged
+#            DDP's own per-step host work (its autograd hooks; about 0.7-1.0 ms on an H200 with the kit's
+#            DDP options, references/h200/ddp/) is about 11%: reported, not judged
 # Order: plain, data-parallel, plain again (the two plain runs bracket any drift of the machine).
 # PASS when every judged cell's --gpus 1 median is within 3% of the mean of its two plain medians.
 # About 3 minutes on an H200. Knobs: PY (python), WORK (a fresh temporary folder), COMPILE (eager).

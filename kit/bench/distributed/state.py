@@ -16,7 +16,7 @@ RANK_SEED_STRIDE = 7919
 #: (references/h200/ddp/probe.json: ResNet-18 32 px batch 256 and ResNet-50 224 px batch 128, amp-bf16,
 #: eager): DDP's defaults cost 2.9 and 3.5 ms per step over the plain model, by broadcasting every
 #: BatchNorm buffer from rank 0 before each forward (about 1-2 ms) and copying the gradients into and
-#: out of the all-reduce buckets (about 0.6-0.9 ms); without both, 0.9 and 0.7 ms remain (DDP's hooks).
+#: out of the all-reduce buckets (about 0.6-0.9 ms); without both, 1.0 and 0.7 ms remain (DDP's hooks).
 #: Training is unchanged: the all-reduced gradients are the same, so the weights stay identical on every
 #: rank (ranks_in_step checks it); each rank's BatchNorm running statistics come from its own batches,
 #: and rank 0's (which the results report) from rank 0's. Each is passed where the installed DDP has it
