@@ -15,7 +15,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _kit(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
+    temp = cwd / "tmpdir"  # the command's temporary folders, to see that it leaves none behind
+    temp.mkdir(exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200", "TMPDIR": str(temp)}
     return subprocess.run([sys.executable, "-m", "kit", "fidelity", "apex", *argv], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=120)
 
@@ -51,3 +53,4 @@ def test_bad_input_names_the_option_and_runs_nothing(tmp_path, case, expect):
     assert proc.returncode == 2, proc.stderr
     assert expect in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "out" / "fidelity.json").exists()
+    assert not list((tmp_path / "tmpdir").glob("kit-fidelity-*")), "a failed start removes its work folder"

@@ -76,6 +76,9 @@ def test_the_report_has_each_sides_median_over_rounds_and_each_rounds_ratio(tmp_
 
     monkeypatch.setattr(fidelity, "_run_original_once", original_once)
     monkeypatch.setattr(fidelity, "run_kit", run_kit)
+    made = []
+    real_mkdtemp = fidelity.tempfile.mkdtemp
+    monkeypatch.setattr(fidelity.tempfile, "mkdtemp", lambda **kw: made.append(real_mkdtemp(dir=tmp_path, **kw)) or made[-1])
     report = fidelity.run_apex_fidelity(APEX, utils, presets=["apex-2018"], settings=["strict", "fp16"], runs=3,
                                         repeats=1, out=tmp_path / "out", progress=lambda text: None)
     assert [s[0] for s in seen] == ["original", "original", "kit", "kit", "original", "original", "original", "original", "kit"]
@@ -88,5 +91,31 @@ def test_the_report_has_each_sides_median_over_rounds_and_each_rounds_ratio(tmp_
     assert fp16["original_tokens_per_s"] == 200.0 and fp16["kit_tokens_per_s"] == 200.0
     saved = json.loads((tmp_path / "out" / "fidelity.json").read_text())
     assert saved["rows"] == json.loads(json.dumps(report["rows"])) and "round" in saved["method"]
+    assert len(made) == 1 and not Path(made[0]).exists(), "the work folder (example copy, corpus) is removed"
     table = fidelity.format_table(report)
     assert "| apex-2018 | fp32 (TF32 off) | fp32 | 100 | 101 | 1.010 | 1.010, 1.022, 0.982 |" in table
+
+
+def test_the_kit_runs_results_and_bundle_are_kept_beside_its_log(tmp_path, monkeypatch):
+    """run_kit copies the run's results.json and bundle out of the work folder, which is removed later."""
+    import subprocess
+
+    results = tmp_path / "work" / "kit-apex-2018-round0"
+
+    def fake_kit_run(cmd, **kw):
+        run = results / "20261201-000000-vm-lstm-0000"
+        run.mkdir(parents=True)
+        cell = {"model": "apex-2018", "precision": "fp32", "status": "ok",
+                "summary": {"throughput_items_per_s": {"median": 123.0}}}
+        (run / "results.json").write_text(json.dumps({"cells": [cell], "environment": {"packages": {"torch": "x"}}}))
+        (results / "vm_Test_native_20261201-000000.tar.gz").write_bytes(b"bundle")
+        return subprocess.CompletedProcess(cmd, 0, "ok\n", "")
+
+    monkeypatch.setattr(fidelity.subprocess, "run", fake_kit_run)
+    out = tmp_path / "out"
+    out.mkdir()
+    cells, facts = fidelity.run_kit("apex-2018", ["fp32"], results, 1, 10, "synthetic", out / "kit-apex-2018.round0.log")
+    assert fidelity.kit_rate(cells["fp32"]) == 123.0 and facts["torch"] == "x"
+    assert (out / "kit-apex-2018.round0.results.json").is_file()
+    assert (out / "kit-apex-2018.round0.tar.gz").read_bytes() == b"bundle"
+    assert "--repeats 1" in (out / "kit-apex-2018.round0.log").read_text()

@@ -37,7 +37,8 @@ The original's speed in one run: the median of its printed `ms/batch` windows (1
 first, as tokens/s = batch x bptt / (ms/batch); the kit's: the cell's median steady-state tokens/s. Each
 side's figure is the median over rounds, and kit ÷ original the ratio of the two (each round's own ratio
 is listed beside it).
-Prints a Markdown table and writes fidelity.json to --out.
+Prints a Markdown table and writes fidelity.json, every log, and each kit run's results.json and bundle to
+--out; its temporary folder (the example's copy, the corpus, the kit's run folders) is removed at the end.
 """
 
 from __future__ import annotations
@@ -185,6 +186,9 @@ def run_kit(preset: str, precisions: list, results: Path, repeats: int, max_batc
     if not found:
         raise RunFailed(f"kit run wrote no results.json ({out.returncode}); see {log}")
     shutil.copy(found[-1], log.with_suffix(".results.json"))
+    bundles = sorted(results.glob("*.tar.gz"), key=lambda p: p.stat().st_mtime)
+    if bundles:  # the run's bundle, kept beside its log (the work folder is removed at the end)
+        shutil.copy(bundles[-1], log.with_suffix(".tar.gz"))
     doc = json.loads(found[-1].read_text())
     env = doc.get("environment") or {}
     gpus = ((env.get("nvml") or {}).get("gpus") or [{}])
@@ -258,7 +262,15 @@ def run_apex_fidelity(apex_src: Path | None, fp16_utils: Path | None, *, presets
     cell; write ``out``/fidelity.json after each preset."""
     check_inputs(apex_src, fp16_utils, presets, settings)
     say = progress or (lambda text: print(text, file=sys.stderr, flush=True))
-    work = Path(tempfile.mkdtemp(prefix="kit-fidelity-"))
+    work = Path(tempfile.mkdtemp(prefix="kit-fidelity-"))  # the example's copy, the corpus, the kit's run folders
+    try:
+        return _run_in(work, apex_src, fp16_utils, presets, settings, corpus, repeats, max_batches, runs, out, say)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)  # what is kept is in ``out`` (logs, results, bundles)
+
+
+def _run_in(work: Path, apex_src: Path, fp16_utils: Path, presets: list, settings: list, corpus: Path | None,
+            repeats: int, max_batches: int, runs: int, out: Path, say) -> dict:
     example = extract_example(apex_src.resolve(), work / "example")
     out.mkdir(parents=True, exist_ok=True)
     scripts = {tf32: patched_main(example, tf32) for tf32 in (False, True, None)}
