@@ -8,46 +8,82 @@ passes (kit.bench.distributed.state), each on its own copy of the model, in one 
 group of one, in rounds whose order alternates. Prints ms per step (wall, synchronised) and the host's
 share, and writes ddp_probe.json. A probe for the design of the kit's DDP wrapper: the kit's own check
 is scripts/bench_ddp_h200.sh."""
-import os, time, statistics, json, sys
-import torch, torch.distributed as dist, torchvision
-from torch.nn.parallel import DistributedDataParallel as DDP
-os.environ.setdefault("MASTER_ADDR", "127.0.0.1"); os.environ.setdefault("MASTER_PORT", "29512")
-dist.init_process_group("nccl", rank=0, world_size=1)
-torch.cuda.set_device(0); torch.backends.cudnn.benchmark = True
-out = {}
-def bench(model_name, size, bs, steps):
-    base0 = getattr(torchvision.models, model_name)(num_classes=100).cuda().to(memory_format=torch.channels_last)
-    x = torch.randn(bs, 3, size, size, device="cuda").contiguous(memory_format=torch.channels_last)
-    y = torch.randint(0, 100, (bs,), device="cuda")
-    variants = {
-        "plain": lambda: base,
-        "ddp-default": lambda: DDP(base, device_ids=[0]),
-        "ddp-no-bcast": lambda: DDP(base, device_ids=[0], broadcast_buffers=False),
-        "ddp-bucketview-no-bcast": lambda: DDP(base, device_ids=[0], broadcast_buffers=False, gradient_as_bucket_view=True),
-        "ddp-static": lambda: DDP(base, device_ids=[0], broadcast_buffers=False, gradient_as_bucket_view=True, static_graph=True),
-    }
-    import copy
+
+import copy
+import json
+import os
+import statistics
+import sys
+import time
+
+#: DDP's options per variant (None: the plain model), in the order they run
+VARIANTS = {
+    "plain": None,
+    "ddp-default": {},
+    "ddp-no-bcast": {"broadcast_buffers": False},
+    "ddp-bucketview-no-bcast": {"broadcast_buffers": False, "gradient_as_bucket_view": True},
+    "ddp-static": {"broadcast_buffers": False, "gradient_as_bucket_view": True, "static_graph": True},
+}
+
+
+def bench(model_name: str, size: int, batch: int, steps: int, rounds: int = 4) -> dict:
+    import torch
+    import torchvision
+    from torch.nn.parallel import DistributedDataParallel
+
+    base = getattr(torchvision.models, model_name)(num_classes=100).cuda().to(memory_format=torch.channels_last)
+    x = torch.randn(batch, 3, size, size, device="cuda").contiguous(memory_format=torch.channels_last)
+    y = torch.randint(0, 100, (batch,), device="cuda")
     models, opts = {}, {}
-    for k, f in variants.items():
-        base = copy.deepcopy(base0); models[k] = f(); opts[k] = torch.optim.SGD(base.parameters(), lr=0.01, momentum=0.9, nesterov=True, weight_decay=5e-4)
-    def run(m, n, opt):
-        torch.cuda.synchronize(); t0 = time.perf_counter(); h = 0.0
+    for name, options in VARIANTS.items():
+        own = copy.deepcopy(base)  # one DDP per module: their hooks would collide on a shared one
+        models[name] = own if options is None else DistributedDataParallel(own, device_ids=[0], **options)
+        opts[name] = torch.optim.SGD(own.parameters(), lr=0.01, momentum=0.9, nesterov=True, weight_decay=5e-4)
+
+    def run(name: str, n: int) -> tuple:
+        model, opt = models[name], opts[name]
+        torch.cuda.synchronize()
+        t0, host = time.perf_counter(), 0.0
         for _ in range(n):
             th = time.perf_counter()
             with torch.autocast("cuda", torch.bfloat16):
-                loss = torch.nn.functional.cross_entropy(m(x), y)
-            loss.backward(); opt.step(); opt.zero_grad(set_to_none=True)
-            h += time.perf_counter() - th
-        torch.cuda.synchronize(); return (time.perf_counter() - t0) / n * 1000, h / n * 1000
-    for k, m in models.items(): run(m, 10, opts[k])
-    res = {k: [] for k in models}
-    for rnd in range(4):
-        for k, m in (models.items() if rnd % 2 == 0 else reversed(list(models.items()))):
-            res[k].append(run(m, steps, opts[k]))
-    for k, v in res.items():
-        ms = statistics.median(a for a, _ in v); hs = statistics.median(b for _, b in v)
-        print(f"{model_name} {size}px bs{bs}: {k:26s} {ms:7.2f} ms/step (host {hs:6.2f} ms) {bs/ms*1000:9.0f} img/s", flush=True)
-        out[f"{model_name}-{k}"] = {"ms_per_step": ms, "host_ms_per_step": hs}
-bench("resnet18", 32, 256, 60)
-bench("resnet50", 224, 128, 20)
-json.dump(out, open(os.path.join(sys.argv[1] if len(sys.argv) > 1 else os.environ.get("OUT", "."), "ddp_probe.json"), "w"), indent=1)
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            host += time.perf_counter() - th
+        torch.cuda.synchronize()
+        return (time.perf_counter() - t0) / n * 1000, host / n * 1000
+
+    for name in models:
+        run(name, 10)  # warm-up: cuDNN autotuning, DDP's first buckets
+    times = {name: [] for name in models}
+    for r in range(rounds):
+        for name in (list(models) if r % 2 == 0 else list(reversed(models))):
+            times[name].append(run(name, steps))
+    out = {}
+    for name, v in times.items():
+        ms, hs = statistics.median(a for a, _ in v), statistics.median(b for _, b in v)
+        print(f"{model_name} {size}px bs{batch}: {name:26s} {ms:7.2f} ms/step (host {hs:6.2f} ms) "
+              f"{batch / ms * 1000:9.0f} img/s", flush=True)
+        out[f"{model_name}-{name}"] = {"ms_per_step": ms, "host_ms_per_step": hs}
+    return out
+
+
+def main() -> None:
+    import torch
+    import torch.distributed as dist
+
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29512")
+    dist.init_process_group("nccl", rank=0, world_size=1)
+    torch.cuda.set_device(0)
+    torch.backends.cudnn.benchmark = True
+    out = {**bench("resnet18", 32, 256, 60), **bench("resnet50", 224, 128, 20)}
+    folder = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("OUT", ".")
+    with open(os.path.join(folder, "ddp_probe.json"), "w") as f:
+        json.dump(out, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -39,7 +39,7 @@ class RankInfo:
     #: bytes of the gradients DDP all-reduces per step, and their dtype (from the last wrapped model)
     grad_bytes: int = 0
     grad_dtypes: List[str] = field(default_factory=list)
-    #: the DistributedDataParallel options the last wrapped model was built with (see DDP_OPTIONS)
+    #: the DistributedDataParallel options the last wrapped model was built with (see ddp_options)
     ddp_options: dict = field(default_factory=dict)
 
 
@@ -95,7 +95,7 @@ def ddp_options(ddp_class: Any) -> dict:
         params = inspect.signature(ddp_class.__init__).parameters
     except (TypeError, ValueError):
         return {}
-    out = next(({k: v for k, v in opt.items()} for opt in BUFFER_SYNC_OPTIONS if set(opt) <= set(params)), {})
+    out = next((dict(opt) for opt in BUFFER_SYNC_OPTIONS if set(opt) <= set(params)), {})
     out.update({k: v for k, v in GRADIENT_OPTIONS.items() if k in params})
     return out
 
