@@ -8,12 +8,18 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("torchvision")
 
+from kit.bench.caps import HAS_FUSED_SGD  # noqa: E402
 from kit.bench.cifar.graphed import GraphedTrainer  # noqa: E402
 from kit.bench.cifar.torch_engine import Trainer, TrainConfig, one_cycle_factor  # noqa: E402
 
 
 def _cfg(precision="fp32"):
     return TrainConfig(model="resnet18", precision=precision, device="cpu", batch_size=8, steps=3, compile="off", seed=3)
+
+
+#: both forms of the update: torch's fused SGD kernel (torch 2.x) and the foreach fallback
+UPDATES = [pytest.param(True, id="fused", marks=pytest.mark.skipif(not HAS_FUSED_SGD, reason="torch has no _fused_sgd_")),
+           pytest.param(False, id="foreach")]
 
 
 def _batch():
@@ -33,13 +39,15 @@ def _to_float64(trainer, lr_of_step=None) -> None:
         trainer.lr_sched = torch.tensor([lr_of_step(s) for s in range(trainer.last + 1)], dtype=torch.float64)
 
 
-def test_graphed_sgd_matches_torch_sgd_step_for_step():
+@pytest.mark.parametrize("fused", UPDATES)
+def test_graphed_sgd_matches_torch_sgd_step_for_step(fused):
     cfg = _cfg()
     total = 3
     ref = Trainer(cfg, total)  # torch.optim.SGD(nesterov, weight decay) + LambdaLR one-cycle
     lr_max = cfg.max_lr()
     lr_of_step = lambda s: lr_max * one_cycle_factor(s, total)  # noqa: E731
     mine = GraphedTrainer(cfg, total, lr_of_step, capture=False)
+    mine.fused_sgd = fused
     mine.model.load_state_dict(ref.model.state_dict())
     _to_float64(ref)
     _to_float64(mine, lr_of_step)
@@ -58,11 +66,13 @@ def test_graphed_sgd_matches_torch_sgd_step_for_step():
     assert mine.counters()["steps"] == total
 
 
+@pytest.mark.parametrize("fused", UPDATES)
 @pytest.mark.parametrize("steps", [1, 4])
-def test_graphed_sgd_update_rule_equals_torch_sgd_exactly_enough(steps):
+def test_graphed_sgd_update_rule_equals_torch_sgd_exactly_enough(steps, fused):
     """The update rule alone, on fixed gradients: no network, no thread-dependent sums."""
     cfg = _cfg()
     mine = GraphedTrainer(cfg, steps, lambda s: 0.05 * (s + 1), capture=False)
+    mine.fused_sgd = fused
     g = torch.Generator().manual_seed(1)
     params = [torch.randn(5, 3, generator=g, dtype=torch.float64, requires_grad=True) for _ in range(3)]
     ref_params = [p.detach().clone().requires_grad_(True) for p in params]
@@ -82,9 +92,11 @@ def test_graphed_sgd_update_rule_equals_torch_sgd_exactly_enough(steps):
         assert torch.allclose(p.detach(), q.detach(), rtol=1e-12, atol=1e-14)
 
 
-def test_graphed_fp16_step_is_masked_out_on_overflow_and_the_scale_backs_off():
+@pytest.mark.parametrize("fused", UPDATES)
+def test_graphed_fp16_step_is_masked_out_on_overflow_and_the_scale_backs_off(fused):
     cfg = _cfg("amp-fp16")
     mine = GraphedTrainer(cfg, 4, lambda s: 0.1, capture=False)
+    mine.fused_sgd = fused
     # an fp32 loss scaled past float32's range: the gradients overflow for real
     mine.scale.fill_(3.0e38)
     before = {k: v.clone() for k, v in mine.model.state_dict().items() if v.is_floating_point()}
@@ -103,6 +115,39 @@ def test_graphed_fp16_step_is_masked_out_on_overflow_and_the_scale_backs_off():
     assert mine.counters()["overflow_steps"] == 1
     assert any(not torch.equal(p.detach(), before[n]) for p, n in
                zip(mine.params, [n for n, q in mine.model.named_parameters() if q.requires_grad]))
+
+
+@pytest.mark.skipif(not HAS_FUSED_SGD, reason="torch has no _fused_sgd_")
+def test_fused_and_foreach_updates_agree_through_an_overflowed_fp16_step():
+    """Fixed float64 gradients, scaled as the fp16 step scales them, one of them overflowing
+    on the second step: the fused kernel and the foreach form leave the same weights,
+    momentum buffers, scale and overflow count after every step."""
+    cfg = _cfg("amp-fp16")
+    g = torch.Generator().manual_seed(5)
+    shapes = [(4, 3), (7,), (2, 2, 3)]
+    start = [torch.randn(s, generator=g, dtype=torch.float64) for s in shapes]
+    steps = [[torch.randn(s, generator=g, dtype=torch.float64) for s in shapes] for _ in range(4)]
+    steps[1][2][0, 1, 2] = float("inf")
+    trainers = []
+    for fused in (True, False):
+        t = GraphedTrainer(cfg, len(steps), lambda s: 0.1, capture=False)
+        t.fused_sgd = fused
+        t.params = [p.clone().requires_grad_(True) for p in start]
+        t.bufs = [torch.zeros_like(p) for p in start]
+        t.lr_sched = torch.tensor([0.1 * (s + 1) for s in range(len(steps) + 1)], dtype=torch.float64)
+        t.scale.fill_(1024.0)
+        trainers.append(t)
+    for k, grads in enumerate(steps):
+        for t in trainers:
+            for p, gr in zip(t.params, grads):
+                p.grad = gr * t.scale.to(torch.float64)
+            t._sgd()
+        fused, foreach = trainers
+        for a, b in zip(fused.params + fused.bufs, foreach.params + foreach.bufs):
+            assert torch.allclose(a.detach(), b.detach(), rtol=1e-12, atol=1e-14), f"step {k}"
+        assert float(fused.scale) == float(foreach.scale)
+        assert fused.counters()["overflow_steps"] == foreach.counters()["overflow_steps"] == (1 if k >= 1 else 0)
+    assert not any(torch.equal(a.detach(), b) for a, b in zip(trainers[0].params, start))  # they moved
 
 
 class _TinyNet(torch.nn.Module):

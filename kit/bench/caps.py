@@ -32,9 +32,12 @@ HAS_COMPILE = hasattr(torch, "compile")
 HAS_GRAPHED_STEP = TORCH >= (2, 0) and hasattr(torch.cuda, "graph")
 #: torch._amp_foreach_non_finite_check_and_unscale_ (1.6, GradScaler's fused kernel).
 HAS_FOREACH_UNSCALE = hasattr(torch, "_amp_foreach_non_finite_check_and_unscale_")
-#: CrossEntropyLoss(label_smoothing=...) (1.10).
 #: torch.optim's foreach switch (torch 1.12+; before it every optimizer updated parameter by parameter)
 HAS_OPTIM_FOREACH = "foreach" in torch.optim.SGD.__init__.__code__.co_varnames
+#: torch's fused SGD kernel (torch.optim.SGD(fused=True)) taking the learning rate as a device
+#: tensor and an overflow flag (its tensor_lr overload, torch 2.4+): the captured step's update.
+HAS_FUSED_SGD = hasattr(torch, "_fused_sgd_") and "tensor_lr" in torch.ops.aten._fused_sgd_.overloads()
+#: CrossEntropyLoss(label_smoothing=...) (1.10).
 HAS_LABEL_SMOOTHING = "label_smoothing" in nn.CrossEntropyLoss.__init__.__code__.co_varnames
 
 

@@ -26,10 +26,17 @@ Two variants of the captured step (the cell's compile_mode):
     cuda-graph            the same step with the model's eager kernels (--compile off)
 The loss, the scaling and the optimizer are the same code in both.
 
-The optimizer is SGD with momentum, Nesterov and weight decay written with
-foreach ops on device tensors, so the learning rate of every step comes from
-a schedule tensor indexed on the device; it matches torch.optim.SGD's update
-(tests check that on the CPU).
+The optimizer is SGD with momentum, Nesterov and weight decay on device tensors,
+so the learning rate of every step comes from a schedule tensor indexed on the
+device. Where torch has it (2.4+), the update is torch's own fused SGD kernel
+(torch.optim.SGD(fused=True) runs the same kernel): one pass over parameters,
+gradients and momentum buffers, reading the learning rate and the overflow flag
+on the device and leaving everything unchanged on an overflowed fp16 step.
+Elsewhere it is the same rule in foreach ops, masked on overflow. Both match
+torch.optim.SGD's update (tests check that on the CPU). Measured on an H200:
+the foreach form was six passes over the weights, and for amp-fp16 also one
+kernel per gradient to clear infinities and four more passes for the mask,
+0.22 ms (ResNet-18) and 0.56 ms (ResNet-50) per step more than bf16.
 """
 
 from __future__ import annotations
@@ -87,6 +94,7 @@ class GraphedTrainer:
         self.overflows = torch.zeros((), dtype=torch.float32, device=dev)
         self.nan_count = torch.zeros((), dtype=torch.int64, device=dev)
         self.capture = capture
+        self.fused_sgd = caps.HAS_FUSED_SGD
         self.graph: torch.cuda.CUDAGraph | None = None
         # one stream of the run's GPU for every warm-up step and the capture: torch.cuda.graph's
         # own default is one stream per process, made on whichever GPU was current when the
@@ -124,10 +132,27 @@ class GraphedTrainer:
             self.found_inf.zero_()
             torch._amp_foreach_non_finite_check_and_unscale_(grads, self.found_inf, self.scale.reciprocal())
             self.overflows += self.found_inf
+        if self.fused_sgd:
+            # one kernel: weight decay, momentum, Nesterov and the step; on overflow (found_inf
+            # 1) it returns before touching a weight or a buffer. Zero buffers with
+            # is_first_step=False give buf = g on the first step, as torch.optim.SGD's clone
+            torch._fused_sgd_(self.params, grads, self.bufs, weight_decay=cfg.weight_decay, momentum=mom, lr=lr,
+                              dampening=0.0, nesterov=True, maximize=False, is_first_step=False,
+                              found_inf=self.found_inf if self.scaled else None)
+        else:
+            self._foreach_sgd(grads, lr)
+        if self.scaled:
+            torch._amp_update_scale_(self.scale, self.growth_tracker, self.found_inf, 2.0, 0.5, 2000)
+        self.step_idx += 1
+
+    def _foreach_sgd(self, grads: list, lr: torch.Tensor) -> None:
+        """The same update in foreach ops (torch without _fused_sgd_), masked on overflow."""
+        wd, mom = self.cfg.weight_decay, self.cfg.momentum
+        if self.scaled:
             keep = 1.0 - self.found_inf  # 0 on overflow: the step changes nothing
             for g in grads:
                 torch.nan_to_num_(g, nan=0.0, posinf=0.0, neginf=0.0)
-        torch._foreach_add_(grads, self.params, alpha=cfg.weight_decay)
+        torch._foreach_add_(grads, self.params, alpha=wd)
         if self.scaled:
             delta = torch._foreach_mul(self.bufs, mom - 1.0)  # buf <- buf + keep * ((mom - 1) buf + g)
             torch._foreach_add_(delta, grads)
@@ -139,9 +164,6 @@ class GraphedTrainer:
         torch._foreach_add_(grads, self.bufs, alpha=mom)  # Nesterov: d = g + mom buf
         torch._foreach_mul_(grads, lr * keep if self.scaled else lr)
         torch._foreach_sub_(self.params, grads)
-        if self.scaled:
-            torch._amp_update_scale_(self.scale, self.growth_tracker, self.found_inf, 2.0, 0.5, 2000)
-        self.step_idx += 1
 
     def step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         if not self.capture or self.graph is not None:
@@ -212,6 +234,8 @@ class GraphedTrainer:
     def describe(self) -> dict:
         d = self.prec.describe()
         d["step"] = "whole step captured as one CUDA graph (forward, loss, backward, SGD)"
+        d["optimizer"] = ("SGD, torch's fused kernel (torch._fused_sgd_)" if self.fused_sgd
+                          else "SGD in foreach ops")
         if self.inductor:
             d["step"] += "; the model compiled by Inductor (torch.compile, default mode) inside it"
         if self.scaled:
