@@ -12,7 +12,7 @@ What is captured, per mode:
     fp32 / tf32 / amp-bf16   forward (autocast for bf16), loss, backward, SGD
     amp-fp16                 as above with the loss scaled on the device:
                              unscale + inf check (torch's own GradScaler kernels),
-                             the step masked out on overflow, the scale halved
+                             the step skipped on the device on overflow, the scale halved
                              on overflow and doubled after 2000 clean steps
 fp16-master and Apex modes decide on the host whether to skip a step, by
 design of the 2018 scheme, so they cannot be captured and use torch.compile.
@@ -239,5 +239,5 @@ class GraphedTrainer:
         if self.inductor:
             d["step"] += "; the model compiled by Inductor (torch.compile, default mode) inside it"
         if self.scaled:
-            d["loss_scale"] = "dynamic, on the device (GradScaler's kernels; overflowed steps masked out)"
+            d["loss_scale"] = "dynamic, on the device (GradScaler's kernels; an overflowed step changes no weight)"
         return d
