@@ -198,3 +198,48 @@ def test_the_step_with_the_model_compiled_by_inductor_trains_like_the_eager_step
     assert "compiled by Inductor" in compiled.describe()["step"]
     assert "Inductor" not in eager.describe()["step"]
     torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("inductor", [False, True], ids=["eager-kernels", "inductor"])
+def test_the_step_converting_the_uint8_batch_inside_trains_like_converting_it_before(monkeypatch, inductor):
+    """prepare= (what the torch engine passes): the step takes the data's uint8 batch and
+    converts it (float, normalise, upsample) inside the step, so that on a GPU the conversion
+    is part of the captured graph. Same losses and weights as converting before the step; with
+    Inductor, the conversion and the model compile as one graph (no graph break)."""
+    from kit.bench.cifar import models
+    from kit.bench.cifar.gpu_data import DeviceData
+    from kit.data.synthetic import cifar100_like
+
+    monkeypatch.setattr(models, "build", lambda name, num_classes=100: _TinyNet(num_classes))
+    torch._dynamo.reset()
+    arrays = cifar100_like(0, n_train=100, n_test=100)
+    data = DeviceData.upload(arrays.train_x, arrays.train_y, arrays.test_x, arrays.test_y, "cpu")
+    x_u8, y = data.train_x[:8], data.train_y[:8]
+    assert x_u8.dtype == torch.uint8
+    cfg, total = _cfg(), 3
+    lr_of_step = lambda s: 0.05 * one_cycle_factor(s, total)  # noqa: E731
+    before = GraphedTrainer(cfg, total, lr_of_step, capture=False)
+    inside = GraphedTrainer(cfg, total, lr_of_step, capture=False, inductor=inductor,
+                            prepare=lambda u8: data.to_input(u8, 40))  # upsampled: 32 -> 40 px
+    inside.model.load_state_dict(before.model.state_dict())
+    from torch._dynamo.utils import counters
+
+    counters.clear()
+    for _ in range(total):
+        l_before = before.step(data.to_input(x_u8, 40), y)
+        l_inside = inside.step(x_u8, y)
+        if inductor:
+            assert float(l_inside) == pytest.approx(float(l_before), rel=1e-4)
+        else:
+            assert torch.equal(l_inside, l_before)
+    assert inside.static_x.dtype == torch.uint8  # what the step keeps (and a GPU graph reads) is the raw batch
+    for (name, a), b in zip(before.model.state_dict().items(), inside.model.state_dict().values()):
+        if inductor:
+            assert torch.allclose(a.float(), b.float(), rtol=1e-3, atol=1e-5), name
+        else:
+            assert torch.equal(a, b), name
+    if inductor:
+        assert not counters["graph_break"], dict(counters["graph_break"])
+    assert "inside the captured step" in inside.describe()["input"]
+    assert "input" not in before.describe()
+    torch._dynamo.reset()

@@ -63,7 +63,8 @@ WARMUP_BEFORE_CAPTURE = 3
 class GraphedTrainer:
     """Drop-in for kit.bench.cifar.trainer.Trainer when the step can be captured."""
 
-    def __init__(self, cfg: Any, total_steps: int, lr_of_step, capture: bool = True, inductor: bool = False):
+    def __init__(self, cfg: Any, total_steps: int, lr_of_step, capture: bool = True, inductor: bool = False,
+                 prepare=None):
         if cfg.precision not in GRAPH_MODES:
             raise ValueError(f"{cfg.precision} cannot be captured as one CUDA graph")
         self.cfg = cfg
@@ -76,7 +77,13 @@ class GraphedTrainer:
         # same parameters and buffers; compiled on the first call, recompiled never: the
         # shapes are static). dynamic=False: a captured graph replays fixed shapes anyway.
         self.inductor = inductor
-        self.forward = torch.compile(self.model, dynamic=False) if inductor else self.model
+        # prepare (the data's uint8 batch -> model input: float, normalise, upsample, layout), when
+        # given, runs inside the step: step() then takes the uint8 batch, and the conversion is
+        # replayed with the graph (and compiled with the model by Inductor) instead of running as
+        # a handful of eager kernels between two replays
+        self.prepare = prepare
+        body = self.model if prepare is None else (lambda x: self.model(prepare(x)))
+        self.forward = torch.compile(body, dynamic=False) if inductor else body
         # Precision sets the TF32 switches and knows the autocast dtype; its step is not used
         self.prec = Precision(cfg.precision, dev, check_available=capture)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
@@ -238,6 +245,8 @@ class GraphedTrainer:
                           else "SGD in foreach ops")
         if self.inductor:
             d["step"] += "; the model compiled by Inductor (torch.compile, default mode) inside it"
+        if self.prepare is not None:
+            d["input"] = "the uint8 batch, converted (float, normalise, upsample, layout) inside the captured step"
         if self.scaled:
             d["loss_scale"] = "dynamic, on the device (GradScaler's kernels; an overflowed step changes no weight)"
         return d

@@ -3,7 +3,8 @@
 Per repeat (fresh model, seed = base seed + repeat)::
 
     data on device (uint8)  --augment (one gather per epoch)-->  uint8 epoch tensor
-        --per step: float, normalise, upsample, channels_last-->  model (maybe compiled)
+        --per step: float, normalise, upsample, channels_last-->  model (maybe compiled;
+          a captured step does this conversion inside its graph)
         --> loss --> Precision.backward_step (scaling, skip on overflow) --> OneCycleLR
 
 Nothing per step talks to the host: no ``.item()``, no per-step synchronisation
@@ -149,9 +150,11 @@ def train_repeat(cfg: TrainConfig, data: DeviceData, ctx: Any, repeat: int, comp
     if compile_mode in STEP_MODES:
         lr_max = cfg.max_lr()
         trainer = GraphedTrainer(cfg, total, lambda s: lr_max * one_cycle_factor(s, total),
-                                 inductor=compile_mode == INDUCTOR_GRAPH)
+                                 inductor=compile_mode == INDUCTOR_GRAPH,
+                                 prepare=lambda u8: data.to_input(u8, cfg.image_size))
     else:
         trainer = Trainer(cfg, total, compile_mode)
+    converts_input = isinstance(trainer, GraphedTrainer)
     bs = cfg.batch_size
     aug_seconds = 0.0
     train_losses: list[float] = []
@@ -172,7 +175,9 @@ def train_repeat(cfg: TrainConfig, data: DeviceData, ctx: Any, repeat: int, comp
         for s in range(spe):
             if ctx.should_stop():
                 raise KeyboardInterrupt("stop requested")
-            x = data.to_input(xs[s * bs : (s + 1) * bs], cfg.image_size)
+            x = xs[s * bs : (s + 1) * bs]  # uint8: a captured step converts it inside its graph
+            if not converts_input:
+                x = data.to_input(x, cfg.image_size)
             last_loss = trainer.step(x, ys[s * bs : (s + 1) * bs])
             loss_sum += last_loss.float()
             first = clock.steps == 0
