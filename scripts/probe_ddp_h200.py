@@ -15,7 +15,9 @@ import os
 import statistics
 import sys
 import time
+from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the kit, for the "ddp-kit" variant
 #: DDP's options per variant (None: the plain model), in the order they run
 VARIANTS = {
     "plain": None,
@@ -23,6 +25,7 @@ VARIANTS = {
     "ddp-no-bcast": {"broadcast_buffers": False},
     "ddp-bucketview-no-bcast": {"broadcast_buffers": False, "gradient_as_bucket_view": True},
     "ddp-static": {"broadcast_buffers": False, "gradient_as_bucket_view": True, "static_graph": True},
+    "ddp-kit": "kit",  # what kit.bench.distributed.state.wrap_model builds (its options, no later DDP statistics)
 }
 
 
@@ -37,7 +40,13 @@ def bench(model_name: str, size: int, batch: int, steps: int, rounds: int = 4) -
     models, opts = {}, {}
     for name, options in VARIANTS.items():
         own = copy.deepcopy(base)  # one DDP per module: their hooks would collide on a shared one
-        models[name] = own if options is None else DistributedDataParallel(own, device_ids=[0], **options)
+        if options == "kit":
+            from kit.bench.distributed.state import LATER_STATS_EVERY, ddp_options
+
+            models[name] = DistributedDataParallel(own, device_ids=[0], **ddp_options(DistributedDataParallel))
+            models[name]._set_ddp_runtime_logging_sample_rate(LATER_STATS_EVERY)
+        else:
+            models[name] = own if options is None else DistributedDataParallel(own, device_ids=[0], **options)
         opts[name] = torch.optim.SGD(own.parameters(), lr=0.01, momentum=0.9, nesterov=True, weight_decay=5e-4)
 
     def run(name: str, n: int) -> tuple:

@@ -107,6 +107,50 @@ def test_the_ddp_options_are_those_the_installed_ddp_takes():
     assert ddp_options(Torch14) == {"broadcast_buffers": False}
 
 
+DDP_STATS_CHECK = r"""
+import sys, tempfile
+import torch, torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+from kit.bench.distributed import state
+dist.init_process_group("gloo", init_method="file://" + tempfile.mktemp(), rank=0, world_size=1)
+state.activate(state.RankInfo(0, 1, "gloo", "cpu"))
+for name, model in (("kit", state.wrap_model(torch.nn.Linear(3, 2))), ("defaults", DistributedDataParallel(torch.nn.Linear(3, 2)))):
+    seen = set()
+    for _ in range(205):
+        model(torch.randn(4, 3)).sum().backward()
+        seen.add(model._get_ddp_logging_data().get("iteration"))
+    print(name, max(seen))
+dist.destroy_process_group()
+"""
+
+
+def test_a_ranks_ddp_collects_its_runtime_statistics_only_in_the_warm_up():
+    """A fresh DDP records its runtime statistics (on CUDA: a host sync each time) at its first 10
+    iterations and then every 100; the kit's DDP only at the first 10, which every data-parallel repeat
+    leaves out of its steady state. Real DDP, one gloo rank, in a process of its own."""
+    out = subprocess.run([sys.executable, "-c", DDP_STATS_CHECK], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    last = dict(line.split() for line in out.stdout.split("\n") if line.strip())
+    assert last == {"kit": "10", "defaults": "200"}
+
+
+def test_a_data_parallel_repeat_warms_up_past_ddps_statistics_iterations():
+    from kit.bench.cifar.torch_engine import TrainConfig, steady_state_warmup
+    from kit.bench.distributed import state
+
+    cfg = TrainConfig(model="resnet18", precision="amp-bf16", device="cpu", batch_size=8, steps=40, compile="eager")
+    plain = steady_state_warmup(cfg, 40, None)
+    state.activate(state.RankInfo(0, 1, "gloo", "cpu"))
+    try:
+        ranked = steady_state_warmup(cfg, 40, None)
+        assert state.warmup_steps(5) == state.DDP_STATS_WARMUP == 11
+        assert state.warmup_steps(20) == 20
+    finally:
+        state.deactivate()
+    assert plain == 5 and ranked == 11  # DDP's 10 statistics iterations are forwards 2-11
+    assert state.warmup_steps(5) == 5
+
+
 def test_a_killed_rank_fails_the_cell_and_keeps_the_finished_cells(tmp_path, monkeypatch):
     monkeypatch.setattr(isolate, "DDP_CALL", "ddp_cells:kill_rank_1_in_tensor_core")
     config = _config(tmp_path, presets=["apex-2018", "tensor-core"], repeats=1)

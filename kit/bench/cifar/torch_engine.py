@@ -104,7 +104,7 @@ def make_generator(device: str, seed: int) -> torch.Generator:
 
 def steady_state_warmup(cfg: TrainConfig, total: int, compile_mode: str | None) -> int:
     """Steps of a repeat left out of its steady-state throughput."""
-    wanted = cfg.warmup_steps or (WARMUP_COMPILED if compile_mode else WARMUP_EAGER)
+    wanted = data_parallel.warmup_steps(cfg.warmup_steps or (WARMUP_COMPILED if compile_mode else WARMUP_EAGER))
     warm = timing.warmup_steps_for(total, wanted)
     if compile_mode in STEP_MODES:
         # the steady state starts after the capture, never before it

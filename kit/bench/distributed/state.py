@@ -27,6 +27,17 @@ RANK_SEED_STRIDE = 7919
 BUFFER_SYNC_OPTIONS = ({"forward_sync_buffers": False}, {"broadcast_buffers": False})
 GRADIENT_OPTIONS = {"gradient_as_bucket_view": True}
 
+#: DDP's own runtime statistics (its logging data, not the training): a new DDP collects them at
+#: its first 10 iterations and then once every 100 (torch's kDDPRuntimeLoggingSampleRate; see
+#: DistributedDataParallel._set_ddp_runtime_logging_sample_rate), and on CUDA each collection waits
+#: for the previous iteration's timing events: a host sync, which empties the queue of launched work
+#: that a GPU-paced step keeps ahead. Each repeat builds a fresh DDP, so a data-parallel repeat leaves
+#: these iterations out of its steady state (DDP_STATS_WARMUP steps of warm-up), and the later ones
+#: are pushed past any run (LATER_STATS_EVERY). The plain path has no such syncs.
+DDP_STATS_ITERATIONS = 10
+DDP_STATS_WARMUP = DDP_STATS_ITERATIONS + 1
+LATER_STATS_EVERY = 2**31 - 1
+
 
 @dataclass
 class RankInfo:
@@ -83,7 +94,16 @@ def wrap_model(model: Any) -> Any:
     trained = [p for p in model.parameters() if p.requires_grad]
     info.grad_bytes = int(sum(p.numel() * p.element_size() for p in trained))
     info.grad_dtypes = sorted({str(p.dtype).replace("torch.", "") for p in trained})
-    return DistributedDataParallel(model, **kwargs)
+    ddp = DistributedDataParallel(model, **kwargs)
+    if hasattr(ddp, "_set_ddp_runtime_logging_sample_rate"):  # torch 1.9+
+        ddp._set_ddp_runtime_logging_sample_rate(LATER_STATS_EVERY)
+    return ddp
+
+
+def warmup_steps(wanted: int) -> int:
+    """A repeat's warm-up (steps left out of its steady state): ``wanted``, or in a data-parallel
+    rank at least DDP_STATS_WARMUP, past the iterations where a fresh DDP syncs for its statistics."""
+    return wanted if _active is None else max(wanted, DDP_STATS_WARMUP)
 
 
 def ddp_options(ddp_class: Any) -> dict:

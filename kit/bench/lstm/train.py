@@ -190,7 +190,8 @@ def run_repeat(cfg: LSTMConfig, data: SplitData, precision_mode: str, device: st
     hooks = hooks or Hooks()
     n_batches = len(chunk_starts(data.train, cfg.bptt, cfg.max_batches))
     # short smoke runs still get a steady-state window: warm up over at most half of the steps
-    clock = StepClock(device, warmup_steps=warmup_steps_for(n_batches * cfg.epochs, WARMUP_BATCHES))
+    clock = StepClock(device, warmup_steps=warmup_steps_for(n_batches * cfg.epochs,
+                                                            data_parallel.warmup_steps(WARMUP_BATCHES)))
     timing.reset_peak_memory(device)
     clock.start()
 
