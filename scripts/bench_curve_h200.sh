@@ -13,8 +13,10 @@
 # The step is the captured CUDA graph with eager kernels (--compile off, COMPILE= to change):
 # with Inductor inside it (the default step) every batch size compiles again, 20-36 s a point on
 # an H200, some 20 minutes for these 96 points. PARTS="32 224" (default both) runs one image size
-# per command where a command's time is limited: about 5 minutes each on an H200, estimated from
-# the throughputs in references/h200/perf/ (not yet run).
+# per command where a command's time is limited: about 5-7 minutes each on an H200, estimated from
+# the throughputs in references/h200/perf/ (not yet run); PRECISIONS=fp32,amp-fp16,amp-bf16 saves a
+# quarter of it. A command stopped by a time limit keeps every finished point in its run folder
+# (kit bundle export makes a bundle of them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-bench-curve-out}
@@ -22,10 +24,12 @@ KIT=${KIT:-python3 -m kit}
 DEVICE=${DEVICE:-cuda:0}   # which GPU (cuda:N)
 COMPILE=${COMPILE:-off}
 PARTS=${PARTS:-32 224}
+PRECISIONS=${PRECISIONS:-fp32,tf32,amp-fp16,amp-bf16}   # the curve's lines (fp32 is each ratio's base)
+REPEATS=${REPEATS:-3}
 want() { case " $PARTS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 mkdir -p "$OUT"
-common=(--suite cifar --engines torch --models resnet18,resnet50 --precisions fp32,tf32,amp-fp16,amp-bf16
-        --data synthetic --device "$DEVICE" --epochs 1 --repeats 3 --compile "$COMPILE" --skip-checks)
+common=(--suite cifar --engines torch --models resnet18,resnet50 --precisions "$PRECISIONS"
+        --data synthetic --device "$DEVICE" --epochs 1 --repeats "$REPEATS" --compile "$COMPILE" --skip-checks)
 
 # 1) 32 px (the seed's batch 256 and up)
 if want 32; then
