@@ -41,10 +41,9 @@ def bench(model_name: str, size: int, batch: int, steps: int, rounds: int = 4) -
     for name, options in VARIANTS.items():
         own = copy.deepcopy(base)  # one DDP per module: their hooks would collide on a shared one
         if options == "kit":
-            from kit.bench.distributed.state import LATER_STATS_EVERY, ddp_options
+            from kit.bench.distributed.state import build_ddp
 
-            models[name] = DistributedDataParallel(own, device_ids=[0], **ddp_options(DistributedDataParallel))
-            models[name]._set_ddp_runtime_logging_sample_rate(LATER_STATS_EVERY)
+            models[name] = build_ddp(DistributedDataParallel, own, device_ids=[0])
         else:
             models[name] = own if options is None else DistributedDataParallel(own, device_ids=[0], **options)
         opts[name] = torch.optim.SGD(own.parameters(), lr=0.01, momentum=0.9, nesterov=True, weight_decay=5e-4)
@@ -64,8 +63,10 @@ def bench(model_name: str, size: int, batch: int, steps: int, rounds: int = 4) -
         torch.cuda.synchronize()
         return (time.perf_counter() - t0) / n * 1000, host / n * 1000
 
+    from kit.bench.distributed.state import DDP_STATS_WARMUP
+
     for name in models:
-        run(name, 10)  # warm-up: cuDNN autotuning, DDP's first buckets
+        run(name, DDP_STATS_WARMUP)  # warm-up: cuDNN autotuning, DDP's first buckets and its statistics syncs
     times = {name: [] for name in models}
     for r in range(rounds):
         for name in (list(models) if r % 2 == 0 else list(reversed(models))):

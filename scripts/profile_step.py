@@ -52,11 +52,14 @@ def main() -> None:
         from kit.bench.cifar.torch_engine import one_cycle_factor
 
         total = args.steps + 30
-        tr = GraphedTrainer(cfg, total, lambda s: cfg.max_lr() * one_cycle_factor(s, total))
+        # as the torch engine builds it: the uint8 batch converted inside the captured step
+        tr = GraphedTrainer(cfg, total, lambda s: cfg.max_lr() * one_cycle_factor(s, total),
+                            prepare=lambda u8: data.to_input(u8, 32))
     else:
         tr = Trainer(cfg, total_steps=args.steps + 30, compile_mode=mode)
     bs = args.batch_size
-    xs = [data.to_input(data.train_x[i * bs:(i + 1) * bs], 32) for i in range(8)]
+    raw = [data.train_x[i * bs:(i + 1) * bs] for i in range(8)]
+    xs = raw if mode == "cuda-graph" else [data.to_input(x, 32) for x in raw]
     ys = [data.train_y[i * bs:(i + 1) * bs] for i in range(8)]
     def run(steps: int) -> float:
         """Seconds for ``steps`` training steps, the device synchronised at the end."""

@@ -11,7 +11,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _run(tmp_path, **env):
-    full = dict(os.environ, KIT="echo", **env)
+    # the script's knobs come from this call only, never from the caller's environment
+    full = {k: v for k, v in os.environ.items() if k not in ("PARTS", "PRECISIONS", "REPEATS", "COMPILE", "DEVICE")}
+    full.update(KIT="echo", **env)
     out = subprocess.run(["bash", str(ROOT / "scripts" / "bench_curve_h200.sh"), str(tmp_path)], env=full,
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

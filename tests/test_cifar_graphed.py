@@ -200,8 +200,9 @@ def test_the_step_with_the_model_compiled_by_inductor_trains_like_the_eager_step
     torch._dynamo.reset()
 
 
+@pytest.mark.parametrize("precision", ["fp32", "amp-bf16"])
 @pytest.mark.parametrize("inductor", [False, True], ids=["eager-kernels", "inductor"])
-def test_the_step_converting_the_uint8_batch_inside_trains_like_converting_it_before(monkeypatch, inductor):
+def test_the_step_converting_the_uint8_batch_inside_trains_like_converting_it_before(monkeypatch, inductor, precision):
     """prepare= (what the torch engine passes): the step takes the data's uint8 batch and
     converts it (float, normalise, upsample) inside the step, so that on a GPU the conversion
     is part of the captured graph. Same losses and weights as converting before the step; with
@@ -216,7 +217,7 @@ def test_the_step_converting_the_uint8_batch_inside_trains_like_converting_it_be
     data = DeviceData.upload(arrays.train_x, arrays.train_y, arrays.test_x, arrays.test_y, "cpu")
     x_u8, y = data.train_x[:8], data.train_y[:8]
     assert x_u8.dtype == torch.uint8
-    cfg, total = _cfg(), 3
+    cfg, total = _cfg(precision), 3  # amp-bf16: the conversion now runs inside the step's autocast
     lr_of_step = lambda s: 0.05 * one_cycle_factor(s, total)  # noqa: E731
     before = GraphedTrainer(cfg, total, lr_of_step, capture=False)
     inside = GraphedTrainer(cfg, total, lr_of_step, capture=False, inductor=inductor,
@@ -234,8 +235,9 @@ def test_the_step_converting_the_uint8_batch_inside_trains_like_converting_it_be
             assert torch.equal(l_inside, l_before)
     assert inside.static_x.dtype == torch.uint8  # what the step keeps (and a GPU graph reads) is the raw batch
     for (name, a), b in zip(before.model.state_dict().items(), inside.model.state_dict().values()):
-        if inductor:
-            assert torch.allclose(a.float(), b.float(), rtol=1e-3, atol=1e-5), name
+        if inductor:  # Inductor's own kernels round differently (in bf16: to bf16's 8 bits)
+            tol = dict(rtol=1e-3, atol=1e-5) if precision == "fp32" else dict(rtol=2e-2, atol=1e-3)
+            assert torch.allclose(a.float(), b.float(), **tol), name
         else:
             assert torch.equal(a, b), name
     if inductor:

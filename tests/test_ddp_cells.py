@@ -134,21 +134,23 @@ def test_a_ranks_ddp_collects_its_runtime_statistics_only_in_the_warm_up():
     assert last == {"kit": "10", "defaults": "200"}
 
 
-def test_a_data_parallel_repeat_warms_up_past_ddps_statistics_iterations():
+def test_plain_and_data_parallel_repeats_warm_up_past_ddps_statistics_iterations():
+    """Both leave out the same steps, at least the 11 where a fresh DDP syncs (forwards 2-11), so the
+    one-GPU check compares the same window of the same steps."""
     from kit.bench.cifar.torch_engine import TrainConfig, steady_state_warmup
     from kit.bench.distributed import state
+    from kit.bench.lstm import train as lstm_train
 
     cfg = TrainConfig(model="resnet18", precision="amp-bf16", device="cpu", batch_size=8, steps=40, compile="eager")
     plain = steady_state_warmup(cfg, 40, None)
     state.activate(state.RankInfo(0, 1, "gloo", "cpu"))
     try:
         ranked = steady_state_warmup(cfg, 40, None)
-        assert state.warmup_steps(5) == state.DDP_STATS_WARMUP == 11
-        assert state.warmup_steps(20) == 20
     finally:
         state.deactivate()
-    assert plain == 5 and ranked == 11  # DDP's 10 statistics iterations are forwards 2-11
-    assert state.warmup_steps(5) == 5
+    assert plain == ranked == state.DDP_STATS_WARMUP == 11
+    assert steady_state_warmup(cfg, 40, "default") >= 11
+    assert lstm_train.WARMUP_BATCHES >= state.DDP_STATS_WARMUP
 
 
 def test_a_killed_rank_fails_the_cell_and_keeps_the_finished_cells(tmp_path, monkeypatch):

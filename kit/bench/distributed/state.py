@@ -30,10 +30,11 @@ GRADIENT_OPTIONS = {"gradient_as_bucket_view": True}
 #: DDP's own runtime statistics (its logging data, not the training): a new DDP collects them at
 #: its first 10 iterations and then once every 100 (torch's kDDPRuntimeLoggingSampleRate; see
 #: DistributedDataParallel._set_ddp_runtime_logging_sample_rate), and on CUDA each collection waits
-#: for the previous iteration's timing events: a host sync, which empties the queue of launched work
-#: that a GPU-paced step keeps ahead. Each repeat builds a fresh DDP, so a data-parallel repeat leaves
-#: these iterations out of its steady state (DDP_STATS_WARMUP steps of warm-up), and the later ones
-#: are pushed past any run (LATER_STATS_EVERY). The plain path has no such syncs.
+#: for the previous iteration's timing events: a host sync, which empties the queue of work launched
+#: ahead of the GPU. Each repeat builds a fresh DDP, so the engines' warm-up (steps left out of the
+#: steady state, plain and data-parallel alike, so both time the same steps) is at least
+#: DDP_STATS_WARMUP steps where the run is long enough, and the kit's DDP samples no later ones
+#: within any run (LATER_STATS_EVERY).
 DDP_STATS_ITERATIONS = 10
 DDP_STATS_WARMUP = DDP_STATS_ITERATIONS + 1
 LATER_STATS_EVERY = 2**31 - 1
@@ -84,26 +85,26 @@ def wrap_model(model: Any) -> Any:
         return model
     from torch.nn.parallel import DistributedDataParallel
 
-    kwargs = ddp_options(DistributedDataParallel)
-    info.ddp_options = dict(kwargs)
+    info.ddp_options = ddp_options(DistributedDataParallel)  # what build_ddp passes
+    kwargs = {}
     if info.device.startswith("cuda"):
         import torch
 
         index = torch.device(info.device).index or 0
-        kwargs.update(device_ids=[index], output_device=index)
+        kwargs = {"device_ids": [index], "output_device": index}
     trained = [p for p in model.parameters() if p.requires_grad]
     info.grad_bytes = int(sum(p.numel() * p.element_size() for p in trained))
     info.grad_dtypes = sorted({str(p.dtype).replace("torch.", "") for p in trained})
-    ddp = DistributedDataParallel(model, **kwargs)
+    return build_ddp(DistributedDataParallel, model, **kwargs)
+
+
+def build_ddp(ddp_class: Any, model: Any, **kwargs: Any) -> Any:
+    """``ddp_class(model, **kwargs)`` with the kit's DDP options (ddp_options) and no runtime statistics
+    after DDP's first 10 iterations (LATER_STATS_EVERY); wrap_model and scripts/probe_ddp_h200.py."""
+    ddp = ddp_class(model, **{**ddp_options(ddp_class), **kwargs})
     if hasattr(ddp, "_set_ddp_runtime_logging_sample_rate"):  # torch 1.9+
         ddp._set_ddp_runtime_logging_sample_rate(LATER_STATS_EVERY)
     return ddp
-
-
-def warmup_steps(wanted: int) -> int:
-    """A repeat's warm-up (steps left out of its steady state): ``wanted``, or in a data-parallel
-    rank at least DDP_STATS_WARMUP, past the iterations where a fresh DDP syncs for its statistics."""
-    return wanted if _active is None else max(wanted, DDP_STATS_WARMUP)
 
 
 def ddp_options(ddp_class: Any) -> dict:
