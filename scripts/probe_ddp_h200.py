@@ -34,6 +34,8 @@ def bench(model_name: str, size: int, batch: int, steps: int, rounds: int = 4) -
     import torchvision
     from torch.nn.parallel import DistributedDataParallel
 
+    from kit.bench.distributed.state import DDP_STATS_WARMUP, build_ddp
+
     base = getattr(torchvision.models, model_name)(num_classes=100).cuda().to(memory_format=torch.channels_last)
     x = torch.randn(batch, 3, size, size, device="cuda").contiguous(memory_format=torch.channels_last)
     y = torch.randint(0, 100, (batch,), device="cuda")
@@ -41,8 +43,6 @@ def bench(model_name: str, size: int, batch: int, steps: int, rounds: int = 4) -
     for name, options in VARIANTS.items():
         own = copy.deepcopy(base)  # one DDP per module: their hooks would collide on a shared one
         if options == "kit":
-            from kit.bench.distributed.state import build_ddp
-
             models[name] = build_ddp(DistributedDataParallel, own, device_ids=[0])
         else:
             models[name] = own if options is None else DistributedDataParallel(own, device_ids=[0], **options)
@@ -62,8 +62,6 @@ def bench(model_name: str, size: int, batch: int, steps: int, rounds: int = 4) -
             host += time.perf_counter() - th
         torch.cuda.synchronize()
         return (time.perf_counter() - t0) / n * 1000, host / n * 1000
-
-    from kit.bench.distributed.state import DDP_STATS_WARMUP
 
     for name in models:
         run(name, DDP_STATS_WARMUP)  # warm-up: cuDNN autotuning, DDP's first buckets and its statistics syncs

@@ -160,8 +160,8 @@ def test_the_untimed_warm_up_is_on_for_cuda_and_off_for_the_cpu_by_default():
 
     steps = torch_engine.untimed_warmup_steps
     assert steps(TrainConfig("resnet18", "fp32", "cpu", steps=100), 100, None) == 0
-    assert steps(TrainConfig("resnet18", "fp32", "cuda:1", steps=100), 100, None) == torch_engine.WARMUP_EAGER + 1
-    assert steps(TrainConfig("resnet18", "fp32", "cuda", steps=100), 100, "reduce-overhead") == torch_engine.WARMUP_COMPILED + 1
+    assert steps(TrainConfig("resnet18", "fp32", "cuda:1", steps=100), 100, None) == torch_engine.WARMUP_STEPS + 1
+    assert steps(TrainConfig("resnet18", "fp32", "cuda", steps=100), 100, "reduce-overhead") == torch_engine.WARMUP_STEPS + 1
     assert steps(TrainConfig("resnet18", "fp32", "cuda", steps=100), 100, "cuda-graph") >= WARMUP_BEFORE_CAPTURE + 2
     assert 1 <= steps(TrainConfig("resnet18", "fp32", "cuda", steps=3), 3, None) <= 3  # never more than the run
     assert steps(TrainConfig("resnet18", "fp32", "cuda", untimed_warmup_steps=0), 100, None) == 0

@@ -51,12 +51,11 @@ from kit.errors import KitError
 
 log = logging.getLogger("kit.bench.cifar")
 
-#: warm-up steps excluded from steady-state throughput (eager: cudnn autotuning; compiled: Inductor
-#: compilation and CUDA-graph recording take a few calls; both: a data-parallel cell's fresh DDP syncs
-#: at its first 10 iterations, kit.bench.distributed.state.DDP_STATS_WARMUP, and a plain cell leaves
-#: out as many steps, so that the two time the same steps)
-WARMUP_EAGER = data_parallel.DDP_STATS_WARMUP
-WARMUP_COMPILED = data_parallel.DDP_STATS_WARMUP
+#: warm-up steps excluded from steady-state throughput, in every step mode (eager: cudnn autotuning;
+#: compiled: Inductor compilation and CUDA-graph recording take a few calls; both: a data-parallel
+#: cell's fresh DDP syncs at its first 10 iterations, kit.bench.distributed.state.DDP_STATS_WARMUP,
+#: and a plain cell leaves out as many steps, so that the two time the same steps)
+WARMUP_STEPS = data_parallel.DDP_STATS_WARMUP
 
 
 def compile_candidates(compile: str, device: str, precision: str | None = None) -> list[str | None]:
@@ -106,7 +105,7 @@ def make_generator(device: str, seed: int) -> torch.Generator:
 
 def steady_state_warmup(cfg: TrainConfig, total: int, compile_mode: str | None) -> int:
     """Steps of a repeat left out of its steady-state throughput."""
-    wanted = cfg.warmup_steps or (WARMUP_COMPILED if compile_mode else WARMUP_EAGER)
+    wanted = cfg.warmup_steps or WARMUP_STEPS
     warm = timing.warmup_steps_for(total, wanted)
     if compile_mode in STEP_MODES:
         # the steady state starts after the capture, never before it
