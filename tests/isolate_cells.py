@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import time
 
 from kit.errors import DataError
@@ -31,6 +32,16 @@ def talk(spec, ctx):
     ctx.event("note", message="from the child")
     ctx.progress(1, 2, "half way")
     return _ok(spec, seed=ctx.seed, device=ctx.device)
+
+
+def report_process(spec, ctx):
+    """What the child started with: the parent's variable, torch already imported (the fork server's
+    preload), CUDA not initialised, and the process it was forked from."""
+    torch = sys.modules.get("torch")
+    return _ok(spec, pid=os.getpid(), ppid=os.getppid(), var=os.environ.get("KIT_ISOLATE_TEST_VAR"),
+               torch_loaded=torch is not None,
+               cuda_initialised=bool(torch is not None and torch.cuda.is_initialized()),
+               cwd=os.getcwd())
 
 
 def raise_data_error(spec, ctx):

@@ -3,6 +3,7 @@ reach the next; events, progress, errors, a dying process and a stop request all
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
 import subprocess
@@ -14,7 +15,7 @@ import pytest
 from kit.errors import DataError, KitError
 from kit.results.schema import CellSpec, RunConfig
 from kit.bench.context import CellContext
-from kit.runner.isolate import CellProcessDied, run_isolated, wants_isolation
+from kit.runner.isolate import CellProcessDied, run_isolated, start_method, wants_isolation
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -55,6 +56,26 @@ def test_events_and_progress_of_the_child_reach_the_parent(tmp_path):
     assert events == [("note", {"message": "from the child"})]
     assert progress == [(1, 2, "half way")]
     assert result.metrics == {"seed": 7, "device": "cpu"}
+
+
+def test_children_come_from_one_clean_fork_server_with_the_parents_environment(tmp_path, monkeypatch):
+    """Each isolated cell is forked from the fork server (torch imported once, CUDA never touched there)
+    and still sees the parent's environment and working folder as they are when the cell starts."""
+    monkeypatch.setenv("KIT_ISOLATE_TEST_VAR", "first")
+    first = run_isolated(_spec(), _ctx(tmp_path), call="isolate_cells:report_process")
+    monkeypatch.setenv("KIT_ISOLATE_TEST_VAR", "second")  # after the server has started
+    monkeypatch.chdir(tmp_path)
+    second = run_isolated(_spec(), _ctx(tmp_path), call="isolate_cells:report_process")
+    assert first.metrics["var"] == "first" and second.metrics["var"] == "second"
+    assert second.metrics["cwd"] == str(tmp_path)
+    assert not first.metrics["cuda_initialised"] and not second.metrics["cuda_initialised"]
+    assert first.metrics["pid"] != second.metrics["pid"] != os.getpid()
+    if start_method() == "forkserver" and importlib.util.find_spec("torch"):
+        assert first.metrics["torch_loaded"] and second.metrics["torch_loaded"]  # the server's preload
+        assert first.metrics["ppid"] == second.metrics["ppid"] != os.getpid()  # both forked by the server
+    monkeypatch.delenv("KIT_ISOLATE_TEST_VAR")
+    third = run_isolated(_spec(), _ctx(tmp_path), call="isolate_cells:report_process")
+    assert third.metrics["var"] is None
 
 
 def test_a_kit_error_in_the_child_is_the_same_error_in_the_parent(tmp_path):
@@ -114,7 +135,7 @@ def test_an_isolated_cpu_run_measures_the_same_cells(tmp_path):
 
 def test_a_cell_that_can_only_be_skipped_gets_no_process_of_its_own(tmp_path):
     """Apex cells on the CPU (or fastai x Apex) are skipped by rule: the runner decides that before it
-    would spend a new interpreter, torch import and CUDA start-up (about 4 s on an H200) on them."""
+    would spend a process of its own and CUDA start-up on them."""
     cmd = [sys.executable, "-m", "kit", "run", "--suite", "lstm", "--preset", "apex-2018", "-p", "apex-o1,apex-o2",
            "--device", "cpu", "--skip-checks", "--max-batches", "2", "--repeats", "1", "--data", "synthetic",
            "--results-dir", str(tmp_path / "r"), "--data-dir", str(tmp_path / "d")]

@@ -55,7 +55,7 @@ def run_cell(spec: CellSpec, ctx: CellContext) -> CellResult:
 
 def skipped_cell(spec: CellSpec, device: str) -> CellResult | None:
     """The cell's skipped result when it cannot run on ``device`` (None: run it). Cheap: no training,
-    so the runner asks before it starts a process of its own for the cell (about 4 s on an H200)."""
+    so the runner asks before it starts a process of its own for the cell (kit.runner.isolate)."""
     if spec.workload == "cifar":
         from kit.bench.cifar.suite import skipped_cell as cifar_skipped
 

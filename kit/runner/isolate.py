@@ -5,7 +5,7 @@ after an ``apex-o1`` cell failed with ``IndexError: tuple index out of range``);
 the CUDA caching allocator and a sticky CUDA error are process state too. TorchBench runs every
 model in its own process for the same reason.
 
-    parent (the runner; journal, progress, telemetry)     child (spawned: a fresh interpreter)
+    parent (the runner; journal, progress, telemetry)     child (forked by the fork server, below)
     run_isolated(bench_call, spec, ctx) ---spec, ctx--->  kit.bench.api.run_cell(spec, ctx')
         ctx.event / ctx.progress   <---("event" | "progress", ...)---  ctx'.event / ctx'.progress
         Ctrl-C, SIGTERM, ctx.should_stop() ---stop Event--->  ctx'.should_stop()  (the bench polls it)
@@ -17,7 +17,17 @@ model in its own process for the same reason.
 The child ignores SIGINT: Ctrl-C reaches the parent, which asks the child to stop through the
 shared event (the bench polls ``should_stop`` between steps), waits ``STOP_GRACE_S`` and then ends
 it. Which cells run this way is ``RunConfig.isolate``: ``apex`` (the default: the Apex cells),
-``all`` or ``none``. The cost is one interpreter start and the imports (torch) per isolated cell.
+``all`` or ``none``.
+
+**The fork server.** A fresh interpreter per cell would import torch and torchvision again every time
+(about 4 s a cell on an H200, 5.2 s on the 2-core CI machine: references/cpu-vm/isolation/). Children are started
+by multiprocessing's fork server instead: one clean process per run, started at the first isolated cell
+(a new interpreter, never one that has touched CUDA), which imports ``PRELOAD`` once and then forks a
+child per cell. Each child is a copy of that clean process: nothing a cell does reaches the server or
+the next child, and CUDA is first initialised in the child. The child takes the parent's working
+folder and ``sys.path`` (multiprocessing's preparation data) and, from ``_child_env``, the parent's
+environment variables at the time the cell starts, as a spawned child would. Where the fork server is
+not available (not a POSIX system), children are spawned as before.
 """
 
 from __future__ import annotations
@@ -68,9 +78,33 @@ def _ctx_fields(ctx: CellContext) -> dict:
 #: what the child calls, as "module:function" (tests give their own)
 RUN_CELL = "kit.bench.api:run_cell"
 
+#: what the fork server imports once, before it forks any child (a name that does not import, e.g.
+#: torchvision on a host without it, is left out by multiprocessing; none of them initialises CUDA)
+PRELOAD = ("torch", "torchvision", "kit.bench.api", "kit.bench.caps")
+
+
+def start_method() -> str:
+    """"forkserver" where the platform has it (Linux, macOS), else "spawn"."""
+    return "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+
+
+def _mp_context() -> Any:
+    """The multiprocessing context children start from (never a plain fork of the runner, which may
+    have CUDA initialised)."""
+    method = start_method()
+    mp = multiprocessing.get_context(method)
+    if method == "forkserver":
+        mp.set_forkserver_preload(list(PRELOAD))  # takes effect when the server starts (first child)
+    return mp
+
+
+def _child_env() -> dict:
+    """The parent's environment now, for the child to take (the fork server's is the one it started with)."""
+    return dict(os.environ)
+
 
 def run_isolated(spec: CellSpec, ctx: CellContext, log_path: Path | None = None, call: str = RUN_CELL) -> CellResult:
-    """Run one cell through ``call`` (kit.bench.api.run_cell) in a spawned child; see the module's diagram."""
+    """Run one cell through ``call`` (kit.bench.api.run_cell) in a child of its own; see the module's diagram."""
     return _run_children(spec, ctx, [_ctx_fields(ctx)], log_path, call)
 
 
@@ -80,7 +114,7 @@ DDP_CALL = "kit.bench.distributed.worker:run_rank"
 
 def run_data_parallel(spec: CellSpec, ctx: CellContext, world_size: int, log_path: Path | None = None,
                       store_dir: Path | None = None, call: str | None = None) -> CellResult:
-    """One cell over ``world_size`` ranks, each a spawned child as above (kit.bench.distributed).
+    """One cell over ``world_size`` ranks, each a child process as above (kit.bench.distributed).
 
     Ranks get GPUs 0..N-1 of those visible (``ctx.device`` "cuda...") or share the CPU (gloo; each
     rank gets an equal share of the cores as its thread count). They meet through a FileStore in
@@ -100,7 +134,8 @@ def run_data_parallel(spec: CellSpec, ctx: CellContext, world_size: int, log_pat
         f = _ctx_fields(ctx)
         if ctx.device.startswith("cuda"):
             f["device"] = f"cuda:{rank}"
-        f["extra"]["ddp"] = {"rank": rank, "world_size": world_size, "store": str(store), "threads": threads}
+        f["extra"]["ddp"] = {"rank": rank, "world_size": world_size, "store": str(store), "threads": threads,
+                             "start_method": start_method()}
         fields.append(f)
     try:
         return _run_children(spec, ctx, fields, log_path, call)
@@ -186,7 +221,7 @@ def check_data_parallel(config: Any) -> None:
 def _run_children(spec: CellSpec, ctx: CellContext, fields: list, log_path: Path | None, call: str) -> CellResult:
     """Start one child per entry of ``fields`` (one: an isolated cell; N: the ranks of a data-parallel
     cell), relay child 0's events and progress, return child 0's result once every child reported."""
-    mp = multiprocessing.get_context("spawn")  # never fork a process that has CUDA initialised
+    mp = _mp_context()
     stop = mp.Event()
     world = len(fields)
     children = []
@@ -194,7 +229,8 @@ def _run_children(spec: CellSpec, ctx: CellContext, fields: list, log_path: Path
         messages = mp.Queue()
         name = f"kit-cell {spec.cell_id}" + (f" rank {rank}" if world > 1 else "")
         proc = mp.Process(target=_child_main, name=name,
-                          args=(call, spec.to_dict(), f, messages, stop, str(log_path) if log_path else None))
+                          args=(call, spec.to_dict(), f, messages, stop, str(log_path) if log_path else None,
+                                _child_env()))
         children.append((rank, proc, messages))
     for rank, proc, _ in children:
         proc.start()
@@ -301,9 +337,13 @@ def _last_message(messages: Any) -> Any:
         return None
 
 
-def _child_main(call: str, spec_dict: dict, ctx_fields: dict, messages: Any, stop: Any, log_path: str | None) -> None:
+def _child_main(call: str, spec_dict: dict, ctx_fields: dict, messages: Any, stop: Any, log_path: str | None,
+                env: dict | None = None) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent owns Ctrl-C (see the module docstring)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if env is not None and env != dict(os.environ):  # the parent's variables, not the fork server's
+        os.environ.clear()
+        os.environ.update(env)
     if log_path:
         handler = logging.FileHandler(log_path, encoding="utf-8")
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s [cell process]: %(message)s"))

@@ -1,7 +1,7 @@
 """Data-parallel cells: one cell over N ranks with DistributedDataParallel (NCCL on GPUs, gloo on the CPU).
 
     kit.runner.isolate.run_data_parallel        (the runner: host side, no torch)
-      spawns N processes, each kit.runner.isolate._child_main -> kit.bench.distributed.worker:run_rank
+      starts N processes (its fork server), each kit.runner.isolate._child_main -> kit.bench.distributed.worker:run_rank
     run_rank (one per rank)
       init_process_group (a FileStore in the run folder: no TCP port to pick or race for)
       kit.bench.distributed.state.activate -> the engines' three hooks turn on:

@@ -1,4 +1,4 @@
-"""One rank of a data-parallel cell (runs in a process the runner spawned; see this package's docstring).
+"""One rank of a data-parallel cell (runs in a child process the runner started; see this package's docstring).
 
 What a data-parallel cell records (``metrics["data_parallel"]`` and each repeat):
 
@@ -185,7 +185,7 @@ def combine(result: CellResult, gathered: list, comm: "dict | None", info: state
     dp_metrics = {
         "world_size": world,
         "backend": info.backend,
-        "launcher": "kit.runner.isolate (multiprocessing spawn, one process per rank; FileStore rendezvous)",
+        "launcher": f"kit.runner.isolate (multiprocessing {dp.get('start_method', 'spawn')}, one process per rank; FileStore rendezvous)",
         "per_rank_batch_size": per_rank_batch(result),
         "global_batch_size": (per_rank_batch(result) or 0) * world or None,
         "throughput_per_gpu_items_per_s_median": statistics.median(per_gpu) if per_gpu else None,
