@@ -4,7 +4,11 @@
         the targets table (references/h200/perf/perf.md) from a bench_h200.sh output
         folder, or a folder holding bundles and an overhead.json;
     python scripts/perf_table.py --suite references/h200/vm_NVIDIA-H200_*.tar.gz
-        the full-suite tables of README "The full suite on an H200" from a bundle.
+        the full-suite tables of README "The full suite on an H200" from a bundle;
+    python scripts/perf_table.py --curve references/h200/curve/*/*.tar.gz
+        the batch-curve tables of README "Batch curve (H200)": one table per model and
+        image size, a row per precision (kit.results.curve: the knee, the speedup over fp32
+        at each size, images per joule).
 
 Every figure is read from the runs' results.json files (medians over repeats); the
 speedup over fp32 is computed and printed by kit.results.ratios, the one function
@@ -169,9 +173,38 @@ def suite_tables(results: RunResults, precision: str = "amp-fp16") -> str:
     return "\n\n".join(out) + "\n"
 
 
+def curve_tables(results: RunResults) -> str:
+    """One markdown table per model x image size of a --batch-sizes run: throughput, speedup over
+    fp32 and images per joule at each batch size, and the knee (kit.results.curve)."""
+    from kit.results import curve as batch_curve
+
+    groups: dict = {}
+    for cv in batch_curve.curves(results.cells):
+        if not cv.shown:
+            continue
+        size = next((p.cell.params.get("image_size") for p in cv.points if p.cell is not None), None)
+        groups.setdefault((cv.workload, cv.model, cv.engine, size), []).append(cv)
+    out = []
+    for (workload, model, engine, size), cvs in groups.items():
+        sizes = sorted({p.batch_size for cv in cvs for p in cv.points})
+        head = [f"{model}, {size} px ({engine} engine)", "knee"] + [f"batch {b:,}" for b in sizes]
+        lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+        for cv in cvs:
+            at = {p.batch_size: p for p in cv.points}
+            shown = ["<br>".join(batch_curve.point_parts(at[b], cv.unit)) if b in at else "not run" for b in sizes]
+            lines.append("| " + " | ".join([cv.precision, batch_curve.fmt_knee(cv)] + shown) + " |")
+        out.append("\n".join(lines))
+    return "\n\n".join(out) + "\n"
+
+
 if __name__ == "__main__":
     args = sys.argv[1:]
-    if args[:1] == ["--suite"]:
+    if args[:1] == ["--curve"]:
+        from kit.bundle.safe_open import open_bundle
+
+        for path in args[1:]:
+            print(curve_tables(open_bundle(Path(path)).results))
+    elif args[:1] == ["--suite"]:
         from kit.bundle.safe_open import open_bundle
 
         for path in args[1:]:

@@ -21,7 +21,7 @@ from kit.report.svg import Series, line_chart
 from kit.results import ratios
 from kit.results.curve import KNEE_GAIN, curves, fmt_knee, knee
 from kit.results.derive import derive
-from kit.results.schema import CURVE_PARAM, CellResult, RunConfig, RunResults
+from kit.results.schema import CURVE_PARAM, CellResult, RunResults
 from kit.runner.options import config_from_options, parse_args, parse_batch_sizes, to_args
 from kit.runner.plan import build_plan
 
@@ -279,3 +279,19 @@ def test_bundle_show_prints_the_curve_and_the_knee(tmp_path):
     assert " 512 " in fp32 and "1,536 images/s" in fp32 and "3 images/J" in fp32
     bf16 = next(line for line in out.splitlines() if "amp-bf16" in line)
     assert "2.00×" in bf16 and "out of memory at batch 1024" in bf16 and "not reached (> 512)" in bf16
+
+
+def test_perf_table_prints_the_curve_as_bundle_show_does():
+    """scripts/perf_table.py --curve (the README's tables): the same knee, speedups and images per joule."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("perf_table", Path(__file__).parents[1] / "scripts" / "perf_table.py")
+    perf_table = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(perf_table)
+    text = perf_table.curve_tables(_results())
+    head, _, *rows = text.strip().splitlines()
+    assert head.startswith("| resnet18, ") and "| knee | batch 256 | batch 512 | batch 1,024 |" in head
+    fp32 = next(r for r in rows if r.startswith("| fp32 |"))
+    bf16 = next(r for r in rows if r.startswith("| amp-bf16 |"))
+    assert "| 512 |" in fp32 and "1,536 images/s<br>3 images/J" in fp32
+    assert "not reached (> 512)" in bf16 and "2.00×" in bf16 and "out of memory at batch 1024" in bf16

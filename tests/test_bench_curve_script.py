@@ -34,3 +34,13 @@ def test_parts_precisions_and_repeats_are_passed_through(tmp_path):
     runs = _run(tmp_path, PARTS="224", PRECISIONS="fp32,amp-bf16", REPEATS="2")
     assert list(runs) == ["curve-224px.bundle"]
     assert "--precisions fp32,amp-bf16" in runs["curve-224px.bundle"] and "--repeats 2" in runs["curve-224px.bundle"]
+
+
+def test_a_part_whose_run_folder_exists_is_resumed_not_started_again(tmp_path):
+    """A command cut by a time limit leaves its run folder; running the script again resumes it."""
+    stopped = tmp_path / "curve-224px" / "20261201-233203-vm-cifar-5519"
+    stopped.mkdir(parents=True)
+    (stopped / "journal.jsonl").write_text("")
+    runs = _run(tmp_path)
+    assert runs["curve-224px.bundle"].split() == ["run", "--resume", str(stopped)]
+    assert "--batch-sizes 256,512,1024,2048,4096,8192" in runs["curve-32px.bundle"]  # never started: a new run
