@@ -58,19 +58,23 @@ def main() -> None:
                       repeats=config.repeats)
     dist.init_process_group(backend, init_method="file://" + str(work / "store"), rank=0, world_size=1)
     medians = {way: [] for way in WAYS}
+    repeats = {way: [] for way in WAYS}  # every repeat's throughput, by round
+    ddp_used: dict = {}  # the DDP options and hook the data-parallel way ran with
     try:
         for r in range(args.rounds):
             for way in (WAYS if r % 2 == 0 else tuple(reversed(WAYS))):
-                if way != "plain":
-                    state.activate(state.RankInfo(0, 1, backend, device))
+                info = state.activate(state.RankInfo(0, 1, backend, device)) if way != "plain" else None
                 try:
                     result = run_cell(spec, ctx)
                 finally:
                     state.deactivate()
+                if info is not None:
+                    ddp_used = info.ddp_options
                 if result.status != "ok":
                     sys.exit(f"{way}: the cell {result.status}: {result.reason}")
                 m = result.summary["throughput_items_per_s"]["median"]
                 medians[way].append(m)
+                repeats[way].append([r.get("throughput_items_per_s") for r in result.repeats])
                 print(f"round {r + 1} {way:26s} {m:9.1f} images/s", flush=True)
     finally:
         dist.destroy_process_group()
@@ -79,6 +83,7 @@ def main() -> None:
     ddp = statistics.median(medians["data-parallel-in-process"])
     report = {"cell": spec.cell_id, "params": spec.params, "device": torch.cuda.get_device_name(device) if backend == "nccl" else "cpu",
               "torch": torch.__version__, "rounds": args.rounds, "medians_by_round": medians,
+              "repeats_by_round": repeats, "ddp_options": dict(ddp_used),
               "plain_images_per_s": plain, "data_parallel_in_process_images_per_s": ddp,
               "in_process_over_plain": ddp / plain, "data": "synthetic",
               "method": "kit.bench.api.run_cell in one process, plain and with the data-parallel state on "
