@@ -42,6 +42,24 @@ def test_steady_throughput_excludes_warmup_steps_and_time_between_epochs():
     assert s["epoch_seconds_median"] == pytest.approx(8.5)
 
 
+def test_the_steady_spans_are_recorded_on_the_telemetry_clock():
+    """[start, end] of each steady segment, so the runner can take the GPU's energy over exactly
+    the steps throughput counts (kit.env.telemetry_summary.steady_energy)."""
+    ft = FakeTime()
+    clock = StepClock("cpu", warmup_steps=2, time_fn=ft, mono_fn=ft)
+    clock.start()
+    for epoch in range(2):
+        clock.epoch_start()
+        for step in range(4):
+            ft.advance(10.0 if (epoch, step) == (0, 0) else 1.0)
+            clock.step_done(32)
+        clock.epoch_end()
+        ft.advance(50.0)
+    windows = clock.summary()["steady_windows"]
+    assert windows == [[pytest.approx(111.0), pytest.approx(113.0)], [pytest.approx(163.0), pytest.approx(167.0)]]
+    assert sum(b - a for a, b in windows) == pytest.approx(clock.summary()["steady_seconds"])
+
+
 def test_no_steady_steps_means_no_throughput_rather_than_a_guess():
     ft = FakeTime()
     clock = StepClock("cpu", warmup_steps=5, time_fn=ft)

@@ -248,3 +248,90 @@ def test_the_total_of_a_data_parallel_cell_is_unknown_where_a_gpu_did_not_measur
     telemetry.attach_energy(result)
     assert is_unknown(result.telemetry["energy_j_per_epoch"])  # no per-image energy from half the GPUs
     assert combine_gpus([a]) is a
+
+
+# -- energy over the timed steps ---------------------------------------------------
+
+
+def _busy_between(first: int, last: int, ticks: int = 30, dt: float = 0.2, idle_w: float = 100.0, busy_w: float = 500.0):
+    """FIXTURE timeline (invented): idle power, then busy from tick ``first`` to ``last``, then idle
+    again; the energy counter adds each tick's power over ``dt``, as the driver's would."""
+    fixture = load("h200_580")
+    base = dict(fixture["gpus"][0]["timeline"][0])
+    timeline, mj = [], 10_000_000.0
+    for i in range(ticks):
+        watts = busy_w if first <= i < last else idle_w
+        timeline.append(dict(base, power_mw=int(watts * 1000), energy_mj=int(mj), clock_event_reasons=0))
+        mj += watts * dt * 1000
+    fixture["gpus"][0]["timeline"] = timeline
+    return FakeNVML(fixture)
+
+
+def _play_with_windows(fake: FakeNVML, ticks: int, windows_ticks: list, dt: float = 0.2) -> dict:
+    clock = Clock()
+    t0 = clock.t
+    s = telemetry.Sampler(fake, index=0, clock=clock)
+    s.start(thread=False)
+    for i in range(1, ticks):
+        clock.t += dt
+        fake.tick = i
+        s.sample_once()
+    clock.t += dt
+    return s.stop([[t0 + a * dt, t0 + b * dt] for a, b in windows_ticks])
+
+
+def test_energy_per_item_comes_from_the_timed_steps_not_the_whole_cell():
+    """A cell whose warm-up idles at 100 W and whose timed steps draw 500 W: items per joule is the
+    steady throughput over the timed steps' 500 W, not over the cell's mean (which the warm-up pulls
+    down, so items per joule read too high: 1.9x here)."""
+    summary = _play_with_windows(_busy_between(10, 25), 30, [(10, 17), (18, 25)])
+    assert summary["steady_energy_source"] == "counter" and summary["steady_windows"] == 2
+    assert summary["steady_seconds"] == pytest.approx(2.8)
+    assert summary["steady_power_w"] == pytest.approx(500.0)
+    result = _result_with(summary)
+    telemetry.attach_energy(result)
+    t = result.telemetry
+    assert t["energy_basis"] == "steady" and "timed steps" in t["energy_attribution"]
+    assert result.repeats[0]["items_per_j"] == pytest.approx(1000.0 / 500.0)
+    assert result.repeats[0]["energy_j_per_epoch"] == [pytest.approx(5000.0)] * 2
+    assert t["cell_mean_power_w"] < 300.0  # what the old figure divided by
+
+
+def test_timed_steps_too_short_for_the_sampler_fall_back_to_the_cell_mean_and_say_why():
+    summary = _play_with_windows(_busy_between(10, 25), 30, [(10, 12)])  # 0.4 s at 5 Hz
+    assert is_unknown(summary["steady_power_w"]) and "under the 1 s" in summary["steady_power_w"]["reason"]
+    result = _result_with(summary)
+    telemetry.attach_energy(result)
+    assert result.telemetry["energy_basis"] == "cell" and result.telemetry["energy_attribution"].startswith("estimate")
+    assert result.repeats[0]["items_per_j"] == pytest.approx(1000.0 / result.telemetry["cell_mean_power_w"])
+
+
+def test_without_an_energy_counter_the_timed_steps_power_is_integrated():
+    fake = _busy_between(5, 25)
+    for tick in fake.data["gpus"][0]["timeline"]:
+        tick.pop("energy_mj")
+    summary = _play_with_windows(fake, 30, [(10, 20)])
+    assert summary["steady_energy_source"] == "integrated"
+    assert summary["steady_power_w"] == pytest.approx(500.0)
+
+
+def test_the_runner_takes_the_repeats_timed_spans_out_of_the_results():
+    from kit.runner.execute import timed_spans
+
+    result = _result_with({"available": False, "reason": "cpu"})
+    result.repeats[0]["steady_windows"] = [[1.0, 2.0]]
+    result.repeats[1]["steady_windows"] = [[3.0, 4.5], "junk"]
+    assert timed_spans(result) == [[1.0, 2.0], [3.0, 4.5]]
+    assert all("steady_windows" not in r for r in result.repeats)
+    assert timed_spans(result) is None
+
+
+def test_a_data_parallel_cell_sums_its_gpus_energy_over_the_timed_steps():
+    from kit.env.telemetry_summary import combine_gpus
+
+    a = {"available": True, "energy_j": 6000.0, "power_mean_w": 200.0, "power_max_w": 300.0, "duration_s": 30.0,
+         "steady_energy_j": 1000.0, "steady_power_w": 500.0}
+    both = combine_gpus([a, dict(a, steady_energy_j=900.0, steady_power_w=450.0)])
+    assert both["steady_power_w"] == 950.0 and both["steady_energy_j"] == 1900.0
+    plain = {k: v for k, v in a.items() if not k.startswith("steady")}
+    assert "steady_power_w" not in combine_gpus([plain, dict(plain)])

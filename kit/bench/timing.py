@@ -70,6 +70,8 @@ class StepClock:
     device: str
     warmup_steps: int = 5
     time_fn: Callable[[], float] = time.perf_counter
+    #: the clock of ``steady_windows`` (the telemetry sampler's; tests pass a fake)
+    mono_fn: Callable[[], float] = time.monotonic
     t_start: float = 0.0
     t_first_step: float | None = None
     t_warm: float | None = None
@@ -79,6 +81,10 @@ class StepClock:
     _epoch_t0: float | None = None
     _open_since: float | None = None  # start of the current steady segment
     _steady_closed: float = 0.0  # steady seconds of finished segments
+    #: the steady segments as [start, end] on time.monotonic(), the clock the runner's telemetry
+    #: sampler keeps (system-wide: the same in a cell's own process), so the runner can take the
+    #: GPU's energy over exactly these spans (kit.env.telemetry_summary.steady_energy)
+    steady_windows: list = field(default_factory=list)
 
     def _now(self) -> float:
         sync(self.device)
@@ -87,10 +93,19 @@ class StepClock:
     def start(self) -> None:
         self.t_start = self._now()
 
+    def _open(self, t: float) -> None:
+        self._open_since = t
+        self.steady_windows.append([self.mono_fn(), None])
+
+    def _close(self, t: float) -> None:
+        self._steady_closed += t - self._open_since
+        self._open_since = None
+        self.steady_windows[-1][1] = self.mono_fn()
+
     def epoch_start(self) -> None:
         self._epoch_t0 = self._now()
         if self.t_warm is not None:
-            self._open_since = self._epoch_t0
+            self._open(self._epoch_t0)
 
     def epoch_end(self) -> float:
         t = self._now()
@@ -98,8 +113,7 @@ class StepClock:
         dt = t - t0
         self.epoch_seconds.append(dt)
         if self._open_since is not None:
-            self._steady_closed += t - self._open_since
-            self._open_since = None
+            self._close(t)
         self._epoch_t0 = None
         return dt
 
@@ -111,7 +125,7 @@ class StepClock:
             self.steady_items += items
         elif self.steps >= self.warmup_steps:
             self.t_warm = self._now()
-            self._open_since = self.t_warm
+            self._open(self.t_warm)
 
     @property
     def warm(self) -> bool:
@@ -137,4 +151,5 @@ class StepClock:
             "steady_items": self.steady_items,
             "throughput_items_per_s": (self.steady_items / steady) if steady and self.steady_items else None,
             "steps": self.steps,
+            "steady_windows": [[a, b if b is not None else self.mono_fn()] for a, b in self.steady_windows],
         }

@@ -4,7 +4,7 @@ The runner starts a sampler before a cell and stops it after::
 
     sampler = telemetry.start_for_device("cuda:0")   # a background thread, 5 Hz
     ... run the cell ...
-    result.telemetry = sampler.stop()                 # a summary dict (idempotent)
+    result.telemetry = sampler.stop(windows)          # a summary dict (idempotent); windows: the timed steps
     telemetry.attach_energy(result)                   # per-epoch energy, items per joule
 
 What a sample reads (NVML, for the one GPU the cell runs on): board power
@@ -12,8 +12,11 @@ What a sample reads (NVML, for the one GPU the cell runs on): board power
 utilisation (%), the clock-event ("throttle") reasons bitmask, and, about
 once a second, the processes on the GPU. Energy comes from the driver's total
 energy counter (``nvmlDeviceGetTotalEnergyConsumption``, mJ, Volta and newer)
-read at start and stop; where that counter does not exist the sampled power
-is integrated over time and the summary says so (``energy_source``).
+read at start, at every sample and at stop; where that counter does not exist
+the sampled power is integrated over time and the summary says so
+(``energy_source``). Given the cell's timed spans (each repeat's steady state,
+``steady_windows`` on time.monotonic), the summary also has the energy and mean
+power over those spans alone (``steady_power_w``), which energy per item uses.
 
 A metric NVML does not support on this GPU is read once, recorded as unknown
 with the reason, and not asked for again. The sampler measures its own cost:
@@ -52,7 +55,7 @@ class Unavailable:
     def __init__(self, reason: str):
         self.reason = reason
 
-    def stop(self) -> dict:
+    def stop(self, steady_windows: list | None = None) -> dict:
         return {"available": False, "reason": self.reason}
 
 
@@ -86,6 +89,7 @@ class Sampler:
         # One list per metric, filled by sample_once(); times in clock seconds.
         self.times: list[float] = []
         self.power_w: list[tuple[float, float]] = []
+        self.energy_mj: list[tuple[float, int]] = []  # the driver's energy counter at each sample
         self.sm_mhz: list[int] = []
         self.mem_mhz: list[int] = []
         self.temp_c: list[int] = []
@@ -140,8 +144,10 @@ class Sampler:
                 self.error = describe_exception(exc)
                 return
 
-    def stop(self) -> dict:
-        """Stop sampling and return the summary. Calling it again returns the same dict."""
+    def stop(self, steady_windows: list | None = None) -> dict:
+        """Stop sampling and return the summary; with ``steady_windows`` ([start, end] on this
+        sampler's clock: the cell's timed steps), also the energy over those spans
+        (kit.env.telemetry_summary.steady_energy). Calling it again returns the same dict."""
         with self._lock:
             if self._summary is not None:
                 return self._summary
@@ -152,7 +158,7 @@ class Sampler:
                 self.sample_once()  # the state at the very end of the cell
                 end_mj = self._read_energy()
                 t1 = self.clock()
-                self._summary = summarise(self, t1, end_mj)
+                self._summary = summarise(self, t1, end_mj, steady_windows)
             except Exception as exc:  # noqa: BLE001
                 self._summary = {"available": False, "reason": f"telemetry failed: {describe_exception(exc)}"}
             finally:
@@ -194,6 +200,9 @@ class Sampler:
         p = self._read("power", nv.nvmlDeviceGetPowerUsage, h)
         if p is not None:
             self.power_w.append((now, p / 1000.0))
+        e = self._read_energy()
+        if e is not None:
+            self.energy_mj.append((now, e))
         sm = self._read("sm_clock", nv.nvmlDeviceGetClockInfo, h, nvml_probe.const(nv, "NVML_CLOCK_SM", 1))
         if sm is not None:
             self.sm_mhz.append(int(sm))
@@ -299,8 +308,8 @@ class GroupSampler:
     def __init__(self, samplers: list[Any]):
         self.samplers = samplers
 
-    def stop(self) -> dict:
-        return combine_gpus([s.stop() for s in self.samplers])
+    def stop(self, steady_windows: list | None = None) -> dict:
+        return combine_gpus([s.stop(steady_windows) for s in self.samplers])
 
 
 def start_for_devices(devices: list[str], nvml: Any = None, hz: float = DEFAULT_HZ) -> GroupSampler | Sampler | Unavailable:

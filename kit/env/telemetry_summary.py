@@ -20,9 +20,10 @@ from kit.facts.hardware import THROTTLE_REASONS
 THROTTLE_FRACTION = 0.05
 
 
-def summarise(sampler: Any, t1: float, end_mj: int | None) -> dict:
+def summarise(sampler: Any, t1: float, end_mj: int | None, steady_windows: list | None = None) -> dict:
     """The cell's telemetry summary from what ``sampler`` (kit.env.telemetry.Sampler)
-    recorded, ending at clock time ``t1`` with the energy counter at ``end_mj``."""
+    recorded, ending at clock time ``t1`` with the energy counter at ``end_mj``; with
+    ``steady_windows``, the energy over the cell's timed steps too (:func:`steady_energy`)."""
     duration = max(t1 - sampler.t0, 0.0)
     n = len(sampler.times)
     out: dict[str, Any] = {"available": True, "gpu": sampler.gpu, "interval_s": sampler.interval_s, "samples": n, "duration_s": duration}
@@ -45,6 +46,9 @@ def summarise(sampler: Any, t1: float, end_mj: int | None) -> dict:
     else:
         out["energy_j"] = unknown("no energy counter and no power samples: " + sampler.unsupported.get("power", ""))
         out["energy_source"] = "none"
+
+    if steady_windows:
+        out.update(steady_energy(sampler, steady_windows))
 
     out["sm_clock_mean_mhz"] = _mean(sampler.sm_mhz) if sampler.sm_mhz else unknown(sampler.unsupported.get("sm_clock", "no samples"))
     out["sm_clock_min_mhz"] = min(sampler.sm_mhz) if sampler.sm_mhz else unknown(sampler.unsupported.get("sm_clock", "no samples"))
@@ -94,6 +98,57 @@ def _integrate(samples: list[tuple[float, float]], t0: float, t1: float) -> floa
     return energy
 
 
+#: The timed spans must add up to at least this many sampling intervals (and a second) for
+#: their energy to stand on its own: at each end of a span the counter is interpolated
+#: between two samples, so a span much shorter than the interval would mostly measure the
+#: power of what came before and after it (warm-up, compilation, the next repeat's set-up).
+STEADY_MIN_INTERVALS = 5
+STEADY_MIN_S = 1.0
+
+
+def _at(series: list[tuple[float, float]], t: float) -> float | None:
+    """The counter at time ``t``, linear between the samples around it (None outside them)."""
+    if not series or t < series[0][0] or t > series[-1][0]:
+        return None
+    for (ta, va), (tb, vb) in zip(series, series[1:]):
+        if ta <= t <= tb:
+            return va if tb == ta else va + (vb - va) * (t - ta) / (tb - ta)
+    return series[-1][1] if t == series[-1][0] else None
+
+
+def steady_energy(sampler: Any, windows: list) -> dict:
+    """The GPU's energy and mean power over ``windows`` ([start, end] on the sampler's clock:
+    each repeat's steady state, kit.bench.timing.StepClock.steady_windows), from the energy
+    counter read at every sample (linear between samples), else from the sampled power;
+    unknown, with the reason, where the spans are too short for the sampling interval."""
+    spans = [(float(a), float(b)) for a, b in windows if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b > a]
+    seconds = sum(b - a for a, b in spans)
+    out: dict[str, Any] = {"steady_seconds": seconds, "steady_windows": len(spans)}
+    need = max(STEADY_MIN_S, STEADY_MIN_INTERVALS * sampler.interval_s)
+    if seconds < need:
+        out["steady_power_w"] = unknown(
+            f"the timed steps lasted {seconds:.2f} s in all, under the {need:g} s ({STEADY_MIN_INTERVALS} sampling "
+            f"intervals) their energy needs at {1 / sampler.interval_s:g} Hz; energy per item uses the cell's mean power")
+        return out
+    counter = [(t, mj / 1000.0) for t, mj in sampler.energy_mj]
+    if len(counter) >= 2 and all(b[1] >= a[1] for a, b in zip(counter, counter[1:])):
+        ends = [(_at(counter, a), _at(counter, b)) for a, b in spans]
+        if all(x is not None and y is not None for x, y in ends):
+            joules = sum(y - x for x, y in ends)
+            out.update(steady_energy_j=joules, steady_power_w=joules / seconds, steady_energy_source="counter")
+            return out
+    if len(sampler.power_w) >= 2:
+        def inside(a: float, b: float) -> list:  # the samples in [a, b], else the one nearest to it
+            return ([p for p in sampler.power_w if a <= p[0] <= b]
+                    or [min(sampler.power_w, key=lambda p: abs(p[0] - (a + b) / 2))])
+
+        joules = sum(_integrate(inside(a, b), a, b) for a, b in spans)
+        out.update(steady_energy_j=joules, steady_power_w=joules / seconds, steady_energy_source="integrated")
+        return out
+    out["steady_power_w"] = unknown("no energy counter readings or power samples over the timed steps")
+    return out
+
+
 # -- energy per unit of work --------------------------------------------------
 
 
@@ -101,10 +156,14 @@ ENERGY_ATTRIBUTION = (
     "estimate: the cell's mean board power x each epoch's time (the cell also spans warm-up, "
     "compilation and evaluation, whose power may differ)"
 )
+ENERGY_ATTRIBUTION_STEADY = (
+    "the GPU's mean board power over the repeats' timed steps (the energy counter between their "
+    "ends) x each epoch's time; items per joule = steady throughput / that power"
+)
 
 
 #: what adds up over a data-parallel cell's GPUs (the cell's throughput is all ranks' together)
-_SUMMED = ("energy_j", "power_mean_w", "power_max_w")
+_SUMMED = ("energy_j", "power_mean_w", "power_max_w", "steady_energy_j", "steady_power_w")
 
 
 def combine_gpus(parts: list[dict]) -> dict:
@@ -123,6 +182,8 @@ def combine_gpus(parts: list[dict]) -> dict:
     out["gpus_sampled"] = len(parts)
     out["per_gpu"] = parts
     for key in _SUMMED:
+        if key.startswith("steady_") and not any(key in p for p in parts):
+            continue  # no timed spans were given: nothing to add up
         values = [p.get(key) if p.get("available") else None for p in parts]
         if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
             out[key] = float(sum(values))
@@ -150,16 +211,25 @@ def combine_gpus(parts: list[dict]) -> dict:
 def attach_energy(result: Any) -> None:
     """Add energy per epoch to each repeat and items per joule, from ``result.telemetry``.
 
-    The mean power is the energy counter's joules over the cell's duration
-    (or the sampled mean when only that exists). Per-epoch energy and items per
-    joule are estimates from that mean and are labelled as such.
+    The mean power is the GPU's over the repeats' timed steps where the summary has it
+    (``steady_power_w``: :func:`steady_energy`, the steady state that throughput is measured
+    over), else the energy counter's joules over the whole cell's duration (or the sampled
+    mean when only that exists), warm-up and compilation included. ``energy_basis`` says
+    which; per-epoch energy and items per joule are labelled estimates either way.
     """
     tele = getattr(result, "telemetry", None)
     if not isinstance(tele, dict) or not tele.get("available"):
         return
     energy = tele.get("energy_j")
     duration = tele.get("duration_s")
+    steady = tele.get("steady_power_w")
+    basis, attribution = "cell", ENERGY_ATTRIBUTION
     if isinstance(energy, (int, float)) and isinstance(duration, (int, float)) and duration > 0:
+        tele["cell_mean_power_w"] = energy / duration
+    if isinstance(steady, (int, float)) and not isinstance(steady, bool) and steady > 0:
+        mean_w = float(steady)
+        basis, attribution = "steady", ENERGY_ATTRIBUTION_STEADY
+    elif isinstance(energy, (int, float)) and isinstance(duration, (int, float)) and duration > 0:
         mean_w = energy / duration
         tele["cell_mean_power_w"] = mean_w
     elif isinstance(tele.get("power_mean_w"), (int, float)):
@@ -183,7 +253,8 @@ def attach_energy(result: Any) -> None:
         if isinstance(tput, (int, float)) and tput > 0:
             rep["items_per_j"] = tput / mean_w
             per_joule.append(rep["items_per_j"])
-    tele["energy_attribution"] = ENERGY_ATTRIBUTION
+    tele["energy_attribution"] = attribution
+    tele["energy_basis"] = basis
     tele["energy_j_per_epoch"] = _median(per_epoch) if per_epoch else unknown("no per-epoch times in the repeats")
     tele["items_per_j"] = _median(per_joule) if per_joule else unknown("no throughput in the repeats")
     tele["items_per_j_unit"] = f"{unit} per joule"

@@ -172,7 +172,7 @@ def batch_curve_charts(results: RunResults, suffix: str = "", id_prefix: str = "
                 f"{unit.capitalize()} per joule against batch size — {title}", sizes, per_j,
                 y_label=f"{unit} per joule (median)", x_label="batch size (log scale)",
                 chart_id=f"{id_prefix}{base}-per-joule",
-                note="steady throughput ÷ the cell's mean board power (an estimate); × not measured",
+                note="steady throughput ÷ mean board power over the timed steps (an estimate); × not measured",
             )
     return charts
 

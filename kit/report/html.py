@@ -234,7 +234,9 @@ def _batch_curve_table(results: RunResults) -> str:
             + _table(["model · engine", "precision", "knee (batch)"] + [f"batch {b:,}" for b in sizes], rows, numeric_from=2)
             + f'<p class="sub">Each batch size is a cell of its own (median over its repeats); the speedup over fp32 is '
               f"at the same batch size. {escape(KNEE_DEFINITION[0].upper() + KNEE_DEFINITION[1:])}. Images per joule: "
-              "steady throughput ÷ the cell's mean board power, where the GPU reported energy or power.</p>")
+              "steady throughput ÷ the GPU's mean board power over the timed steps (over the whole cell, warm-up "
+              "included, where the timed steps were too short to measure: telemetry.energy_basis), where the GPU "
+              "reported energy or power.</p>")
 
 
 def _telemetry_table(results: RunResults) -> str:

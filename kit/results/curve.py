@@ -11,8 +11,9 @@ status. A curve is the points of one workload x model x engine x precision::
 Throughput is the median over repeats of the point's steady-state throughput; the speedup over
 fp32 at a batch size is :func:`kit.results.ratios.speedup_over_fp32` of the point and fp32's
 point at the same size (the project's one ratio). Images per joule is the point's telemetry
-(kit.env.telemetry_summary.attach_energy: its steady throughput ÷ the cell's mean board
-power), where the GPU reported energy or power; else None, never a guess.
+(kit.env.telemetry_summary.attach_energy: its steady throughput ÷ the GPU's mean board power
+over the timed steps, or over the whole cell where those were too short to measure), where the
+GPU reported energy or power; else None, never a guess.
 
 Pure Python, Python 3.7 syntax (the report runs in the cuda10 image).
 """

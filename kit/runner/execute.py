@@ -392,6 +392,18 @@ def _execute_locked(config: RunConfig, run_id: str, run_dir: Path, results_root:
     return outcome
 
 
+def timed_spans(result: CellResult) -> list | None:
+    """Every repeat's steady-state spans ([start, end] on time.monotonic, kit.bench.timing.StepClock),
+    taken out of the repeats: the telemetry turns them into the GPU's energy over the timed steps,
+    and the results keep that energy, not the clock readings."""
+    spans = []
+    for rep in result.repeats or []:
+        windows = rep.pop("steady_windows", None) if isinstance(rep, dict) else None
+        if isinstance(windows, list):
+            spans.extend(w for w in windows if isinstance(w, (list, tuple)) and len(w) == 2)
+    return spans or None
+
+
 def cell_devices(spec: CellSpec, device: str) -> list[str]:
     """The devices a cell runs on, for its telemetry: a data-parallel cell's ranks use GPUs
     0..N-1 (kit.runner.isolate.run_parallel_cell); every other cell, ``device``."""
@@ -436,7 +448,7 @@ def _run_one(bench, spec: CellSpec, config: RunConfig, device: str, run_dir: Pat
         log.error("cell %s failed:\n%s", spec.cell_id, traceback.format_exc())
         result = CellResult(spec.workload, spec.model, spec.precision, spec.engine, "failed",
                             params=spec.params, reason=f"{exc.__class__.__name__}: {exc}")
-    tele = sampler.stop()
+    tele = sampler.stop(timed_spans(result))
     result.started_at, result.finished_at = started, time.time()
     if result.status == "ok":
         result.telemetry = tele

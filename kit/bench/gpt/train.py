@@ -231,6 +231,7 @@ def run_repeat(cfg: GPTConfig, train_ids, heldout: list | None, vocab: int, mode
         "throughput_items_per_s": tput,  # tokens/s, steady state
         "steady_tokens": times["steady_items"],
         "steady_seconds": times["steady_seconds"],
+        "steady_windows": times["steady_windows"],  # for the runner's steady-state energy
         "warmup_steps": times["warmup_steps"],
         "steps": counters["steps"],
         "time_to_first_step_s": times["time_to_first_step_s"],

@@ -239,6 +239,7 @@ def run_repeat(cfg: LSTMConfig, data: SplitData, precision_mode: str, device: st
         "throughput_items_per_s": times["throughput_items_per_s"],  # tokens/s, steady state
         "steady_tokens": times["steady_items"],
         "steady_seconds": times["steady_seconds"],
+        "steady_windows": times["steady_windows"],  # for the runner's steady-state energy
         "warmup_batches": times["warmup_steps"],
         "train_batches_per_epoch": n_batches,
         "time_to_first_step_s": times["time_to_first_step_s"],
