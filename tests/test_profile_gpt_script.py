@@ -1,0 +1,44 @@
+"""scripts/profile_gpt_step.py: its kernel kinds, and its code path on the CPU (the tiny preset)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("profile_gpt_step", ROOT / "scripts" / "profile_gpt_step.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("name, kind", [
+    ("sm90_xmma_gemm_e4m3e4m3_e4m3f32_f32_tn_n_tilesize128x128x128_cluster1x2x1", "fp8 GEMM"),
+    ("nvjet_hsh_192x192_64x4_2x1_v_bz_coopA_TNT", "GEMM"),
+    ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128>>", "attention"),
+    ("triton_poi_fused__to_copy_abs_amax_clamp_0", "Triton (fused elementwise, norms, casts, amax)"),
+    ("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<FusedAdamMathFunctor>", "optimizer"),
+    ("void at::native::vectorized_elementwise_kernel<4, FillFunctor<float>>", "other"),
+])
+def test_kernels_are_grouped_by_kind(name, kind):
+    assert _script().kind_of(name) == kind
+
+
+def test_it_profiles_the_suites_own_step_on_the_cpu(tmp_path):
+    pytest.importorskip("torch")
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "profile_gpt_step.py"), "--preset", "tiny",
+                          "--precisions", "fp32", "--device", "cpu", "--out", str(tmp_path)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "| kind | fp32 |" in out.stdout and "| total |" in out.stdout
+    (row,) = json.loads((tmp_path / "profile_gpt.json").read_text())
+    assert row["recorded_steps"] == 5 and row["tokens_per_s"] > 0
+    assert sum(row["ms_per_step_by_kind"].values()) > 0
