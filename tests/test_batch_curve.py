@@ -295,3 +295,53 @@ def test_perf_table_prints_the_curve_as_bundle_show_does():
     bf16 = next(r for r in rows if r.startswith("| amp-bf16 |"))
     assert "| 512 |" in fp32 and "1,536 images/s<br>3 images/J" in fp32
     assert "not reached (> 512)" in bf16 and "2.00×" in bf16 and "out of memory at batch 1024" in bf16
+
+
+def test_a_curve_at_224_px_is_another_curve_with_its_own_ids_and_merges_beside_the_32_px_one(tmp_path):
+    """The same model, precision and batch at 32 and 224 px are two measurements: their ids differ
+    (``.../torch/224px/bs256``), the views draw two curves (each point's speedup against fp32 at its own
+    size), and two runs' bundles merge into one (the H200 reference holds both sizes)."""
+    from fixtures.results.factory import make_run_dir
+    from kit.bundle.safe_open import open_bundle
+    from kit.report.export import export_run, merge_bundles
+    from kit.results.schema import cell_id
+
+    assert cell_id("cifar", "resnet50", "fp32", "torch", {"image_size": 32}) == "cifar/resnet50/fp32/torch"
+    assert cell_id("cifar", "resnet50", "fp32", "torch", {"image_size": 224, CURVE_PARAM: [64], "batch_size": 64}) \
+        == "cifar/resnet50/fp32/torch/224px/bs64"
+    assert cell_id("lstm", "tensor-core", "fp32", "kit", {"image_size": 224}) == "lstm/tensor-core/fp32/kit"
+    small = [_point("fp32", 256), _point("amp-bf16", 256, epoch_s=(5.0, 5.0, 5.0))]
+    large = [_point("fp32", 256, image_size=224, epoch_s=(40.0, 40.0, 40.0)),
+             _point("amp-bf16", 256, image_size=224, epoch_s=(10.0, 10.0, 10.0))]
+    res = _results(small + large)
+    cs = {(c.precision, c.image_size): c for c in curves(res.cells)}
+    assert set(cs) == {("fp32", 32), ("amp-bf16", 32), ("fp32", 224), ("amp-bf16", 224)}
+    assert cs[("amp-bf16", 32)].points[0].speedup_over_fp32 == pytest.approx(2.0)
+    assert cs[("amp-bf16", 224)].points[0].speedup_over_fp32 == pytest.approx(4.0)
+    assert cs[("fp32", 224)].name == "cifar/resnet18/fp32/torch/224px"
+    bundles = []
+    for name, cells in (("a", small), ("b", large)):
+        cells = [dict(c, cell_id=cell_id(c["workload"], c["model"], c["precision"], c["engine"], c["params"])) for c in cells]
+        d = make_results(cells, make_env(), run_id=f"FIXTURE-20250101-12000{len(bundles)}-{name}")
+        d["config"]["batch_sizes"] = [256]
+        bundles.append(export_run(make_run_dir(tmp_path / name, d), tmp_path / f"out-{name}"))
+    merged = open_bundle(merge_bundles(bundles, tmp_path / "m"))
+    assert sorted(c.cell_id for c in merged.results.cells) == [
+        "cifar/resnet18/amp-bf16/torch/224px/bs256", "cifar/resnet18/amp-bf16/torch/bs256",
+        "cifar/resnet18/fp32/torch/224px/bs256", "cifar/resnet18/fp32/torch/bs256"]
+    assert "resnet18/224px · torch" in merged.files["report.html"].decode()
+
+
+def test_cells_at_two_image_sizes_are_never_compared_with_each_other():
+    """A bundle holding 32 px and 224 px cells (a merged reference): the speedups over fp32 pair each
+    cell with fp32 at its own size, and a run at 224 px without a curve keeps its bar charts."""
+    from kit.results.derive import performance_ratios
+
+    small = [make_cell("resnet18", "fp32", epoch_s=[10.0] * 3), make_cell("resnet18", "amp-fp16", epoch_s=[5.0] * 3)]
+    large = [make_cell("resnet18", "fp32", image_size=224, epoch_s=[40.0] * 3),
+             make_cell("resnet18", "amp-fp16", image_size=224, epoch_s=[10.0] * 3)]
+    res = _results(small + large)
+    rows = {(r.get("image_size"), r["precision"]): r["speedup_over_fp32"] for r in performance_ratios(res.cells)}
+    assert rows == {(None, "amp-fp16"): pytest.approx(2.0), (224, "amp-fp16"): pytest.approx(4.0)}
+    charts = run_charts(_results(large))
+    assert "charts/cifar-torch-224px-throughput.svg" in charts and "at 224 px" in charts["charts/cifar-torch-224px-throughput.svg"]

@@ -69,6 +69,19 @@ def test_bundles_of_two_machines_merge_only_with_same_model_and_say_so(tmp_path)
     assert {c.cell_id for c in merged.results.cells} == {"cifar/resnet18/fp32/torch", "cifar/resnet18/amp-fp16/torch"}
     assert [m["gpu_uuids"] for m in merged.environment["merged_from"]] == [["GPU-aaaa"], ["GPU-bbbb"]]
     assert "more than one machine" in merged.environment["merged_across_machines"]
+    # a host with two such GPUs has the same model (the shipped reference came from one)
+    pair = make_env()
+    pair["host"] = {"host_id": "h-d"}
+    pair["nvml"] = {"driver_version": "580.159", "gpus": [{"name": "NVIDIA H200", "uuid": "GPU-d0"},
+                                                          {"name": "NVIDIA H200", "uuid": "GPU-d1"}]}
+    d = export_run(make_run_dir(tmp_path / "d", make_results([make_cell(precision="tf32")], pair)), tmp_path / "out-d")
+    both = open_bundle(merge_bundles([d, a], tmp_path / "m3", same_model=True))
+    assert [m["gpu_uuids"] for m in both.environment["merged_from"]] == [["GPU-d0", "GPU-d1"], ["GPU-aaaa"]]
+    other = make_env()
+    other["nvml"] = {"driver_version": "580.159", "gpus": [{"name": "NVIDIA H100", "uuid": "GPU-e"}]}
+    e = export_run(make_run_dir(tmp_path / "e", make_results([make_cell(precision="fp16-master")], other)), tmp_path / "out-e")
+    with pytest.raises(UsageError, match="GPU models or driver"):
+        merge_bundles([a, e], tmp_path / "m4", same_model=True)
 
 
 def test_a_merged_bundle_says_what_its_runs_asked_for_and_where_they_differed(tmp_path):

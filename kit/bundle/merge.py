@@ -66,12 +66,19 @@ def _host_id(env: dict):
 
 def _identity(env: dict, same_model: bool = False) -> dict:
     """What must match for bundles to be merged: the machine (host, each GPU's UUID,
-    driver), or with ``same_model`` only the GPU models and the driver."""
+    driver), or with ``same_model`` only the GPU models (which models, not how many the
+    host has: a cell runs on the GPUs it names, and merged_from keeps each source's) and
+    the driver."""
     nvml = env.get("nvml") or {}
     gpus = _gpus(env)
-    key = "name" if same_model else "uuid"
+    if gpus is None:
+        models = None
+    elif same_model:
+        models = sorted({g.get("name") for g in gpus if g.get("name")})
+    else:
+        models = [g.get("uuid") or g.get("name") for g in gpus]
     ident = {
-        "gpus": [g.get(key) or g.get("name") for g in gpus] if gpus is not None else None,
+        "gpus": models,
         "driver": nvml.get("driver_version") if isinstance(nvml, dict) else None,
     }
     if not same_model:

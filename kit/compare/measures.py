@@ -132,14 +132,16 @@ def group_key(cell: CellResult) -> tuple[str, str, str]:
 
 
 def order_key(cell: Any) -> tuple:
-    """Sort order of cells (or their keys, kit.results.schema.cell_key): workload, engine, model,
-    precision, then a batch curve's points by batch size."""
+    """Sort order of cells (or their keys, kit.results.schema.cell_key): workload, engine, image size
+    (32 px first), model, precision, then a batch curve's points by batch size."""
     key = cell if isinstance(cell, tuple) else key_of(cell)
     w, m, p, e = key[:4]
-    point = key[4] if len(key) > 4 else ""
+    point = next((x for x in key[4:] if x.startswith("bs")), "")
+    size = next((x for x in key[4:] if x.endswith("px")), "")
     return (
         w,
         e,
+        int(size[:-2]) if size[:-2].isdigit() else 0,
         MODEL_ORDER.index(m) if m in MODEL_ORDER else len(MODEL_ORDER),
         m,
         PRECISION_ORDER.index(p) if p in PRECISION_ORDER else len(PRECISION_ORDER),

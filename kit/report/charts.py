@@ -34,14 +34,15 @@ if TYPE_CHECKING:
 MIN_MAX_NOTE = "error bars: min–max of repeats; ▲ a repeat beyond the axis (e.g. a warm-up), with its value"
 
 
-def _groups(results: RunResults) -> dict[tuple[str, str], dict]:
-    """(workload, engine) -> {"models": [...], "precisions": [...], "cells": {(model, precision): cell}}."""
-    out: dict[tuple[str, str], dict] = {}
+def _groups(results: RunResults) -> dict[tuple, dict]:
+    """(workload, engine, the key's image-size part: () or ("224px",)) -> {"models": [...],
+    "precisions": [...], "cells": {(model, precision): cell}}."""
+    out: dict[tuple, dict] = {}
     for key, cell in sorted(measures.ok_cells(results).items(), key=lambda kv: measures.order_key(kv[0])):
-        if len(key) > 4:
+        if any(x.startswith("bs") for x in key[4:]):
             continue  # a batch curve's point: drawn by the curve charts (batch_curve_charts)
-        w, m, p, e = key
-        g = out.setdefault((w, e), {"models": [], "precisions": [], "cells": {}, "unit": measures.unit_of(cell)})
+        w, m, p, e = key[:4]
+        g = out.setdefault((w, e, tuple(key[4:])), {"models": [], "precisions": [], "cells": {}, "unit": measures.unit_of(cell)})
         if m not in g["models"]:
             g["models"].append(m)
         if p not in g["precisions"]:
@@ -67,9 +68,9 @@ def run_charts(results: RunResults, suffix: str = "", id_prefix: str = "") -> di
     """Chart file name (``charts/...svg``) -> SVG text, for one run."""
     charts: dict[str, str] = {}
     ratios = measures.speedup_vs_fp32(results)
-    for (workload, engine), g in _groups(results).items():
-        base = f"{workload}-{engine}"
-        title = _group_title(workload, engine) + suffix
+    for (workload, engine, extra), g in _groups(results).items():
+        base = f"{workload}-{engine}" + "".join(f"-{x}" for x in extra)
+        title = _group_title(workload, engine) + "".join(f" at {x[:-2]} px" for x in extra) + suffix
         models, precisions, cells = g["models"], g["precisions"], g["cells"]
 
         time_series = []
@@ -106,7 +107,7 @@ def run_charts(results: RunResults, suffix: str = "", id_prefix: str = "") -> di
                 continue
             vals, lo, hi, notes, texts = [], [], [], [], []
             for m in models:
-                est = ratios.get((workload, m, p, engine))
+                est = ratios.get((workload, m, p, engine) + extra)
                 vals.append(est.ratio if est else None)
                 lo.append(est.ci_low if est else None)
                 hi.append(est.ci_high if est else None)
@@ -133,17 +134,18 @@ def batch_curve_charts(results: RunResults, suffix: str = "", id_prefix: str = "
     """A run with ``--batch-sizes``: per workload x engine x model, throughput against batch size,
     one line per precision (the knee ringed), and images per joule the same way where the GPU
     reported energy (kit.results.curve)."""
-    groups: dict[tuple[str, str, str], list[curve_mod.Curve]] = {}
+    groups: dict[tuple, list[curve_mod.Curve]] = {}
     for c in curve_mod.curves(results.cells):
         if not c.shown:
             continue
-        groups.setdefault((c.workload, c.engine, c.model), []).append(c)
+        groups.setdefault((c.workload, c.engine, c.model, c.size_suffix), []).append(c)
     charts: dict[str, str] = {}
-    for (workload, engine, model), cs in sorted(groups.items(), key=lambda kv: measures.order_key((kv[0][0], kv[0][2], "", kv[0][1]))):
+    for (workload, engine, model, px), cs in sorted(groups.items(), key=lambda kv: (kv[0][3], measures.order_key((kv[0][0], kv[0][2], "", kv[0][1])))):
         cs.sort(key=lambda c: measures.PRECISION_ORDER.index(c.precision) if c.precision in measures.PRECISION_ORDER else 99)
         sizes = sorted({p.batch_size for c in cs for p in c.points})
-        title = f"{model}, {_group_title(workload, engine)}{suffix}"
-        base = f"{workload}-{engine}-{model}-batch-curve"
+        at_size = f" at {cs[0].image_size} px" if px else ""
+        title = f"{model}{at_size}, {_group_title(workload, engine)}{suffix}"
+        base = f"{workload}-{engine}-{model}{px.replace('/', '-')}-batch-curve"
         unit = next((c.unit for c in cs if c.unit), "items")
 
         def series(value) -> list[Series]:
@@ -172,7 +174,8 @@ def batch_curve_charts(results: RunResults, suffix: str = "", id_prefix: str = "
                 f"{unit.capitalize()} per joule against batch size — {title}", sizes, per_j,
                 y_label=f"{unit} per joule (median)", x_label="batch size (log scale)",
                 chart_id=f"{id_prefix}{base}-per-joule",
-                note="steady throughput ÷ mean board power over the timed steps (an estimate); × not measured",
+                note=("steady throughput ÷ mean board power over the timed steps, or over the whole cell where they "
+                      "were too short to measure (telemetry.energy_basis); an estimate; × not measured"),
             )
     return charts
 

@@ -22,7 +22,7 @@ from kit.compare.stats import METHOD, OUTSIDE_NOTE
 from kit.results.curve import KNEE_DEFINITION, curves, fmt_knee, point_parts
 from kit.results.ratios import SPEEDUP_DEFINITION
 from kit.report.insights import run_insights
-from kit.results.schema import CellResult, RunResults, key_of
+from kit.results.schema import CellResult, RunResults, image_size_part, key_of
 
 if TYPE_CHECKING:
     from kit.compare.engine import Comparison
@@ -198,7 +198,8 @@ def _max_batch_table(results: RunResults) -> str:
     for c in sorted((c for c in results.cells if c.status == "ok"), key=measures.order_key):
         mb = c.metrics.get("max_batch")
         if mb is not None:
-            found.setdefault((c.workload, c.model, c.precision), (mb, bool(c.metrics.get("max_batch_at_limit"))))
+            px = "".join("/" + x for x in image_size_part(c.workload, c.params))
+            found.setdefault((c.workload, c.model + px, c.precision), (mb, bool(c.metrics.get("max_batch_at_limit"))))
     if not found:
         return ""
     rows = []
@@ -220,12 +221,12 @@ def _batch_curve_table(results: RunResults) -> str:
     cs = [c for c in curves(results.cells) if c.shown]
     if not cs:
         return ""
-    cs.sort(key=lambda c: measures.order_key((c.workload, c.model, c.precision, c.engine)))
+    cs.sort(key=lambda c: (c.image_size or 0, measures.order_key((c.workload, c.model, c.precision, c.engine))))
     sizes = sorted({p.batch_size for c in cs for p in c.points})
     rows = []
     for c in cs:
         at = {p.batch_size: p for p in c.points}
-        row = [escape(f"{c.workload}/{c.model} · {c.engine}"), escape(c.precision), escape(fmt_knee(c))]
+        row = [escape(f"{c.workload}/{c.model}{c.size_suffix} · {c.engine}"), escape(c.precision), escape(fmt_knee(c))]
         for b in sizes:
             p = at.get(b)
             row.append("—" if p is None else "<br>".join(escape(x) for x in point_parts(p, c.unit)))

@@ -78,11 +78,11 @@ def run_insights(results: RunResults, synthetic: bool) -> list[Insight]:
     no_base = _Finding("No fp32 cell to compare against")
 
     keys = sorted(cells, key=measures.order_key)
-    groups_with_fp32 = {(k[0], k[1], k[3]) for k in keys if k[2] == measures.BASE_PRECISION}
+    groups_with_fp32 = {(k[0], k[1], k[3]) + tuple(k[4:]) for k in keys if k[2] == measures.BASE_PRECISION}
     for key in keys:
         cell, precision = cells[key], key[2]
-        if len(key) > 4:  # a batch curve's point: the precision at its batch size
-            precision = f"{precision} {key[4]}"
+        if len(key) > 4:  # at another image size, or a batch curve's point: say which
+            precision = " ".join((precision,) + tuple(key[4:]))
         est = speedups.get(key)
         wait, util = measures.data_wait_fraction(cell), measures.util_pct(cell)
         lacks_speedup = est is not None and est.ratio < NO_SPEEDUP_BELOW
@@ -90,7 +90,7 @@ def run_insights(results: RunResults, synthetic: bool) -> list[Insight]:
             note = "" if est.significant else "1 repeat" if est.verdict == ONE_REPEAT else est.verdict
             detail = f"{precision} {fmt_speedup(est.ratio)}" + (f" ({note})" if note else "")
             (faster if not lacks_speedup else flat if est.ratio >= 1.0 else slower).add(key, detail)
-        elif key[2] != measures.BASE_PRECISION and (key[0], key[1], key[3]) not in groups_with_fp32:
+        elif key[2] != measures.BASE_PRECISION and (key[0], key[1], key[3]) + tuple(key[4:]) not in groups_with_fp32:
             no_base.add(key, precision)
         if lacks_speedup or key[2] == measures.BASE_PRECISION:
             if lacks_speedup and wait is not None and wait >= DATA_BOUND_FRACTION:

@@ -116,7 +116,7 @@ def print_batch_curve(res, console) -> None:
     cs = [c for c in curves(res.cells) if c.shown]
     if not cs:
         return
-    cs.sort(key=lambda c: measures.order_key((c.workload, c.model, c.precision, c.engine)))
+    cs.sort(key=lambda c: (c.image_size or 0, measures.order_key((c.workload, c.model, c.precision, c.engine))))
     sizes = sorted({p.batch_size for c in cs for p in c.points})
     t = Table(title="Batch curve (median over repeats; speedup over fp32 at the same batch size)",
               title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
@@ -131,7 +131,7 @@ def print_batch_curve(res, console) -> None:
             p = at.get(b)
             cells.append("—" if p is None else escape(" · ".join(point_parts(p, c.unit))) if p.status == "ok"
                          else f"[yellow]{escape(point_parts(p, c.unit)[0])}[/yellow]")
-        t.add_row(escape(f"{c.workload}/{c.model}/{c.precision}/{c.engine}"), escape(fmt_knee(c)), *cells)
+        t.add_row(escape(c.name), escape(fmt_knee(c)), *cells)
     console.print(t)
     console.print(f"[dim]{escape(KNEE_DEFINITION)}[/dim]")
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from kit.results import ratios
-from kit.results.schema import curve_batch
+from kit.results.schema import curve_batch, image_size_part
 
 #: the knee: the first batch size past which doubling the batch gains less than this
 KNEE_GAIN = 0.10
@@ -70,6 +70,8 @@ class Curve:
     precision: str
     unit: str = "items"
     points: List[Point] = field(default_factory=list)
+    #: the cells' image size (a CIFAR curve at 224 px is another curve than at 32 px)
+    image_size: Optional[int] = None
 
     @property
     def shown(self) -> bool:
@@ -82,11 +84,17 @@ class Curve:
         return knee([(p.batch_size, p.throughput) for p in self.points])
 
     @property
+    def size_suffix(self) -> str:
+        """``"/224px"`` for a CIFAR curve at another size than 32 px (as the cell ids say), else ``""``."""
+        return "".join("/" + part for part in image_size_part(self.workload, {"image_size": self.image_size}))
+
+    @property
     def name(self) -> str:
-        return f"{self.workload}/{self.model}/{self.precision}/{self.engine}"
+        return f"{self.workload}/{self.model}/{self.precision}/{self.engine}{self.size_suffix}"
 
     def to_dict(self) -> dict:
         return {"workload": self.workload, "model": self.model, "engine": self.engine, "precision": self.precision,
+                "image_size": self.image_size,
                 "throughput_unit": self.unit, "knee_batch_size": self.knee, "knee_rule": KNEE_DEFINITION,
                 "points": [p.to_dict() for p in self.points]}
 
@@ -166,27 +174,28 @@ def _images_per_j(cell: Any) -> Optional[float]:
 
 def curves(cells: List[Any]) -> List[Curve]:
     """The batch curves among ``cells`` (points of ``--batch-sizes`` runs), one per workload x
-    model x engine x precision, points smallest batch first; [] for a run without a curve."""
-    by: Dict[Tuple[str, str, str, str], Curve] = {}
-    fp32: Dict[Tuple[str, str, str, int], Any] = {}
+    model x engine x precision x image size, points smallest batch first; [] for a run without a curve."""
+    by: Dict[Tuple[Any, ...], Curve] = {}
+    fp32: Dict[Tuple[Any, ...], Any] = {}
     for c in cells:
         b = curve_batch(c.params)
         if b is None:
             continue
-        key = (c.workload, c.model, c.engine, c.precision)
-        curve = by.setdefault(key, Curve(c.workload, c.model, c.engine, c.precision))
+        size = c.params.get("image_size") if isinstance(c.params, dict) else None
+        key = (c.workload, c.model, c.engine, c.precision, size)
+        curve = by.setdefault(key, Curve(c.workload, c.model, c.engine, c.precision, image_size=size))
         if c.status == "ok" and c.throughput_unit:
             curve.unit = c.throughput_unit
         curve.points.append(Point(b, c.status, c.reason, _throughput(c) if c.status == "ok" else None,
                                   images_per_j=_images_per_j(c) if c.status == "ok" else None, cell=c))
         if c.precision == ratios.BASE_PRECISION and c.status == "ok":
-            fp32[(c.workload, c.model, c.engine, b)] = c
+            fp32[(c.workload, c.model, c.engine, size, b)] = c
     for curve in by.values():
         curve.points.sort(key=lambda p: p.batch_size)
         if curve.precision == ratios.BASE_PRECISION:
             continue
         for p in curve.points:
-            base = fp32.get((curve.workload, curve.model, curve.engine, p.batch_size))
+            base = fp32.get((curve.workload, curve.model, curve.engine, curve.image_size, p.batch_size))
             if p.status == "ok" and base is not None:
                 p.speedup_over_fp32 = ratios.speedup_over_fp32(p.cell, base)
     return list(by.values())

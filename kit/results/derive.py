@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from kit.results import ratios
 from kit.results.curve import batch_curves
-from kit.results.schema import CellResult, curve_batch
+from kit.results.schema import CellResult, curve_batch, image_size_part
 
 #: Default parity tolerances (documented in README "Convergence"):
 #: CIFAR: a reduced-precision run matches fp32 when its final test accuracy is
@@ -25,19 +25,22 @@ def _median(cell: CellResult, key: str) -> float | None:
 
 
 def _group(cells: list[CellResult], points: bool = True) -> dict[tuple, dict[str, CellResult]]:
-    """(workload, model, engine, batch of a curve's point or None) -> {precision: cell}: the cells
-    whose precisions are compared (a batch curve's at the same batch size). ``points`` False:
-    a curve's points of one precision fall together (the last one stands for them)."""
+    """(workload, model, engine, batch of a curve's point or None, image size where it is not
+    CIFAR's own 32 px or None) -> {precision: cell}: the cells whose precisions are compared (a
+    batch curve's at the same batch size; never cells of two image sizes, which a merged bundle
+    can hold). ``points`` False: a curve's points of one precision fall together (the last one
+    stands for them)."""
     groups: dict[tuple, dict[str, CellResult]] = {}
     for c in cells:
         point = curve_batch(c.params) if points else None
-        groups.setdefault((c.workload, c.model, c.engine, point), {})[c.precision] = c
+        size = c.params.get("image_size") if image_size_part(c.workload, c.params) else None
+        groups.setdefault((c.workload, c.model, c.engine, point, size), {})[c.precision] = c
     return groups
 
 
-def _at(point: int | None) -> dict:
-    """A derived row's batch size, for a batch curve's point."""
-    return {} if point is None else {"batch_size": point}
+def _at(point: int | None, size: int | None = None) -> dict:
+    """A derived row's batch size, for a batch curve's point, and its image size where that is not 32 px."""
+    return {**({} if point is None else {"batch_size": point}), **({} if size is None else {"image_size": size})}
 
 
 def performance_ratios(cells: list[CellResult]) -> list[dict]:
@@ -47,7 +50,7 @@ def performance_ratios(cells: list[CellResult]) -> list[dict]:
     ``epoch_time_ratio`` (fp32 median epoch time ÷ this one's, warm-up included).
     One row per (workload, model, engine, precision)."""
     rows = []
-    for (workload, model, engine, point), by_prec in _group(cells).items():
+    for (workload, model, engine, point, size), by_prec in _group(cells).items():
         base = by_prec.get(ratios.BASE_PRECISION)
         if base is None or base.status != "ok":
             continue
@@ -55,7 +58,7 @@ def performance_ratios(cells: list[CellResult]) -> list[dict]:
             if prec == ratios.BASE_PRECISION or c.status != "ok":
                 continue
             rows.append({
-                "workload": workload, "model": model, "engine": engine, "precision": prec, **_at(point),
+                "workload": workload, "model": model, "engine": engine, "precision": prec, **_at(point, size),
                 "speedup_over_fp32": ratios.speedup_over_fp32(c, base),
                 "epoch_time_ratio": ratios.epoch_time_ratio(c, base),
             })
@@ -65,7 +68,7 @@ def performance_ratios(cells: list[CellResult]) -> list[dict]:
 def max_batch_ratios(cells: list[CellResult]) -> list[dict]:
     rows = []
     # one row per model and precision: the search's answer is the same at every point of a curve
-    for (workload, model, engine, _), by_prec in _group([c for c in cells if c.status == "ok"], points=False).items():
+    for (workload, model, engine, _, size), by_prec in _group([c for c in cells if c.status == "ok"], points=False).items():
         base = by_prec.get("fp32")
         b32 = base.metrics.get("max_batch") if base and base.status == "ok" else None
         if not b32:
@@ -73,7 +76,7 @@ def max_batch_ratios(cells: list[CellResult]) -> list[dict]:
         for prec, c in by_prec.items():
             b = c.metrics.get("max_batch") if c.status == "ok" else None
             if prec != "fp32" and b:
-                rows.append({"workload": workload, "model": model, "engine": engine, "precision": prec,
+                rows.append({"workload": workload, "model": model, "engine": engine, "precision": prec, **_at(None, size),
                              "max_batch_fp32": b32, "max_batch": b, "ratio": b / b32})
     return rows
 
@@ -88,7 +91,7 @@ def parity(cells: list[CellResult], tolerance: float | None = None) -> list[dict
     the reference value stays under the key ``fp32`` for the seed's suites' readers.
     """
     rows = []
-    for (workload, model, engine, point), by_prec in _group(cells).items():
+    for (workload, model, engine, point, size), by_prec in _group(cells).items():
         base_name = PARITY_BASE.get(workload, "fp32")
         base = by_prec.get(base_name)
         ref = _median(base, "final_metric") if base and base.status == "ok" else None
@@ -113,7 +116,7 @@ def parity(cells: list[CellResult], tolerance: float | None = None) -> list[dict
                 gap = (v - ref) / ref
                 ok = gap <= tol
                 rule = f"perplexity within {tol:.0%} of fp32"
-            row = {"workload": workload, "model": model, "engine": engine, "precision": prec, **_at(point),
+            row = {"workload": workload, "model": model, "engine": engine, "precision": prec, **_at(point, size),
                    "fp32": ref, "value": v, "gap": gap, "tolerance": tol, "rule": rule,
                    "verdict": f"matches {base_name}" if ok else f"worse than {base_name}"}
             if base_name != "fp32":
@@ -128,14 +131,14 @@ def bf16_ratios(cells: list[CellResult]) -> list[dict]:
     definition of :mod:`kit.results.ratios` (median over repeats ÷ median over repeats) with
     amp-bf16 in the place of fp32."""
     rows = []
-    for (workload, model, engine, point), by_prec in _group(cells).items():
+    for (workload, model, engine, point, size), by_prec in _group(cells).items():
         base = by_prec.get("amp-bf16")
         if workload != "gpt" or base is None or base.status != "ok":
             continue
         for prec, c in by_prec.items():
             if prec == "amp-bf16" or c.status != "ok":
                 continue
-            rows.append({"workload": workload, "model": model, "engine": engine, "precision": prec, **_at(point),
+            rows.append({"workload": workload, "model": model, "engine": engine, "precision": prec, **_at(point, size),
                          "base": "amp-bf16", "speedup_over_bf16": ratios.speedup_over_fp32(c, base)})
     return rows
 

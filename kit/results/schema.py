@@ -67,11 +67,26 @@ def curve_batch(params: Any) -> int | None:
     return b if isinstance(b, int) and not isinstance(b, bool) else None
 
 
+#: CIFAR's own image size: the cells measured at it keep the ids they always had
+NATIVE_IMAGE_SIZE = 32
+
+
+def image_size_part(workload: str, params: Any) -> tuple[str, ...]:
+    """``("224px",)`` for a CIFAR cell measured at another size than the data set's own 32 px
+    (upsampled on the device: another measurement, which must not line up with, or be merged
+    over, the 32 px cell), else ``()``."""
+    size = params.get("image_size") if isinstance(params, dict) else None
+    if workload != "cifar" or not isinstance(size, int) or isinstance(size, bool) or size == NATIVE_IMAGE_SIZE:
+        return ()
+    return (f"{size}px",)
+
+
 def cell_key(workload: str, model: str, precision: str, engine: str, params: Any = None) -> tuple[str, ...]:
-    """What tells cells apart: (workload, model, precision, engine), and for a point of a batch
-    curve its batch as a fifth part, ``"bs512"``. ``"/".join(key)`` is the cell's id."""
+    """What tells cells apart: (workload, model, precision, engine); a CIFAR cell at another image
+    size than 32 px adds it (``"224px"``), and a point of a batch curve its batch (``"bs512"``).
+    ``"/".join(key)`` is the cell's id: ``cifar/resnet50/amp-fp16/torch/224px/bs512``."""
     b = curve_batch(params)
-    return (workload, model, precision, engine) + (() if b is None else (f"bs{b}",))
+    return (workload, model, precision, engine) + image_size_part(workload, params) + (() if b is None else (f"bs{b}",))
 
 
 def key_of(cell: Any) -> tuple[str, ...]:
@@ -80,8 +95,10 @@ def key_of(cell: Any) -> tuple[str, ...]:
 
 
 def cell_id(workload: str, model: str, precision: str, engine: str, params: Any = None) -> str:
-    """``cifar/resnet18/fp32/torch``; a batch-curve point adds its batch: ``.../torch/bs512``
-    (cells without a curve keep the ids they always had, so old bundles line up)."""
+    """``cifar/resnet18/fp32/torch``; at another image size ``.../torch/224px``; a batch-curve point
+    adds its batch: ``.../torch/bs512`` (cells at 32 px without a curve keep the ids they always
+    had, so old bundles line up; every id is computed from the cell's params, so an old bundle's
+    224 px cells read with today's ids too)."""
     return "/".join(cell_key(workload, model, precision, engine, params))
 
 
