@@ -20,8 +20,10 @@
 # and running only the rest; a finished part is left as it is. Measured on an H200 (2026-12-01,
 # references/h200/curve/): the 32 px part with three precisions takes about 5 minutes; at 224 px
 # strict fp32 dominates, because cuDNN's autotuning (the untimed warm-up) grows with the batch:
-# ResNet-18 fp32 took 5, 9, 20, 46 and 103 s of warm-up at batch 64 to 1,024 (the amp points 2-4 s),
-# so that part needs two or three 10-minute commands.
+# ResNet-18 fp32 took 5, 9, 20, 46 and 103 s of warm-up at batch 64 to 1,024 (at 32 px the amp points
+# took 2-4 s at every size), so that part needs two or three 10-minute commands. A resumed part keeps the
+# options it was started with (PRECISIONS, COMPILE, REPEATS of the first command), and writes a new
+# bundle beside the stopped one's: keep the newest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-bench-curve-out}

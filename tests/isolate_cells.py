@@ -41,7 +41,9 @@ def report_process(spec, ctx):
     return _ok(spec, pid=os.getpid(), ppid=os.getppid(), var=os.environ.get("KIT_ISOLATE_TEST_VAR"),
                torch_loaded=torch is not None,
                cuda_initialised=bool(torch is not None and torch.cuda.is_initialized()),
-               cwd=os.getcwd())
+               cwd=os.getcwd(),
+               preloaded=getattr(sys.modules.get("kit.bench.preload"), "__file__", None),
+               preload_failed=dict(getattr(sys.modules.get("kit.bench.preload"), "FAILED", {}) or {}))
 
 
 def raise_data_error(spec, ctx):

@@ -4,6 +4,7 @@ reach the next; events, progress, errors, a dying process and a stop request all
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 import os
 import subprocess
@@ -76,6 +77,46 @@ def test_children_come_from_one_clean_fork_server_with_the_parents_environment(t
     monkeypatch.delenv("KIT_ISOLATE_TEST_VAR")
     third = run_isolated(_spec(), _ctx(tmp_path), call="isolate_cells:report_process")
     assert third.metrics["var"] is None
+
+
+FORK_SERVER_PATH_CHECK = r"""
+import json, os, sys
+sys.path.insert(0, sys.argv[1]); sys.path.insert(0, os.path.join(sys.argv[1], "tests"))
+from kit.bench.context import CellContext
+from kit.results.schema import CellSpec
+from kit.runner.isolate import run_isolated
+os.chdir(sys.argv[2])  # a folder holding another "kit" package
+r = run_isolated(CellSpec("lstm", "apex-2018", "fp32", "kit", {}), CellContext(device="cpu", data_dir=sys.argv[2],
+                 data_source="synthetic", seed=1), call="isolate_cells:report_process")
+print(json.dumps(r.metrics))
+"""
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="PYTHONSAFEPATH (Python 3.11) keeps the working folder off the path")
+def test_the_fork_server_preloads_the_runners_copy_of_the_kit_not_the_working_folders(tmp_path):
+    decoy = tmp_path / "kit" / "bench"
+    decoy.mkdir(parents=True)
+    (tmp_path / "kit" / "__init__.py").write_text("")
+    (decoy / "__init__.py").write_text("")
+    (decoy / "preload.py").write_text("raise SystemExit('the decoy kit was preloaded')\n")
+    out = subprocess.run([sys.executable, "-c", FORK_SERVER_PATH_CHECK, str(ROOT), str(tmp_path)],
+                         capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    if start_method() == "forkserver":
+        assert got["preloaded"] == str(ROOT / "kit" / "bench" / "preload.py"), got
+
+
+def test_a_module_that_fails_to_preload_is_left_to_the_cell(tmp_path, monkeypatch):
+    """multiprocessing's fork server dies on a preload error other than ImportError; kit.bench.preload
+    catches each one, so the server lives and the cell imports (and reports) the module itself."""
+    from kit.bench import preload
+
+    (tmp_path / "kit_mismatched_ext.py").write_text("raise RuntimeError('operator torchvision::nms does not exist')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    failed = preload.load(["kit_no_such_module_here", "kit_mismatched_ext", "math"])
+    assert set(failed) == {"kit_no_such_module_here", "kit_mismatched_ext"}
+    assert failed["kit_mismatched_ext"].startswith("RuntimeError: operator torchvision::nms")
 
 
 def test_a_kit_error_in_the_child_is_the_same_error_in_the_parent(tmp_path):

@@ -104,6 +104,8 @@ def _integrate(samples: list[tuple[float, float]], t0: float, t1: float) -> floa
 #: power of what came before and after it (warm-up, compilation, the next repeat's set-up).
 STEADY_MIN_INTERVALS = 5
 STEADY_MIN_S = 1.0
+#: ... and each span at least this many: a shorter one is mostly the interpolation at its two ends
+SPAN_MIN_INTERVALS = 2
 
 
 def _at(series: list[tuple[float, float]], t: float) -> float | None:
@@ -125,10 +127,13 @@ def steady_energy(sampler: Any, windows: list) -> dict:
     seconds = sum(b - a for a, b in spans)
     out: dict[str, Any] = {"steady_seconds": seconds, "steady_windows": len(spans)}
     need = max(STEADY_MIN_S, STEADY_MIN_INTERVALS * sampler.interval_s)
-    if seconds < need:
+    span_need = SPAN_MIN_INTERVALS * sampler.interval_s
+    shortest = min((b - a for a, b in spans), default=0.0)
+    if seconds < need or shortest < span_need:
         out["steady_power_w"] = unknown(
-            f"the timed steps lasted {seconds:.2f} s in all, under the {need:g} s ({STEADY_MIN_INTERVALS} sampling "
-            f"intervals) their energy needs at {1 / sampler.interval_s:g} Hz; energy per item uses the cell's mean power")
+            f"the timed steps lasted {seconds:.2f} s in all (the shortest span {shortest:.2f} s), under the {need:g} s "
+            f"in all and {span_need:g} s a span their energy needs at {1 / sampler.interval_s:g} Hz; energy per item "
+            "uses the cell's mean power")
         return out
     counter = [(t, mj / 1000.0) for t, mj in sampler.energy_mj]
     if len(counter) >= 2 and all(b[1] >= a[1] for a, b in zip(counter, counter[1:])):

@@ -24,10 +24,13 @@ it. Which cells run this way is ``RunConfig.isolate``: ``apex`` (the default: th
 by multiprocessing's fork server instead: one clean process per run, started at the first isolated cell
 (a new interpreter, never one that has touched CUDA), which imports ``PRELOAD`` once and then forks a
 child per cell. Each child is a copy of that clean process: nothing a cell does reaches the server or
-the next child, and CUDA is first initialised in the child. The child takes the parent's working
-folder and ``sys.path`` (multiprocessing's preparation data) and, from ``_child_env``, the parent's
-environment variables at the time the cell starts, as a spawned child would. Where the fork server is
-not available (not a POSIX system), children are spawned as before.
+the next child, and CUDA is first initialised in the child. The server is started with the runner's
+``sys.path`` as its PYTHONPATH (``_ensure_fork_server``), so it imports the runner's copy of the kit;
+each child takes the parent's working folder and ``sys.path`` (multiprocessing's preparation data) and,
+from ``_child_env``, the parent's environment variables as the cell starts. What a library read from
+the environment when the server imported it (torch's, OpenMP's) stays as it was at the run's first
+isolated cell; the kit itself changes no variable between cells. Where the fork server is not
+available (not a POSIX system), children are spawned as before.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ import multiprocessing
 import os
 import queue
 import signal
+import sys
 import traceback
 from pathlib import Path
 from typing import Any
@@ -78,9 +82,10 @@ def _ctx_fields(ctx: CellContext) -> dict:
 #: what the child calls, as "module:function" (tests give their own)
 RUN_CELL = "kit.bench.api:run_cell"
 
-#: what the fork server imports once, before it forks any child (a name that does not import, e.g.
-#: torchvision on a host without it, is left out by multiprocessing; none of them initialises CUDA)
-PRELOAD = ("torch", "torchvision", "kit.bench.api", "kit.bench.caps")
+#: what the fork server imports once, before it forks any child: kit.bench.preload, which imports
+#: torch, torchvision and the bench, each on its own, leaving a failure to the cell (multiprocessing
+#: skips a preload that raises ImportError, as on a host without torch, but dies on any other error)
+PRELOAD = ("kit.bench.preload",)
 
 
 def start_method() -> str:
@@ -90,12 +95,34 @@ def start_method() -> str:
 
 def _mp_context() -> Any:
     """The multiprocessing context children start from (never a plain fork of the runner, which may
-    have CUDA initialised)."""
+    have CUDA initialised); for the fork server, started (or restarted, if it died) here."""
     method = start_method()
     mp = multiprocessing.get_context(method)
     if method == "forkserver":
-        mp.set_forkserver_preload(list(PRELOAD))  # takes effect when the server starts (first child)
+        mp.set_forkserver_preload(list(PRELOAD))
+        _ensure_fork_server()
     return mp
+
+
+def _ensure_fork_server() -> None:
+    """Start the fork server with this process's ``sys.path`` as its PYTHONPATH, and (Python 3.11+)
+    PYTHONSAFEPATH so that its working folder does not come first. multiprocessing starts it as a new
+    interpreter (``python -c ...``) that imports its preload from its own path, not the parent's:
+    without this the preloaded kit.bench could come from another copy of the kit than the runner's
+    (a source tree in the working folder). Before Python 3.11 the working folder still comes first."""
+    from multiprocessing import forkserver
+
+    saved = {k: os.environ.get(k) for k in ("PYTHONPATH", "PYTHONSAFEPATH")}
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    os.environ["PYTHONSAFEPATH"] = "1"
+    try:
+        forkserver.ensure_running()  # a no-op while the server lives
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _child_env() -> dict:
@@ -232,16 +259,16 @@ def _run_children(spec: CellSpec, ctx: CellContext, fields: list, log_path: Path
                           args=(call, spec.to_dict(), f, messages, stop, str(log_path) if log_path else None,
                                 _child_env()))
         children.append((rank, proc, messages))
-    for rank, proc, _ in children:
-        proc.start()
-        log.info("cell %s: %s in its own process (pid %s)", spec.cell_id,
-                 f"rank {rank} of {world}" if world > 1 else "running", proc.pid)
 
     def who(rank: int, proc: Any) -> str:
         return f"rank {rank} of {world} (pid {proc.pid})" if world > 1 else "the cell's own process"
 
     results: dict = {}
     try:
+        for rank, proc, _ in children:  # inside the try: a rank that fails to start stops those started
+            proc.start()
+            log.info("cell %s: %s in its own process (pid %s)", spec.cell_id,
+                     f"rank {rank} of {world}" if world > 1 else "running", proc.pid)
         while True:
             for rank, proc, messages in children:
                 if rank in results:
@@ -314,7 +341,7 @@ def _stop_children(children: list, stop: Any) -> None:
     """Ask every child to stop, give them STOP_GRACE_S together, then end the rest."""
     import time
 
-    procs = [proc for _, proc, _ in children]
+    procs = [proc for _, proc, _ in children if proc.pid is not None]  # those that were started
     if any(p.is_alive() for p in procs):
         stop.set()
         deadline = time.monotonic() + STOP_GRACE_S

@@ -42,8 +42,10 @@ GRADIENT_OPTIONS = {"gradient_as_bucket_view": True}
 #: parameter. Counted with torch.profiler on a one-rank gloo DDP of ResNet-50 (161 parameters), kit
 #: options, set_to_none: 976 extra operations per step without the hook, 357 with it (plain: 3,508). In
 #: an eager step that the host paces (ResNet-50 at 224 px on an H200: references/h200/ddp), every
-#: dispatched operation is host time. The arithmetic is the same (each rank's gradient divided by the
-#: world size, then summed), so the trained weights are too (tests/test_ddp_cells.py).
+#: dispatched operation is host time. The averaging is the same up to rounding: the reducer multiplies
+#: by 1 / N, the hook divides by N, which agree bit for bit where N is a power of two (1, 2, 4, 8 GPUs;
+#: a one-rank DDP trains the plain model's weights exactly, tests/test_ddp_cells.py) and can differ in
+#: the last bit otherwise; every rank does the same, so the ranks stay in step either way.
 COMM_HOOK = "torch.distributed.algorithms.ddp_comm_hooks.default_hooks.allreduce_hook"
 
 DDP_STATS_ITERATIONS = 10
