@@ -20,9 +20,9 @@ class FakeTime:
         self.t += dt
 
 
-def test_steady_throughput_excludes_warmup_steps_and_time_between_epochs():
-    ft = FakeTime()
-    clock = StepClock("cpu", warmup_steps=2, time_fn=ft)
+def _two_epochs(ft: FakeTime) -> StepClock:
+    """2 epochs of 4 steps of 32 items, warm after 2 steps, on the fake clock (the steady spans too)."""
+    clock = StepClock("cpu", warmup_steps=2, time_fn=ft, mono_fn=ft)
     clock.start()
     for epoch in range(2):
         clock.epoch_start()
@@ -32,7 +32,11 @@ def test_steady_throughput_excludes_warmup_steps_and_time_between_epochs():
             clock.step_done(32)
         clock.epoch_end()
         ft.advance(50.0)  # evaluation between epochs must not count
-    s = clock.summary()
+    return clock
+
+
+def test_steady_throughput_excludes_warmup_steps_and_time_between_epochs():
+    s = _two_epochs(FakeTime()).summary()
     assert s["time_to_first_step_s"] == pytest.approx(10.0)
     assert s["epoch_seconds"] == [pytest.approx(13.0), pytest.approx(4.0)]
     # steady: steps 3-4 of epoch 0 and all 4 of epoch 1 -> 6 steps, 6 s, 192 images
@@ -45,16 +49,7 @@ def test_steady_throughput_excludes_warmup_steps_and_time_between_epochs():
 def test_the_steady_spans_are_recorded_on_the_telemetry_clock():
     """[start, end] of each steady segment, so the runner can take the GPU's energy over exactly
     the steps throughput counts (kit.env.telemetry_summary.steady_energy)."""
-    ft = FakeTime()
-    clock = StepClock("cpu", warmup_steps=2, time_fn=ft, mono_fn=ft)
-    clock.start()
-    for epoch in range(2):
-        clock.epoch_start()
-        for step in range(4):
-            ft.advance(10.0 if (epoch, step) == (0, 0) else 1.0)
-            clock.step_done(32)
-        clock.epoch_end()
-        ft.advance(50.0)
+    clock = _two_epochs(FakeTime())
     windows = clock.summary()["steady_windows"]
     assert windows == [[pytest.approx(111.0), pytest.approx(113.0)], [pytest.approx(163.0), pytest.approx(167.0)]]
     assert sum(b - a for a, b in windows) == pytest.approx(clock.summary()["steady_seconds"])
