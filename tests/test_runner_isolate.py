@@ -119,6 +119,35 @@ def test_a_module_that_fails_to_preload_is_left_to_the_cell(tmp_path, monkeypatc
     assert failed["kit_mismatched_ext"].startswith("RuntimeError: operator torchvision::nms")
 
 
+def test_a_rank_that_cannot_start_stops_the_ranks_already_started(tmp_path, monkeypatch):
+    """Rank 1's process fails to start (the fork server gone, no memory): the error reaches the runner
+    and rank 0, already waiting for its peers, is stopped, not left holding its GPU."""
+    from kit.runner import isolate
+
+    real = isolate._mp_context()
+    started = []
+
+    class Ctx:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def Process(self, *a, **k):
+            proc = real.Process(*a, **k)
+            if "rank 1" in (k.get("name") or ""):
+                def refuse():
+                    raise OSError("cannot start rank 1")
+                proc.start = refuse
+            else:
+                started.append(proc)
+            return proc
+
+    monkeypatch.setattr(isolate, "_mp_context", lambda: Ctx())
+    fields = [isolate._ctx_fields(_ctx(tmp_path)) for _ in range(2)]
+    with pytest.raises(OSError, match="cannot start rank 1"):
+        isolate._run_children(_spec(), _ctx(tmp_path), fields, None, "isolate_cells:wait_for_stop")
+    assert len(started) == 1 and started[0].pid is not None and not started[0].is_alive()
+
+
 def test_a_kit_error_in_the_child_is_the_same_error_in_the_parent(tmp_path):
     with pytest.raises(DataError) as info:
         run_isolated(_spec(), _ctx(tmp_path), call="isolate_cells:raise_data_error")
