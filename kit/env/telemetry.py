@@ -129,8 +129,8 @@ class Sampler:
         }
         self.gpu = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in self.gpu.items()}
         self.t0 = self.clock()
-        self.energy_start_mj = self._read_energy()
-        self.sample_once()
+        self.sample_once()  # reads the energy counter too: the cell's starting value
+        self.energy_start_mj = self.energy_mj[0][1] if self.energy_mj else None
         if thread:
             self._thread = threading.Thread(target=self._loop, name="kit-telemetry", daemon=True)
             self._thread.start()
@@ -155,8 +155,9 @@ class Sampler:
             if self._thread is not None:
                 self._thread.join(timeout=5.0)
             try:
-                self.sample_once()  # the state at the very end of the cell
-                end_mj = self._read_energy()
+                self.sample_once()  # the state at the very end of the cell, the energy counter's too
+                last = self.energy_mj[-1] if self.energy_mj else None
+                end_mj = last[1] if last is not None and last[0] == self.times[-1] else None
                 t1 = self.clock()
                 self._summary = summarise(self, t1, end_mj, steady_windows)
             except Exception as exc:  # noqa: BLE001

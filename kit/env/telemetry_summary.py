@@ -229,17 +229,18 @@ def attach_energy(result: Any) -> None:
     duration = tele.get("duration_s")
     steady = tele.get("steady_power_w")
     basis, attribution = "cell", ENERGY_ATTRIBUTION
+    cell_w = None
     if isinstance(energy, (int, float)) and isinstance(duration, (int, float)) and duration > 0:
-        tele["cell_mean_power_w"] = energy / duration
+        cell_w = energy / duration
+    elif isinstance(tele.get("power_mean_w"), (int, float)):
+        cell_w = float(tele["power_mean_w"])
+    if cell_w is not None:
+        tele["cell_mean_power_w"] = cell_w
     if isinstance(steady, (int, float)) and not isinstance(steady, bool) and steady > 0:
         mean_w = float(steady)
         basis, attribution = "steady", ENERGY_ATTRIBUTION_STEADY
-    elif isinstance(energy, (int, float)) and isinstance(duration, (int, float)) and duration > 0:
-        mean_w = energy / duration
-        tele["cell_mean_power_w"] = mean_w
-    elif isinstance(tele.get("power_mean_w"), (int, float)):
-        mean_w = float(tele["power_mean_w"])
-        tele["cell_mean_power_w"] = mean_w
+    elif cell_w is not None:
+        mean_w = cell_w
     else:
         tele["energy_j_per_epoch"] = unknown("no energy or power measurement for this GPU")
         return
