@@ -146,6 +146,40 @@ def _titles_and_legend(fig, marks: _Marks, series: list[Series], title_main: str
         t.set_color("#333333")
 
 
+def _figure(width, height, box, x_limits, y_top, ticks, step, y_label, x_label):
+    """The chart's figure and axes in the report's style (white, light grid, left and bottom spines
+    only, y ticks formatted with _fmt_tick); box is (left margin, bottom margin, plot width, plot
+    height) in points. Called inside matplotlib.rc_context(_RC)."""
+    from matplotlib.backends.backend_svg import FigureCanvasSVG
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import FixedLocator, FuncFormatter
+
+    fig = Figure(figsize=(width / 72.0, height / 72.0), dpi=72)
+    FigureCanvasSVG(fig)
+    fig.patch.set_facecolor("#ffffff")
+    margin_l, margin_b, plot_w, plot_h = box
+    ax = fig.add_axes([margin_l / width, margin_b / height, plot_w / width, plot_h / height])
+    ax.set_xlim(*x_limits)
+    ax.set_ylim(0.0, y_top)
+    ax.set_facecolor("#ffffff")
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    for side in ("left", "bottom"):
+        ax.spines[side].set_color("#888888")
+        ax.spines[side].set_linewidth(1.0)
+    ax.yaxis.set_major_locator(FixedLocator(ticks))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: _fmt_tick(v, step)))
+    ax.grid(axis="y", color="#e4e4e4", linewidth=1.0)
+    ax.set_axisbelow(True)
+    ax.tick_params(axis="both", length=0, labelsize=11, labelcolor="#555555")
+    ax.tick_params(axis="y", pad=6)
+    ax.tick_params(axis="x", pad=8, labelcolor="#333333")
+    ax.set_ylabel(_plain(y_label), fontsize=12, color="#333333")
+    if x_label:
+        ax.set_xlabel(_plain(x_label), fontsize=12, color="#333333")
+    return fig, ax
+
+
 def bar_chart(
     title: str,
     categories: list[str],
@@ -168,11 +202,8 @@ def bar_chart(
     does not flatten every bar. ``note``: a line under the chart saying what
     the error bars and markers are."""
     import matplotlib
-    from matplotlib.backends.backend_svg import FigureCanvasSVG
     from matplotlib.collections import LineCollection
-    from matplotlib.figure import Figure
     from matplotlib.patches import Polygon, Rectangle
-    from matplotlib.ticker import FixedLocator, FuncFormatter
 
     # --- the scale: from zero to a round number above the bars (and error bars) ----------------
     tops: list[float] = []
@@ -215,28 +246,8 @@ def bar_chart(
 
     marks = _Marks()
     with matplotlib.rc_context(_RC):
-        fig = Figure(figsize=(width / 72.0, height / 72.0), dpi=72)
-        FigureCanvasSVG(fig)
-        fig.patch.set_facecolor("#ffffff")
-        ax = fig.add_axes([margin_l / width, margin_b / height, plot_w / width, plot_h / height])
-        ax.set_xlim(-0.5, n_cat - 0.5)
-        ax.set_ylim(0.0, y_top)
-        ax.set_facecolor("#ffffff")
-        for side in ("top", "right"):
-            ax.spines[side].set_visible(False)
-        for side in ("left", "bottom"):
-            ax.spines[side].set_color("#888888")
-            ax.spines[side].set_linewidth(1.0)
-        ax.yaxis.set_major_locator(FixedLocator(ticks))
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: _fmt_tick(v, step)))
-        ax.grid(axis="y", color="#e4e4e4", linewidth=1.0)
-        ax.set_axisbelow(True)
-        ax.tick_params(axis="both", length=0, labelsize=11, labelcolor="#555555")
-        ax.tick_params(axis="y", pad=6)
-        ax.tick_params(axis="x", pad=8, labelcolor="#333333")
-        ax.set_ylabel(_plain(y_label), fontsize=12, color="#333333")
-        if x_label:
-            ax.set_xlabel(_plain(x_label), fontsize=12, color="#333333")
+        fig, ax = _figure(width, height, (margin_l, margin_b, plot_w, plot_h), (-0.5, n_cat - 0.5), y_top, ticks, step,
+                          y_label, x_label)
         ax.set_xticks(list(range(len(categories))))
         shown = [c if len(c) <= 28 or not rotate else c[:27] + "…" for c in categories]
         if rotate:
@@ -320,10 +331,7 @@ def line_chart(
     The dots are drawn as patches, not as matplotlib's markers: markers are ``<defs>`` and
     ``<use href>``, which the inert SVG drops."""
     import matplotlib
-    from matplotlib.backends.backend_svg import FigureCanvasSVG
-    from matplotlib.figure import Figure
-    from matplotlib.patches import Ellipse, Rectangle
-    from matplotlib.ticker import FixedLocator, FuncFormatter
+    from matplotlib.patches import Ellipse
 
     marks = marks or {}
     xs = [math.log2(x) for x in x_values]
@@ -354,28 +362,8 @@ def line_chart(
 
     gids = _Marks()
     with matplotlib.rc_context(_RC):
-        fig = Figure(figsize=(width / 72.0, height / 72.0), dpi=72)
-        FigureCanvasSVG(fig)
-        fig.patch.set_facecolor("#ffffff")
-        ax = fig.add_axes([margin_l / width, margin_b / height, plot_w / width, plot_h / height])
-        ax.set_xlim(x_lo, x_hi)
-        ax.set_ylim(0.0, y_top)
-        ax.set_facecolor("#ffffff")
-        for side in ("top", "right"):
-            ax.spines[side].set_visible(False)
-        for side in ("left", "bottom"):
-            ax.spines[side].set_color("#888888")
-            ax.spines[side].set_linewidth(1.0)
-        ax.yaxis.set_major_locator(FixedLocator(ticks))
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: _fmt_tick(v, step)))
-        ax.grid(axis="y", color="#e4e4e4", linewidth=1.0)
-        ax.set_axisbelow(True)
-        ax.tick_params(axis="both", length=0, labelsize=11, labelcolor="#555555")
-        ax.tick_params(axis="y", pad=6)
-        ax.tick_params(axis="x", pad=8, labelcolor="#333333")
-        ax.set_ylabel(_plain(y_label), fontsize=12, color="#333333")
-        if x_label:
-            ax.set_xlabel(_plain(x_label), fontsize=12, color="#333333")
+        fig, ax = _figure(width, height, (margin_l, margin_b, plot_w, plot_h), (x_lo, x_hi), y_top, ticks, step,
+                          y_label, x_label)
         ax.set_xticks(xs)
         ax.set_xticklabels([f"{x:,}" for x in x_values])
         for tick in ax.yaxis.get_major_ticks():
