@@ -45,6 +45,23 @@ def test_report_shows_environment_cells_and_charts():
     assert "1.60× [" in text and "significant" in text
 
 
+def test_a_resumed_run_names_its_earlier_sessions_escaped():
+    """A run resumed elsewhere lists each earlier session (when, how many cells, host, GPU, kit
+    commit) in the environment table; a stranger's text there is escaped."""
+    env = make_env()
+    env["earlier_sessions"] = [
+        {"collected_at": "2026-12-01T23:32:03Z", "host": {"host_id": "h-first"}, "nvml": {"gpus": [{"uuid": "GPU-6c95"}]},
+         "kit": {"git_commit": "009a8187607b378a"}, "cells": ["a", "b"]},
+        {"collected_at": "<script>alert(1)</script>", "cells": "not a list", "kit": "odd"},
+        "not a session",
+    ]
+    html = _report(standard_cells(), env=env)
+    text = _visible_text(html)
+    assert "earlier session 1 2026-12-01T23:32:03Z: 2 cell(s) on host h-first (GPU-6c95), kit commit 009a8187607b" in text
+    assert "earlier session 2" in text and "<script>alert" not in html and "&lt;script&gt;" in html
+    assert "earlier session 3" not in text
+
+
 def test_synthetic_and_interrupted_badges():
     html = _report(standard_cells(), status="interrupted")
     assert 'class="badge synthetic"' in html and "SYNTHETIC DATA" in html

@@ -248,3 +248,52 @@ def test_resuming_a_complete_run_points_at_its_complete_bundle_not_the_interrupt
     assert finished.bundle != interrupted_bundle and interrupted_bundle.exists()
     again = execute(None, tmp_path, resume_dir=run_dir)
     assert again.already_complete and again.bundle == finished.bundle
+
+
+def test_a_resume_keeps_the_environment_of_the_sessions_that_measured_the_finished_cells(tmp_path, fake_bench, capsys):
+    """env.json describes the session that writes it; a resume (another day, commit, machine or GPU)
+    moves the earlier sessions' records to earlier_sessions, each naming the cells it measured, and
+    says so when the run started on another machine. Two interruptions, three sessions."""
+    fake_bench(interrupt_on="cifar/resnet18/amp-bf16/torch")
+    with pytest.raises(Interrupted):
+        execute(_config(), tmp_path, make_bundle=False)
+    run_dir = next(p for p in tmp_path.iterdir() if p.is_dir())
+    first = json.loads((run_dir / "env.json").read_text())
+    # the first session ran elsewhere: another host and GPU, another commit of the kit
+    first.update(host={"name": "gpu-box", "host_id": "h-elsewhere"}, nvml={"gpus": [{"name": "H200", "uuid": "GPU-first"}]},
+                 kit={"version": "0.1.0", "git_commit": "aaaa", "git_dirty": False})
+    (run_dir / "env.json").write_text(json.dumps(first))
+    capsys.readouterr()
+
+    fake_bench(interrupt_on="cifar/resnet34/amp-bf16/torch")
+    with pytest.raises(Interrupted):
+        execute(None, tmp_path, resume_dir=run_dir, make_bundle=False)
+    assert "started on another machine or GPU (host h-elsewhere, GPU-first)" in capsys.readouterr().err
+    second = json.loads((run_dir / "env.json").read_text())
+    assert [s["cells"] for s in second["earlier_sessions"]] == [["cifar/resnet18/fp32/torch"]]
+    assert second["earlier_sessions"][0]["kit"]["git_commit"] == "aaaa"
+    assert second["earlier_sessions"][0]["nvml"]["gpus"][0]["uuid"] == "GPU-first"
+    assert "earlier_sessions" not in second["earlier_sessions"][0]
+
+    fb = fake_bench()
+    out = execute(None, tmp_path, resume_dir=run_dir, make_bundle=False)
+    assert fb.ran == ["cifar/resnet34/amp-bf16/torch"]
+    assert "another machine" not in capsys.readouterr().err  # the second session ran here, like this one
+    final = load_results(out.run_dir / "results.json")
+    assert final.status == "complete"
+    sessions = final.environment["earlier_sessions"]
+    assert [s["cells"] for s in sessions] == [["cifar/resnet18/fp32/torch"],
+                                              ["cifar/resnet18/amp-bf16/torch", "cifar/resnet34/fp32/torch"]]
+    assert json.loads((run_dir / "env.json").read_text())["earlier_sessions"] == sessions
+
+
+def test_a_resume_whose_earlier_environment_is_unreadable_still_runs(tmp_path, fake_bench):
+    fake_bench(interrupt_on="cifar/resnet34/fp32/torch")
+    with pytest.raises(Interrupted):
+        execute(_config(), tmp_path, make_bundle=False)
+    run_dir = next(p for p in tmp_path.iterdir() if p.is_dir())
+    (run_dir / "env.json").write_text("{not json")
+    fake_bench()
+    out = execute(None, tmp_path, resume_dir=run_dir, make_bundle=False)
+    final = load_results(out.run_dir / "results.json")
+    assert final.status == "complete" and "earlier_sessions" not in final.environment

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from kit.bundle.export import LOG_NAME, Renderer, RunFolder, _tail, write_bundle
 from kit.bundle.safe_open import ENV_NAME, open_bundle
+from kit.env import record as env_record
 from kit.errors import UsageError
 from kit.results.derive import derive
 from kit.results.journal import JOURNAL_NAME
@@ -52,25 +53,13 @@ def merged_config(configs: list[RunConfig]) -> tuple[RunConfig, dict]:
     return RunConfig.from_dict(d), differs
 
 
-def _gpus(env: dict) -> list | None:
-    nvml = env.get("nvml") or {}
-    gpus = nvml.get("gpus") if isinstance(nvml, dict) else None
-    # a stranger's env.json may hold anything: keep only the GPU records that are objects
-    return [g for g in gpus if isinstance(g, dict)] if isinstance(gpus, list) else None
-
-
-def _host_id(env: dict):
-    host = env.get("host")
-    return host.get("host_id") if isinstance(host, dict) else None
-
-
 def _identity(env: dict, same_model: bool = False) -> dict:
     """What must match for bundles to be merged: the machine (host, each GPU's UUID,
     driver), or with ``same_model`` only the GPU models (which models, not how many the
     host has: a cell runs on the GPUs it names, and merged_from keeps each source's) and
     the driver."""
     nvml = env.get("nvml") or {}
-    gpus = _gpus(env)
+    gpus = env_record.gpu_records(env)
     if gpus is None:
         models = None
     elif same_model:
@@ -82,7 +71,7 @@ def _identity(env: dict, same_model: bool = False) -> dict:
         "driver": nvml.get("driver_version") if isinstance(nvml, dict) else None,
     }
     if not same_model:
-        ident["host_id"] = _host_id(env)
+        ident["host_id"] = env_record.host_id_of(env)
     return ident
 
 
@@ -126,8 +115,8 @@ def merge_bundles(paths: list[Path], out_dir: Path, same_model: bool = False, *,
     env["merged_from"] = [
         {"bundle": b.path.name, "run_id": b.results.run_id, "status": b.results.status,
          "device": b.environment.get("run_device"),
-         "gpu_uuids": [g.get("uuid") for g in (_gpus(b.environment) or [])],
-         "host_id": _host_id(b.environment),
+         "gpu_uuids": [g.get("uuid") for g in (env_record.gpu_records(b.environment) or [])],
+         "host_id": env_record.host_id_of(b.environment),
          "command_line": b.results.config.command_line,
          "manifest_sha256": hashlib.sha256(b.files["manifest.json"]).hexdigest() if "manifest.json" in b.files else None}
         for b in bundles

@@ -101,6 +101,40 @@ def collect(config: Any = None, *, nvml: Any = None, env: Mapping[str, str] | No
 # -- host, OS, CPU, memory --------------------------------------------------------
 
 
+def gpu_records(env: dict) -> list | None:
+    """The GPU records of an environment record (``nvml.gpus``), or None. A stranger's env.json may
+    hold anything: only the records that are objects are kept."""
+    nvml = env.get("nvml") or {}
+    gpus = nvml.get("gpus") if isinstance(nvml, dict) else None
+    return [g for g in gpus if isinstance(g, dict)] if isinstance(gpus, list) else None
+
+
+def host_id_of(env: dict) -> Any:
+    host = env.get("host")
+    return host.get("host_id") if isinstance(host, dict) else None
+
+
+def keep_earlier_session(environment: dict, previous: dict, finished: list) -> dict | None:
+    """A resumed run's environment keeps the record of every session before it.
+
+    ``kit run --resume`` measures the missing cells in a new session, which may be another day, another
+    commit of the kit, another machine or GPU (a device lent for a few minutes, a preempted cluster
+    job). env.json describes the session that writes it; the sessions before it move, oldest first, to
+    ``environment["earlier_sessions"]``, each with ``cells``: the finished cells it measured (those
+    finished at this resume that no earlier session claims). Returns the previous session's entry
+    when it ran on another machine or GPU than this one (the caller says so), else None."""
+    earlier = [s for s in previous.get("earlier_sessions") or [] if isinstance(s, dict)]
+    claimed = {c for s in earlier for c in (s.get("cells") or []) if isinstance(c, str)}
+    entry = {k: v for k, v in previous.items() if k != "earlier_sessions"}
+    entry["cells"] = [c for c in finished if c not in claimed]
+    environment["earlier_sessions"] = earlier + [entry]
+
+    def where(env: dict) -> tuple:
+        return host_id_of(env), tuple(sorted(str(g.get("uuid")) for g in gpu_records(env) or []))
+
+    return entry if where(entry) != where(environment) else None
+
+
 def host_id(name: str) -> str:
     """A stable opaque id for a host name (a pseudonym: same name, same id)."""
     return "h-" + hashlib.sha256(f"mpkit-host:{name}".encode()).hexdigest()[:16]

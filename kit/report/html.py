@@ -19,6 +19,7 @@ from kit.bundle.envinfo import EnvSummary, cell_is_synthetic, summarise_environm
 from kit.compare import measures
 from kit.compare.fmt import fmt_speedup_estimate
 from kit.compare.stats import METHOD, OUTSIDE_NOTE
+from kit.env import record as env_record
 from kit.results.curve import KNEE_DEFINITION, curves, fmt_knee, point_parts
 from kit.results.ratios import SPEEDUP_DEFINITION
 from kit.report.insights import run_insights
@@ -127,6 +128,22 @@ def _env_rows(env: EnvSummary, results: RunResults | None = None) -> list[tuple[
         for i, src in enumerate(results.environment.get("merged_from") or [], 1):
             where = ", ".join(x for x in (src.get("device"), src.get("status")) if x)
             rows.append((f"merged run {i}", f"{' '.join(str(a) for a in src.get('command_line') or [])} ({where})"))
+        rows += _earlier_session_rows(results.environment)
+    return rows
+
+
+def _earlier_session_rows(environment: dict) -> list[tuple[str, str]]:
+    """One row per session before a resume (kit.env.record.keep_earlier_session): when, where,
+    which kit, how many of the cells it measured."""
+    rows = []
+    for i, s in enumerate(environment.get("earlier_sessions") or [], 1):
+        if not isinstance(s, dict):
+            continue
+        gpus = ", ".join(str(g.get("uuid")) for g in env_record.gpu_records(s) or []) or "no GPU recorded"
+        kit = s.get("kit") if isinstance(s.get("kit"), dict) else {}
+        cells = s.get("cells") if isinstance(s.get("cells"), list) else []
+        rows.append((f"earlier session {i}", f"{s.get('collected_at', 'unknown')}: {len(cells)} cell(s) on host "
+                     f"{env_record.host_id_of(s)} ({gpus}), kit commit {str(kit.get('git_commit', 'unknown'))[:12]}"))
     return rows
 
 

@@ -20,6 +20,7 @@ complete is left as it is. One process at a time writes a run folder
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import secrets
@@ -128,6 +129,28 @@ def load_resume_state(run_dir: Path) -> tuple[RunConfig, str, dict[str, CellResu
     """Config, run id, finished cells and start time from an interrupted run's journal."""
     state = read_resume_state(run_dir)
     return state.config, state.run_id, state.done, state.started_at
+
+
+def _keep_earlier_session(run_dir: Path, environment: dict, finished: list) -> None:
+    """A resume keeps the environment of the sessions that measured the finished cells
+    (kit.env.record.keep_earlier_session) and says when they ran on another machine or GPU."""
+    from kit.env import record as env_record
+
+    try:
+        previous = json.loads((run_dir / ENV_NAME).read_text())
+    except (OSError, ValueError) as e:
+        log.warning("resume: the earlier session's %s could not be read (%s); its cells keep no environment", ENV_NAME, e)
+        return
+    if not isinstance(previous, dict):
+        return
+    other = env_record.keep_earlier_session(environment, previous, finished)
+    if other is not None:
+        gpus = ", ".join(str(g.get("uuid")) for g in env_record.gpu_records(other) or []) or "unknown GPUs"
+        note = (f"this run started on another machine or GPU (host {env_record.host_id_of(other)}, {gpus}); "
+                f"its {len(other['cells'])} finished cell(s) were measured there, and {ENV_NAME} keeps that "
+                "machine's record under earlier_sessions")
+        log.warning(note)
+        print(f"note: {note}", file=sys.stderr)
 
 
 #: names of the stop signals (SIGTERM) that arrived during the run in this process
@@ -308,6 +331,8 @@ def _execute_locked(config: RunConfig, run_id: str, run_dir: Path, results_root:
 
     environment = env_record.collect(config)
     environment["data_provenance"] = _data_provenance(config)
+    if resumed:
+        _keep_earlier_session(run_dir, environment, [c for c in plan.cell_ids if c in done])
     atomic_write_json(run_dir / ENV_NAME, environment)
 
     results = RunResults(run_id=run_id, config=config, environment=environment, started_at=started or time.time())
