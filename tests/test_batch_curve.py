@@ -135,14 +135,15 @@ def test_smoke_with_a_batch_curve_keeps_the_curve():
 
 
 def _point(precision: str, batch: int, epoch_s=(10.0, 10.2, 9.8), status: str = "ok", reason: str | None = None,
-           items_per_j: float | None = None, **kw) -> dict:
+           items_per_j: float | None = None, basis: str = "steady", **kw) -> dict:
     d = make_cell(precision=precision, batch_size=batch, epoch_s=list(epoch_s), status=status, reason=reason, **kw)
     d["params"][CURVE_PARAM] = [256, 512, 1024]
     if status != "ok" and reason and reason.startswith("out of memory"):
         d["metrics"] = {"out_of_memory": True}
     if items_per_j is not None:
         d["telemetry"] = {"available": True, "power_mean_w": 400.0, "energy_j": 4000.0, "items_per_j": items_per_j,
-                          "items_per_j_unit": "images per joule", "other_processes": [], "throttled": False}
+                          "items_per_j_unit": "images per joule", "other_processes": [], "throttled": False,
+                          "energy_basis": basis}
     d.pop("cell_id", None)
     return d
 
@@ -151,7 +152,7 @@ def _curve_cells() -> list[dict]:
     # fixture: fp32 flattens early; amp-bf16 keeps gaining and runs out of memory at 1024
     return [
         _point("fp32", 256, (10.0, 10.0, 10.0), items_per_j=3.0),
-        _point("fp32", 512, (12.0, 12.0, 12.0), items_per_j=3.2),
+        _point("fp32", 512, (12.0, 12.0, 12.0), items_per_j=3.2, basis="cell"),  # over the whole cell
         _point("fp32", 1024, (23.0, 23.0, 23.0)),
         _point("amp-bf16", 256, (5.0, 5.0, 5.0), items_per_j=9.0),
         _point("amp-bf16", 512, (6.0, 6.0, 6.0)),
@@ -192,6 +193,8 @@ def test_each_size_has_its_throughput_speedup_over_fp32_and_images_per_joule():
     assert bf16.points[2].out_of_memory and bf16.points[2].throughput is None
     assert fp32.points[0].images_per_j == 3.0 and fp32.points[0].joules_per_image == pytest.approx(1 / 3)
     assert fp32.points[2].images_per_j is None  # no telemetry: not measured, never a guess
+    assert fp32.points[0].energy_basis == "steady" and fp32.points[1].energy_basis == "cell"
+    assert fp32.points[1].images_per_j == 3.2 and fp32.points[1].steady_images_per_j is None
 
 
 def test_derived_figures_are_per_batch_size_and_name_the_knee():
@@ -203,7 +206,7 @@ def test_derived_figures_are_per_batch_size_and_name_the_knee():
     assert bf16["knee_batch_size"] is None and "10%" in bf16["knee_rule"]
     assert bf16["points"][2] == {"batch_size": 1024, "status": "skipped", "reason": "out of memory at batch 1024",
                                  "throughput_items_per_s": None, "speedup_over_fp32": None, "items_per_j": None,
-                                 "j_per_item": None, "out_of_memory": True}
+                                 "j_per_item": None, "energy_basis": None, "out_of_memory": True}
     assert "batch_curves" not in derive([CellResult.from_dict(make_cell())], "throughput")
 
 
@@ -240,7 +243,11 @@ def test_the_report_draws_throughput_against_batch_size_one_line_per_precision()
     assert "<title>amp-bf16, 1,024: out of memory at batch 1024</title>" in svg
     assert "<title>fp32: knee at 512</title>" in svg
     assert re.search(r"<text [^>]*>batch size \(log scale\)</text>", svg)
-    assert "charts/cifar-torch-resnet18-batch-curve-per-joule.svg" in charts
+    per_j = charts["charts/cifar-torch-resnet18-batch-curve-per-joule.svg"]
+    # one basis per line: the whole-cell figure (warm-up included, reads high) is left out of it
+    assert "<title>fp32, 256: 3</title>" in per_j and "<title>fp32, 512: 3.2</title>" not in per_j
+    assert "<title>fp32, 512: timed steps too short to measure energy over</title>" in per_j
+    assert "<title>fp32, 1,024: not measured</title>" in per_j
     # the points are no bars of the per-model charts (one model, several cells per precision)
     assert not any(name.endswith("-throughput.svg") for name in charts)
 
@@ -294,6 +301,7 @@ def test_perf_table_prints_the_curve_as_bundle_show_does():
     fp32 = next(r for r in rows if r.startswith("| fp32 |"))
     bf16 = next(r for r in rows if r.startswith("| amp-bf16 |"))
     assert "| 512 |" in fp32 and "1,536 images/s<br>3 images/J" in fp32
+    assert "3.2 images/J (whole cell, reads high)" in fp32
     assert "not reached (> 512)" in bf16 and "2.00×" in bf16 and "out of memory at batch 1024" in bf16
 
 

@@ -148,7 +148,7 @@ def batch_curve_charts(results: RunResults, suffix: str = "", id_prefix: str = "
         base = f"{workload}-{engine}-{model}{px.replace('/', '-')}-batch-curve"
         unit = next((c.unit for c in cs if c.unit), "items")
 
-        def series(value) -> list[Series]:
+        def series(value, unmeasured=lambda p: "not measured") -> list[Series]:
             out = []
             for c in cs:
                 at = {p.batch_size: p for p in c.points}
@@ -156,7 +156,8 @@ def batch_curve_charts(results: RunResults, suffix: str = "", id_prefix: str = "
                 for b in sizes:
                     p = at.get(b)
                     vals.append(value(p) if p is not None and p.status == "ok" else None)
-                    notes.append(("not in this curve" if p is None else p.reason or p.status) if vals[-1] is None else None)
+                    why = "not in this curve" if p is None else p.reason or (unmeasured(p) if p.status == "ok" else p.status)
+                    notes.append(why if vals[-1] is None else None)
                 out.append(Series(c.precision, vals, notes=notes, colour=precision_colour(c.precision)))
             return out
 
@@ -168,14 +169,16 @@ def batch_curve_charts(results: RunResults, suffix: str = "", id_prefix: str = "
                 chart_id=f"{id_prefix}{base}", note=CURVE_NOTE,
                 marks={c.precision: c.knee for c in cs if c.knee is not None},
             )
-        per_j = series(lambda p: p.images_per_j)
+        # one basis per line: figures over the whole cell (warm-up included) read high
+        per_j = series(lambda p: p.steady_images_per_j,
+                       unmeasured=lambda p: "timed steps too short to measure energy over" if p.images_per_j else "not measured")
         if any(v is not None for s in per_j for v in s.values):
             charts[f"charts/{base}-per-joule.svg"] = line_chart(
                 f"{unit.capitalize()} per joule against batch size — {title}", sizes, per_j,
                 y_label=f"{unit} per joule (median)", x_label="batch size (log scale)",
                 chart_id=f"{id_prefix}{base}-per-joule",
-                note=("steady throughput ÷ mean board power over the timed steps, or over the whole cell where they "
-                      "were too short to measure (telemetry.energy_basis); an estimate; × not measured"),
+                note=("steady throughput ÷ mean board power over the timed steps (an estimate); sizes whose timed "
+                      "steps were too short to measure are left out (the table gives their whole-cell figure); × not measured"),
             )
     return charts
 

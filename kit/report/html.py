@@ -20,7 +20,7 @@ from kit.compare import measures
 from kit.compare.fmt import fmt_speedup_estimate
 from kit.compare.stats import METHOD, OUTSIDE_NOTE
 from kit.env import record as env_record
-from kit.results.curve import KNEE_DEFINITION, curves, fmt_knee, point_parts
+from kit.results.curve import KNEE_DEFINITION, WHOLE_CELL, curves, fmt_knee, point_parts
 from kit.results.ratios import SPEEDUP_DEFINITION
 from kit.report.insights import run_insights
 from kit.results.schema import CellResult, RunResults, image_size_part, key_of
@@ -252,9 +252,9 @@ def _batch_curve_table(results: RunResults) -> str:
             + _table(["model · engine", "precision", "knee (batch)"] + [f"batch {b:,}" for b in sizes], rows, numeric_from=2)
             + f'<p class="sub">Each batch size is a cell of its own (median over its repeats); the speedup over fp32 is '
               f"at the same batch size. {escape(KNEE_DEFINITION[0].upper() + KNEE_DEFINITION[1:])}. Images per joule: "
-              "steady throughput ÷ the GPU's mean board power over the timed steps (over the whole cell, warm-up "
-              "included, where the timed steps were too short to measure: telemetry.energy_basis), where the GPU "
-              "reported energy or power.</p>")
+              "steady throughput ÷ the GPU's mean board power over the timed steps, where the GPU reported energy or "
+              "power; where the timed steps were too short to measure, over the whole cell, warm-up included, "
+              f"marked “{escape(WHOLE_CELL)}” (telemetry.energy_basis) and left out of the chart.</p>")
 
 
 def _telemetry_table(results: RunResults) -> str:

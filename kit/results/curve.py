@@ -13,7 +13,10 @@ fp32 at a batch size is :func:`kit.results.ratios.speedup_over_fp32` of the poin
 point at the same size (the project's one ratio). Images per joule is the point's telemetry
 (kit.env.telemetry_summary.attach_energy: its steady throughput ÷ the GPU's mean board power
 over the timed steps, or over the whole cell where those were too short to measure), where the
-GPU reported energy or power; else None, never a guess.
+GPU reported energy or power; else None, never a guess. The two bases are not one quantity: over
+the whole cell the warm-up's lower power is in the mean (on an H200, 130-490 W against 550-640 W
+over the timed steps of the same cells), so such a figure reads high. The views mark it
+(WHOLE_CELL) and the per-joule chart leaves it out.
 
 Pure Python, Python 3.7 syntax (the report runs in the cuda10 image).
 """
@@ -34,6 +37,10 @@ KNEE_DEFINITION = ("knee = the smallest batch size from which every step to the 
                    f"under {KNEE_GAIN:.0%} throughput per doubling of the batch")
 
 
+#: how the views mark images per joule taken over the whole cell (warm-up included)
+WHOLE_CELL = "whole cell, reads high"
+
+
 @dataclass
 class Point:
     """One batch size of a curve (a cell)."""
@@ -45,6 +52,14 @@ class Point:
     speedup_over_fp32: Optional[float] = None
     images_per_j: Optional[float] = None
     cell: Any = None
+    #: over what images_per_j was measured: "steady" (the timed steps) or "cell" (the whole cell;
+    #: also every cell from before the field); None where there is no figure
+    energy_basis: Optional[str] = None
+
+    @property
+    def steady_images_per_j(self) -> Optional[float]:
+        """images_per_j where it was measured over the timed steps; else None."""
+        return self.images_per_j if self.energy_basis == "steady" else None
 
     @property
     def out_of_memory(self) -> bool:
@@ -58,7 +73,7 @@ class Point:
     def to_dict(self) -> dict:
         return {"batch_size": self.batch_size, "status": self.status, "reason": self.reason,
                 "throughput_items_per_s": self.throughput, "speedup_over_fp32": self.speedup_over_fp32,
-                "items_per_j": self.images_per_j, "j_per_item": self.joules_per_image,
+                "items_per_j": self.images_per_j, "j_per_item": self.joules_per_image, "energy_basis": self.energy_basis,
                 "out_of_memory": self.out_of_memory}
 
 
@@ -155,7 +170,8 @@ def point_parts(point: Point, unit: str) -> List[str]:
     if point.speedup_over_fp32 is not None:
         parts.append(ratios.fmt_speedup(point.speedup_over_fp32))
     if point.images_per_j is not None:
-        parts.append(f"{fmt_rate(point.images_per_j)} {unit}/J")
+        mark = "" if point.energy_basis == "steady" else f" ({WHOLE_CELL})"
+        parts.append(f"{fmt_rate(point.images_per_j)} {unit}/J{mark}")
     return parts
 
 
@@ -164,12 +180,15 @@ def _throughput(cell: Any) -> Optional[float]:
     return statistics.median(xs) if xs else None
 
 
-def _images_per_j(cell: Any) -> Optional[float]:
+def _energy(cell: Any) -> Tuple[Optional[float], Optional[str]]:
+    """The cell's images per joule and its basis ("steady" or "cell"), or (None, None)."""
     tele = getattr(cell, "telemetry", None)
-    if not isinstance(tele, dict) or not tele.get("available"):
-        return None
+    if getattr(cell, "status", None) != "ok" or not isinstance(tele, dict) or not tele.get("available"):
+        return None, None
     v = tele.get("items_per_j")
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else None
+    if not (isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0):
+        return None, None
+    return float(v), "steady" if tele.get("energy_basis") == "steady" else "cell"
 
 
 def curves(cells: List[Any]) -> List[Curve]:
@@ -186,8 +205,9 @@ def curves(cells: List[Any]) -> List[Curve]:
         curve = by.setdefault(key, Curve(c.workload, c.model, c.engine, c.precision, image_size=size))
         if c.status == "ok" and c.throughput_unit:
             curve.unit = c.throughput_unit
+        per_j, basis = _energy(c)
         curve.points.append(Point(b, c.status, c.reason, _throughput(c) if c.status == "ok" else None,
-                                  images_per_j=_images_per_j(c) if c.status == "ok" else None, cell=c))
+                                  images_per_j=per_j, cell=c, energy_basis=basis))
         if c.precision == ratios.BASE_PRECISION and c.status == "ok":
             fp32[(c.workload, c.model, c.engine, size, b)] = c
     for curve in by.values():
