@@ -371,3 +371,19 @@ def test_the_ranks_records_are_gathered_without_all_gather_object_too(tmp_path, 
         assert gather_objects(record, 1, "cpu") == [record]
     finally:
         dist.destroy_process_group()
+
+
+def test_the_ddp_cell_probe_runs_all_three_ways_on_the_cpu(tmp_path):
+    """scripts/probe_ddp_cell.py (the H200 check's in-process split) runs the kit's cell plain, in the
+    kit's data-parallel step and in that step without the communication hook, and records which DDP
+    options and hook each way ran with. gloo, a tiny ResNet-18 at 32 px: the figures mean nothing here."""
+    out = subprocess.run([sys.executable, "scripts/probe_ddp_cell.py", str(tmp_path), "--device", "cpu", "--steps", "3",
+                          "--model", "resnet18", "--image-size", "32", "--batch-size", "2", "--rounds", "1"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads((tmp_path / "ddp_cell_probe.json").read_text())
+    assert set(got["medians_by_round"]) == {"plain", "data-parallel-in-process", "data-parallel-no-hook"}
+    assert all(len(v) == 1 and v[0] > 0 for v in got["medians_by_round"].values())
+    assert got["ddp_options"]["data-parallel-in-process"]["comm_hook"].endswith("allreduce_hook")
+    assert got["ddp_options"]["data-parallel-no-hook"]["comm_hook"] is None
+    assert "without the communication hook" in out.stdout

@@ -65,8 +65,11 @@ class RankInfo:
     grad_bytes: int = 0
     grad_dtypes: List[str] = field(default_factory=list)
     #: the DistributedDataParallel options the last wrapped model was built with (see ddp_options),
-    #: and its communication hook ("comm_hook": COMM_HOOK, or None where torch has no hooks)
+    #: and its communication hook ("comm_hook": COMM_HOOK, or None where torch has no hooks or comm_hook is off)
     ddp_options: dict = field(default_factory=dict)
+    #: register COMM_HOOK (the kit's rank); False leaves DDP's own reducer path (scripts/probe_ddp_cell.py
+    #: runs both, to measure what the hook changes on a GPU)
+    comm_hook: bool = True
 
 
 _active = None  # type: Optional[RankInfo]
@@ -100,7 +103,7 @@ def wrap_model(model: Any) -> Any:
     from torch.nn.parallel import DistributedDataParallel
 
     info.ddp_options = dict(ddp_options(DistributedDataParallel),  # what build_ddp passes and registers
-                            comm_hook=COMM_HOOK if hasattr(DistributedDataParallel, "register_comm_hook") else None)
+                            comm_hook=COMM_HOOK if info.comm_hook and hasattr(DistributedDataParallel, "register_comm_hook") else None)
     kwargs = {}
     if info.device.startswith("cuda"):
         import torch
@@ -110,15 +113,15 @@ def wrap_model(model: Any) -> Any:
     trained = [p for p in model.parameters() if p.requires_grad]
     info.grad_bytes = int(sum(p.numel() * p.element_size() for p in trained))
     info.grad_dtypes = sorted({str(p.dtype).replace("torch.", "") for p in trained})
-    return build_ddp(DistributedDataParallel, model, **kwargs)
+    return build_ddp(DistributedDataParallel, model, comm_hook=info.comm_hook, **kwargs)
 
 
-def build_ddp(ddp_class: Any, model: Any, **kwargs: Any) -> Any:
+def build_ddp(ddp_class: Any, model: Any, comm_hook: bool = True, **kwargs: Any) -> Any:
     """``ddp_class(model, **kwargs)`` with the kit's DDP options (ddp_options), torch's all-reduce
-    communication hook (COMM_HOOK, torch 1.8+) and no runtime statistics after DDP's first 10
-    iterations (LATER_STATS_EVERY); wrap_model and scripts/probe_ddp_h200.py."""
+    communication hook (COMM_HOOK, torch 1.8+; not with ``comm_hook=False``) and no runtime statistics
+    after DDP's first 10 iterations (LATER_STATS_EVERY); wrap_model and scripts/probe_ddp_h200.py."""
     ddp = ddp_class(model, **{**ddp_options(ddp_class), **kwargs})
-    if hasattr(ddp, "register_comm_hook"):
+    if comm_hook and hasattr(ddp, "register_comm_hook"):
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
         ddp.register_comm_hook(None, default_hooks.allreduce_hook)  # None: the default process group
