@@ -47,6 +47,32 @@ def test_compare_against_the_reference_from_the_command_line(tmp_path):
     assert "cifar/resnet18/amp-bf16/torch" in out.stdout
 
 
+def test_a_merge_keeps_each_resumed_sources_earlier_sessions(tmp_path):
+    """A source run that was resumed (kit.env.record.keep_earlier_session) keeps its earlier sessions,
+    with the cells each measured, in its merged_from entry; the merged environment has no top-level
+    earlier_sessions of its first source alone."""
+    from fixtures.results.factory import make_cell, make_env, make_results, make_run_dir
+    from kit.report.export import export_run
+
+    def bundle(cells, name: str, sessions=None) -> Path:
+        env = make_env()
+        if sessions is not None:
+            env["earlier_sessions"] = sessions
+        return export_run(make_run_dir(tmp_path / name, make_results(cells, env)), tmp_path / f"out-{name}")
+
+    first = {"collected_at": "2026-12-01T23:27:28Z", "host": {"host_id": "h-first"}, "kit": {"git_commit": "009a818"},
+             "nvml": {"gpus": [{"uuid": "GPU-first"}, {"uuid": 7}]}, "cells": ["cifar/resnet18/fp32/torch", 3]}
+    a = bundle([make_cell(precision="fp32"), make_cell(precision="amp-fp16")], "a", [first, "junk"])
+    b = bundle([make_cell(precision="amp-bf16")], "b")
+    merged = open_bundle(merge_bundles([a, b], tmp_path / "m"))
+    assert "earlier_sessions" not in merged.environment
+    src_a, src_b = merged.environment["merged_from"]
+    assert src_a["earlier_sessions"] == [{"collected_at": "2026-12-01T23:27:28Z", "host_id": "h-first",
+                                          "gpu_uuids": ["GPU-first"], "kit_commit": "009a818",
+                                          "cells": ["cifar/resnet18/fp32/torch"]}]
+    assert src_b["earlier_sessions"] == []
+
+
 def test_bundles_of_two_machines_merge_only_with_same_model_and_say_so(tmp_path):
     """Two hosts with identical GPUs: refused by default, merged with --same-model, and the
     merged environment names each source's GPUs."""

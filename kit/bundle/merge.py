@@ -109,6 +109,7 @@ def merge_bundles(paths: list[Path], out_dir: Path, same_model: bool = False, *,
                 raise UsageError(f"cell {c.cell_id} is in both {seen[c.cell_id]} and {b.path.name}; merging would hide one.")
             seen[c.cell_id] = b.path.name
     env = dict(first.environment)
+    env.pop("earlier_sessions", None)  # the first source's alone; merged_from keeps every source's
     if same_model:
         env["merged_across_machines"] = ("cells come from more than one machine with the same GPU model and driver; "
                                          "merged_from names the GPUs of each source bundle")
@@ -118,6 +119,9 @@ def merge_bundles(paths: list[Path], out_dir: Path, same_model: bool = False, *,
          "gpu_uuids": [g.get("uuid") for g in (env_record.gpu_records(b.environment) or [])],
          "host_id": env_record.host_id_of(b.environment),
          "command_line": b.results.config.command_line,
+         # a resumed source run's earlier sessions (kit.env.record.keep_earlier_session), each with its cells
+         "earlier_sessions": [env_record.session_summary(s) for s in b.environment.get("earlier_sessions") or []
+                              if isinstance(s, dict)],
          "manifest_sha256": hashlib.sha256(b.files["manifest.json"]).hexdigest() if "manifest.json" in b.files else None}
         for b in bundles
     ]

@@ -114,6 +114,21 @@ def host_id_of(env: dict) -> Any:
     return host.get("host_id") if isinstance(host, dict) else None
 
 
+def session_summary(session: dict) -> dict:
+    """Who measured what, from one entry of ``earlier_sessions`` (or any environment record): when,
+    the host, the GPUs' UUIDs, the kit's commit and the cells it measured. A stranger's record may
+    hold anything: only strings and lists of strings come through."""
+    kit = session.get("kit") if isinstance(session.get("kit"), dict) else {}
+    cells = session.get("cells") if isinstance(session.get("cells"), list) else []
+
+    def text(v: Any) -> Any:
+        return v if isinstance(v, str) else None
+
+    return {"collected_at": text(session.get("collected_at")), "host_id": text(host_id_of(session)),
+            "gpu_uuids": [g["uuid"] for g in gpu_records(session) or [] if isinstance(g.get("uuid"), str)],
+            "kit_commit": text(kit.get("git_commit")), "cells": [c for c in cells if isinstance(c, str)]}
+
+
 def keep_earlier_session(environment: dict, previous: dict, finished: list) -> dict | None:
     """A resumed run's environment keeps the record of every session before it.
 

@@ -127,7 +127,9 @@ def _env_rows(env: EnvSummary, results: RunResults | None = None) -> list[tuple[
             rows.append(("command", " ".join(str(a) for a in results.config.command_line)))
         for i, src in enumerate(results.environment.get("merged_from") or [], 1):
             where = ", ".join(x for x in (src.get("device"), src.get("status")) if x)
-            rows.append((f"merged run {i}", f"{' '.join(str(a) for a in src.get('command_line') or [])} ({where})"))
+            sessions = src.get("earlier_sessions")
+            resumed = f"; resumed after {len(sessions)} earlier session(s)" if isinstance(sessions, list) and sessions else ""
+            rows.append((f"merged run {i}", f"{' '.join(str(a) for a in src.get('command_line') or [])} ({where}){resumed}"))
         rows += _earlier_session_rows(results.environment)
     return rows
 
@@ -136,14 +138,11 @@ def _earlier_session_rows(environment: dict) -> list[tuple[str, str]]:
     """One row per session before a resume (kit.env.record.keep_earlier_session): when, where,
     which kit, how many of the cells it measured."""
     rows = []
-    for i, s in enumerate(environment.get("earlier_sessions") or [], 1):
-        if not isinstance(s, dict):
-            continue
-        gpus = ", ".join(str(g.get("uuid")) for g in env_record.gpu_records(s) or []) or "no GPU recorded"
-        kit = s.get("kit") if isinstance(s.get("kit"), dict) else {}
-        cells = s.get("cells") if isinstance(s.get("cells"), list) else []
-        rows.append((f"earlier session {i}", f"{s.get('collected_at', 'unknown')}: {len(cells)} cell(s) on host "
-                     f"{env_record.host_id_of(s)} ({gpus}), kit commit {str(kit.get('git_commit', 'unknown'))[:12]}"))
+    for i, s in enumerate(x for x in environment.get("earlier_sessions") or [] if isinstance(x, dict)):
+        sm = env_record.session_summary(s)
+        rows.append((f"earlier session {i + 1}", f"{sm['collected_at'] or 'unknown'}: {len(sm['cells'])} cell(s) on host "
+                     f"{sm['host_id']} ({', '.join(sm['gpu_uuids']) or 'no GPU recorded'}), kit commit "
+                     f"{(sm['kit_commit'] or 'unknown')[:12]}"))
     return rows
 
 
