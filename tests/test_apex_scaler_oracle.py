@@ -5,7 +5,6 @@ Apex (tests/containers/apex_cpu_checks.py, by the container job)."""
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 import tarfile
 from pathlib import Path
@@ -16,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SNAPSHOT = ROOT.parent / "shared" / "vendor" / "apex" / "apex-241dd6c4.tar.gz"
 sys.path.insert(0, str(ROOT / "tests" / "containers"))
 import apex_cpu_checks  # noqa: E402
+from fixtures.modules import load_file  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not SNAPSHOT.is_file(), reason="optional oracle test: needs ../shared/vendor/apex (as on the project's machines and in CI)")
 
@@ -26,10 +26,7 @@ def apex_dynamic_loss_scaler(tmp_path_factory):
     with tarfile.open(SNAPSHOT) as tar:
         member = tar.getmember("apex-241dd6c4/apex/fp16_utils/loss_scaler.py")
         (folder / "loss_scaler.py").write_bytes(tar.extractfile(member).read())
-    spec = importlib.util.spec_from_file_location("apex_2018_loss_scaler", folder / "loss_scaler.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.DynamicLossScaler
+    return load_file(folder / "loss_scaler.py", "apex_2018_loss_scaler").DynamicLossScaler
 
 
 def test_the_dynamic_scale_follows_apex_step_for_step(apex_dynamic_loss_scaler):

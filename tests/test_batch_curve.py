@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from fixtures.modules import load_script
 from fixtures.results.factory import make_cell, make_env, make_results
 from kit.bundle.envinfo import summarise_environment
 from kit.compare.engine import build_comparison
@@ -290,11 +291,7 @@ def test_bundle_show_prints_the_curve_and_the_knee(tmp_path):
 
 def test_perf_table_prints_the_curve_as_bundle_show_does():
     """scripts/perf_table.py --curve (the README's tables): the same knee, speedups and images per joule."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("perf_table", Path(__file__).parents[1] / "scripts" / "perf_table.py")
-    perf_table = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(perf_table)
+    perf_table = load_script("perf_table")
     text = perf_table.curve_tables(_results())
     head, _, *rows = text.strip().splitlines()
     assert head.startswith("| resnet18, ") and "| knee | batch 256 | batch 512 | batch 1,024 |" in head

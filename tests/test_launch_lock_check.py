@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
+from fixtures.modules import load_script
+
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("check_locks", ROOT / "scripts" / "check_locks.py")
-check_locks = importlib.util.module_from_spec(_spec)
-sys.modules["check_locks"] = check_locks  # dataclasses look their module up there
-assert _spec.loader is not None
-_spec.loader.exec_module(check_locks)
+check_locks = load_script("check_locks", register=True)  # dataclasses look their module up in sys.modules
 
 Target = check_locks.Target
 PY311 = Target((3, 11), (2, 36))

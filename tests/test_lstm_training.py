@@ -162,7 +162,7 @@ def test_fp16_master_loss_is_computed_on_half_logits_as_in_the_example():
 def _example_model_module(tmp_path):
     """Apex's own examples/word_language_model/model.py (241dd6c4), read from the
     vendored source snapshot: the oracle, never copied into the kit."""
-    import importlib.util
+    from fixtures.modules import load_file
     import tarfile
     from pathlib import Path
 
@@ -172,10 +172,7 @@ def _example_model_module(tmp_path):
     with tarfile.open(archive) as tar:
         member = next(m for m in tar.getmembers() if m.name.endswith("examples/word_language_model/model.py"))
         (tmp_path / "apex_wlm_model.py").write_bytes(tar.extractfile(member).read())
-    spec = importlib.util.spec_from_file_location("apex_wlm_model", tmp_path / "apex_wlm_model.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_file(tmp_path / "apex_wlm_model.py")
 
 
 @pytest.mark.parametrize("tied", [False, True])

@@ -11,7 +11,6 @@ print 1.31× or 1.25× and fail here.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import statistics
@@ -20,6 +19,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from fixtures.modules import load_script
 from fixtures.results.factory import make_cell, make_env, make_results, make_run_dir
 from kit.report.export import export_run
 from kit.bundle.safe_open import open_bundle
@@ -118,9 +118,7 @@ def test_the_report_prints_the_same_speedup_in_its_table_findings_and_chart(bund
 
 
 def test_perf_table_prints_the_same_speedup(bundle):
-    spec = importlib.util.spec_from_file_location("perf_table", Path(__file__).parents[1] / "scripts" / "perf_table.py")
-    perf_table = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(perf_table)
+    perf_table = load_script("perf_table")
     text = perf_table.suite_tables(open_bundle(bundle).results)
     [line] = [x for x in text.splitlines() if x.startswith("| ResNet-50 |") and "1,000" in x]
     assert line.endswith(f"| {EXPECTED} |")
@@ -129,9 +127,7 @@ def test_perf_table_prints_the_same_speedup(bundle):
 def test_perf_table_judges_the_inductor_step_and_compares_it_with_the_eager_kernel_graph(tmp_path, capsys):
     """bench_h200.sh's two runs of the same cells (default step, --compile off): the targets
     table prints each cell's median, its verdict, the step it ran and the ratio to the other run."""
-    spec = importlib.util.spec_from_file_location("perf_table", Path(__file__).parents[1] / "scripts" / "perf_table.py")
-    perf_table = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(perf_table)
+    perf_table = load_script("perf_table")
 
     def run(sub, seconds, mode, run_id):
         cell = make_cell("resnet18", "amp-bf16", epoch_s=seconds, steps=1000)  # 256,000 images per epoch
