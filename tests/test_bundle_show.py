@@ -42,3 +42,14 @@ def test_bundle_show_never_cuts_a_cell_id(bundle, columns):
     assert "not cut" in re.sub(r"\s+", " ", r.output)
     if columns >= 120:  # (at 80 the headers wrap onto two lines, a word each)
         assert "throughput CV" in r.output and "speedup over fp32" in r.output
+
+
+def test_bundle_show_names_a_resumed_runs_earlier_sessions(tmp_path):
+    env = make_env()
+    env["earlier_sessions"] = [{"collected_at": "2026-12-01T23:32:03Z", "host": {"host_id": "h-first"},
+                                "nvml": {"gpus": [{"uuid": "GPU-6c95"}]}, "kit": {"git_commit": "009a8187607b"},
+                                "cells": ["cifar/resnet18/fp32/torch"]}]
+    b = export_run(make_run_dir(tmp_path / "runs", make_results([make_cell()], env)), tmp_path / "out")
+    r = CliRunner().invoke(app, ["bundle", "show", str(b)], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    assert "earlier session 1" in r.output and "2026-12-01T23:32:03Z: 1 cell(s) on host h-first (GPU-6c95)" in r.output

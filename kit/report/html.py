@@ -130,11 +130,11 @@ def _env_rows(env: EnvSummary, results: RunResults | None = None) -> list[tuple[
             sessions = src.get("earlier_sessions")
             resumed = f"; resumed after {len(sessions)} earlier session(s)" if isinstance(sessions, list) and sessions else ""
             rows.append((f"merged run {i}", f"{' '.join(str(a) for a in src.get('command_line') or [])} ({where}){resumed}"))
-        rows += _earlier_session_rows(results.environment)
+        rows += earlier_session_rows(results.environment)
     return rows
 
 
-def _earlier_session_rows(environment: dict) -> list[tuple[str, str]]:
+def earlier_session_rows(environment: dict) -> list[tuple[str, str]]:
     """One row per session before a resume (kit.env.record.keep_earlier_session): when, where,
     which kit, how many of the cells it measured."""
     rows = []

@@ -45,13 +45,15 @@ def print_show(bundle: Bundle, console) -> None:
     head.add_column(style="dim")
     head.add_column()
     gpus = env.gpu if not env.gpu_count or env.gpu_count == 1 else f"{env.gpu_count} x {env.gpu}"
-    from kit.report.html import cpu_only, used_or_built
+    from kit.report.html import cpu_only, earlier_session_rows, used_or_built
 
     driver = "none (CPU run)" if cpu_only(env) and env.driver == "unknown" else env.driver
     for k, v in (("machine", env.machine), ("GPU", gpus), ("driver", driver), ("stack", env.stack),
                  ("torch", env.torch), ("cuDNN", used_or_built(env.cudnn, env)), ("fastai", env.fastai), ("data", env.data_source),
                  ("run", f"{res.run_id} ({res.status})"), ("kit", bundle.manifest.get("kit_version", "unknown"))):
         head.add_row(k, escape(str(v)))
+    for k, v in earlier_session_rows(bundle.environment):  # a resumed run's sessions before the last
+        head.add_row(k, escape(v))
     console.print(head)
     ratios = measures.speedup_vs_fp32(res)
     units = sorted({c.throughput_unit for c in res.cells if c.status == "ok" and c.throughput_unit})
