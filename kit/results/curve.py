@@ -14,7 +14,7 @@ point at the same size (the project's one ratio). Images per joule is the point'
 (kit.env.telemetry_summary.attach_energy: its steady throughput ÷ the GPU's mean board power
 over the timed steps, or over the whole cell where those were too short to measure), where the
 GPU reported energy or power; else None, never a guess. The two bases are not one quantity: over
-the whole cell the warm-up's lower power is in the mean (on an H200, 130-490 W against 550-640 W
+the whole cell the warm-up's lower power is in the mean (on an H200, 130-500 W against 550-640 W
 over the timed steps of the same cells), so such a figure reads high. The views mark it
 (WHOLE_CELL) and the per-joule chart leaves it out.
 
