@@ -14,8 +14,8 @@ point at the same size (the project's one ratio). Images per joule is the point'
 (kit.env.telemetry_summary.attach_energy: its steady throughput ÷ the GPU's mean board power
 over the timed steps, or over the whole cell where those were too short to measure), where the
 GPU reported energy or power; else None, never a guess. The two bases are not one quantity: over
-the whole cell the warm-up's lower power is in the mean (on an H200, 130-500 W against 550-640 W
-over the timed steps of the same cells), so such a figure reads high. The views mark it
+the whole cell the warm-up's and setup's lower power is in the mean (on an H200 the timed steps drew
+1.3-2.2x the whole-cell mean of the same cells), so such a figure reads high. The views mark it
 (WHOLE_CELL) and the per-joule chart leaves it out.
 
 Pure Python, Python 3.7 syntax (the report runs in the cuda10 image).
