@@ -297,3 +297,44 @@ def test_a_resume_whose_earlier_environment_is_unreadable_still_runs(tmp_path, f
     out = execute(None, tmp_path, resume_dir=run_dir, make_bundle=False)
     final = load_results(out.run_dir / "results.json")
     assert final.status == "complete" and "earlier_sessions" not in final.environment
+
+
+def test_a_resume_on_another_gpu_model_is_refused_and_changes_nothing(tmp_path, fake_bench, monkeypatch):
+    """Cells of two GPU models in one run would make its ratios and curves meaningless: the resume
+    names both models, exits 2 (UsageError) before measuring anything, and env.json and the
+    journal's cells stay as they were; on the run's own GPU model it resumes."""
+    from kit.env import record as env_record
+    from kit.errors import UsageError
+
+    real_collect = env_record.collect
+
+    def on(gpu):
+        def collect(config=None, **kw):
+            env = real_collect(config, **kw)
+            env["nvml"] = {"gpus": [{"name": gpu, "uuid": f"GPU-{gpu[-4:]}"}]}
+            return env
+        monkeypatch.setattr(env_record, "collect", collect)
+
+    on("NVIDIA H200")
+    fake_bench(interrupt_on="cifar/resnet34/fp32/torch")
+    with pytest.raises(Interrupted):
+        execute(_config(), tmp_path, make_bundle=False)
+    run_dir = next(p for p in tmp_path.iterdir() if p.is_dir())
+    env_before = (run_dir / "env.json").read_bytes()
+    ended_before = [e for e in read_journal(run_dir / "journal.jsonl") if e["event"] == "cell_end"]
+
+    on("NVIDIA A100-SXM4-80GB")
+    fb = fake_bench()
+    with pytest.raises(UsageError) as refused:
+        execute(None, tmp_path, resume_dir=run_dir, make_bundle=False)
+    assert "measured on NVIDIA H200, and this machine has NVIDIA A100-SXM4-80GB" in str(refused.value)
+    assert "start a new run" in refused.value.remedy
+    assert fb.ran == []
+    assert (run_dir / "env.json").read_bytes() == env_before
+    assert [e for e in read_journal(run_dir / "journal.jsonl") if e["event"] == "cell_end"] == ended_before
+
+    on("NVIDIA H200")
+    fb = fake_bench()
+    out = execute(None, tmp_path, resume_dir=run_dir, make_bundle=False)
+    assert fb.ran == ["cifar/resnet34/fp32/torch", "cifar/resnet34/amp-bf16/torch"]
+    assert load_results(out.run_dir / "results.json").status == "complete"

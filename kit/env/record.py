@@ -114,6 +114,11 @@ def host_id_of(env: dict) -> Any:
     return host.get("host_id") if isinstance(host, dict) else None
 
 
+def gpu_models(env: dict) -> list:
+    """The GPU model names of an environment record, sorted, each once ([] where none is recorded)."""
+    return sorted({g["name"] for g in gpu_records(env) or [] if isinstance(g.get("name"), str)})
+
+
 def session_summary(session: dict) -> dict:
     """Who measured what, from one entry of ``earlier_sessions`` (or any environment record): when,
     the host, the GPUs' UUIDs, the kit's commit and the cells it measured. A stranger's record may

@@ -133,7 +133,8 @@ def load_resume_state(run_dir: Path) -> tuple[RunConfig, str, dict[str, CellResu
 
 def _keep_earlier_session(run_dir: Path, environment: dict, finished: list) -> None:
     """A resume keeps the environment of the sessions that measured the finished cells
-    (kit.env.record.keep_earlier_session) and says when they ran on another machine or GPU."""
+    (kit.env.record.keep_earlier_session) and says when they ran on another machine or GPU; a resume on
+    another GPU model is refused (UsageError) before anything is measured or env.json is written."""
     from kit.env import record as env_record
 
     try:
@@ -143,6 +144,13 @@ def _keep_earlier_session(run_dir: Path, environment: dict, finished: list) -> N
         return
     if not isinstance(previous, dict):
         return
+    before, here = env_record.gpu_models(previous), env_record.gpu_models(environment)
+    if before and here and before != here:  # one run's cells are one GPU model's (merge refuses the same)
+        raise UsageError(
+            f"--resume {run_dir}: its finished cells were measured on {', '.join(before)}, and this machine has "
+            f"{', '.join(here)}; cells of different GPU models do not belong in one run.",
+            remedy=f"Resume it on a machine with {', '.join(before)}, or start a new run here (kit run without --resume); "
+                   "kit compare lines up runs of different GPUs.")
     other = env_record.keep_earlier_session(environment, previous, finished)
     if other is not None:
         gpus = ", ".join(str(g.get("uuid")) for g in env_record.gpu_records(other) or []) or "unknown GPUs"
