@@ -145,7 +145,7 @@ def _keep_earlier_session(run_dir: Path, environment: dict, finished: list) -> N
     if not isinstance(previous, dict):
         return
     before, here = env_record.gpu_models(previous), env_record.gpu_models(environment)
-    if before and here and before != here:  # one run's cells are one GPU model's (merge refuses the same)
+    if finished and before and here and before != here:  # one run's cells are one GPU model's (as merge insists)
         raise UsageError(
             f"--resume {run_dir}: its finished cells were measured on {', '.join(before)}, and this machine has "
             f"{', '.join(here)}; cells of different GPU models do not belong in one run.",
