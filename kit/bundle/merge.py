@@ -63,7 +63,7 @@ def _identity(env: dict, same_model: bool = False) -> dict:
     if gpus is None:
         models = None
     elif same_model:
-        models = sorted({g.get("name") for g in gpus if g.get("name")})
+        models = env_record.gpu_models(env)
     else:
         models = [g.get("uuid") or g.get("name") for g in gpus]
     ident = {

@@ -102,8 +102,9 @@ def wrap_model(model: Any) -> Any:
         return model
     from torch.nn.parallel import DistributedDataParallel
 
+    hook = info.comm_hook and hasattr(DistributedDataParallel, "register_comm_hook")  # torch 1.8+
     info.ddp_options = dict(ddp_options(DistributedDataParallel),  # what build_ddp passes and registers
-                            comm_hook=COMM_HOOK if info.comm_hook and hasattr(DistributedDataParallel, "register_comm_hook") else None)
+                            comm_hook=COMM_HOOK if hook else None)
     kwargs = {}
     if info.device.startswith("cuda"):
         import torch
@@ -113,7 +114,7 @@ def wrap_model(model: Any) -> Any:
     trained = [p for p in model.parameters() if p.requires_grad]
     info.grad_bytes = int(sum(p.numel() * p.element_size() for p in trained))
     info.grad_dtypes = sorted({str(p.dtype).replace("torch.", "") for p in trained})
-    return build_ddp(DistributedDataParallel, model, comm_hook=info.comm_hook, **kwargs)
+    return build_ddp(DistributedDataParallel, model, comm_hook=hook, **kwargs)
 
 
 def build_ddp(ddp_class: Any, model: Any, comm_hook: bool = True, **kwargs: Any) -> Any:
