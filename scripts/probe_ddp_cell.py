@@ -40,6 +40,9 @@ def main() -> None:
     ap.add_argument("--model", default="resnet50")
     ap.add_argument("--image-size", type=int, default=224)
     ap.add_argument("--batch-size", type=int, default=128)
+    ap.add_argument("--precision", default="amp-bf16")
+    ap.add_argument("--compile", default="eager", help="the cell's --compile (eager: DDP's eager step; off: the "
+                    "captured step, which a rank captures with its all-reduce)")
     args = ap.parse_args()
 
     import torch
@@ -55,8 +58,8 @@ def main() -> None:
     backend = "nccl" if device.startswith("cuda") else "gloo"
     work = Path(tempfile.mkdtemp(prefix="kit-ddp-cell-"))
     config = RunConfig(suite="cifar", data="synthetic", data_dir=str(work / "data"), device=device,
-                       models=[args.model], precisions=["amp-bf16"], engines=["torch"], repeats=3,
-                       steps=args.steps, batch_size=args.batch_size, image_size=args.image_size, compile="eager")
+                       models=[args.model], precisions=[args.precision], engines=["torch"], repeats=3,
+                       steps=args.steps, batch_size=args.batch_size, image_size=args.image_size, compile=args.compile)
     (spec,) = build_plan(config).cells
     ctx = CellContext(device=device, data_dir=work / "data", data_source="synthetic", seed=config.seed,
                       repeats=config.repeats)
@@ -64,6 +67,7 @@ def main() -> None:
     medians = {way: [] for way in WAYS}
     repeats = {way: [] for way in WAYS}  # every repeat's throughput, by round
     ddp_used: dict = {}  # the DDP options and hook each data-parallel way ran with
+    step_modes: dict = {}  # the step each way ran (eager, or cuda-graph: the captured step)
     try:
         for r in range(args.rounds):
             for way in (WAYS if r % 2 == 0 else tuple(reversed(WAYS))):
@@ -77,6 +81,7 @@ def main() -> None:
                     ddp_used[way] = info.ddp_options
                 if result.status != "ok":
                     sys.exit(f"{way}: the cell {result.status}: {result.reason}")
+                step_modes[way] = sorted({str(rec.get("compile_mode")) for rec in result.repeats})
                 m = result.summary["throughput_items_per_s"]["median"]
                 medians[way].append(m)
                 repeats[way].append([r.get("throughput_items_per_s") for r in result.repeats])
@@ -90,6 +95,7 @@ def main() -> None:
     report = {"cell": spec.cell_id, "params": spec.params, "device": torch.cuda.get_device_name(device) if backend == "nccl" else "cpu",
               "torch": torch.__version__, "rounds": args.rounds, "medians_by_round": medians,
               "repeats_by_round": repeats, "ddp_options": dict(ddp_used),
+              "compile": args.compile, "step_modes": step_modes,
               "plain_images_per_s": plain, "data_parallel_in_process_images_per_s": ddp,
               "in_process_over_plain": ddp / plain, "no_hook_images_per_s": no_hook, "no_hook_over_plain": no_hook / plain,
               "data": "synthetic",

@@ -186,6 +186,154 @@ def test_the_kits_ddp_adds_two_operations_per_parameter_and_trains_the_same_weig
     assert got["defaults"] - got["plain"] >= 5 * n, got  # the reducer's multiply-while-copying path
 
 
+GRAPHED_DDP_CHECK = r"""
+import json, tempfile
+import torch, torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+from kit.bench.cifar.graphed import GraphedTrainer
+from kit.bench.cifar.torch_engine import TrainConfig
+from kit.bench.distributed import state
+torch.set_num_threads(1)
+dist.init_process_group("gloo", init_method="file://" + tempfile.mktemp(), rank=0, world_size=1)
+g = torch.Generator().manual_seed(0)
+x, y = torch.randn(4, 3, 32, 32, generator=g), torch.randint(0, 100, (4,), generator=g)
+out = {}
+for precision in ("fp32", "amp-fp16"):
+    cfg = TrainConfig(model="resnet18", precision=precision, device="cpu", batch_size=4, steps=3, compile="off", seed=3)
+    plain = GraphedTrainer(cfg, 3, lambda s: 0.05, capture=False)
+    info = state.activate(state.RankInfo(0, 1, "gloo", "cpu"))
+    try:
+        ranked = GraphedTrainer(cfg, 3, lambda s: 0.05, capture=False)
+    finally:
+        state.deactivate()
+    for t in (plain, ranked):
+        t.scale.fill_(8.0)  # amp-fp16: a scale this batch does not overflow at, so the steps move the weights
+    start = [p.detach().clone() for p in plain.model.parameters()]
+    for _ in range(3):
+        plain.step(x, y), ranked.step(x, y)
+    grads_in_buckets = all(p.grad is not None for p in ranked.params)
+    out[precision] = {
+        "wrapped": isinstance(ranked.net, DistributedDataParallel) and ranked.net.module is ranked.model,
+        "plain_unwrapped": plain.net is plain.model and not plain.data_parallel,
+        "same_weights": all(torch.equal(a, b) for a, b in zip(plain.model.parameters(), ranked.model.parameters())),
+        "moved": any(not torch.equal(a, b) for a, b in zip(start, plain.model.parameters())),
+        "capture_after": [plain.capture_after, ranked.capture_after],
+        "step": ranked.describe()["step"], "ddp_options": info.ddp_options, "grads": grads_in_buckets,
+        "counters": [plain.counters(), ranked.counters()],
+    }
+# DDP checks a hook's signature when it is registered (its annotations too): the NCCL ranks' hook must pass
+probe = DistributedDataParallel(torch.nn.Linear(2, 2))
+probe.register_comm_hook(None, state.average_hook)
+out["average_hook_registers"] = True
+print(json.dumps(out))
+dist.destroy_process_group()
+"""
+
+
+def test_the_captured_steps_body_in_a_rank_trains_through_ddp_the_plain_weights():
+    """The CUDA-graph step (kit.bench.cifar.graphed) in a data-parallel rank runs its model inside DDP, so
+    the all-reduce is part of the captured step; its body (capture=False on the CPU: the same code a GPU
+    captures) through a one-rank DDP trains the plain step's weights bit for bit, fp32 and with the
+    device-side loss scaling, and waits 11 eager steps before a capture (PyTorch's minimum for DDP). Real
+    DDP, one gloo rank, in a process of its own."""
+    pytest.importorskip("torchvision")
+    out = subprocess.run([sys.executable, "-c", GRAPHED_DDP_CHECK], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got.pop("average_hook_registers") is True
+    for precision, r in got.items():
+        assert r["wrapped"] and r["plain_unwrapped"] and r["grads"], (precision, r)
+        assert r["moved"] and r["same_weights"], (precision, r)
+        assert r["counters"][0] == r["counters"][1], r  # the same overflows, losses and final scale
+        assert r["capture_after"] == [3, 11], r
+        assert "DistributedDataParallel" in r["step"] and r["ddp_options"]["comm_hook"], r
+
+
+def test_a_rank_captures_its_step_only_where_nccl_can_record_the_all_reduce(monkeypatch):
+    """The step modes of a data-parallel rank: the captured step on NCCL 2.9.6+ (its all-reduce recorded in
+    the graph), eager on older NCCL; a plain cell is unchanged; a rank's steady state starts after its later
+    capture (11 eager steps, then the capture, then the first replay)."""
+    import torch
+
+    from kit.bench.cifar import torch_engine
+    from kit.bench.cifar.graphed import EAGER_GRAPH, INDUCTOR_GRAPH
+    from kit.bench.cifar.torch_engine import TrainConfig, compile_candidates, steady_state_warmup
+    from kit.bench.distributed import state
+
+    monkeypatch.setattr(torch_engine.caps, "HAS_GRAPHED_STEP", True)
+    plain = compile_candidates("off", "cuda:0", "amp-bf16")
+    assert plain == [EAGER_GRAPH, None]
+    for version, graphed in (((2, 27, 3), True), ((2, 9, 6), True), ((2, 9, 5), False), (2708, False)):
+        monkeypatch.setattr(torch.cuda.nccl, "version", lambda v=version: v)
+        state.activate(state.RankInfo(0, 2, "nccl", "cuda:0"))
+        try:
+            assert state.capturable() is graphed, version
+            assert compile_candidates("off", "cuda:0", "amp-bf16") == ([EAGER_GRAPH, None] if graphed else [None])
+            assert (INDUCTOR_GRAPH in compile_candidates("auto", "cuda:0", "amp-bf16")) is (graphed and torch_engine.caps.HAS_COMPILE)
+            assert compile_candidates("off", "cuda:0", "fp16-master") == [None]  # decided on the host: never captured
+        finally:
+            state.deactivate()
+    state.activate(state.RankInfo(0, 2, "gloo", "cpu"))
+    try:
+        assert state.capturable() is False  # gloo runs on the host
+        cfg = TrainConfig(model="resnet18", precision="amp-bf16", device="cuda:0", batch_size=8, steps=40)
+        assert steady_state_warmup(cfg, 40, EAGER_GRAPH) == state.DDP_STATS_WARMUP + 1 == 12
+    finally:
+        state.deactivate()
+    assert state.capturable() is True
+    assert steady_state_warmup(cfg, 40, EAGER_GRAPH) == state.DDP_STATS_WARMUP == 11
+
+
+def test_the_hook_averages_in_nccls_collective_and_falls_back_to_torchs_on_gloo():
+    """NCCL ranks average each bucket inside the all-reduce (ReduceOp.AVG: no separate division pass over
+    the gradients); gloo has no average, so its ranks keep torch's all-reduce hook (divide, then sum)."""
+    import torch.distributed as dist
+
+    from kit.bench.distributed import state
+
+    assert state.hook_name("gloo") == state.COMM_HOOK
+    assert state.hook_name("nccl") == (state.AVERAGE_HOOK if hasattr(dist.ReduceOp, "AVG") else state.COMM_HOOK)
+    module, name = state.AVERAGE_HOOK.rsplit(".", 1)
+    assert module == state.__name__ and callable(getattr(state, name))
+
+
+def test_the_average_hook_sums_in_a_group_of_one_and_averages_in_larger_ones(tmp_path, monkeypatch):
+    """A one-rank average is the bucket itself: the hook asks for an in-place SUM there (NCCL then runs no
+    kernel; its one-rank AVG would scale every gradient by 1), and for AVG in a larger group. A real
+    one-rank gloo group; the all-reduce is recorded (gloo has no AVG to run)."""
+    import torch
+    import torch.distributed as dist
+
+    from kit.bench.distributed import state
+
+    class Bucket:
+        def __init__(self):
+            self.t = torch.arange(4.0)
+
+        def buffer(self):
+            return self.t
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        bucket = Bucket()
+        assert torch.equal(state.average_hook(None, bucket).wait(), torch.arange(4.0))  # real gloo SUM of one
+        ops = []
+
+        def record(tensor, op=None, group=None, async_op=False):
+            ops.append(op)
+            fut = torch.futures.Future()
+            fut.set_result([tensor])
+            return type("Work", (), {"get_future": lambda self: fut})()
+
+        monkeypatch.setattr(dist, "all_reduce", record)
+        for world in (1, 2, 8):
+            monkeypatch.setattr(dist, "get_world_size", lambda group=None, w=world: w)
+            assert state.average_hook(None, bucket).wait() is bucket.t
+        assert ops == [dist.ReduceOp.SUM, dist.ReduceOp.AVG, dist.ReduceOp.AVG]
+    finally:
+        dist.destroy_process_group()
+
+
 def test_plain_and_data_parallel_repeats_warm_up_past_ddps_statistics_iterations():
     """Both leave out the same steps, at least the 11 where a fresh DDP syncs (forwards 2-11), so the
     one-GPU check compares the same window of the same steps."""
@@ -376,8 +524,10 @@ def test_the_ranks_records_are_gathered_without_all_gather_object_too(tmp_path, 
 def test_the_ddp_cell_probe_runs_all_three_ways_on_the_cpu(tmp_path):
     """scripts/probe_ddp_cell.py (the H200 check's in-process split) runs the kit's cell plain, in the
     kit's data-parallel step and in that step without the communication hook, and records which DDP
-    options and hook each way ran with. gloo, a tiny ResNet-18 at 32 px: the figures mean nothing here."""
+    options and hook each way ran with. gloo, a tiny ResNet-18 at 32 px, fp32 (a CPU without bf16
+    instructions skips amp-bf16 cells): the figures mean nothing here."""
     out = subprocess.run([sys.executable, "scripts/probe_ddp_cell.py", str(tmp_path), "--device", "cpu", "--steps", "3",
+                          "--precision", "fp32",
                           "--model", "resnet18", "--image-size", "32", "--batch-size", "2", "--rounds", "1"],
                          cwd=ROOT, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert out.returncode == 0, out.stderr[-2000:]
@@ -386,4 +536,5 @@ def test_the_ddp_cell_probe_runs_all_three_ways_on_the_cpu(tmp_path):
     assert all(len(v) == 1 and v[0] > 0 for v in got["medians_by_round"].values())
     assert got["ddp_options"]["data-parallel-in-process"]["comm_hook"].endswith("allreduce_hook")
     assert got["ddp_options"]["data-parallel-no-hook"]["comm_hook"] is None
+    assert got["step_modes"] == {way: ["eager"] for way in got["medians_by_round"]}  # the CPU captures nothing
     assert "without the communication hook" in out.stdout

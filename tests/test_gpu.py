@@ -207,3 +207,72 @@ def test_the_cuda_graph_step_captures_on_a_second_gpu_after_a_capture_on_the_fir
         assert a[0].item() == 4.0  # the first GPU's graph still replays
     finally:
         torch.cuda.set_device(0)
+
+
+def test_a_one_rank_ddp_step_is_captured_with_its_all_reduce_and_trains_the_plain_weights():
+    """A data-parallel rank's CUDA-graph step: the model in DDP (NCCL, a group of one), its bucket copies
+    and all-reduce recorded in the graph after 11 eager steps; the replays train exactly the plain captured
+    step's weights (deterministic cuDNN in both, so any step the graph left out would show)."""
+    pytest.importorskip("torchvision")
+    import tempfile
+
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    from kit.bench.cifar.graphed import GraphedTrainer
+    from kit.bench.cifar.torch_engine import TrainConfig
+    from kit.bench.distributed import state
+
+    torch.cuda.set_device(0)
+    flags = torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark
+    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
+    dist.init_process_group("nccl", init_method="file://" + tempfile.mktemp(), rank=0, world_size=1)
+    try:
+        g = torch.Generator(device="cuda:0").manual_seed(0)
+        x = torch.randn(32, 3, 32, 32, device="cuda:0", generator=g).contiguous(memory_format=torch.channels_last)
+        y = torch.randint(0, 100, (32,), device="cuda:0", generator=g)
+        weights, losses = {}, {}
+        for way in ("plain", "rank"):
+            if way == "rank":
+                state.activate(state.RankInfo(0, 1, "nccl", "cuda:0"))
+                assert state.capturable(), torch.cuda.nccl.version()
+            try:
+                cfg = TrainConfig(model="resnet18", precision="amp-fp16", device="cuda:0", batch_size=32, steps=20, seed=3)
+                tr = GraphedTrainer(cfg, 20, lambda s: 0.05)
+                losses[way] = [float(tr.step(x, y)) for _ in range(20)]
+            finally:
+                state.deactivate()
+            assert tr.graph is not None and tr.data_parallel is (way == "rank")
+            if way == "rank":
+                assert isinstance(tr.net, DistributedDataParallel) and tr.capture_after == 11
+                assert "all-reduce captured" in tr.describe()["step"]
+            weights[way] = [p.detach().clone() for p in tr.model.parameters()]
+        assert losses["rank"][-1] < losses["rank"][0] * 0.5, losses
+        assert losses["plain"] == losses["rank"]
+        assert all(torch.equal(a, b) for a, b in zip(weights["plain"], weights["rank"]))
+    finally:
+        dist.destroy_process_group()
+        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = flags
+
+
+@pytest.mark.parametrize("gpus", [1, 2])
+def test_kit_run_gpus_captures_each_ranks_step_and_keeps_the_ranks_in_step(tmp_path, gpus):
+    """`kit run --gpus N --compile off` on CUDA: every rank runs the captured step with its all-reduce in it
+    (compile_mode cuda-graph, no fallback note), and the ranks' weights agree after every repeat."""
+    pytest.importorskip("torchvision")
+    if torch.cuda.device_count() < gpus:
+        pytest.skip(f"needs {gpus} CUDA GPUs")
+    from kit.results.schema import RunConfig
+    from kit.runner.execute import execute
+
+    config = RunConfig(suite="cifar", data="synthetic", data_dir=str(tmp_path / "data"), device="cuda",
+                       models=["resnet18"], precisions=["amp-bf16"], engines=["torch"], repeats=2, steps=30,
+                       batch_size=64, gpus=gpus, compile="off")
+    out = execute(config, tmp_path / "results", make_bundle=False)
+    (cell,) = out.results.cells
+    assert cell.status == "ok", cell.reason
+    assert [r["compile_mode"] for r in cell.repeats] == ["cuda-graph", "cuda-graph"], cell.notes
+    dp = cell.metrics["data_parallel"]
+    assert dp["world_size"] == gpus and dp["ranks_in_step"] is True
+    assert "all-reduce captured" in cell.metrics["precision"]["step"]
+    assert dp["ddp_options"]["comm_hook"] == "kit.bench.distributed.state.average_hook"  # NCCL's average

@@ -17,6 +17,17 @@ What is captured, per mode:
 fp16-master and Apex modes decide on the host whether to skip a step, by
 design of the 2018 scheme, so they cannot be captured and use torch.compile.
 
+In a data-parallel cell (kit.bench.distributed) the model runs inside
+DistributedDataParallel and the gradients' all-reduce is captured with the rest of the
+step, as PyTorch documents for NCCL 2.9.6+ ("CUDA Graphs", usage with
+DistributedDataParallel): DDP built on the capture's side stream, at least 11 eager
+iterations before the capture (its bucket rebuild after the first, its runtime
+statistics at the first 10, each a host sync that capture forbids), and the capture's
+error mode "thread_local" so that NCCL's watchdog thread may keep querying its events.
+A replay then runs DDP's copies into the buckets, the all-reduce and the division by
+the world size as recorded kernels, with none of DDP's per-step host work (its autograd
+hooks cost 0.7-1.0 ms a step in an eager step on an H200, references/h200/ddp).
+
 Two variants of the captured step (the cell's compile_mode):
     cuda-graph-inductor   the model compiled by Inductor (torch.compile, default mode:
                           fused Triton kernels for forward and backward, no CUDA graphs
@@ -49,6 +60,7 @@ import torch
 from kit.bench import caps
 from kit.bench.cifar import models
 from kit.bench.cifar.evaluation import evaluate_model
+from kit.bench.distributed import state as data_parallel
 from kit.bench.precision import Precision
 
 GRAPH_MODES = ("fp32", "tf32", "amp-bf16", "amp-fp16")
@@ -58,6 +70,13 @@ EAGER_GRAPH = "cuda-graph"
 STEP_MODES = (INDUCTOR_GRAPH, EAGER_GRAPH)
 #: eager steps on a side stream before capture (cuDNN autotuning, lazy allocations)
 WARMUP_BEFORE_CAPTURE = 3
+
+
+def warmup_before_capture() -> int:
+    """Eager steps before the capture in this process: WARMUP_BEFORE_CAPTURE, or in a data-parallel
+    rank DDP's DDP_STATS_WARMUP (11, PyTorch's documented minimum for capturing a DDP step)."""
+    return WARMUP_BEFORE_CAPTURE if data_parallel.active() is None else max(
+        WARMUP_BEFORE_CAPTURE, data_parallel.DDP_STATS_WARMUP)
 
 
 class GraphedTrainer:
@@ -73,6 +92,20 @@ class GraphedTrainer:
         fmt = torch.channels_last if dev.startswith("cuda") else torch.contiguous_format
         self.model = models.build(cfg.model, cfg.num_classes).to(dev, memory_format=fmt)
         self.model.train()
+        self.capture = capture
+        # one stream of the run's GPU for every warm-up step and the capture: torch.cuda.graph's
+        # own default is one stream per process, made on whichever GPU was current when the
+        # first graph was captured (a later capture on another GPU then fails with "operation
+        # not permitted when stream is capturing"), and cuDNN/cuBLAS set up per-stream
+        # workspaces on first use, which must happen in warm-up, not during the capture
+        self.side = torch.cuda.Stream(device=dev) if capture else None
+        # a data-parallel rank: the model inside DDP (a plain cell: the model itself), built on
+        # the side stream, where PyTorch's recipe for capturing a DDP step builds it
+        where = torch.cuda.stream(self.side) if capture else contextlib.nullcontext()
+        with where:
+            self.net = data_parallel.wrap_model(self.model)
+        self.data_parallel = self.net is not self.model
+        self.capture_after = warmup_before_capture()
         # The module the step calls: the model itself, or Inductor's compilation of it (the
         # same parameters and buffers; compiled on the first call, recompiled never: the
         # shapes are static). dynamic=False: a captured graph replays fixed shapes anyway.
@@ -82,7 +115,7 @@ class GraphedTrainer:
         # replayed with the graph (and compiled with the model by Inductor) instead of running as
         # a handful of eager kernels between two replays
         self.prepare = prepare
-        body = self.model if prepare is None else (lambda x: self.model(prepare(x)))
+        body = self.net if prepare is None else (lambda x: self.net(prepare(x)))
         self.forward = torch.compile(body, dynamic=False) if inductor else body
         # Precision sets the TF32 switches and knows the autocast dtype; its step is not used
         self.prec = Precision(cfg.precision, dev, check_available=capture)
@@ -100,15 +133,8 @@ class GraphedTrainer:
         self.found_inf = torch.zeros((), dtype=torch.float32, device=dev)
         self.overflows = torch.zeros((), dtype=torch.float32, device=dev)
         self.nan_count = torch.zeros((), dtype=torch.int64, device=dev)
-        self.capture = capture
         self.fused_sgd = caps.HAS_FUSED_SGD
         self.graph: torch.cuda.CUDAGraph | None = None
-        # one stream of the run's GPU for every warm-up step and the capture: torch.cuda.graph's
-        # own default is one stream per process, made on whichever GPU was current when the
-        # first graph was captured (a later capture on another GPU then fails with "operation
-        # not permitted when stream is capturing"), and cuDNN/cuBLAS set up per-stream
-        # workspaces on first use, which must happen in warm-up, not during the capture
-        self.side = torch.cuda.Stream(device=dev) if capture else None
         self.static_x: torch.Tensor | None = None
         self.static_y: torch.Tensor | None = None
         self.static_loss: torch.Tensor | None = None
@@ -216,14 +242,25 @@ class GraphedTrainer:
             loss = self._body()
         torch.cuda.current_stream().wait_stream(side)
         self.warm_steps += 1
-        if self.warm_steps == WARMUP_BEFORE_CAPTURE:
+        if self.warm_steps == self.capture_after:
             for p in self.params:
-                p.grad = None  # backward inside the capture allocates them in the graph's pool
+                # backward inside the capture allocates them in the graph's pool (under DDP the
+                # reducer then copies each into its bucket and points the gradient at the bucket)
+                p.grad = None
             self.graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(self.graph, stream=side):
+            with torch.cuda.graph(self.graph, stream=side, **self._capture_options()):
                 self.static_loss = self._body()
             # capture records but does not run: this step's update already happened above
         return loss.clone()
+
+    def _capture_options(self) -> dict:
+        """torch.cuda.graph's error mode: "thread_local" for a DDP step (NCCL's watchdog thread queries
+        its events during the capture, which the default "global" mode would forbid), where torch has it."""
+        import inspect
+
+        if self.data_parallel and "capture_error_mode" in inspect.signature(torch.cuda.graph).parameters:
+            return {"capture_error_mode": "thread_local"}
+        return {}
 
     def evaluate(self, data: Any, image_size: int, batch_size: int) -> tuple[float, float]:
         """Test accuracy and loss, eagerly (the captured graph is for training only)."""
@@ -245,6 +282,9 @@ class GraphedTrainer:
                           else "SGD in foreach ops")
         if self.inductor:
             d["step"] += "; the model compiled by Inductor (torch.compile, default mode) inside it"
+        if self.data_parallel:
+            d["step"] += ("; the model in DistributedDataParallel, the gradients' all-reduce captured with the step "
+                          f"(after {self.capture_after} eager steps)")
         if self.prepare is not None:
             d["input"] = "the uint8 batch, converted (float, normalise, upsample, layout) inside the captured step"
         if self.scaled:

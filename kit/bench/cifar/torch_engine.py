@@ -39,7 +39,7 @@ from kit.bench import caps, timing
 from kit.bench.cifar.batch_search import free_device_memory, is_oom
 from kit.bench.cifar.gpu_data import DeviceData, augment
 from kit.bench.cifar.graphed import (
-    EAGER_GRAPH, GRAPH_MODES, INDUCTOR_GRAPH, STEP_MODES, WARMUP_BEFORE_CAPTURE, GraphedTrainer,
+    EAGER_GRAPH, GRAPH_MODES, INDUCTOR_GRAPH, STEP_MODES, GraphedTrainer, warmup_before_capture,
 )
 # the pieces of a repeat, each in its own module (re-exported: the engines, tests and
 # scripts import them from here)
@@ -65,8 +65,8 @@ def compile_candidates(compile: str, device: str, precision: str | None = None) 
     torch.compile modes. Each one that fails falls back to the next, with the reason
     recorded in the cell."""
     cuda = device.startswith("cuda")
-    # the graphed step captures the optimizer too, which DDP's all-reduce cannot join
-    graph = cuda and precision in GRAPH_MODES and caps.HAS_GRAPHED_STEP and data_parallel.active() is None
+    # a data-parallel rank captures its DDP step too, where the backend's all-reduce can be captured
+    graph = cuda and precision in GRAPH_MODES and caps.HAS_GRAPHED_STEP and data_parallel.capturable()
     if compile == "eager" or (compile in ("auto", "off") and not cuda):
         return [None]
     if compile == "off":  # no Inductor: the captured step with eager kernels, or eager
@@ -108,8 +108,9 @@ def steady_state_warmup(cfg: TrainConfig, total: int, compile_mode: str | None) 
     wanted = cfg.warmup_steps or WARMUP_STEPS
     warm = timing.warmup_steps_for(total, wanted)
     if compile_mode in STEP_MODES:
-        # the steady state starts after the capture, never before it
-        warm = max(warm, min(total, WARMUP_BEFORE_CAPTURE + 1))
+        # the steady state starts after the capture and its first replay, never before them (a
+        # data-parallel rank captures later: kit.bench.cifar.graphed.warmup_before_capture)
+        warm = max(warm, min(total, warmup_before_capture() + 1))
     return warm
 
 
