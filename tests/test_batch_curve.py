@@ -211,6 +211,18 @@ def test_derived_figures_are_per_batch_size_and_name_the_knee():
     assert "batch_curves" not in derive([CellResult.from_dict(make_cell())], "throughput")
 
 
+def test_curves_come_in_one_order_whatever_order_a_merged_bundle_lists_its_cells():
+    """A merge lists its parts' cells in the order of its inputs (ResNet-50's amp points from a run of
+    their own, before the run with its fp32 points): the curves still come by image size, model
+    (resnet18 before resnet50 before resnet101) and precision (fp32 first, the ratios' base)."""
+    cells = [_point("amp-bf16", 256, model="resnet50"), _point("amp-fp16", 256, model="resnet101"),
+             _point("fp32", 256, model="resnet50"), _point("amp-fp16", 256, model="resnet50"),
+             _point("fp32", 512, model="resnet18")]
+    got = [(c.model, c.precision) for c in curves(_results(cells).cells)]
+    assert got == [("resnet18", "fp32"), ("resnet50", "fp32"), ("resnet50", "amp-fp16"), ("resnet50", "amp-bf16"),
+                   ("resnet101", "amp-fp16")]
+
+
 def test_compare_lines_up_two_curves_point_by_point():
     a = _results(env=make_env(host="fixture-host-a"))
     slower = [_point("fp32", 256, (20.0, 20.0, 20.0)), _point("fp32", 512, (38.0, 38.0, 38.0)),

@@ -14,13 +14,12 @@ from kit.compare.fmt import CV_NAMES
 from kit.compare.stats import RatioEstimate, Sample, ratio_estimate
 from kit.results import ratios
 from kit.results.ratios import BASE_PRECISION, EPOCH_S, THROUGHPUT
-from kit.results.schema import CellResult, RunResults, key_of
+from kit.results.schema import PRECISIONS, CellResult, RunResults, key_of
 
 ENERGY = "energy_j_per_epoch"
 
 #: Precision order for tables and charts (the schema's order).
-PRECISION_ORDER = ("fp32", "tf32", "amp-fp16", "amp-bf16", "fp16-master", "apex-o1", "apex-o2",
-                   "fp8-tensorwise", "fp8-rowwise")
+PRECISION_ORDER = PRECISIONS
 MODEL_ORDER = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "apex-2018", "tensor-core",
                "tiny", "gpt2-small", "gpt-1b", "gpt-2b")
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from kit.results import ratios
-from kit.results.schema import curve_batch, image_size_part
+from kit.results.schema import PRECISIONS, curve_batch, image_size_part
 
 #: the knee: the first batch size past which doubling the batch gains less than this
 KNEE_GAIN = 0.10
@@ -193,7 +193,9 @@ def _energy(cell: Any) -> Tuple[Optional[float], Optional[str]]:
 
 def curves(cells: List[Any]) -> List[Curve]:
     """The batch curves among ``cells`` (points of ``--batch-sizes`` runs), one per workload x
-    model x engine x precision x image size, points smallest batch first; [] for a run without a curve."""
+    model x engine x precision x image size, points smallest batch first; [] for a run without a curve.
+    Ordered by workload, image size, model (resnet18 before resnet50 before resnet101), engine and the
+    schema's precision order (fp32 first), whatever order the cells came in (a merged bundle's parts)."""
     by: Dict[Tuple[Any, ...], Curve] = {}
     fp32: Dict[Tuple[Any, ...], Any] = {}
     for c in cells:
@@ -218,7 +220,19 @@ def curves(cells: List[Any]) -> List[Curve]:
             base = fp32.get((curve.workload, curve.model, curve.engine, curve.image_size, p.batch_size))
             if p.status == "ok" and base is not None:
                 p.speedup_over_fp32 = ratios.speedup_over_fp32(p.cell, base)
-    return list(by.values())
+    def order(key: Tuple[Any, ...]) -> Tuple[Any, ...]:
+        workload, model, engine, precision, size = key
+        rank = PRECISIONS.index(precision) if precision in PRECISIONS else len(PRECISIONS)
+        return str(workload), size or 0, _natural(str(model)), str(engine), rank
+
+    return [by[k] for k in sorted(by, key=order)]
+
+
+def _natural(name: str) -> Tuple[Any, ...]:
+    """``name`` as a sort key with its runs of digits compared as numbers."""
+    import re
+
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
 
 
 def batch_curves(cells: List[Any]) -> List[dict]:
