@@ -220,6 +220,7 @@ def curves(cells: List[Any]) -> List[Curve]:
             base = fp32.get((curve.workload, curve.model, curve.engine, curve.image_size, p.batch_size))
             if p.status == "ok" and base is not None:
                 p.speedup_over_fp32 = ratios.speedup_over_fp32(p.cell, base)
+
     def order(key: Tuple[Any, ...]) -> Tuple[Any, ...]:
         workload, model, engine, precision, size = key
         rank = PRECISIONS.index(precision) if precision in PRECISIONS else len(PRECISIONS)
