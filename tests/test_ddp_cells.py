@@ -86,6 +86,24 @@ def test_two_gloo_ranks_of_a_resnet_with_batchnorm_stay_in_step_without_syncing_
     assert False in (dp["ddp_options"].get("forward_sync_buffers"), dp["ddp_options"].get("broadcast_buffers"))
 
 
+def test_two_gloo_ranks_of_the_gpt_suite_stay_in_step(tmp_path):
+    """The GPT suite's cell over two ranks: each rank draws its own token windows, DDP (around the whole
+    loss: the step calls the model through hidden/logits, not forward) averages the gradients, and the
+    weights stay identical; each repeat leaves DDP's 11 statistics steps out of its timed steps."""
+    config = RunConfig(suite="gpt", data="synthetic", data_dir=str(tmp_path / "data"), device="cpu",
+                       gpt_presets=["tiny"], precisions=["fp32"], repeats=2, gpus=2, compile="off")
+    out = execute(config, tmp_path / "results", make_bundle=False)
+    (cell,) = out.results.cells
+    assert cell.status == "ok", cell.reason
+    dp = cell.metrics["data_parallel"]
+    assert dp["world_size"] == 2 and dp["backend"] == "gloo" and dp["ranks_in_step"] is True
+    digests = dp["weights_sha256_by_rank"]
+    assert len(digests[0]) == 2 and digests[0] == digests[1] and digests[0][0] != digests[0][1]  # two seeds
+    assert dp["per_rank_batch_size"] == 4 and dp["global_batch_size"] == 8
+    assert all(rec["warmup_steps"] >= 11 for rec in cell.repeats)
+    assert dp["allreduce"]["bytes_per_step"] > 0
+
+
 def test_the_ddp_options_are_those_the_installed_ddp_takes():
     from kit.bench.distributed.state import ddp_options
 
@@ -441,6 +459,8 @@ def test_the_batch_is_per_gpu_unless_a_global_batch_is_given():
     assert strong.params["scaling_baseline"] is True
     lstm = build_plan(RunConfig(suite="lstm", data="synthetic", global_batch_size=48, gpus=2)).cells[0]
     assert lstm.params["batch_size"] == 24 and lstm.params["world_size"] == 2
+    gpt = build_plan(RunConfig(suite="gpt", data="synthetic", gpt_presets=["tiny"], global_batch_size=8, gpus=2)).cells[0]
+    assert gpt.params["batch_size"] == 4 and gpt.params["world_size"] == 2 and gpt.params["global_batch_size"] == 8
     plain = build_plan(RunConfig(data="synthetic", models=["resnet18"], engines=["torch"], precisions=["fp32"])).cells[0]
     assert "world_size" not in plain.params  # the plain path's cells keep their params
 

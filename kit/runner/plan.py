@@ -106,9 +106,10 @@ def lstm_params(config: RunConfig, preset: str) -> dict:
 def gpt_params(config: RunConfig, preset: str) -> dict:
     """A GPT cell's knobs: the preset, what the user overrode (--steps, --batch-size,
     --seq-len, --d-model, --n-layers, --n-heads), --compile and the parity tolerance."""
-    params = {"preset": preset, "steps": config.steps, "batch_size": config.batch_size,
+    params = {"preset": preset, "steps": config.steps, "batch_size": per_rank_batch(config),
               "compile": config.compile, "tolerance": config.tolerance}
     params.update({k: v for k, v in (config.gpt or {}).items() if v is not None})
+    params.update(data_parallel_params(config))
     return params
 
 

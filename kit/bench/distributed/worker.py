@@ -36,7 +36,7 @@ COLLECTIVE_TIMEOUT_S = 600
 #: (workload, engine) pairs whose training code calls the hooks of kit.bench.distributed.state;
 #: any other cell (the fastai engines train through fastai's Learner) would train N unsynchronised
 #: copies, so it is skipped with the reason instead
-DATA_PARALLEL_CELLS = (("cifar", "torch"), ("lstm", "kit"))
+DATA_PARALLEL_CELLS = (("cifar", "torch"), ("lstm", "kit"), ("gpt", "kit"))
 
 
 def visible_gpu_count() -> int:
@@ -53,13 +53,17 @@ def per_rank_batch(result: CellResult) -> "int | None":
         from kit.bench.lstm.config import resolve
 
         return resolve(result.params).batch_size
+    if result.workload == "gpt":
+        from kit.bench.gpt.config import resolve as resolve_gpt
+
+        return resolve_gpt(result.params).batch_size
     return None
 
 
 def unsupported_reason(spec: CellSpec) -> "str | None":
     if (spec.workload, spec.engine) not in DATA_PARALLEL_CELLS:
         return (f"the {spec.workload} {spec.engine} engine has no data-parallel path (--gpus runs the CIFAR torch "
-                "engine and the LSTM); run it without --gpus")
+                "engine, the LSTM and the GPT suite); run it without --gpus")
     return None
 
 

@@ -34,6 +34,7 @@ from typing import Callable
 import torch
 
 from kit.bench import caps, timing
+from kit.bench.distributed import state as data_parallel
 from kit.bench.gpt import fp8 as fp8_mod
 from kit.bench.gpt.config import BETAS, EVAL_BATCHES, GRAD_CLIP, WEIGHT_DECAY, GPTConfig
 from kit.bench.gpt.data import TokenBatches
@@ -148,6 +149,27 @@ def apply_compile(model: GPT, state: CompileState) -> Callable:
     return lambda x, y: compiled_head(model.hidden(x), y)
 
 
+class TrainLoss(torch.nn.Module):
+    """The model's loss as one module, for DistributedDataParallel: DDP prepares its all-reduce in
+    ``forward``, and the step calls the model through ``hidden`` and ``logits`` (and the compiled
+    blocks and head), so a data-parallel rank wraps this module, whose forward is the whole loss."""
+
+    def __init__(self, model: GPT, loss_fn: Callable):
+        super().__init__()
+        self.model = model  # registered: DDP all-reduces its parameters' gradients
+        self._loss_fn = loss_fn
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return self._loss_fn(x, y)
+
+
+def data_parallel_loss(model: GPT, loss_fn: Callable) -> Callable:
+    """``loss_fn``, or in a rank of a data-parallel cell the same loss through DDP (kit.bench.distributed)."""
+    if data_parallel.active() is None:
+        return loss_fn
+    return data_parallel.wrap_model(TrainLoss(model, loss_fn))
+
+
 def _finite(x: float | None) -> float | None:
     return x if x is not None and math.isfinite(x) else None
 
@@ -172,6 +194,10 @@ def run_repeat(cfg: GPTConfig, train_ids, heldout: list | None, vocab: int, mode
         warm = timing.warmup_steps_for(total, warmup_steps)
     else:
         warm = max(1, warmup_steps)  # the first step always holds compilation and set-up
+        if data_parallel.active() is not None:
+            # a fresh DDP syncs the host at its first 10 iterations (its runtime statistics): a rank's
+            # every repeat leaves them out of its timed steps (kit.bench.distributed.state.DDP_STATS_WARMUP)
+            warm = max(warm, data_parallel.DDP_STATS_WARMUP)
         total = warm + cfg.steps
     tokens_per_step = cfg.batch_size * cfg.seq_len
 
@@ -183,10 +209,11 @@ def run_repeat(cfg: GPTConfig, train_ids, heldout: list | None, vocab: int, mode
     n_params = count_params(model)
     prec = Precision(mode, device)
     fp8_info = fp8_mod.convert(model, mode) if mode in FP8_RECIPES else None
-    loss_fn = apply_compile(model, comp)
+    loss_fn = data_parallel_loss(model, apply_compile(model, comp))
     optimizer, opt_name = optimizer_for(model, cfg.lr, device)
     params = [p for p in model.parameters() if p.requires_grad]
-    batches = TokenBatches(train_ids, cfg.seq_len, cfg.batch_size, device, seed)
+    # each rank of a data-parallel cell draws its own windows (rank 0 those of a plain cell)
+    batches = TokenBatches(train_ids, cfg.seq_len, cfg.batch_size, device, data_parallel.data_seed(seed))
 
     watch = _RecompileWatch(comp.recompile_warnings)
     dynamo_log = logging.getLogger("torch._dynamo")
@@ -216,6 +243,7 @@ def run_repeat(cfg: GPTConfig, train_ids, heldout: list | None, vocab: int, mode
         held = heldout_loss(loss_fn, heldout, prec, model) if heldout else None
     finally:
         dynamo_log.removeHandler(watch)
+    data_parallel.repeat_done(model)  # a data-parallel rank records its weights' digest
     counters = prec.counters()
     peak = timing.peak_memory_bytes(device)
     curve = [float(v) for v in torch.stack(losses).float().cpu().tolist()]
