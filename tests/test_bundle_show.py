@@ -53,3 +53,36 @@ def test_bundle_show_names_a_resumed_runs_earlier_sessions(tmp_path):
     r = CliRunner().invoke(app, ["bundle", "show", str(b)], env={"COLUMNS": "200"})
     assert r.exit_code == 0, r.output
     assert "earlier session 1" in r.output and "2026-12-01T23:32:03Z: 1 cell(s) on host h-first (GPU-6c95)" in r.output
+
+
+def _data_parallel_cell(**dp):
+    cell = make_cell("resnet50", "amp-bf16", engine="torch")
+    cell["params"]["world_size"] = 2
+    cell["metrics"] = {"data_parallel": {"world_size": 2, "backend": "nccl", "ranks_in_step": True,
+                                         "interconnect": {"kind": "nvlink", "pairs": []},
+                                         "allreduce": {"seconds_per_step": 0.00123},
+                                         "scaling": {"efficiency": 0.9312}, **dp}}
+    return cell
+
+
+def test_show_and_the_report_give_a_data_parallel_cells_ranks_scaling_and_all_reduce(tmp_path):
+    """The figures a data-parallel cell recorded (the scaling efficiency as kit.runner.isolate computed it)
+    are on its row in `kit bundle show` and in the run report, the same words in both."""
+    from kit.compare.measures import data_parallel_note
+    from kit.report.html import render_run_report
+    from kit.results.schema import CellResult, RunResults
+
+    note = data_parallel_note(CellResult.from_dict(_data_parallel_cell()))
+    assert note == "2 ranks (nccl, nvlink), scaling 93.1%, all-reduce 1.23 ms a step"
+    odd = CellResult.from_dict(_data_parallel_cell(scaling={"efficiency": None, "reason": "baseline failed"},
+                                                   ranks_in_step=False, interconnect={"kind": "unknown"}))
+    assert data_parallel_note(odd) == "2 ranks (nccl), scaling not measured, all-reduce 1.23 ms a step, ranks out of step"
+    assert data_parallel_note(CellResult.from_dict(make_cell())) is None  # a plain cell: nothing
+    res = make_results([_data_parallel_cell(), make_cell("resnet50", "fp32", engine="torch")], make_env())
+    bundle = export_run(make_run_dir(tmp_path / "runs", res), tmp_path / "out")
+    r = CliRunner().invoke(app, ["bundle", "show", str(bundle)], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    assert "scaling 93.1%" in r.output and "all-reduce 1.23 ms a step" in r.output
+    run = RunResults.from_dict(res)
+    html = render_run_report(run, run.environment, interrupted=False, charts={})
+    assert f'<span class="note">{note}</span>' in html

@@ -125,6 +125,33 @@ def high_cv_flags(cell: CellResult) -> list[str]:
     return [f"high {name} {cv:.0%}" for name, cv in high_cvs(cell).items()]
 
 
+def data_parallel_note(cell: CellResult) -> str | None:
+    """What a data-parallel cell adds to its row, from what it recorded (kit.runner.isolate: the scaling
+    efficiency is computed there, once): ``"2 ranks (nccl, nvlink), scaling 93.1%, all-reduce 1.23 ms a
+    step"``; None for a plain cell."""
+    dp = (cell.metrics or {}).get("data_parallel") if isinstance(cell.metrics, dict) else None
+    if not isinstance(dp, dict) or not isinstance(dp.get("world_size"), int):
+        return None
+    how = [str(dp["backend"])] if dp.get("backend") else []
+    link = (dp.get("interconnect") or {}).get("kind") if isinstance(dp.get("interconnect"), dict) else None
+    if link and link not in ("none", "unknown"):
+        how.append(str(link))
+    parts = [f"{dp['world_size']} rank{'s' if dp['world_size'] != 1 else ''}" + (f" ({', '.join(how)})" if how else "")]
+    scaling = dp.get("scaling") if isinstance(dp.get("scaling"), dict) else {}
+    eff = scaling.get("efficiency")
+    if isinstance(eff, (int, float)) and not isinstance(eff, bool):
+        parts.append(f"scaling {eff:.1%}")
+    elif scaling:
+        parts.append("scaling not measured")
+    comm = dp.get("allreduce") if isinstance(dp.get("allreduce"), dict) else {}
+    sec = comm.get("seconds_per_step")
+    if isinstance(sec, (int, float)) and not isinstance(sec, bool):
+        parts.append(f"all-reduce {sec * 1e3:.3g} ms a step")
+    if dp.get("ranks_in_step") is False:
+        parts.append("ranks out of step")
+    return ", ".join(parts)
+
+
 def group_key(cell: CellResult) -> tuple[str, str, str]:
     """(workload, model, engine): the cells whose precisions are compared."""
     return (cell.workload, cell.model, cell.engine)

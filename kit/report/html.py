@@ -49,6 +49,7 @@ table.env td:first-child { width: 180px; color: #555; }
 .slower { color: #a3231b; font-weight: 600; }
 .ns { color: #777; }
 .flag { color: #8a5a00; font-size: .8rem; }
+.note { color: #555; font-size: .8rem; }
 ul.findings li { margin-bottom: 6px; }
 ul.warnings li.high { color: #8a1c17; }
 ul.warnings li.medium { color: #7a5200; }
@@ -184,8 +185,10 @@ def _cells_table(results: RunResults) -> str:
             flags.append("throttled")
         if nan:
             flags.append(f"{nan} NaN losses")
+        parallel = measures.data_parallel_note(c)
         rows.append([
-            escape(c.label) + (f'<br><span class="flag">⚠ {escape(", ".join(flags))}</span>' if flags else ""),
+            escape(c.label) + (f'<br><span class="note">{escape(parallel)}</span>' if parallel else "")
+            + (f'<br><span class="flag">⚠ {escape(", ".join(flags))}</span>' if flags else ""),
             str(n),
             _fmt(e.median if e else None, "{:.3f}"),
             _fmt(t.median if t else None, "{:,.0f}") + f" {escape(c.throughput_unit)}/s" if t else "—",

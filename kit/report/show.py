@@ -69,6 +69,9 @@ def print_show(bundle: Bundle, console) -> None:
         # a fastai cell's learner heads its notes (in the cell column it would widen every row)
         learner = cell_learner(c.engine, c.params)
         notes = ([f"learner {learner}"] if learner else []) + measures.high_cv_flags(c)
+        parallel = measures.data_parallel_note(c)
+        if parallel:
+            notes.insert(0, parallel)
         if est is not None and not est.significant:
             notes.append("speedup " + ("from 1 repeat" if est.verdict == ONE_REPEAT else est.verdict))
         if measures.throttled(c):
