@@ -8,7 +8,11 @@
     python scripts/perf_table.py --curve references/h200/curve/*/*.tar.gz
         the batch-curve tables of README "Batch curve (H200)": one table per model and
         image size, a row per precision (kit.results.curve: the knee, the speedup over fp32
-        at each size, images per joule).
+        at each size, images per joule);
+    python scripts/perf_table.py --scaling OUT/*/*.tar.gz
+        the data-parallel table of README "Two H200s" (scripts/bench_scaling_h200x2.sh): per cell
+        the one-GPU baseline, the total and per-GPU throughput on N GPUs, the scaling efficiency
+        (as kit.runner.isolate recorded it), the all-reduce time and the interconnect.
 
 Every figure is read from the runs' results.json files (medians over repeats); the
 speedup over fp32 is computed and printed by kit.results.ratios, the one function
@@ -197,6 +201,35 @@ def curve_tables(results: RunResults) -> str:
     return "\n\n".join(out) + "\n"
 
 
+def scaling_table(results: RunResults) -> str:
+    """One row per data-parallel cell: what it recorded under metrics.data_parallel (nothing computed here)."""
+    head = ["cell", "GPUs", "1 GPU", "N GPUs (total)", "per GPU", "scaling efficiency", "all-reduce ms a step",
+            "interconnect"]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for c in sorted(results.cells, key=lambda c: c.cell_id):
+        dp = (c.metrics or {}).get("data_parallel") if c.status == "ok" else None
+        if not isinstance(dp, dict):
+            if c.status != "ok" and (c.params or {}).get("world_size"):
+                lines.append(f"| {c.cell_id} | {c.params['world_size']} | {c.status}: {c.reason or ''} | | | | | |")
+            continue
+        unit = f" {c.throughput_unit}/s"
+        scaling = dp.get("scaling") or {}
+        one = scaling.get("baseline_throughput_items_per_s_median")
+        eff = scaling.get("efficiency")
+        comm = (dp.get("allreduce") or {}).get("seconds_per_step")
+        link = (dp.get("interconnect") or {}).get("kind", "—")
+
+        def num(v):
+            return "—" if v is None else f"{v:,.0f}{unit}"
+
+        lines.append("| " + " | ".join([
+            c.cell_id, str(dp.get("world_size")), num(one), num(median(c)),
+            num(dp.get("throughput_per_gpu_items_per_s_median")),
+            "—" if eff is None else f"{eff:.1%}", "—" if comm is None else f"{comm * 1e3:.3g}", str(link),
+        ]) + " |")
+    return "\n".join(lines) + "\n"
+
+
 if __name__ == "__main__":
     args = sys.argv[1:]
     if args[:1] == ["--curve"]:
@@ -204,6 +237,11 @@ if __name__ == "__main__":
 
         for path in args[1:]:
             print(curve_tables(open_bundle(Path(path)).results))
+    elif args[:1] == ["--scaling"]:
+        from kit.bundle.safe_open import open_bundle
+
+        for path in args[1:]:
+            print(scaling_table(open_bundle(Path(path)).results))
     elif args[:1] == ["--suite"]:
         from kit.bundle.safe_open import open_bundle
 

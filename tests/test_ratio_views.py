@@ -141,3 +141,20 @@ def test_perf_table_judges_the_inductor_step_and_compares_it_with_the_eager_kern
     [line] = [x for x in capsys.readouterr().out.splitlines() if "ResNet-18, amp-bf16 (Inductor" in x]
     assert "| 232,727 images/s | ≥ 185,000 images/s | met |" in line, line
     assert "step cuda-graph-inductor" in line and "1.45× the eager-kernel graph" in line, line
+
+
+def test_perf_table_prints_a_data_parallel_cells_recorded_scaling(tmp_path):
+    """--scaling: the figures a data-parallel cell recorded (efficiency as kit.runner.isolate computed it)."""
+    from kit.report.export import export_run
+
+    perf_table = load_script("perf_table")
+    cell = make_cell("resnet50", "amp-bf16", epoch_s=[10.0, 10.0, 10.0])  # 256 x 60 / 10 = 1,536 images/s
+    cell["params"]["world_size"] = 2
+    cell["metrics"] = {"data_parallel": {"world_size": 2, "throughput_per_gpu_items_per_s_median": 768.0,
+                                         "scaling": {"baseline_throughput_items_per_s_median": 800.0, "efficiency": 0.96},
+                                         "allreduce": {"seconds_per_step": 0.0021}, "interconnect": {"kind": "nvlink"}}}
+    plain = make_cell("resnet50", "fp32")
+    bundle = export_run(make_run_dir(tmp_path / "runs", make_results([cell, plain])), tmp_path / "out")
+    text = perf_table.scaling_table(open_bundle(bundle).results)
+    rows = [x for x in text.splitlines() if x.startswith("| cifar/")]
+    assert rows == ["| cifar/resnet50/amp-bf16/torch | 2 | 800 images/s | 1,536 images/s | 768 images/s | 96.0% | 2.1 | nvlink |"]
