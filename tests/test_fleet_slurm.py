@@ -136,7 +136,7 @@ def test_squeue_against_a_controller_that_is_down_is_exit_6(fake_slurm, capsys, 
     (["--container", "pyxis"], "needs --image"),
     (["--time", "one hour"], "Slurm's forms"),
     (["--gpus-per-task", "1,1"], "name each value once"),
-    (["--suites", "resnet"], "choose from cifar, lstm, all"),
+    (["--suites", "resnet"], "choose from cifar, lstm, gpt, all"),
     (["--stacks", "cuda12"], "--stacks needs --container"),
     (["--stacks", "cuda12,cpu", "--container", "pyxis", "--image", "reg#mpkit:1"], "need {stack} in --image"),
 ])

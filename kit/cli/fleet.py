@@ -43,7 +43,7 @@ def _print_table(states, console) -> None:
 def submit(
     ctx: typer.Context,
     dir: Path = typer.Option(..., "--dir", "-d", help="The sweep folder, on a file system every node sees (created; tasks write under it)."),
-    suites: Optional[str] = typer.Option(None, "--suites", help="Suites to sweep, comma-separated (cifar, lstm, all); one task each. Default: the tasks' own --suite."),
+    suites: Optional[str] = typer.Option(None, "--suites", help="Suites to sweep, comma-separated (cifar, lstm, gpt, all); one task each. Default: the tasks' own --suite."),
     gpus_per_task: str = typer.Option("1", "--gpus-per-task", help="GPU counts to sweep, comma-separated: 0 = a CPU task (--device cpu), 1 = one GPU, N = kit run --gpus N on one node."),
     partition: Optional[str] = typer.Option(None, "--partition", "-p", help="Slurm partition (default: the cluster's)."),
     time_limit: Optional[str] = typer.Option(None, "--time", "-t", help="Time limit per task, in Slurm's form (30, 1:30:00)."),

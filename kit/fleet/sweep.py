@@ -12,6 +12,7 @@ from typing import Any, List, Optional
 
 from kit import __version__
 from kit.errors import SchemaError, UsageError
+from kit.results import schema
 from kit.results.atomic import atomic_write_json
 
 SWEEP_FORMAT = 1
@@ -20,7 +21,7 @@ SCRIPT_FILE = "job.sbatch"
 TASKS_DIR = "tasks"
 CONTAINERS = ("none", "pyxis", "apptainer")
 STACKS = ("cuda12", "cuda10", "cpu")
-SUITES = ("cifar", "lstm", "all")
+SUITES = schema.SUITES  # what `kit run --suite` takes: a sweep runs each as one task
 _SLURM_TIME = re.compile(r"(\d+-)?\d+(:\d{1,2}){0,2}")
 
 
