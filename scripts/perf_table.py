@@ -202,7 +202,10 @@ def curve_tables(results: RunResults) -> str:
 
 
 def scaling_table(results: RunResults) -> str:
-    """One row per data-parallel cell: what it recorded under metrics.data_parallel (nothing computed here)."""
+    """One row per data-parallel cell: what it recorded under metrics.data_parallel (nothing computed here;
+    printed with kit.compare.measures' formatters, as `kit bundle show` and the report print them)."""
+    from kit.compare.measures import fmt_allreduce_ms, fmt_scaling
+
     head = ["cell", "GPUs", "1 GPU", "N GPUs (total)", "per GPU", "scaling efficiency", "all-reduce ms a step",
             "interconnect"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
@@ -225,7 +228,7 @@ def scaling_table(results: RunResults) -> str:
         lines.append("| " + " | ".join([
             c.cell_id, str(dp.get("world_size")), num(one), num(median(c)),
             num(dp.get("throughput_per_gpu_items_per_s_median")),
-            "—" if eff is None else f"{eff:.1%}", "—" if comm is None else f"{comm * 1e3:.3g}", str(link),
+            "—" if eff is None else fmt_scaling(eff), "—" if comm is None else fmt_allreduce_ms(comm), str(link),
         ]) + " |")
     return "\n".join(lines) + "\n"
 

@@ -125,6 +125,16 @@ def high_cv_flags(cell: CellResult) -> list[str]:
     return [f"high {name} {cv:.0%}" for name, cv in high_cvs(cell).items()]
 
 
+def fmt_scaling(efficiency: float) -> str:
+    """A scaling efficiency as every view prints it (``93.1%``)."""
+    return f"{efficiency:.1%}"
+
+
+def fmt_allreduce_ms(seconds: float) -> str:
+    """An all-reduce time per step, in milliseconds, as every view prints it (``1.23``)."""
+    return f"{seconds * 1e3:.3g}"
+
+
 def data_parallel_note(cell: CellResult) -> str | None:
     """What a data-parallel cell adds to its row, from what it recorded (kit.runner.isolate: the scaling
     efficiency is computed there, once): ``"2 ranks (nccl, nvlink), scaling 93.1%, all-reduce 1.23 ms a
@@ -140,13 +150,13 @@ def data_parallel_note(cell: CellResult) -> str | None:
     scaling = dp.get("scaling") if isinstance(dp.get("scaling"), dict) else {}
     eff = scaling.get("efficiency")
     if isinstance(eff, (int, float)) and not isinstance(eff, bool):
-        parts.append(f"scaling {eff:.1%}")
+        parts.append(f"scaling {fmt_scaling(eff)}")
     elif scaling:
         parts.append("scaling not measured")
     comm = dp.get("allreduce") if isinstance(dp.get("allreduce"), dict) else {}
     sec = comm.get("seconds_per_step")
     if isinstance(sec, (int, float)) and not isinstance(sec, bool):
-        parts.append(f"all-reduce {sec * 1e3:.3g} ms a step")
+        parts.append(f"all-reduce {fmt_allreduce_ms(sec)} ms a step")
     if dp.get("ranks_in_step") is False:
         parts.append("ranks out of step")
     return ", ".join(parts)
