@@ -264,3 +264,26 @@ def test_a_non_numeric_peak_in_a_strangers_environment_does_not_break_merge(tmp_
     merged = open_bundle(merge_bundles([a, b], tmp_path / "m"))
     assert len(merged.results.cells) == 2
     assert merged.results.derived["efficiency"] == []  # no usable peak: no efficiency rows, no crash
+
+
+def test_a_run_cut_short_and_finished_by_another_merges_complete_and_only_then(tmp_path):
+    """A batch curve's last points measured in a run of their own: the cut run's plan is covered by
+    the merged cells, so the merged bundle is complete (merged_from keeps each source's status); a
+    merge that leaves one of its planned cells unmeasured stays interrupted."""
+    from fixtures.results.factory import make_cell, make_results, make_run_dir
+    from kit.report.export import export_run
+
+    def bundle(cells, name: str, status: str) -> Path:
+        results = make_results(cells, status=status, run_id=f"FIXTURE-20250101-120000-{name}")
+        results["config"].update(models=["resnet18"], engines=["torch"], precisions=["fp32", "amp-fp16"])
+        return export_run(make_run_dir(tmp_path / name, results), tmp_path / f"out-{name}")
+
+    cut = bundle([make_cell(precision="fp32")], "cut", "interrupted")
+    rest = bundle([make_cell(precision="amp-fp16")], "rest", "complete")
+    other = bundle([make_cell(precision="tf32")], "other", "complete")
+    assert open_bundle(cut).interrupted
+    merged = open_bundle(merge_bundles([cut, rest], tmp_path / "m1"))
+    assert merged.results.status == "complete" and not merged.interrupted
+    assert [m["status"] for m in merged.environment["merged_from"]] == ["interrupted", "complete"]
+    still_cut = open_bundle(merge_bundles([cut, other], tmp_path / "m2"))
+    assert still_cut.results.status == "interrupted" and still_cut.interrupted

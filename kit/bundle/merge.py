@@ -75,6 +75,28 @@ def _identity(env: dict, same_model: bool = False) -> dict:
     return ident
 
 
+def merged_status(bundles: list, cells: list) -> str:
+    """"complete" when every source run is, or when each source run that is not ended complete
+    (cut short, then finished by another run: a batch curve's last points measured in a run of
+    their own) planned only cells that some source measured; otherwise "interrupted". A source's
+    plan is its recorded config planned again (kit.runner.plan.build_plan), so that its cell ids
+    are today's, as the cells' own are when read; a config that no longer plans counts as
+    interrupted. ``environment.merged_from`` keeps each source's own status either way."""
+    from kit.runner.plan import build_plan
+
+    measured = {c.cell_id for c in cells}
+    for b in bundles:
+        if b.results.status == "complete":
+            continue
+        try:
+            planned = set(build_plan(b.results.config).cell_ids)
+        except (KeyError, TypeError, ValueError, UsageError):  # a config today's kit cannot plan: be conservative
+            return "interrupted"
+        if not planned or not planned <= measured:
+            return "interrupted"
+    return "complete"
+
+
 def merge_bundles(paths: list[Path], out_dir: Path, same_model: bool = False, *, render: Renderer) -> Path:
     """One bundle from several. By default they must come from one machine; with
     ``same_model`` from machines with the same GPU models and driver (e.g. two hosts
@@ -134,7 +156,7 @@ def merge_bundles(paths: list[Path], out_dir: Path, same_model: bool = False, *,
         config=config,
         environment=env,
         cells=cells,
-        status="complete" if all(b.results.status == "complete" for b in bundles) else "interrupted",
+        status=merged_status(bundles, cells),
         started_at=min((b.results.started_at or 0) for b in bundles) or None,
         finished_at=max((b.results.finished_at or 0) for b in bundles) or None,
     )
