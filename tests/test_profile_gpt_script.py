@@ -40,3 +40,20 @@ def test_it_profiles_the_suites_own_step_on_the_cpu(tmp_path):
     (row,) = json.loads((tmp_path / "profile_gpt.json").read_text())
     assert row["recorded_steps"] == 5 and row["tokens_per_s"] > 0
     assert sum(row["ms_per_step_by_kind"].values()) > 0
+
+
+def test_the_fp8_compile_probe_runs_each_variant_on_the_cpu_and_names_a_wrong_one(tmp_path):
+    pytest.importorskip("torch")
+    probe = ROOT / "scripts" / "probe_gpt_fp8.py"
+    bad = subprocess.run([sys.executable, str(probe), "--variants", "block,fast"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120)
+    assert bad.returncode != 0 and "unknown variant(s) fast" in bad.stderr
+    out = subprocess.run([sys.executable, str(probe), "--preset", "tiny", "--variants", "block,whole",
+                          "--precisions", "fp32,amp-bf16", "--steps", "2", "--device", "cpu", "--out", str(tmp_path)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = json.loads((tmp_path / "probe_gpt_fp8.json").read_text())
+    assert [(r["variant"], r["precision"]) for r in rows] == [("block", "fp32"), ("block", "amp-bf16"),
+                                                             ("whole", "fp32"), ("whole", "amp-bf16")]
+    assert all(r["tokens_per_s"] > 0 and r["timed_steps"] == 2 for r in rows)
+    assert "| whole |" in out.stdout
