@@ -287,3 +287,21 @@ def test_a_run_cut_short_and_finished_by_another_merges_complete_and_only_then(t
     assert [m["status"] for m in merged.environment["merged_from"]] == ["interrupted", "complete"]
     still_cut = open_bundle(merge_bundles([cut, other], tmp_path / "m2"))
     assert still_cut.results.status == "interrupted" and still_cut.interrupted
+
+
+def test_merging_a_merged_bundle_again_keeps_every_run_it_came_from(tmp_path):
+    """The shipped reference is itself a merge: joined with more runs (the batch curve), its five
+    runs stay in merged_from, each marked with the merged bundle it came through."""
+    from fixtures.results.factory import make_cell, make_env, make_results, make_run_dir
+    from kit.report.export import export_run
+
+    def bundle(precision: str, name: str) -> Path:
+        results = make_results([make_cell(precision=precision)], make_env(), run_id=f"FIXTURE-20250101-120000-{name}")
+        return export_run(make_run_dir(tmp_path / name, results), tmp_path / f"out-{name}")
+
+    first = merge_bundles([bundle("fp32", "a"), bundle("amp-fp16", "b")], tmp_path / "m1")
+    again = open_bundle(merge_bundles([first, bundle("amp-bf16", "c")], tmp_path / "m2"))
+    runs = again.environment["merged_from"]
+    assert [r["run_id"][-1] for r in runs] == ["a", "b", "c"]
+    assert [r.get("via") for r in runs] == [first.name, first.name, None]
+    assert len(again.results.cells) == 3

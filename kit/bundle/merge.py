@@ -97,6 +97,26 @@ def merged_status(bundles: list, cells: list) -> str:
     return "complete"
 
 
+def _sources_of(b) -> list[dict]:
+    """``merged_from`` entries for one source bundle: itself, or, for a bundle that is itself a
+    merge (the shipped reference), the runs it was merged from, each marked ``via`` that bundle,
+    so that merging again keeps every run's record."""
+    inner = b.environment.get("merged_from")
+    if isinstance(inner, list) and inner and all(isinstance(e, dict) for e in inner):
+        return [{**e, "via": e.get("via") or b.path.name} for e in inner]
+    return [
+        {"bundle": b.path.name, "run_id": b.results.run_id, "status": b.results.status,
+         "device": b.environment.get("run_device"),
+         "gpu_uuids": [g.get("uuid") for g in (env_record.gpu_records(b.environment) or [])],
+         "host_id": env_record.host_id_of(b.environment),
+         "command_line": b.results.config.command_line,
+         # a resumed source run's earlier sessions (kit.env.record.keep_earlier_session), each with its cells
+         "earlier_sessions": [env_record.session_summary(s) for s in b.environment.get("earlier_sessions") or []
+                              if isinstance(s, dict)],
+         "manifest_sha256": hashlib.sha256(b.files["manifest.json"]).hexdigest() if "manifest.json" in b.files else None}
+    ]
+
+
 def merge_bundles(paths: list[Path], out_dir: Path, same_model: bool = False, *, render: Renderer) -> Path:
     """One bundle from several. By default they must come from one machine; with
     ``same_model`` from machines with the same GPU models and driver (e.g. two hosts
@@ -135,18 +155,7 @@ def merge_bundles(paths: list[Path], out_dir: Path, same_model: bool = False, *,
     if same_model:
         env["merged_across_machines"] = ("cells come from more than one machine with the same GPU model and driver; "
                                          "merged_from names the GPUs of each source bundle")
-    env["merged_from"] = [
-        {"bundle": b.path.name, "run_id": b.results.run_id, "status": b.results.status,
-         "device": b.environment.get("run_device"),
-         "gpu_uuids": [g.get("uuid") for g in (env_record.gpu_records(b.environment) or [])],
-         "host_id": env_record.host_id_of(b.environment),
-         "command_line": b.results.config.command_line,
-         # a resumed source run's earlier sessions (kit.env.record.keep_earlier_session), each with its cells
-         "earlier_sessions": [env_record.session_summary(s) for s in b.environment.get("earlier_sessions") or []
-                              if isinstance(s, dict)],
-         "manifest_sha256": hashlib.sha256(b.files["manifest.json"]).hexdigest() if "manifest.json" in b.files else None}
-        for b in bundles
-    ]
+    env["merged_from"] = [entry for b in bundles for entry in _sources_of(b)]
     config, differs = merged_config([b.results.config for b in bundles])
     if differs:
         env["merged_config_differs"] = differs
