@@ -9,8 +9,13 @@ differs between variants:
 
     block            the suite's own: each Block and the head + loss compiled (torch.compile default mode)
     whole            the whole loss (embeddings, every block, head, loss) as one torch.compile graph
+    block-nd-tiling  as block, with Inductor's ``triton.prefer_nd_tiling``: 2-D tiles for pointwise
+                     kernels that read and write in different layouts, as the fp8 casts that also
+                     write a transposed copy for the weight-gradient GEMM do (the H200 profile of
+                     2026-12-02 found those casts the cost that eats fp8's GEMM gain)
     block-autotune   as block, with mode="max-autotune-no-cudagraphs" (Inductor benchmarks GEMM
-                     templates, Triton's among them, against cuBLAS per shape; compiles for minutes)
+                     templates, Triton's among them, against cuBLAS per shape; on the H200 each bf16
+                     GEMM shape took 25-28 s, so the variant needs a command of its own)
 
 Each variant's rows are written to ``--out``/probe_gpt_fp8.json as soon as they are measured, so a
 command cut short keeps what finished. Synthetic data: throughput only.
@@ -19,6 +24,7 @@ command cut short keeps what finished. Synthetic data: throughput only.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import time
@@ -26,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-VARIANTS = ("block", "whole", "block-autotune")
+VARIANTS = ("block", "whole", "block-nd-tiling", "block-autotune")
 
 
 def compile_variant(name: str):
@@ -44,17 +50,11 @@ def compile_variant(name: str):
             return lm_loss(model.logits(model.hidden(x)), y)
         return torch.compile(loss, dynamic=False) if state.enabled else loss
 
-    def block_autotune(model, state):
-        def head_loss(h, y):
-            return lm_loss(model.logits(h), y)
-        if not state.enabled:
-            return lambda x, y: head_loss(model.hidden(x), y)
-        for block in model.blocks:
-            block.compile(dynamic=False, mode="max-autotune-no-cudagraphs")
-        head = torch.compile(head_loss, dynamic=False, mode="max-autotune-no-cudagraphs")
-        return lambda x, y: head(model.hidden(x), y)
+    def per_block(**compile_kwargs):  # the suite's own per-block compile, with torch.compile's mode or options
+        return functools.partial(train.apply_compile, **compile_kwargs)
 
-    return {"whole": whole, "block-autotune": block_autotune}[name]
+    return {"whole": whole, "block-nd-tiling": per_block(options={"triton.prefer_nd_tiling": True}),
+            "block-autotune": per_block(mode="max-autotune-no-cudagraphs")}[name]
 
 
 def measure(preset: str, variant: str, precision: str, device: str, steps: int) -> dict:

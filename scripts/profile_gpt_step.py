@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import warnings
 from collections import defaultdict
@@ -24,22 +25,33 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-#: kernel-name patterns, first match wins (cuBLAS on Hopper names its GEMMs nvjet_* and sm90_xmma_*;
-#: torch._scaled_mm's fp8 GEMMs carry e4m3/e5m2 or f8 in their names)
+#: kernel-name patterns, first match wins. cuBLAS on Hopper names its GEMMs nvjet_* and sm90_xmma_*; its fp8
+#: ones carry e4m3/e5m2/f8 or, in nvjet names, q (e4m3) and r (e5m2) as the two input types
+#: (``nvjet_sm90_qqtst_...``, ``nvjet_sm90_qrtst_...``; bf16's are ``..._tst_...``). Inductor names a
+#: Triton GEMM template ``triton_tem_*`` and its fused elementwise and reduction kernels ``triton_poi_*``,
+#: ``triton_red_*`` and ``triton_per_*``, after the ops they fuse: a cast feeding ``_scaled_mm`` is called
+#: ``triton_poi_fused__scaled_mm_...`` and is a cast, not a GEMM.
 KINDS = (
-    ("fp8 GEMM", ("e4m3", "e5m2", "f8f8", "_f8_", "fp8", "scaled_mm")),
+    ("Triton (fused elementwise, norms, casts, amax)", ("triton_poi", "triton_red", "triton_per")),
+    ("fp8 GEMM", ("e4m3", "e5m2", "f8f8", "_f8_", "fp8", "scaled_mm", re.compile(r"nvjet_sm\d+_[qr]{2}"))),
     ("attention", ("flash", "fmha", "attention", "sdpa")),
-    ("GEMM", ("gemm", "nvjet", "xmma", "cutlass", "cublas", "matmul", "mm_")),
+    ("GEMM", ("gemm", "nvjet", "xmma", "cutlass", "cublas", "matmul", "mm_", "triton_tem")),
     ("optimizer", ("adam", "multi_tensor", "foreach")),
     ("Triton (fused elementwise, norms, casts, amax)", ("triton",)),
 )
 OTHER = "other"
 
 
+def is_annotation(event) -> bool:
+    """A GPU-side range of a ``record_function`` (the profiler's ``ProfilerStep#N``, the optimizer's
+    ``Optimizer.step#AdamW.step``), not a kernel."""
+    return bool(getattr(event, "is_user_annotation", False)) or event.name.startswith(("ProfilerStep", "Optimizer."))
+
+
 def kind_of(name: str) -> str:
     low = name.lower()
     for kind, words in KINDS:
-        if any(w in low for w in words):
+        if any(w.search(low) if isinstance(w, re.Pattern) else w in low for w in words):
             return kind
     return OTHER
 
@@ -73,6 +85,8 @@ def profile_precision(preset: str, precision: str, device: str, active: int) -> 
     for e in prof.events():
         if cuda:
             if getattr(e, "device_type", None) is None or str(e.device_type).endswith("CPU"):
+                continue
+            if is_annotation(e):  # spans the kernels it encloses: counting it would count them twice
                 continue
             us = getattr(e, "device_time", None) or getattr(e, "cuda_time", 0.0)
         else:  # top-level operators only (those right under the profiler's step markers)

@@ -25,9 +25,33 @@ def _script():
     ("triton_poi_fused__to_copy_abs_amax_clamp_0", "Triton (fused elementwise, norms, casts, amax)"),
     ("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<FusedAdamMathFunctor>", "optimizer"),
     ("void at::native::vectorized_elementwise_kernel<4, FillFunctor<float>>", "other"),
+    # from the H200 profile of 2026-12-02 (references/h200/gpt-probe/): cuBLAS's fp8 GEMMs, bf16's, and the
+    # Triton cast that feeds _scaled_mm (named after it)
+    ("nvjet_sm90_qqtst_192x192_128x4_2x1_v_bz_coopB_TNN", "fp8 GEMM"),
+    ("nvjet_sm90_qrtst_128x160_128x5_1x2_h_bz_coopA_algo2_TNT", "fp8 GEMM"),
+    ("nvjet_sm90_tst_128x256_64x4_2x1_v_bz_coopA_NTN", "GEMM"),
+    ("triton_poi_fused__scaled_mm__to_copy_add_clamp_clone_gelu_gelu_backward_mul_native_layer_norm_reciprocal_t_view_7",
+     "Triton (fused elementwise, norms, casts, amax)"),
+    ("triton_red_fused_abs_gelu_gelu_backward_max_view_4", "Triton (fused elementwise, norms, casts, amax)"),
+    ("triton_tem_fused__scaled_mm_3", "fp8 GEMM"),
+    ("triton_tem_fused_mm_0", "GEMM"),
 ])
 def test_kernels_are_grouped_by_kind(name, kind):
     assert _script().kind_of(name) == kind
+
+
+@pytest.mark.parametrize("name, user_annotation, skipped", [
+    ("ProfilerStep*", False, True), ("Optimizer.step#AdamW.step", False, True), ("my_range", True, True),
+    ("nvjet_sm90_tst_128x256_64x4_2x1_v_bz_coopA_NTN", False, False),
+])
+def test_annotations_are_not_counted_beside_the_kernels_they_enclose(name, user_annotation, skipped):
+    class Event:
+        pass
+
+    e = Event()
+    e.name, e.is_user_annotation = name, user_annotation
+    assert _script().is_annotation(e) is skipped
+
 
 
 def test_it_profiles_the_suites_own_step_on_the_cpu(tmp_path):

@@ -135,8 +135,9 @@ def build_model(cfg: GPTConfig, vocab: int, device: str) -> GPT:
     return GPT(vocab, cfg.seq_len, cfg.d_model, cfg.n_layers, cfg.n_heads).to(device)
 
 
-def apply_compile(model: GPT, state: CompileState) -> Callable:
-    """loss_fn(x, y): the model's loss, with each Block and the head + loss compiled when enabled."""
+def apply_compile(model: GPT, state: CompileState, **compile_kwargs) -> Callable:
+    """loss_fn(x, y): the model's loss, with each Block and the head + loss compiled when enabled
+    (``compile_kwargs``: torch.compile's mode or options, for scripts/probe_gpt_fp8.py; the suite passes none)."""
 
     def head_loss(h, y):
         return lm_loss(model.logits(h), y)
@@ -144,8 +145,8 @@ def apply_compile(model: GPT, state: CompileState) -> Callable:
     if not state.enabled:
         return lambda x, y: head_loss(model.hidden(x), y)
     for block in model.blocks:
-        block.compile(dynamic=False)
-    compiled_head = torch.compile(head_loss, dynamic=False)
+        block.compile(dynamic=False, **compile_kwargs)
+    compiled_head = torch.compile(head_loss, dynamic=False, **compile_kwargs)
     return lambda x, y: compiled_head(model.hidden(x), y)
 
 
