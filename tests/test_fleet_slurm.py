@@ -238,3 +238,21 @@ def test_resubmit_refuses_a_task_that_is_done_or_unknown(fake_slurm, capsys, mon
 def test_a_folder_that_is_no_sweep_is_exit_2(tmp_path, capsys, monkeypatch):
     code, out, err = _cli(["fleet", "slurm", "collect", str(tmp_path / "nope")], capsys, monkeypatch)
     assert code == 2 and "does not exist: it is no sweep folder" in err
+
+
+def test_check_lists_what_it_found_and_exits_6_without_a_client_or_a_controller(fake_slurm, capsys, monkeypatch):
+    bin_dir = fake_slurm / "fake-bin"
+    (bin_dir / "scontrol").write_text('#!/bin/sh\necho "Slurmctld(primary) at ctl is DOWN"\nexit 1\n')
+    code, out, err = _cli(["fleet", "slurm", "check"], capsys, monkeypatch)
+    assert code == 6 and "--  controller: Slurmctld(primary) at ctl is DOWN" in out
+    assert "controller is not up" in err and "Traceback" not in err
+    (bin_dir / "scontrol").write_text('#!/bin/sh\necho "Slurmctld(primary) at ctl is UP"\n')
+    (bin_dir / "sinfo").write_text('#!/bin/sh\necho "debug*|1|2|(null)|idle"\n')
+    for name in ("scontrol", "sinfo"):
+        (bin_dir / name).chmod(0o755)
+    code, out, err = _cli(["fleet", "slurm", "check"], capsys, monkeypatch)
+    assert code == 0, err
+    assert "ok  controller" in out and "ok  partition debug*: 1 node(s), 2 CPUs" in out
+    monkeypatch.setenv("PATH", "/nonexistent")
+    code, out, err = _cli(["fleet", "slurm", "check"], capsys, monkeypatch)
+    assert code == 6 and "--  sbatch: not on PATH" in out and "sbatch is not on PATH" in err

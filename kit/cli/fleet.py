@@ -184,11 +184,14 @@ def resubmit(
 
 @slurm_app.command("check")
 def check() -> None:
-    """What this host's Slurm offers: client, controller, partitions and GPUs, container runtimes (pyxis, Apptainer)."""
+    """What this host's Slurm offers: client, controller, partitions and GPUs, container runtimes (pyxis, Apptainer).
+    Exit 6 when no sweep could be submitted from here (no sbatch, or the controller does not answer)."""
     from kit.fleet import slurm
 
-    for what, ok, detail in slurm.check():
+    lines = slurm.check()
+    for what, ok, detail in lines:
         typer.echo(f"{'ok ' if ok else '-- '} {what}: {detail}")
+    slurm.require_usable(lines)
 
 
 def register(main_app: typer.Typer) -> None:

@@ -408,6 +408,17 @@ def to_resubmit(states: List[TaskState], only: Optional[List[int]] = None) -> Li
 
 
 # ----------------------------------------------------------------------------- what the site has
+def require_usable(lines: List[tuple]) -> None:
+    """EnvironmentCheckError (exit 6) unless :func:`check` found the client and a controller that answers."""
+    found = {what: (ok, detail) for what, ok, detail in lines}
+    if not found.get("sbatch", (False, ""))[0]:
+        raise EnvironmentCheckError("sbatch is not on PATH: no Slurm client on this host.", remedy=NO_SLURM_REMEDY)
+    ok, detail = found.get("controller", (False, "no answer"))
+    if not ok:
+        raise EnvironmentCheckError(f"the Slurm controller is not up ({detail or 'no answer to scontrol ping'}).",
+                                    remedy="Start slurmctld (or ask the cluster's admins), then run kit fleet slurm check again.")
+
+
 def check(run: Optional[Runner] = None) -> List[tuple]:
     """(what, ok, detail) lines: the client, the controller, partitions and GPUs, container runtimes."""
     lines = []
@@ -416,7 +427,10 @@ def check(run: Optional[Runner] = None) -> List[tuple]:
     if not sb:
         return lines
     ping = slurm(["scontrol", "ping"], run)
-    lines.append(("controller", ping.returncode == 0 and "UP" in ping.stdout, (ping.stdout or ping.stderr).strip().splitlines()[0] if (ping.stdout or ping.stderr).strip() else ""))
+    up = ping.returncode == 0 and "UP" in ping.stdout
+    lines.append(("controller", up, (ping.stdout or ping.stderr).strip().splitlines()[0] if (ping.stdout or ping.stderr).strip() else ""))
+    if not up:  # sinfo would only fail the same way
+        return lines
     info = slurm(["sinfo", "-h", "-o", "%P|%D|%c|%G|%t"], run)
     for line in info.stdout.splitlines():
         parts = line.split("|")
