@@ -478,3 +478,22 @@ def test_every_image_lock_pins_what_the_report_and_its_statistics_need():
             assert name in pins, f"{lock.name} lacks {name}"
             version = tuple(int(x) for x in pins[name].split("."))
             assert version >= tuple(int(x) for x in low.split(".")), f"{lock.name}: {name} {pins[name]} < {low}"
+
+
+def test_a_batch_curve_is_one_range_per_precision_in_the_findings():
+    """Each point of a curve is a cell with its own speedup; the findings give each curve's points in a
+    finding as one range of batch sizes and speedups, not a dozen items."""
+    from kit.results.schema import CURVE_PARAM
+
+    def point(precision, batch, seconds):
+        d = make_cell("resnet50", precision, batch_size=batch, epoch_s=[seconds] * 3)
+        d["params"][CURVE_PARAM] = [256, 512, 1024]
+        d.pop("cell_id", None)
+        return d
+
+    cells = [point("fp32", b, 10.0) for b in (256, 512, 1024)]
+    cells += [point("amp-fp16", 256, 5.0), point("amp-fp16", 512, 4.0), point("amp-fp16", 1024, 2.5)]
+    cells += [point("amp-bf16", 256, 9.8), point("amp-bf16", 512, 5.0), point("amp-bf16", 1024, 4.0)]
+    text = _findings(_report(cells))
+    assert "resnet50 · torch: amp-fp16 bs256–1024 2.00×–4.00×, amp-bf16 bs512–1024 2.00×–2.50×." in text
+    assert "No speedup (speedup over fp32 1.00×–1.10×): resnet50 · torch: amp-bf16 bs256 1.02×" in text

@@ -43,20 +43,58 @@ def _subject(key: tuple[str, ...]) -> str:
     return f"{'GPT' if workload == 'gpt' else 'LSTM'} {model} · {engine}"
 
 
+def _curve_point(key: tuple[str, ...]) -> tuple[str, int] | None:
+    """(series, batch) for a batch curve's point (its key ends in ``bsN``): the precision with any image
+    size, and the batch size; None for any other cell."""
+    extra = tuple(key[4:])
+    if extra and extra[-1].startswith("bs") and extra[-1][2:].isdigit():
+        return " ".join((key[2],) + extra[:-1]), int(extra[-1][2:])
+    return None
+
+
+@dataclass
+class _Series:
+    """A batch curve's points in one finding, shown as one range: "amp-fp16 bs256–8192 2.89×–7.32×"."""
+
+    name: str
+    points: list  # (batch, speedup, note)
+
+    def __str__(self) -> str:
+        batches = [b for b, _, _ in self.points]
+        ratios = sorted(r for _, r, _ in self.points)
+        notes = [n for _, _, n in self.points if n]
+        if len(self.points) == 1:
+            text = f"{self.name} bs{batches[0]} {fmt_speedup(ratios[0])}"
+            return text + (f" ({notes[0]})" if notes else "")
+        text = f"{self.name} bs{min(batches)}–{max(batches)} {fmt_speedup(ratios[0])}–{fmt_speedup(ratios[-1])}"
+        return text + (f" ({len(notes)} of {len(self.points)} sizes {notes[0]})" if notes else "")
+
+
 class _Finding:
-    """One finding and the cells it holds for, in the order they were added."""
+    """One finding and the cells it holds for, in the order they were added; a batch curve's points
+    with a speedup go in as one range per curve (:class:`_Series`)."""
 
     def __init__(self, subject: str, explanation: str = "") -> None:
         self.subject, self.explanation = subject, explanation
-        self.by_group: dict[str, list[str]] = {}
+        self.by_group: dict[str, list] = {}
 
-    def add(self, key: tuple[str, ...], detail: str) -> None:
-        self.by_group.setdefault(_subject(key), []).append(detail)
+    def add(self, key: tuple[str, ...], detail: str, speedup: tuple[float, str] | None = None) -> None:
+        items = self.by_group.setdefault(_subject(key), [])
+        point = _curve_point(key) if speedup is not None else None
+        if point is None:
+            items.append(detail)
+            return
+        name, batch = point
+        series = next((i for i in items if isinstance(i, _Series) and i.name == name), None)
+        if series is None:
+            items.append(_Series(name, []))
+            series = items[-1]
+        series.points.append((batch,) + speedup)
 
     def insight(self) -> Insight | None:
         if not self.by_group:
             return None
-        cells = "; ".join(f"{group}: {', '.join(items)}" for group, items in self.by_group.items())
+        cells = "; ".join(f"{group}: {', '.join(str(i) for i in items)}" for group, items in self.by_group.items())
         return Insight(self.subject, (f"{self.explanation}: " if self.explanation else "") + cells + ".")
 
 
@@ -89,7 +127,7 @@ def run_insights(results: RunResults, synthetic: bool) -> list[Insight]:
         if est is not None:
             note = "" if est.significant else "1 repeat" if est.verdict == ONE_REPEAT else est.verdict
             detail = f"{precision} {fmt_speedup(est.ratio)}" + (f" ({note})" if note else "")
-            (faster if not lacks_speedup else flat if est.ratio >= 1.0 else slower).add(key, detail)
+            (faster if not lacks_speedup else flat if est.ratio >= 1.0 else slower).add(key, detail, (est.ratio, note))
         elif key[2] != measures.BASE_PRECISION and (key[0], key[1], key[3]) + tuple(key[4:]) not in groups_with_fp32:
             no_base.add(key, precision)
         if lacks_speedup or key[2] == measures.BASE_PRECISION:
