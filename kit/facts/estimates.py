@@ -23,11 +23,12 @@ Sources:
   --steps 8 --repeats 2 --preset apex-2018 --max-batches 20`` (23-40 s ``torch``, 41-56 s
   ``fastai``, 243 s the LSTM). Rounded to fit those within about 2x; a quiet or larger CPU
   is faster.
-- [issue 17] the GPT suite's GPU rate, until the kit's own H200 run replaces it: issue 17's
-  H200 measurement (bf16, d=2048 x 16 layers, 94,629 tokens/s at 5.64 GFLOP a token = 534
-  TFLOP/s), lowered to 200 TFLOP/s for a whole cell of all precisions (strict fp32 runs at
-  about 50 TFLOP/s there, per ../shared/machines.md) and 60 s of compilation per cell: a
-  guess from that measurement, not a fit.
+- [H200 gpt] the kit's own GPT run, references/h200/gpt/ (2026-12-02; NVIDIA H200, torch 2.11,
+  the three presets x six precisions x 3 repeats): 471 s of cell wall time in all. 8 s a cell
+  (compilation per repeat is a few seconds) + 200 TFLOP/s gives the same total (18 x 8 + 327 s);
+  one rate serves every precision, so a single cell is off by up to 3x either way (strict fp32
+  runs at about 50 TFLOP/s there, bf16 at about 560). It replaced issue 17's guess (60 s + 200
+  TFLOP/s), which put that run at 23 minutes; it took 8.
 - [VM gpt] ``kit run --suite gpt --smoke --device cpu -p fp32,amp-bf16`` on the 2-core VM
   (2026-12-01, load average 4-12 from other jobs): 25 and 43 s a cell with a first, larger
   tiny preset (seq 64, batch 8), 47 s for both cells of today's; nearly all fixed cost.
@@ -50,7 +51,7 @@ RATES: dict[tuple[str, str], EstimateRate] = {
     ("cuda", "cifar/torch"): EstimateRate(cell_s=7.0, tflops=3.4),      # [H200]
     ("cuda", "cifar/fastai"): EstimateRate(cell_s=7.8, tflops=2.4),     # [H200]
     ("cuda", "lstm/kit"): EstimateRate(cell_s=11.2, tflops=79.0),       # [H200]
-    ("cuda", "gpt/kit"): EstimateRate(cell_s=60.0, tflops=200.0),       # [issue 17]
+    ("cuda", "gpt/kit"): EstimateRate(cell_s=8.0, tflops=200.0),        # [H200 gpt]
     ("cpu", "cifar/torch"): EstimateRate(cell_s=8.0, tflops=0.010),     # [VM]
     ("cpu", "cifar/fastai"): EstimateRate(cell_s=15.0, tflops=0.006),   # [VM]
     ("cpu", "lstm/kit"): EstimateRate(cell_s=8.0, tflops=0.012),        # [VM]
