@@ -301,6 +301,22 @@ def test_bundle_show_prints_the_curve_and_the_knee(tmp_path):
     assert "2.00×" in bf16 and "out of memory at batch 1024" in bf16 and "not reached (> 512)" in bf16
 
 
+def test_bundle_show_prints_a_curve_too_wide_for_the_console_one_point_a_row():
+    from rich.console import Console
+
+    from kit.report.show import print_batch_curve
+
+    buf = io.StringIO()
+    print_batch_curve(_results(), Console(file=buf, width=80, color_system=None))
+    lines = buf.getvalue().splitlines()
+    assert all(len(line) <= 80 for line in lines)
+    assert "batch 256" not in buf.getvalue()  # not the wide layout, cut to fit
+    fp32 = [line for line in lines if "cifar/resnet18/fp32/torch" in line]
+    assert len(fp32) == 1 and " 512 " in fp32[0] and "256" in fp32[0] and "images/s" in fp32[0]
+    oom = next(line for line in lines if "out of memory" in line)
+    assert "1,024" in oom
+
+
 def test_perf_table_prints_the_curve_as_bundle_show_does():
     """scripts/perf_table.py --curve (the README's tables): the same knee, speedups and images per joule."""
     perf_table = load_script("perf_table")

@@ -282,11 +282,20 @@ def test_a_run_cut_short_and_finished_by_another_merges_complete_and_only_then(t
     rest = bundle([make_cell(precision="amp-fp16")], "rest", "complete")
     other = bundle([make_cell(precision="tf32")], "other", "complete")
     assert open_bundle(cut).interrupted
-    merged = open_bundle(merge_bundles([cut, rest], tmp_path / "m1"))
+    from kit.runner.plan import planned_cell_ids
+
+    merged = open_bundle(merge_bundles([cut, rest], tmp_path / "m1", planned=planned_cell_ids))
     assert merged.results.status == "complete" and not merged.interrupted
     assert [m["status"] for m in merged.environment["merged_from"]] == ["interrupted", "complete"]
-    still_cut = open_bundle(merge_bundles([cut, other], tmp_path / "m2"))
+    still_cut = open_bundle(merge_bundles([cut, other], tmp_path / "m2", planned=planned_cell_ids))
     assert still_cut.results.status == "interrupted" and still_cut.interrupted
+    # without the runner's plan (the bundle layer's default) a part cut short leaves the merge interrupted
+    assert open_bundle(merge_bundles([cut, rest], tmp_path / "m3")).interrupted
+    # kit bundle merge plans with the runner
+    out = subprocess.run([sys.executable, "-m", "kit", "bundle", "merge", str(cut), str(rest), "--out", str(tmp_path / "m4")],
+                         capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    assert not open_bundle(next((tmp_path / "m4").glob("*.tar.gz"))).interrupted
 
 
 def test_merging_a_merged_bundle_again_keeps_every_run_it_came_from(tmp_path):

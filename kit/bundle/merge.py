@@ -19,6 +19,7 @@ import json
 import time
 from dataclasses import fields
 from pathlib import Path
+from typing import Callable, Iterable, Optional
 
 from kit.bundle.export import LOG_NAME, Renderer, RunFolder, _tail, write_bundle
 from kit.bundle.safe_open import ENV_NAME, open_bundle
@@ -27,6 +28,10 @@ from kit.errors import UsageError
 from kit.results.derive import derive
 from kit.results.journal import JOURNAL_NAME
 from kit.results.schema import RunConfig, RunResults
+
+#: a run config -> the cell ids it plans (kit.runner.plan; passed in from above, the runner's layer)
+Planner = Callable[[RunConfig], Iterable[str]]
+
 
 def merged_config(configs: list[RunConfig]) -> tuple[RunConfig, dict]:
     """The config of a merged bundle: the union of what the source runs asked for, and
@@ -75,24 +80,25 @@ def _identity(env: dict, same_model: bool = False) -> dict:
     return ident
 
 
-def merged_status(bundles: list, cells: list) -> str:
-    """"complete" when every source run is, or when each source run that is not ended complete
+def merged_status(bundles: list, cells: list, planned: Optional[Planner] = None) -> str:
+    """"complete" when every source run is, or when each source run that did not end complete
     (cut short, then finished by another run: a batch curve's last points measured in a run of
-    their own) planned only cells that some source measured; otherwise "interrupted". A source's
-    plan is its recorded config planned again (kit.runner.plan.build_plan), so that its cell ids
-    are today's, as the cells' own are when read; a config that no longer plans counts as
-    interrupted. ``environment.merged_from`` keeps each source's own status either way."""
-    from kit.runner.plan import build_plan
-
+    their own) planned only cells that some source measured; otherwise "interrupted".
+    ``planned(config)`` gives a config's cell ids as today's kit plans them (kit.runner.plan, passed
+    in by the callers above it), so that they match the cells' own ids, computed when read; without
+    it, or for a config that no longer plans, an unfinished source leaves the merge interrupted.
+    ``environment.merged_from`` keeps each source's own status either way."""
     measured = {c.cell_id for c in cells}
     for b in bundles:
         if b.results.status == "complete":
             continue
+        if planned is None:
+            return "interrupted"
         try:
-            planned = set(build_plan(b.results.config).cell_ids)
+            ids = set(planned(b.results.config))
         except (KeyError, TypeError, ValueError, UsageError):  # a config today's kit cannot plan: be conservative
             return "interrupted"
-        if not planned or not planned <= measured:
+        if not ids or not ids <= measured:
             return "interrupted"
     return "complete"
 
@@ -117,11 +123,12 @@ def _sources_of(b) -> list[dict]:
     ]
 
 
-def merge_bundles(paths: list[Path], out_dir: Path, same_model: bool = False, *, render: Renderer) -> Path:
+def merge_bundles(paths: list[Path], out_dir: Path, same_model: bool = False, *, render: Renderer,
+                  planned: Optional[Planner] = None) -> Path:
     """One bundle from several. By default they must come from one machine; with
     ``same_model`` from machines with the same GPU models and driver (e.g. two hosts
     of one cloud instance type), and ``environment.merged_from`` says which GPU
-    (UUID and device) measured each source bundle."""
+    (UUID and device) measured each source bundle. ``planned``: see :func:`merged_status`."""
     # Bundles that cannot be merged are bad arguments (exit 2); a bundle that fails
     # its checks is refused by open_bundle (exit 5, or 4 when malformed).
     if len(paths) < 2:
@@ -165,7 +172,7 @@ def merge_bundles(paths: list[Path], out_dir: Path, same_model: bool = False, *,
         config=config,
         environment=env,
         cells=cells,
-        status=merged_status(bundles, cells),
+        status=merged_status(bundles, cells, planned),
         started_at=min((b.results.started_at or 0) for b in bundles) or None,
         finished_at=max((b.results.finished_at or 0) for b in bundles) or None,
     )

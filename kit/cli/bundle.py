@@ -56,5 +56,6 @@ def merge(
 ) -> None:
     """Merge bundles from one machine (e.g. several kit runs of one session) into one bundle."""
     from kit.report.export import merge_bundles
+    from kit.runner.plan import planned_cell_ids
 
-    typer.echo(f"Merged bundle: {merge_bundles(list(bundles), out, same_model=same_model)}")
+    typer.echo(f"Merged bundle: {merge_bundles(list(bundles), out, same_model=same_model, planned=planned_cell_ids)}")

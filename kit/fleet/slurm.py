@@ -342,9 +342,10 @@ def collect(sweep: Sweep, run: Optional[Runner] = None, ask_slurm: bool = True) 
     result = Collected(states)
     if len(good) >= 2:
         from kit.report.export import merge_bundles
+        from kit.runner.plan import planned_cell_ids
 
         try:
-            result.merged = merge_bundles(good, sweep.path / MERGED_DIR, same_model=True)
+            result.merged = merge_bundles(good, sweep.path / MERGED_DIR, same_model=True, planned=planned_cell_ids)
         except UsageError as exc:  # e.g. tasks on different GPU models, or the same cells at several GPU counts
             result.notes.append(f"not merged into one bundle: {exc.message} (compared instead)")
         result.compare_page = _compare(good, sweep.path / COMPARE_PAGE, result.notes)

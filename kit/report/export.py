@@ -34,6 +34,7 @@ def export_run(run_dir: Path, results_root: Path) -> Path:
     return bundle_export.export_run(run_dir, results_root, bundle_files)
 
 
-def merge_bundles(paths: list, out_dir: Path, same_model: bool = False) -> Path:
-    """One bundle from several, with its own report; see kit.bundle.merge."""
-    return bundle_merge.merge_bundles(paths, out_dir, same_model, render=bundle_files)
+def merge_bundles(paths: list, out_dir: Path, same_model: bool = False, planned=None) -> Path:
+    """One bundle from several, with its own report; see kit.bundle.merge (``planned``: what a
+    run config plans, kit.runner.plan.planned_cell_ids, for a source cut short)."""
+    return bundle_merge.merge_bundles(paths, out_dir, same_model, render=bundle_files, planned=planned)

@@ -113,7 +113,8 @@ def print_show(bundle: Bundle, console) -> None:
 
 
 def print_batch_curve(res, console) -> None:
-    """A run with --batch-sizes: the curve per model, engine and precision (kit.results.curve)."""
+    """A run with --batch-sizes: the curve per model, engine and precision (kit.results.curve), one
+    column per batch size where that fits the console, else one row per point (curve, batch, result)."""
     from rich import box
     from rich.markup import escape
     from rich.table import Table
@@ -123,21 +124,37 @@ def print_batch_curve(res, console) -> None:
         return
     cs.sort(key=lambda c: (c.image_size or 0, measures.order_key((c.workload, c.model, c.precision, c.engine))))
     sizes = sorted({p.batch_size for c in cs for p in c.points})
-    t = Table(title="Batch curve (median over repeats; speedup over fp32 at the same batch size)",
-              title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
-    t.add_column("curve", no_wrap=True)
-    t.add_column("knee", justify="right")
+    title = "Batch curve (median over repeats; speedup over fp32 at the same batch size)"
+
+    def table() -> Table:
+        t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False,
+                  collapse_padding=True)
+        t.add_column("curve", no_wrap=True)
+        t.add_column("knee", justify="right")
+        return t
+
+    def result(p, unit: str) -> str:
+        if p.status == "ok":
+            return escape(" · ".join(point_parts(p, unit)))
+        return f"[yellow]{escape(point_parts(p, unit)[0])}[/yellow]"
+
+    wide = table()
     for b in sizes:
-        t.add_column(f"batch {b:,}", justify="right")
+        wide.add_column(f"batch {b:,}", justify="right")
     for c in cs:
         at = {p.batch_size: p for p in c.points}
-        cells = []
-        for b in sizes:
-            p = at.get(b)
-            cells.append("—" if p is None else escape(" · ".join(point_parts(p, c.unit))) if p.status == "ok"
-                         else f"[yellow]{escape(point_parts(p, c.unit)[0])}[/yellow]")
-        t.add_row(escape(c.name), escape(fmt_knee(c)), *cells)
-    console.print(t)
+        wide.add_row(escape(c.name), escape(fmt_knee(c)), *("—" if at.get(b) is None else result(at[b], c.unit) for b in sizes))
+    if console.measure(wide, options=console.options.update_width(100_000)).maximum <= console.width:
+        console.print(wide)
+    else:  # too wide for this console (a pipe is 80 columns): one row per point
+        long = table()
+        long.add_column("batch", justify="right")
+        long.add_column("result", overflow="fold")
+        for c in cs:
+            for i, p in enumerate(sorted(c.points, key=lambda p: p.batch_size)):
+                long.add_row(escape(c.name) if i == 0 else "", escape(fmt_knee(c)) if i == 0 else "",
+                             f"{p.batch_size:,}", result(p, c.unit))
+        console.print(long)
     console.print(f"[dim]{escape(KNEE_DEFINITION)}[/dim]")
 
 

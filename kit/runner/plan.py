@@ -142,6 +142,11 @@ def build_plan(config: RunConfig) -> Plan:
     return Plan(config, cells)
 
 
+def planned_cell_ids(config: RunConfig) -> list[str]:
+    """The cell ids ``config`` plans today (for kit bundle merge: did other runs finish a run cut short?)."""
+    return build_plan(config).cell_ids
+
+
 def device_kind(device: str) -> str:
     """'cuda' or 'cpu': which of kit.facts.estimates' rates a plan for ``device`` uses.
     'auto' becomes 'cuda' where an NVIDIA driver is loaded (as torch's CUDA check
