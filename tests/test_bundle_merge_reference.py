@@ -314,3 +314,24 @@ def test_merging_a_merged_bundle_again_keeps_every_run_it_came_from(tmp_path):
     assert [r["run_id"][-1] for r in runs] == ["a", "b", "c"]
     assert [r.get("via") for r in runs] == [first.name, first.name, None]
     assert len(again.results.cells) == 3
+
+
+def test_a_strangers_merged_from_comes_through_as_strings_only(tmp_path):
+    """A bundle that says it is a merge carries merged_from entries of its own; merged again, only the
+    strings (and lists of strings) of each entry come through, and the report still renders."""
+    from fixtures.results.factory import make_cell, make_env, make_results, make_run_dir
+    from kit.report.export import export_run
+
+    env = make_env()
+    env["merged_from"] = [{"bundle": 7, "run_id": "r1", "command_line": 5, "gpu_uuids": ["GPU-x", {"a": 1}],
+                           "earlier_sessions": "junk", "status": ["complete"], "extra": "<b>x</b>"}]
+    odd = export_run(make_run_dir(tmp_path / "odd", make_results([make_cell(precision="fp32")], env,
+                                                                    run_id="FIXTURE-20250101-120000-odd")), tmp_path / "o1")
+    plain = export_run(make_run_dir(tmp_path / "p", make_results([make_cell(precision="amp-fp16")], make_env(),
+                                                                 run_id="FIXTURE-20250101-120000-p")), tmp_path / "o2")
+    merged = open_bundle(merge_bundles([odd, plain], tmp_path / "m"))
+    first = merged.environment["merged_from"][0]
+    assert first == {"bundle": None, "run_id": "r1", "status": None, "device": None, "host_id": None,
+                     "manifest_sha256": None, "gpu_uuids": ["GPU-x"], "command_line": [], "earlier_sessions": [],
+                     "via": odd.name}
+    assert "report.html" in merged.files

@@ -126,11 +126,15 @@ def _env_rows(env: EnvSummary, results: RunResults | None = None) -> list[tuple[
         rows.append(("mode", f"{results.config.mode}, {repeats}"))
         if results.config.command_line:
             rows.append(("command", " ".join(str(a) for a in results.config.command_line)))
-        for i, src in enumerate(results.environment.get("merged_from") or [], 1):
-            where = ", ".join(x for x in (src.get("device"), src.get("status")) if x)
+        sources = results.environment.get("merged_from")
+        for i, src in enumerate([s for s in sources if isinstance(s, dict)] if isinstance(sources, list) else [], 1):
+            # a stranger's record may hold anything: only its strings are shown
+            where = ", ".join(x for x in (src.get("device"), src.get("status")) if isinstance(x, str) and x)
             sessions = src.get("earlier_sessions")
             resumed = f"; resumed after {len(sessions)} earlier session(s)" if isinstance(sessions, list) and sessions else ""
-            rows.append((f"merged run {i}", f"{' '.join(str(a) for a in src.get('command_line') or [])} ({where}){resumed}"))
+            command = src.get("command_line")
+            command = " ".join(a for a in command if isinstance(a, str)) if isinstance(command, list) else ""
+            rows.append((f"merged run {i}", f"{command} ({where}){resumed}"))
         rows += earlier_session_rows(results.environment)
     return rows
 
