@@ -158,3 +158,26 @@ def test_perf_table_prints_a_data_parallel_cells_recorded_scaling(tmp_path):
     text = perf_table.scaling_table(open_bundle(bundle).results)
     rows = [x for x in text.splitlines() if x.startswith("| cifar/")]
     assert rows == ["| cifar/resnet50/amp-bf16/torch | 2 | 800 images/s | 1,536 images/s | 768 images/s | 96.0% | 2.1 | nvlink |"]
+
+
+def test_the_gpt_charts_draw_fp8_over_bf16_as_the_bundle_derives_it():
+    """The GPT suite's vs-bf16 chart (issue 17: fp8 ÷ bf16) gives the ratio of medians that
+    results.json's derived.bf16_ratios holds, under a GPT title (not the LSTM's)."""
+    def gpt(precision: str, thr: list[float]) -> dict:
+        c = make_cell("gpt-1b", precision, engine="kit", workload="gpt", epoch_s=[10.0, 10.0, 10.0])
+        for rep, t in zip(c["repeats"], thr):
+            rep["throughput_items_per_s"] = t
+        c["summary"] = summarise_repeats(c["repeats"])
+        return c
+
+    cells = [gpt("fp32", [100.0, 101.0, 99.0]), gpt("amp-bf16", FP32_THR), gpt("fp8-tensorwise", FP16_THR)]
+    results = RunResults.from_dict(make_results(cells))
+    results.derived = derive(results.cells, "throughput", None, None)
+    [row] = [r for r in results.derived["bf16_ratios"] if r["precision"] == "fp8-tensorwise"]
+    assert fmt_speedup(row["speedup_over_bf16"]) == EXPECTED
+    charts = run_charts(results)
+    svg = charts["charts/gpt-kit-vs-bf16.svg"]
+    assert "GPT decoder" in svg and "LSTM" not in svg and "amp-bf16 = 1" in svg
+    assert EXPECTED in svg and "fp8-tensorwise" in svg
+    assert "LSTM" not in charts["charts/gpt-kit-speedup.svg"]
+    assert not any(name.endswith("vs-bf16.svg") for name in run_charts(RunResults.from_dict(make_results(_cells()))))

@@ -196,12 +196,23 @@ def speedup_vs_fp32(results: RunResults) -> dict[tuple[str, ...], RatioEstimate]
     "performance ratio", defined in :mod:`kit.results.ratios`: median
     throughput ÷ fp32's median throughput), with the CI and verdict of
     :func:`kit.compare.stats.ratio_estimate`."""
+    return speedup_vs(results, BASE_PRECISION)
+
+
+#: The GPT suite's second base: fp8 (and fp16) against bf16, today's mixed precision
+#: (kit.results.derive.bf16_ratios computes the same ratio of medians for the bundle).
+BF16_BASE = "amp-bf16"
+
+
+def speedup_vs(results: RunResults, base_precision: str) -> dict[tuple[str, ...], RatioEstimate]:
+    """Per ok cell of another precision: its throughput ÷ ``base_precision``'s in the same model,
+    engine and point (kit.results.ratios' one ratio of medians), with the CI and verdict."""
     cells = ok_cells(results)
     out: dict[tuple[str, ...], RatioEstimate] = {}
     for key, cell in cells.items():
         w, m, p, e = key[:4]
-        base = cells.get((w, m, BASE_PRECISION, e) + key[4:])  # a curve's point: fp32 at its batch size
-        if p == BASE_PRECISION or base is None:
+        base = cells.get((w, m, base_precision, e) + key[4:])  # a curve's point: the base at its batch size
+        if p == base_precision or base is None:
             continue
         num, den = sample(cell, THROUGHPUT), sample(base, THROUGHPUT)
         point = ratios.speedup_over_fp32(cell, base)

@@ -11,6 +11,8 @@ LSTM), one run gets:
   "performance ratio", :mod:`kit.results.ratios`: median throughput ÷ fp32's;
   error bars are the 95% CI of the ratio of means, see kit.compare.stats);
 - ``throughput``: images or tokens per second per model and precision;
+- ``vs-bf16`` (the GPT suite): fp8 and fp16 throughput ÷ amp-bf16's per preset, the same ratio of
+  medians with its 95% CI (today's question: what fp8 buys over bf16);
 - ``batch-curve`` (a run with ``--batch-sizes``): per model, throughput against batch size,
   one line per precision, the knee ringed; and images per joule where energy was measured.
 
@@ -61,13 +63,16 @@ def precision_colour(precision: str) -> str | None:
 
 
 def _group_title(workload: str, engine: str) -> str:
-    return f"CIFAR-100 ResNets, {engine} engine" if workload == "cifar" else f"Wikitext-2 LSTM ({engine})"
+    if workload == "cifar":
+        return f"CIFAR-100 ResNets, {engine} engine"
+    return f"Wikitext-2 {'GPT decoder' if workload == 'gpt' else 'LSTM'} ({engine})"
 
 
 def run_charts(results: RunResults, suffix: str = "", id_prefix: str = "") -> dict[str, str]:
     """Chart file name (``charts/...svg``) -> SVG text, for one run."""
     charts: dict[str, str] = {}
     ratios = measures.speedup_vs_fp32(results)
+    vs_bf16 = measures.speedup_vs(results, measures.BF16_BASE)
     for (workload, engine, extra), g in _groups(results).items():
         base = f"{workload}-{engine}" + "".join(f"-{x}" for x in extra)
         title = _group_title(workload, engine) + "".join(f" at {x[:-2]} px" for x in extra) + suffix
@@ -101,20 +106,8 @@ def run_charts(results: RunResults, suffix: str = "", id_prefix: str = "") -> di
                 y_label=f"{g['unit']} per second (median)", x_label="model",
                 chart_id=f"{id_prefix}{base}-throughput", scale_to_values=True, note=MIN_MAX_NOTE,
             )
-        ratio_series = []
-        for p in precisions:
-            if p == measures.BASE_PRECISION:
-                continue
-            vals, lo, hi, notes, texts = [], [], [], [], []
-            for m in models:
-                est = ratios.get((workload, m, p, engine) + extra)
-                vals.append(est.ratio if est else None)
-                lo.append(est.ci_low if est else None)
-                hi.append(est.ci_high if est else None)
-                texts.append(fmt_speedup_estimate(est) if est else None)
-                notes.append(f"95% CI of the ratio of means; {est.verdict}" if est else None)
-            if any(v is not None for v in vals):
-                ratio_series.append(Series(p, vals, lo, hi, notes, colour=precision_colour(p), texts=texts))
+        ratio_series = _ratio_series(ratios, workload, engine, extra, models,
+                                     [p for p in precisions if p != measures.BASE_PRECISION])
         if ratio_series:
             charts[f"charts/{base}-speedup.svg"] = bar_chart(
                 f"Speedup over fp32 — {title}", models, ratio_series,
@@ -123,8 +116,39 @@ def run_charts(results: RunResults, suffix: str = "", id_prefix: str = "") -> di
                 reference=1.0, reference_label="fp32 = 1", chart_id=f"{id_prefix}{base}-speedup",
                 scale_to_values=True,
             )
+        bf16_series = _ratio_series(vs_bf16, workload, engine, extra, models,
+                                    [p for p in precisions if p in VS_BF16_PRECISIONS]) if workload == "gpt" else []
+        if bf16_series:
+            charts[f"charts/{base}-vs-bf16.svg"] = bar_chart(
+                f"Throughput ÷ amp-bf16 — {title}", models, bf16_series,
+                y_label="throughput ÷ amp-bf16's (×)", x_label="preset",
+                note="median throughput ÷ amp-bf16's median; error bars: 95% CI of the ratio of means; ▲ beyond the axis",
+                reference=1.0, reference_label="amp-bf16 = 1", chart_id=f"{id_prefix}{base}-vs-bf16",
+                scale_to_values=True,
+            )
     charts.update(batch_curve_charts(results, suffix=suffix, id_prefix=id_prefix))
     return charts
+
+
+#: the precisions drawn against amp-bf16 (the GPT suite's vs-bf16 chart): fp8's recipes and fp16
+VS_BF16_PRECISIONS = ("amp-fp16", "fp8-tensorwise", "fp8-rowwise")
+
+
+def _ratio_series(estimates: dict, workload: str, engine: str, extra: tuple, models: list, precisions: list) -> list:
+    """One bar series per precision of ratio estimates (speedup over fp32, or ÷ amp-bf16) with their CIs."""
+    out = []
+    for p in precisions:
+        vals, lo, hi, notes, texts = [], [], [], [], []
+        for m in models:
+            est = estimates.get((workload, m, p, engine) + extra)
+            vals.append(est.ratio if est else None)
+            lo.append(est.ci_low if est else None)
+            hi.append(est.ci_high if est else None)
+            texts.append(fmt_speedup_estimate(est) if est else None)
+            notes.append(f"95% CI of the ratio of means; {est.verdict}" if est else None)
+        if any(v is not None for v in vals):
+            out.append(Series(p, vals, lo, hi, notes, colour=precision_colour(p), texts=texts))
+    return out
 
 
 CURVE_NOTE = "median over repeats; ○ the knee; × not measured at that size (hover: why, e.g. out of memory)"
