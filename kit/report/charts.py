@@ -109,23 +109,15 @@ def run_charts(results: RunResults, suffix: str = "", id_prefix: str = "") -> di
         ratio_series = _ratio_series(ratios, workload, engine, extra, models,
                                      [p for p in precisions if p != measures.BASE_PRECISION])
         if ratio_series:
-            charts[f"charts/{base}-speedup.svg"] = bar_chart(
-                f"Speedup over fp32 — {title}", models, ratio_series,
-                y_label="speedup over fp32 (×)", x_label="model",
-                note="median throughput ÷ fp32's median; error bars: 95% CI of the ratio of means; ▲ beyond the axis",
-                reference=1.0, reference_label="fp32 = 1", chart_id=f"{id_prefix}{base}-speedup",
-                scale_to_values=True,
-            )
+            charts[f"charts/{base}-speedup.svg"] = _ratio_chart(
+                f"Speedup over fp32 — {title}", models, ratio_series, "speedup over fp32 (×)", "model",
+                measures.BASE_PRECISION, f"{id_prefix}{base}-speedup")
         bf16_series = _ratio_series(vs_bf16, workload, engine, extra, models,
                                     [p for p in precisions if p in VS_BF16_PRECISIONS]) if workload == "gpt" else []
         if bf16_series:
-            charts[f"charts/{base}-vs-bf16.svg"] = bar_chart(
-                f"Throughput ÷ amp-bf16 — {title}", models, bf16_series,
-                y_label="throughput ÷ amp-bf16's (×)", x_label="preset",
-                note="median throughput ÷ amp-bf16's median; error bars: 95% CI of the ratio of means; ▲ beyond the axis",
-                reference=1.0, reference_label="amp-bf16 = 1", chart_id=f"{id_prefix}{base}-vs-bf16",
-                scale_to_values=True,
-            )
+            charts[f"charts/{base}-vs-bf16.svg"] = _ratio_chart(
+                f"Throughput ÷ amp-bf16 — {title}", models, bf16_series, "throughput ÷ amp-bf16's (×)", "preset",
+                measures.BF16_BASE, f"{id_prefix}{base}-vs-bf16")
     charts.update(batch_curve_charts(results, suffix=suffix, id_prefix=id_prefix))
     return charts
 
@@ -149,6 +141,13 @@ def _ratio_series(estimates: dict, workload: str, engine: str, extra: tuple, mod
         if any(v is not None for v in vals):
             out.append(Series(p, vals, lo, hi, notes, colour=precision_colour(p), texts=texts))
     return out
+
+
+def _ratio_chart(heading: str, models: list, series: list, y_label: str, x_label: str, base: str, chart_id: str) -> str:
+    """Bars of ratios against ``base`` (fp32, or amp-bf16), a line at 1, error bars their 95% CIs."""
+    return bar_chart(heading, models, series, y_label=y_label, x_label=x_label,
+                     note=f"median throughput ÷ {base}'s median; error bars: 95% CI of the ratio of means; ▲ beyond the axis",
+                     reference=1.0, reference_label=f"{base} = 1", chart_id=chart_id, scale_to_values=True)
 
 
 CURVE_NOTE = "median over repeats; ○ the knee; × not measured at that size (hover: why, e.g. out of memory)"
