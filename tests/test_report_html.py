@@ -497,3 +497,11 @@ def test_a_batch_curve_is_one_range_per_precision_in_the_findings():
     text = _findings(_report(cells))
     assert "resnet50 · torch: amp-fp16 bs256–1024 2.00×–4.00×, amp-bf16 bs512–1024 2.00×–2.50×." in text
     assert "No speedup (speedup over fp32 1.00×–1.10×): resnet50 · torch: amp-bf16 bs256 1.02×" in text
+
+
+def test_a_precision_without_its_fp32_cell_says_why_fp32_has_none():
+    cells = [make_cell("resnet50", "fp32", status="skipped", reason="out of memory at batch 256"),
+             make_cell("resnet50", "amp-fp16", epoch_s=[5.0, 5.0, 5.0]), make_cell("resnet18", "amp-bf16")]
+    text = _findings(_report(cells))
+    assert ("No fp32 cell to compare against: resnet18 · torch: amp-bf16; "
+            "resnet50 · torch: amp-fp16 (fp32: out of memory at batch 256).") in text

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from kit.compare import measures
 from kit.compare.stats import ONE_REPEAT
 from kit.results.ratios import SPEEDUP_NAME, fmt_speedup
-from kit.results.schema import RunResults
+from kit.results.schema import RunResults, key_of
 
 #: Below this speedup over fp32 a precision "gave no speedup" (the
 #: 2019 article's ResNet-101 gain was 1.13-1.18x; under 1.1 is within what
@@ -115,6 +115,10 @@ def run_insights(results: RunResults, synthetic: bool) -> list[Insight]:
     noisy = _Finding("Repeats varied by 10% or more", "treat those numbers with care")
     no_base = _Finding("No fp32 cell to compare against")
 
+    # why an fp32 cell has no result (skipped or failed, e.g. "out of memory at batch 2048"), by its group
+    fp32_reasons = {(k[0], k[1], k[3]) + tuple(k[4:]): c.reason or c.status
+                    for c in results.cells if c.status != "ok" and c.precision == measures.BASE_PRECISION
+                    for k in [key_of(c)]}
     keys = sorted(cells, key=measures.order_key)
     groups_with_fp32 = {(k[0], k[1], k[3]) + tuple(k[4:]) for k in keys if k[2] == measures.BASE_PRECISION}
     for key in keys:
@@ -129,7 +133,8 @@ def run_insights(results: RunResults, synthetic: bool) -> list[Insight]:
             detail = f"{precision} {fmt_speedup(est.ratio)}" + (f" ({note})" if note else "")
             (faster if not lacks_speedup else flat if est.ratio >= 1.0 else slower).add(key, detail, (est.ratio, note))
         elif key[2] != measures.BASE_PRECISION and (key[0], key[1], key[3]) + tuple(key[4:]) not in groups_with_fp32:
-            no_base.add(key, precision)
+            why = fp32_reasons.get((key[0], key[1], key[3]) + tuple(key[4:]))
+            no_base.add(key, precision + (f" (fp32: {why})" if why else ""))
         if lacks_speedup or key[2] == measures.BASE_PRECISION:
             if lacks_speedup and wait is not None and wait >= DATA_BOUND_FRACTION:
                 loader.add(key, f"{precision} {_pct(wait)}")
