@@ -335,3 +335,25 @@ def test_a_strangers_merged_from_comes_through_as_strings_only(tmp_path):
                      "manifest_sha256": None, "gpu_uuids": ["GPU-x"], "command_line": [], "earlier_sessions": [],
                      "via": odd.name}
     assert "report.html" in merged.files
+
+
+def test_a_resumed_runs_earlier_sessions_survive_a_second_merge(tmp_path):
+    """merged_from keeps a resumed source's earlier sessions as summaries; merged again (via the first
+    merge) they come through as they were, host and GPUs included."""
+    from fixtures.results.factory import make_cell, make_env, make_results, make_run_dir
+    from kit.report.export import export_run
+
+    def bundle(precision: str, name: str, sessions=None) -> Path:
+        env = make_env()
+        if sessions:
+            env["earlier_sessions"] = sessions
+        results = make_results([make_cell(precision=precision)], env, run_id=f"FIXTURE-20250101-120000-{name}")
+        return export_run(make_run_dir(tmp_path / name, results), tmp_path / f"out-{name}")
+
+    session = {"collected_at": "2026-12-01T23:27:28Z", "host": {"host_id": "h-first"}, "kit": {"git_commit": "009a818"},
+               "nvml": {"gpus": [{"uuid": "GPU-first"}]}, "cells": ["cifar/resnet18/fp32/torch"]}
+    first = merge_bundles([bundle("fp32", "a", [session]), bundle("amp-fp16", "b")], tmp_path / "m1")
+    again = open_bundle(merge_bundles([first, bundle("amp-bf16", "c")], tmp_path / "m2"))
+    assert again.environment["merged_from"][0]["earlier_sessions"] == [
+        {"collected_at": "2026-12-01T23:27:28Z", "host_id": "h-first", "gpu_uuids": ["GPU-first"],
+         "kit_commit": "009a818", "cells": ["cifar/resnet18/fp32/torch"]}]

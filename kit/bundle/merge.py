@@ -107,9 +107,9 @@ def _sources_of(b) -> list[dict]:
     """``merged_from`` entries for one source bundle: itself, or, for a bundle that is itself a
     merge (the shipped reference), the runs it was merged from, each marked ``via`` that bundle,
     so that merging again keeps every run's record."""
-    inner = b.environment.get("merged_from")
-    if isinstance(inner, list) and inner and all(isinstance(e, dict) for e in inner):
-        return [_clean_source(e, b.path.name) for e in inner]
+    inner = env_record.merged_sources(b.environment)
+    if inner:
+        return [dict(e, via=e["via"] or b.path.name) for e in inner]
     return [
         {"bundle": b.path.name, "run_id": b.results.run_id, "status": b.results.status,
          "device": b.environment.get("run_device"),
@@ -121,26 +121,6 @@ def _sources_of(b) -> list[dict]:
                               if isinstance(s, dict)],
          "manifest_sha256": hashlib.sha256(b.files["manifest.json"]).hexdigest() if "manifest.json" in b.files else None}
     ]
-
-
-def _clean_source(entry: dict, via: str) -> dict:
-    """One ``merged_from`` entry of a merged source, as this module writes them: a stranger's bundle may
-    hold anything there, so only strings and lists of strings come through (as kit.env.record.session_summary
-    does for earlier sessions)."""
-
-    def text(v):
-        return v if isinstance(v, str) else None
-
-    def texts(v):
-        return [x for x in v if isinstance(x, str)] if isinstance(v, list) else []
-
-    out = {k: text(entry.get(k)) for k in ("bundle", "run_id", "status", "device", "host_id", "manifest_sha256")}
-    out.update(gpu_uuids=texts(entry.get("gpu_uuids")), command_line=texts(entry.get("command_line")),
-               earlier_sessions=[s for s in entry.get("earlier_sessions") or [] if isinstance(s, dict)]
-               if isinstance(entry.get("earlier_sessions"), list) else [],
-               via=text(entry.get("via")) or via)
-    out["earlier_sessions"] = [env_record.session_summary(s) for s in out["earlier_sessions"]]
-    return out
 
 
 def merge_bundles(paths: list[Path], out_dir: Path, same_model: bool = False, *, render: Renderer,

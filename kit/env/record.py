@@ -119,19 +119,46 @@ def gpu_models(env: dict) -> list:
     return sorted({g["name"] for g in gpu_records(env) or [] if isinstance(g.get("name"), str)})
 
 
+def _text(v: Any) -> Any:
+    return v if isinstance(v, str) else None
+
+
+def _texts(v: Any) -> list:
+    return [x for x in v if isinstance(x, str)] if isinstance(v, list) else []
+
+
+#: the string fields of a ``merged_from`` entry (kit.bundle.merge writes them)
+MERGED_SOURCE_TEXT = ("bundle", "run_id", "status", "device", "host_id", "manifest_sha256", "via")
+
+
+def merged_sources(env: dict) -> list:
+    """The ``merged_from`` entries of a merged bundle's environment, each run it was merged from. A
+    stranger's record may hold anything: only the entries that are objects, and of them only strings
+    and lists of strings, come through (earlier sessions as :func:`session_summary` wrote them)."""
+    entries = env.get("merged_from")
+    out = []
+    for e in entries if isinstance(entries, list) else []:
+        if not isinstance(e, dict):
+            continue
+        src = {k: _text(e.get(k)) for k in MERGED_SOURCE_TEXT}
+        src["gpu_uuids"], src["command_line"] = _texts(e.get("gpu_uuids")), _texts(e.get("command_line"))
+        sessions = e.get("earlier_sessions")
+        src["earlier_sessions"] = [
+            {"collected_at": _text(x.get("collected_at")), "host_id": _text(x.get("host_id")),
+             "gpu_uuids": _texts(x.get("gpu_uuids")), "kit_commit": _text(x.get("kit_commit")), "cells": _texts(x.get("cells"))}
+            for x in (sessions if isinstance(sessions, list) else []) if isinstance(x, dict)]
+        out.append(src)
+    return out
+
+
 def session_summary(session: dict) -> dict:
     """Who measured what, from one entry of ``earlier_sessions`` (or any environment record): when,
     the host, the GPUs' UUIDs, the kit's commit and the cells it measured. A stranger's record may
     hold anything: only strings and lists of strings come through."""
     kit = session.get("kit") if isinstance(session.get("kit"), dict) else {}
-    cells = session.get("cells") if isinstance(session.get("cells"), list) else []
-
-    def text(v: Any) -> Any:
-        return v if isinstance(v, str) else None
-
-    return {"collected_at": text(session.get("collected_at")), "host_id": text(host_id_of(session)),
+    return {"collected_at": _text(session.get("collected_at")), "host_id": _text(host_id_of(session)),
             "gpu_uuids": [g["uuid"] for g in gpu_records(session) or [] if isinstance(g.get("uuid"), str)],
-            "kit_commit": text(kit.get("git_commit")), "cells": [c for c in cells if isinstance(c, str)]}
+            "kit_commit": _text(kit.get("git_commit")), "cells": _texts(session.get("cells"))}
 
 
 def keep_earlier_session(environment: dict, previous: dict, finished: list) -> dict | None:

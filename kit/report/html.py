@@ -126,15 +126,11 @@ def _env_rows(env: EnvSummary, results: RunResults | None = None) -> list[tuple[
         rows.append(("mode", f"{results.config.mode}, {repeats}"))
         if results.config.command_line:
             rows.append(("command", " ".join(str(a) for a in results.config.command_line)))
-        sources = results.environment.get("merged_from")
-        for i, src in enumerate([s for s in sources if isinstance(s, dict)] if isinstance(sources, list) else [], 1):
-            # a stranger's record may hold anything: only its strings are shown
-            where = ", ".join(x for x in (src.get("device"), src.get("status")) if isinstance(x, str) and x)
-            sessions = src.get("earlier_sessions")
-            resumed = f"; resumed after {len(sessions)} earlier session(s)" if isinstance(sessions, list) and sessions else ""
-            command = src.get("command_line")
-            command = " ".join(a for a in command if isinstance(a, str)) if isinstance(command, list) else ""
-            rows.append((f"merged run {i}", f"{command} ({where}){resumed}"))
+        for i, src in enumerate(env_record.merged_sources(results.environment), 1):
+            where = ", ".join(x for x in (src["device"], src["status"]) if x)
+            sessions = src["earlier_sessions"]
+            resumed = f"; resumed after {len(sessions)} earlier session(s)" if sessions else ""
+            rows.append((f"merged run {i}", f"{' '.join(src['command_line'])} ({where}){resumed}"))
         rows += earlier_session_rows(results.environment)
     return rows
 

@@ -43,6 +43,11 @@ def _subject(key: tuple[str, ...]) -> str:
     return f"{'GPT' if workload == 'gpt' else 'LSTM'} {model} · {engine}"
 
 
+def _without_precision(key: tuple[str, ...]) -> tuple[str, ...]:
+    """A cell's key with its precision left out: the cells one fp32 cell is the base of."""
+    return (key[0], key[1], key[3]) + tuple(key[4:])
+
+
 def _curve_point(key: tuple[str, ...]) -> tuple[str, int] | None:
     """(series, batch) for a batch curve's point (its key ends in ``bsN``): the precision with any image
     size, and the batch size; None for any other cell."""
@@ -116,11 +121,10 @@ def run_insights(results: RunResults, synthetic: bool) -> list[Insight]:
     no_base = _Finding("No fp32 cell to compare against")
 
     # why an fp32 cell has no result (skipped or failed, e.g. "out of memory at batch 2048"), by its group
-    fp32_reasons = {(k[0], k[1], k[3]) + tuple(k[4:]): c.reason or c.status
-                    for c in results.cells if c.status != "ok" and c.precision == measures.BASE_PRECISION
-                    for k in [key_of(c)]}
+    fp32_reasons = {_without_precision(key_of(c)): c.reason or c.status
+                    for c in results.cells if c.status != "ok" and c.precision == measures.BASE_PRECISION}
     keys = sorted(cells, key=measures.order_key)
-    groups_with_fp32 = {(k[0], k[1], k[3]) + tuple(k[4:]) for k in keys if k[2] == measures.BASE_PRECISION}
+    groups_with_fp32 = {_without_precision(k) for k in keys if k[2] == measures.BASE_PRECISION}
     for key in keys:
         cell, precision = cells[key], key[2]
         if len(key) > 4:  # at another image size, or a batch curve's point: say which
@@ -132,8 +136,8 @@ def run_insights(results: RunResults, synthetic: bool) -> list[Insight]:
             note = "" if est.significant else "1 repeat" if est.verdict == ONE_REPEAT else est.verdict
             detail = f"{precision} {fmt_speedup(est.ratio)}" + (f" ({note})" if note else "")
             (faster if not lacks_speedup else flat if est.ratio >= 1.0 else slower).add(key, detail, (est.ratio, note))
-        elif key[2] != measures.BASE_PRECISION and (key[0], key[1], key[3]) + tuple(key[4:]) not in groups_with_fp32:
-            why = fp32_reasons.get((key[0], key[1], key[3]) + tuple(key[4:]))
+        elif key[2] != measures.BASE_PRECISION and _without_precision(key) not in groups_with_fp32:
+            why = fp32_reasons.get(_without_precision(key))
             no_base.add(key, precision + (f" (fp32: {why})" if why else ""))
         if lacks_speedup or key[2] == measures.BASE_PRECISION:
             if lacks_speedup and wait is not None and wait >= DATA_BOUND_FRACTION:
