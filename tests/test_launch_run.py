@@ -408,12 +408,17 @@ def test_launch_command_line_takes_base(monkeypatch, tmp_path):
 @pytest.mark.skipif(not __import__("shutil").which("make"), reason="make is not installed")
 @pytest.mark.parametrize("target, command", [("run", "kit launch"), ("image", "kit image build")])
 def test_make_passes_base_to_the_kit(tmp_path, target, command):
+    import os
     import subprocess
 
     venv = tmp_path / "venv"
-    out = subprocess.run(["make", "-n", target, "BASE=kit-base/debian:bookworm", "STACK=cpu", f"VENV={venv}"],
-                         cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    # a `make test ARGS=...` around this test passes its variables down (MAKEFLAGS, and ARGS in the
+    # environment): the make under test must see only the ones given here
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "ARGS")}
+    out = subprocess.run(["make", "-n", target, "BASE=kit-base/debian:bookworm", "STACK=cpu", f"VENV={venv}", "ARGS="],
+                         cwd=ROOT, capture_output=True, text=True, check=True, env=env).stdout
     (line,) = [ln for ln in out.splitlines() if command in ln]
     assert line.split()[-2:] == ["--base", "kit-base/debian:bookworm"], line
-    plain = subprocess.run(["make", "-n", target, f"VENV={venv}"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    plain = subprocess.run(["make", "-n", target, f"VENV={venv}", "ARGS="], cwd=ROOT, capture_output=True, text=True,
+                           check=True, env=env).stdout
     assert "--base" not in plain
