@@ -16,6 +16,11 @@ differs between variants:
     block-autotune   as block, with mode="max-autotune-no-cudagraphs" (Inductor benchmarks GEMM
                      templates, Triton's among them, against cuBLAS per shape; on the H200 each bf16
                      GEMM shape took 25-28 s, so the variant needs a command of its own)
+    block-cdt        as block, with Inductor's ``coordinate_descent_tuning``: each Triton kernel's
+                     block sizes and warps tuned by benchmarking neighbours of its heuristic config
+                     (the casts' amax reductions and transposing writes are such kernels)
+    block-nd-cdt     both of the above: 2-D tiles, then tuned
+    block-tile-red   as block-nd-tiling, with ``triton.tile_reductions`` (2-D tiles for reductions too)
 
 Each variant's rows are written to ``--out``/probe_gpt_fp8.json as soon as they are measured, so a
 command cut short keeps what finished. Synthetic data: throughput only.
@@ -32,7 +37,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-VARIANTS = ("block", "whole", "block-nd-tiling", "block-autotune")
+#: Inductor options of the per-block variants (torch.compile(options=...)); block-autotune sets a mode instead.
+BLOCK_OPTIONS = {
+    "block-nd-tiling": {"triton.prefer_nd_tiling": True},
+    "block-cdt": {"coordinate_descent_tuning": True},
+    "block-nd-cdt": {"triton.prefer_nd_tiling": True, "coordinate_descent_tuning": True},
+    "block-tile-red": {"triton.prefer_nd_tiling": True, "triton.tile_reductions": True},
+}
+VARIANTS = ("block", "whole", "block-autotune", *BLOCK_OPTIONS)
 
 
 def compile_variant(name: str):
@@ -53,8 +65,9 @@ def compile_variant(name: str):
     def per_block(**compile_kwargs):  # the suite's own per-block compile, with torch.compile's mode or options
         return functools.partial(train.apply_compile, **compile_kwargs)
 
-    return {"whole": whole, "block-nd-tiling": per_block(options={"triton.prefer_nd_tiling": True}),
-            "block-autotune": per_block(mode="max-autotune-no-cudagraphs")}[name]
+    if name in BLOCK_OPTIONS:
+        return per_block(options=dict(BLOCK_OPTIONS[name]))
+    return {"whole": whole, "block-autotune": per_block(mode="max-autotune-no-cudagraphs")}[name]
 
 
 def measure(preset: str, variant: str, precision: str, device: str, steps: int) -> dict:
