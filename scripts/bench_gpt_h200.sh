@@ -11,11 +11,15 @@
 # ) and is installed with `pip install --no-index --no-deps --target` into OUT_DIR/site,
 # which goes on PYTHONPATH; nothing is installed into the machine's Python.
 #
-# Throughput: synthetic WikiText-2-shaped data (labelled synthetic in every cell), batch
-# 16 x 1024, each preset's own warm-up and timed steps (kit.facts.models.GPT_PRESETS; STEPS=
-# overrides). Convergence (CONVERGENCE=1, the default): gpt2-small, amp-bf16 vs amp-fp16 and
-# both fp8 recipes, 400 steps, 1 repeat, on real WikiText-2 only (data/ or $KIT_DATA_DIR; the
-# kit refuses convergence on synthetic data); skipped with the reason when it is absent.
+# Throughput (THROUGHPUT=1, the default): synthetic WikiText-2-shaped data (labelled synthetic
+# in every cell), batch 16 x 1024, each preset's own warm-up and timed steps
+# (kit.facts.models.GPT_PRESETS; STEPS= overrides). Convergence (CONVERGENCE=1, the default):
+# gpt2-small, amp-bf16 vs amp-fp16 and both fp8 recipes, 400 steps, 1 repeat, on real WikiText-2
+# only (data/ or $KIT_DATA_DIR; the kit refuses convergence on synthetic data); skipped with the
+# reason when it is absent. A machine with only the real valid and test splits (the project's
+# GPU machine: ../shared/data/wikitext-2-valid-test/ copied to $KIT_DATA_DIR/wikitext-2/) runs
+# it with TRAIN_SPLIT=valid (train on valid, held-out loss on test); CONV_ARGS adds options
+# (e.g. "--batch-size 4 --steps 160": three passes over the valid split), CONV_REPEATS repeats.
 #
 # Writes, for references/h200/gpt/: throughput/<bundle>.tar.gz and its run folder,
 # convergence/ likewise, throughput.log / convergence.log (the console, progress bars
@@ -32,6 +36,12 @@ PRECISIONS=${PRECISIONS:-fp32,tf32,amp-fp16,amp-bf16,fp8-tensorwise,fp8-rowwise}
 STEPS=${STEPS:-}
 CONVERGENCE=${CONVERGENCE:-1}
 CONV_PRECISIONS=${CONV_PRECISIONS:-amp-bf16,amp-fp16,fp8-tensorwise,fp8-rowwise}
+THROUGHPUT=${THROUGHPUT:-1}
+TRAIN_SPLIT=${TRAIN_SPLIT:-train}
+CONV_ARGS=${CONV_ARGS:-}
+CONV_REPEATS=${CONV_REPEATS:-1}
+CONV_DIR=${CONV_DIR:-convergence}
+export CONV_DIR
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 
@@ -55,19 +65,23 @@ strip_progress() { tr '\r' '\n' | grep -v -E '━|^\s*$' ; }
 
 steps_opt=()
 [ -n "$STEPS" ] && steps_opt=(--steps "$STEPS")
-$PY -m kit run --suite gpt --gpt-presets "$PRESETS" --precisions "$PRECISIONS" --data synthetic \
-    --device "$DEVICE" --repeats "$REPEATS" "${steps_opt[@]}" --skip-checks \
-    --results-dir "$OUT/throughput" 2>&1 | strip_progress | tee "$OUT/throughput.log"
-echo "throughput run: exit ${PIPESTATUS[0]}"
+if [ "$THROUGHPUT" = 1 ]; then
+    $PY -m kit run --suite gpt --gpt-presets "$PRESETS" --precisions "$PRECISIONS" --data synthetic \
+        --device "$DEVICE" --repeats "$REPEATS" "${steps_opt[@]}" --skip-checks \
+        --results-dir "$OUT/throughput" 2>&1 | strip_progress | tee "$OUT/throughput.log"
+    echo "throughput run: exit ${PIPESTATUS[0]}"
+fi
 
 if [ "$CONVERGENCE" = 1 ]; then
-    if $PY -m kit data verify wikitext2 >/dev/null 2>&1; then
+    # the whole zip (or the three files) for the benchmark's train split; valid and test alone otherwise
+    if [ "$TRAIN_SPLIT" != train ] || $PY -m kit data verify wikitext2 >/dev/null 2>&1; then
+        # shellcheck disable=SC2086  # CONV_ARGS is a list of options
         $PY -m kit run --suite gpt --mode convergence --gpt-presets gpt2-small --precisions "$CONV_PRECISIONS" \
-            --data real --device "$DEVICE" --repeats 1 --skip-checks \
-            --results-dir "$OUT/convergence" 2>&1 | strip_progress | tee "$OUT/convergence.log"
+            --data real --train-split "$TRAIN_SPLIT" $CONV_ARGS --device "$DEVICE" --repeats "$CONV_REPEATS" --skip-checks \
+            --results-dir "$OUT/$CONV_DIR" 2>&1 | strip_progress | tee "$OUT/$CONV_DIR.log"
         echo "convergence run: exit ${PIPESTATUS[0]}"
     else
-        echo "convergence run skipped: WikiText-2 is not in the data folder (kit data verify wikitext2 failed); carry data/wikitext-2-v1.zip to this machine" | tee "$OUT/convergence.log"
+        echo "convergence run skipped: WikiText-2 is not in the data folder (kit data verify wikitext2 failed); carry data/wikitext-2-v1.zip to this machine, or its valid and test splits with TRAIN_SPLIT=valid" | tee "$OUT/$CONV_DIR.log"
     fi
 fi
 
@@ -75,7 +89,7 @@ $PY - "$OUT" <<'PY' | tee "$OUT/table.md"
 import glob, json, os, sys
 from kit.results import ratios
 out = sys.argv[1]
-for part in ("throughput", "convergence"):
+for part in sorted({"throughput", "convergence", os.environ.get("CONV_DIR", "convergence")}):
     for path in sorted(glob.glob(os.path.join(out, part, "*", "results.json"))):
         r = json.load(open(path))
         peaks = r["environment"].get("peak_tflops_measured") or {}

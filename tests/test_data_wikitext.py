@@ -139,3 +139,29 @@ def test_vocabulary_padding_adds_unused_dummy_words(tmp_path):
     assert corpus.vocab_size == 24 == len(corpus.dictionary)
     assert corpus.dictionary.idx2word[19:] == [f"<pad{i}>" for i in range(5)]
     assert corpus.train.max() < 19 and corpus.info["vocab"] == 19
+
+
+def test_a_folder_with_only_the_valid_and_test_splits_serves_a_reader_of_those_two(tmp_path):
+    """The project's GPU machine has the real valid and test splits only: a caller that reads just
+    those (the GPT suite's --train-split valid) gets them, with their published counts checked and
+    the train split empty; a caller of all three still gets the missing file named."""
+    write_wikitext_folder(tmp_path / "wikitext-2", {k: WIKI_TEXTS[k] for k in ("valid", "test")})
+    facts = dataclasses.replace(WIKITEXT2, sizes=dict(WIKI_SIZES))
+    corpus = load_wikitext2(tmp_path, facts=facts, splits=("test", "valid"))
+    assert (len(corpus.train), len(corpus.valid), len(corpus.test)) == (0, 9, 11)
+    words = corpus.dictionary.idx2word
+    assert words[:3] == ["<eos>", "=", "Homarus"]  # ids over the splits read, in order: valid, then test
+    assert len(words) == 11 and corpus.info["splits_read"] == ["valid", "test"]
+    assert "valid and test split(s) only" in corpus.info["verified"] and corpus.info["checksum_verified"] is False
+    d = describe(tmp_path, "wikitext2", "real", ("valid", "test"))
+    assert d["present"] is True and d["placed_by_hand"] is True and d["splits"] == ["valid", "test"]
+    assert describe(tmp_path, "wikitext2", "real")["present"] is False  # a reader of all three has no data here
+    with pytest.raises(DataError, match="lacks wiki.train.tokens"):
+        load_wikitext2(tmp_path, facts=facts)
+    wrong = dataclasses.replace(facts, sizes={**WIKI_SIZES, "test": 12})
+    with pytest.raises(DataError, match="has 11 tokens"):
+        load_wikitext2(tmp_path, facts=wrong, splits=("valid", "test"))
+    only_test = tmp_path / "only-test"
+    write_wikitext_folder(only_test / "wikitext-2", {"test": WIKI_TEXTS["test"]})
+    with pytest.raises(DataError, match="lacks wiki.valid.tokens \\(all of wiki.valid.tokens, wiki.test.tokens are needed\\)"):
+        load_wikitext2(only_test, facts=facts, splits=("valid", "test"))

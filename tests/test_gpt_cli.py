@@ -75,7 +75,37 @@ def test_the_cpu_smoke_run_measures_fp32_and_bf16_tiny_cells(workdir):
     assert r["derived"]["bf16_ratios"][0]["precision"] == "fp32"
 
 
-@pytest.mark.parametrize("flag", ["--seq-len", "--d-model", "--n-layers", "--n-heads", "--gpt-presets"])
+SHARED_TEXT = ROOT.parent / "shared" / "data" / "wikitext-2-valid-test"
+
+
+@pytest.mark.skipif(not SHARED_TEXT.is_dir(), reason="needs the project's shared/ folder beside the checkout "
+                                                     "(shared/data/wikitext-2-valid-test/), as on its machines and in CI")
+def test_a_convergence_run_on_the_real_valid_and_test_splits_alone_trains_on_valid_without_fetching(workdir):
+    """The GPU machine's case: the real valid and test splits placed by hand, no train split, no
+    network. `--train-split valid` runs on them (a fetch would fail: the mirror is a closed port);
+    without it the run says which file is missing."""
+    import shutil
+
+    shutil.copytree(SHARED_TEXT, workdir / "data" / "wikitext-2", ignore=shutil.ignore_patterns("README*"))
+    env = dict(os.environ, PYTHONPATH=str(ROOT), KIT_DATA_MIRRORS="http://127.0.0.1:9/")
+    args = ["-m", "kit", "run", "--suite", "gpt", "--gpt-presets", "tiny", "-p", "fp32", "--device", "cpu",
+            "--mode", "convergence", "--steps", "3", "--repeats", "1", "--skip-checks"]
+    out = subprocess.run([sys.executable, *args, "--train-split", "valid"], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    (results,) = (workdir / "results").glob("*/results.json")
+    r = json.loads(results.read_text())
+    (cell,) = r["cells"]
+    assert cell["status"] == "ok" and cell["data"]["source"] == "real"
+    assert cell["data"]["tokens"] == {"train": 0, "valid": 217_646, "test": 245_569}  # the published counts, checked
+    assert (cell["data"]["train_split"], cell["data"]["heldout_split"]) == ("valid", "test")
+    assert r["environment"]["data_provenance"]["wikitext2"]["placed_by_hand"] is True
+    assert cell["repeats"][0]["final_metric"] > 0
+    shutil.rmtree(workdir / "results")
+    refused = subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env)
+    assert refused.returncode == 3 and "Traceback" not in refused.stderr, refused.stderr
+
+
+@pytest.mark.parametrize("flag", ["--seq-len", "--d-model", "--n-layers", "--n-heads", "--gpt-presets", "--train-split"])
 def test_the_gpt_options_have_help(flag):
     out = kit("run", "--help")
     assert flag in out.stdout

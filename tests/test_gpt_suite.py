@@ -44,7 +44,7 @@ def make_ctx(**kw) -> CellContext:
 @pytest.fixture
 def corpus(monkeypatch):
     c = fixture_corpus()
-    monkeypatch.setattr(suite, "load_corpus", lambda ctx, pad: c)
+    monkeypatch.setattr(suite, "load_corpus", lambda ctx, pad, splits=None: c)
     return c
 
 
@@ -75,6 +75,37 @@ def test_a_corpus_shorter_than_the_published_one_is_checked_when_the_cell_reads_
     spec = CellSpec("gpt", "tiny", "fp32", "kit", {**TINY, "seq_len": 5000})
     with pytest.raises(UsageError, match="train split allows \\(3,000 tokens"):
         suite.run_cell(spec, make_ctx())
+
+
+def test_a_train_split_other_than_train_or_valid_is_refused_and_each_split_is_checked():
+    from kit.bench.gpt.config import check_seq_len, splits_read
+
+    with pytest.raises(UsageError, match="--train-split test: choose train or valid"):
+        resolve({"preset": "tiny", "train_split": "test"})
+    assert resolve({"preset": "tiny", "train_split": "valid"}, "convergence").heldout_split == "test"
+    with pytest.raises(UsageError, match="longer than WikiText-2's valid split allows \\(217,646"):
+        resolve({"preset": "tiny", "train_split": "valid", "seq_len": 250_000})
+    with pytest.raises(UsageError, match="test split allows \\(50 tokens"):
+        check_seq_len(100, {"train": 0, "valid": 1000, "test": 50}, "convergence", "valid")
+    check_seq_len(100, {"train": 0, "valid": 1000, "test": 50}, "throughput", "valid")  # test is not read
+    assert splits_read("train") is None and splits_read("valid") == ("valid", "test")
+
+
+def test_train_split_valid_trains_on_valid_and_measures_the_heldout_loss_on_test(monkeypatch):
+    c = fixture_corpus()
+    c.train = c.train[:10]  # shorter than one window of the tiny preset: a cell that read it would be refused
+    asked, held_from = [], []
+    monkeypatch.setattr(suite, "load_corpus", lambda ctx, pad, splits=None: asked.append(splits) or c)
+    real = suite.heldout_batches
+    monkeypatch.setattr(suite, "heldout_batches", lambda ids, *a: held_from.append(ids) or real(ids, *a))
+    spec = CellSpec("gpt", "tiny", "fp32", "kit", {**TINY, "steps": 4, "train_split": "valid"})
+    result = suite.run_cell(spec, make_ctx(repeats=1, mode="convergence"))
+    assert result.status == "ok" and asked == [("valid", "test")] and held_from[0] is c.test
+    assert result.data["train_split"] == "valid" and result.data["heldout_split"] == "test"
+    assert "from the valid split" in result.data["sampling"]
+    assert any("trained on WikiText-2's valid split" in n and "held-out loss on its test split" in n for n in result.notes)
+    with pytest.raises(UsageError, match="train split allows \\(10 tokens"):  # the same cell on the train split
+        suite.run_cell(CellSpec("gpt", "tiny", "fp32", "kit", {**TINY, "steps": 4}), make_ctx(repeats=1))
 
 
 # ---------------------------------------------------------------- fp8 availability

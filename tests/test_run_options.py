@@ -22,7 +22,7 @@ from kit.runner.options import (RunOptions, config_from_options, option_specs, p
 EVERY_OPTION = [
     "--suite", "all", "--data", "synthetic", "--device", "cuda:1", "-m", "resnet18,resnet34", "-m", "resnet50",
     "-p", "fp32", "-e", "torch", "--preset", "tensor-core", "--gpt-presets", "tiny", "--seq-len", "64", "--d-model", "32",
-    "--n-layers", "2", "--n-heads", "4", "--epochs", "2", "--steps", "5", "--max-batches", "6",
+    "--n-layers", "2", "--n-heads", "4", "--train-split", "valid", "--epochs", "2", "--steps", "5", "--max-batches", "6",
     "--batch-size", "7", "--batch-sizes", "8,16", "--image-size", "64", "--repeats", "2", "--seed", "9", "--mode", "convergence",
     "--find-max-batch", "--compile", "off", "--gpus", "2", "--global-batch-size", "64", "--scaling", "--isolate", "all", "--tolerance", "0.5", "--emsize", "10",
     "--nhid", "11", "--nlayers", "1", "--lr", "2.5", "--clip", "0.1", "--bptt", "8", "--dropout", "0.2",

@@ -36,11 +36,15 @@ def dataset_facts(name: str) -> DatasetFacts:
     return DATASETS[key]
 
 
-def describe(data_dir: str | os.PathLike | None, dataset: str, source: str) -> dict[str, Any]:
+def describe(data_dir: str | os.PathLike | None, dataset: str, source: str,
+             splits: Sequence[str] | None = None) -> dict[str, Any]:
     """Data provenance for results: which data, from which file, checksum verified or not.
 
     Cheap: uses the verification stamp when the file is unchanged since it was hashed
-    (hashing happens once, at fetch or first load). Never raises for missing data."""
+    (hashing happens once, at fetch or first load). Never raises for missing data.
+    ``splits`` (WikiText-2): the splits a run reads, where fewer than all three; a folder
+    placed by hand with only those is present (``placed_by_hand``: the loader checks their
+    published token counts instead of a checksum)."""
     facts = dataset_facts(dataset)
     if source == "synthetic":
         from kit.data.synthetic import GENERATOR_VERSION, SYNTHETIC_NOTE
@@ -72,8 +76,9 @@ def describe(data_dir: str | os.PathLike | None, dataset: str, source: str) -> d
     out.update(present=ver.present, checksum_verified=ver.ok, verified=ver.how if ver.ok else None, problem=ver.problem)
     if facts.name == "wikitext2" and not ver.ok:
         token_dir = folder / facts.member_dir
-        from kit.data.wikitext import _marker_matches
+        from kit.data.wikitext import SPLITS, _marker_matches
 
+        wanted = [m for split, m in zip(SPLITS, facts.members) if splits is None or split in splits]
         if all((token_dir / m).is_file() for m in facts.members):
             extracted_ok = _marker_matches(token_dir, facts)
             out.update(
@@ -82,6 +87,17 @@ def describe(data_dir: str | os.PathLike | None, dataset: str, source: str) -> d
                 checksum_verified=extracted_ok,
                 verified="files match the extraction record of the verified zip" if extracted_ok else None,
                 problem=None if extracted_ok else "placed by hand: no archive checksum (token counts are checked when loaded)",
+                placed_by_hand=not extracted_ok,
+            )
+        elif len(wanted) < len(facts.members) and all((token_dir / m).is_file() for m in wanted):
+            out.update(
+                path=str(token_dir),
+                present=True,
+                checksum_verified=False,
+                verified=None,
+                splits=[split for split in SPLITS if split in splits],
+                problem=f"placed by hand, {', '.join(wanted)} only: no archive checksum (token counts are checked when loaded)",
+                placed_by_hand=True,
             )
     if facts.name == "cifar100" and not ver.present:
         from kit.data.cifar import cache_path

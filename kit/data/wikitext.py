@@ -47,11 +47,15 @@ def load_wikitext2(
     pad_vocab_to: int = 1,
     *,
     facts: DatasetFacts = WIKITEXT2,
+    splits: tuple[str, ...] = SPLITS,
 ) -> Corpus:
     """Load WikiText-2 (``source="real"``) or generate its synthetic stand-in.
 
     ``facts`` carries the zip's checksum and the published counts; tests pass a
-    small fixture's (``sizes=None`` skips the count check)."""
+    small fixture's (``sizes=None`` skips the count check). ``splits``: the splits the
+    caller reads (all three by default). With fewer, a folder placed by hand that holds
+    only those will do (the real valid and test splits without the train split, say);
+    the splits not read are empty, and ids are given over the splits read, in order."""
     if pad_vocab_to < 1:
         raise UsageError("pad_vocab_to must be at least 1")
     if source == "synthetic":
@@ -64,8 +68,9 @@ def load_wikitext2(
     import numpy as np
 
     folder = resolve_data_dir(data_dir)
-    token_dir, provenance = prepare_wikitext2(folder, facts)
-    dictionary, ids = read_corpus(token_dir, facts)
+    splits = _check_splits(splits)
+    token_dir, provenance = prepare_wikitext2(folder, facts, splits)
+    dictionary, ids = read_corpus(token_dir, facts, splits)
     arrays = {s: np.frombuffer(ids[s], dtype=np.int64).copy() for s in SPLITS}
     n_words = len(dictionary)
     vocab_size = pad_vocabulary(dictionary, pad_vocab_to)
@@ -78,11 +83,22 @@ def load_wikitext2(
         "vocab_size": vocab_size,
         "pad_vocab_to": pad_vocab_to,
     }
+    if splits != SPLITS:
+        info["splits_read"] = list(splits)
     return Corpus(dictionary, arrays["train"], arrays["valid"], arrays["test"], vocab_size, info)
 
 
-def prepare_wikitext2(folder: Path, facts: DatasetFacts = WIKITEXT2) -> tuple[Path, dict[str, Any]]:
-    """Find (or extract) the three ``.tokens`` files; return their folder and provenance."""
+def _check_splits(splits) -> tuple[str, ...]:
+    wanted = tuple(s for s in SPLITS if s in tuple(splits))  # the published order, whatever the caller's
+    if not wanted or len(wanted) != len(tuple(splits)):
+        raise UsageError(f"WikiText-2 splits {', '.join(map(str, splits)) or 'none'}: choose from {', '.join(SPLITS)}")
+    return wanted
+
+
+def prepare_wikitext2(folder: Path, facts: DatasetFacts = WIKITEXT2,
+                      splits: tuple[str, ...] = SPLITS) -> tuple[Path, dict[str, Any]]:
+    """Find (or extract) the three ``.tokens`` files; return their folder and provenance.
+    With ``splits`` fewer than three, a folder placed by hand needs only those splits' files."""
     token_dir = folder / facts.member_dir
     zip_path = folder / facts.filename
     paths = [token_dir / m for m in facts.members]
@@ -101,34 +117,39 @@ def prepare_wikitext2(folder: Path, facts: DatasetFacts = WIKITEXT2) -> tuple[Pa
         return token_dir, _provenance_zip(facts, zip_path, token_dir, f"zip checksum ({ver.how}), then extracted")
 
     present = [p for p in paths if p.is_file()]
-    if len(present) == len(paths):
+    needed = [token_dir / m for split, m in zip(SPLITS, facts.members) if split in splits]
+    if all(p.is_file() for p in needed):
         return token_dir, {
             "file": None,
             "path": str(token_dir),
             "md5": None,
             "checksum_verified": False,
-            "verified": "placed by hand: no archive checksum; published token counts and vocabulary checked instead",
+            "verified": ("placed by hand: no archive checksum; published token counts and vocabulary checked instead"
+                         if len(needed) == len(paths) else
+                         f"placed by hand, {' and '.join(splits)} split(s) only: no archive checksum; their published token counts checked instead"),
         }
-    raise _missing_error(folder, facts, present)
+    raise _missing_error(folder, facts, present, splits)
 
 
-def read_corpus(token_dir: Path, facts: DatasetFacts = WIKITEXT2) -> tuple[Dictionary, dict[str, array]]:
-    """Tokenise the three files (no numpy needed); check the published counts when ``facts.sizes``."""
+def read_corpus(token_dir: Path, facts: DatasetFacts = WIKITEXT2,
+                splits: tuple[str, ...] = SPLITS) -> tuple[Dictionary, dict[str, array]]:
+    """Tokenise the files of ``splits`` (all three by default; no numpy needed); the others are
+    empty. Check the published counts when ``facts.sizes`` (the vocabulary only when all three are read)."""
     idx2word: list[str] = []
     word2idx: dict[str, int] = {}
     ids: dict[str, array] = {}
     for split, member in zip(SPLITS, facts.members):
-        ids[split] = _tokenize(token_dir / member, idx2word, word2idx)
+        ids[split] = _tokenize(token_dir / member, idx2word, word2idx) if split in splits else array("q")
     sizes = facts.sizes
     if sizes is not None:
         for split, member in zip(SPLITS, facts.members):
-            if len(ids[split]) != sizes[split]:
+            if split in splits and len(ids[split]) != sizes[split]:
                 raise DataError(
                     f"{token_dir / member} has {len(ids[split]):,} tokens (counting one <eos> per line); "
                     f"{facts.title} has {sizes[split]:,}. Is it the raw (wikitext-2-raw-v1) version, or an edited file?",
                     remedy=f"Delete {token_dir} and run `kit data fetch {facts.name}`.",
                 )
-        if len(idx2word) != sizes["vocab"]:
+        if len(splits) == len(SPLITS) and len(idx2word) != sizes["vocab"]:
             raise DataError(f"The three files in {token_dir} have {len(idx2word):,} distinct words; {facts.title} has {sizes['vocab']:,}.")
     return Dictionary(idx2word, word2idx), ids
 
@@ -251,11 +272,12 @@ def _read_utf8(path: Path) -> str:
         ) from None
 
 
-def _missing_error(folder: Path, facts: DatasetFacts, present: list[Path]) -> DataError:
+def _missing_error(folder: Path, facts: DatasetFacts, present: list[Path], splits: tuple[str, ...] = SPLITS) -> DataError:
     token_dir = folder / facts.member_dir
-    expected = ", ".join(facts.members)
+    members = [m for split, m in zip(SPLITS, facts.members) if split in splits]
+    expected = ", ".join(members)
     if present:
-        lacking = [m for m in facts.members if not (token_dir / m).is_file()]
+        lacking = [m for m in members if not (token_dir / m).is_file()]
         return DataError(
             f"{token_dir} is incomplete: it lacks {', '.join(lacking)} (all of {expected} are needed).",
             remedy=f"Run `kit data fetch {facts.name}`, or put the missing files there by hand.",

@@ -498,10 +498,10 @@ def _data_provenance(config: RunConfig) -> dict:
     """Which data each suite used: real (with checksums) or synthetic."""
     from kit.data import describe
 
-    from kit.runner.plan import SUITE_DATASETS
+    from kit.runner.plan import SUITE_DATASETS, dataset_splits
 
     names = SUITE_DATASETS[config.suite]
-    return {name: describe(config.data_dir, name, config.data) for name in names}
+    return {name: describe(config.data_dir, name, config.data, dataset_splits(config, name)) for name in names}
 
 
 def _bundle(run_dir: Path, results_root: Path) -> tuple[Path | None, str | None]:

@@ -32,7 +32,7 @@ from kit.results.schema import COMPILE_CHOICES, DEFAULT_FASTAI_LEARNER, RunConfi
 
 SUITES = ("cifar", "lstm", "gpt", "all")
 #: GPT preset overrides, by their option names (kit.bench.gpt.config.OVERRIDABLE)
-GPT_OVERRIDES = ("seq_len", "d_model", "n_layers", "n_heads")
+GPT_OVERRIDES = ("seq_len", "d_model", "n_layers", "n_heads", "train_split")
 
 
 def option(default=MISSING, help="", names=(), off="", choices=(), lstm=False, host_only=False,
@@ -73,6 +73,7 @@ class RunOptions:
     d_model: Optional[int] = option(None, "GPT: model width (overrides the preset).")
     n_layers: Optional[int] = option(None, "GPT: transformer blocks.")
     n_heads: Optional[int] = option(None, "GPT: attention heads (must divide --d-model).")
+    train_split: Optional[str] = option(None, "GPT: the WikiText-2 split to train on: train (default; convergence's held-out loss on valid) or valid (held-out loss on test), for a machine with only the real valid and test splits.")
     epochs: Optional[int] = option(None, "Epochs per repeat (default: 1 in throughput mode; the preset's in convergence mode).")
     steps: Optional[int] = option(None, "CIFAR: steps per epoch in throughput mode (default 100). GPT: timed steps per repeat (the preset's), or all steps in convergence mode.")
     max_batches: Optional[int] = option(None, "LSTM: stop each epoch after this many batches.")

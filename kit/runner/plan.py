@@ -32,6 +32,16 @@ SUITE_DATASETS = {"cifar": ["cifar100"], "lstm": ["wikitext2"], "gpt": ["wikitex
 DEFAULT_CIFAR_BATCH_CPU = 32
 
 
+def dataset_splits(config: RunConfig, dataset: str) -> tuple | None:
+    """The splits of ``dataset`` the run reads, where fewer than all (None: all): a GPT run that
+    trains on WikiText-2's valid split (``--train-split valid``) reads valid and test only."""
+    if dataset != "wikitext2" or config.suite != "gpt":
+        return None
+    from kit.bench.gpt.config import splits_read  # torch-free
+
+    return splits_read((config.gpt or {}).get("train_split"))
+
+
 @dataclass
 class Plan:
     config: RunConfig

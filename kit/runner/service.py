@@ -203,12 +203,13 @@ def ensure_real_data(config: RunConfig, console, progress: bool = True) -> None:
     from kit.data import describe, fetch_dataset
     from kit.data.service import fetch_reason
 
-    from kit.runner.plan import SUITE_DATASETS
+    from kit.runner.plan import SUITE_DATASETS, dataset_splits
 
     names = SUITE_DATASETS[config.suite]
     for name in names:
-        d = describe(config.data_dir, name, "real")
-        if d.get("present") and not d.get("problem"):
+        d = describe(config.data_dir, name, "real", dataset_splits(config, name))
+        # a folder placed by hand is used as it is: the loader checks its published token counts
+        if d.get("present") and (not d.get("problem") or d.get("placed_by_hand")):
             continue
         console.print(fetch_reason(d))
         fetch_dataset(name, config.data_dir, progress=progress)

@@ -13,7 +13,13 @@ from kit.facts.models import GPT_PAD_VOCAB_TO, GPT_PRESETS
 from kit.results.schema import COMPILE_CHOICES
 
 #: Keys a user may override from the command line (kit.runner.service.GPT_OVERRIDES).
-OVERRIDABLE = ("d_model", "n_layers", "n_heads", "seq_len", "lr")
+OVERRIDABLE = ("d_model", "n_layers", "n_heads", "seq_len", "lr", "train_split")
+
+#: The WikiText-2 split a cell trains on -> the split its held-out loss (convergence mode) is
+#: measured on. "train" is the benchmark's; "valid" is for a machine that has only the real
+#: valid and test splits (the project's GPU machine: ../shared/data/wikitext-2-valid-test/),
+#: so that a convergence run there still reads real text, and says which splits it read.
+HELDOUT_SPLIT = {"train": "valid", "valid": "test"}
 
 #: Why convergence mode trains the presets' ``convergence_steps`` (400) steps by default.
 CONVERGENCE_STEPS_REASON = (
@@ -58,6 +64,8 @@ class GPTConfig:
     compile: str = "auto"
     """auto (on for CUDA), on, off"""
     mode: str = "throughput"
+    train_split: str = "train"
+    """the WikiText-2 split the windows are drawn from (HELDOUT_SPLIT: the held-out loss's split)"""
 
     def __post_init__(self) -> None:
         for name in ("d_model", "n_layers", "n_heads", "seq_len", "batch_size", "steps", "pad_vocab_to"):
@@ -74,10 +82,17 @@ class GPTConfig:
             raise UsageError(f"--lr {self.lr}: the learning rate must be positive")
         if self.compile not in COMPILE_CHOICES:
             raise UsageError(f"--compile must be {', '.join(COMPILE_CHOICES[:-1])} or {COMPILE_CHOICES[-1]}")
+        if self.train_split not in HELDOUT_SPLIT:
+            raise UsageError(f"--train-split {self.train_split}: choose {' or '.join(HELDOUT_SPLIT)} "
+                             "(train: the held-out loss on valid; valid: the held-out loss on test)")
 
     @property
     def head_dim(self) -> int:
         return self.d_model // self.n_heads
+
+    @property
+    def heldout_split(self) -> str:
+        return HELDOUT_SPLIT[self.train_split]
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -88,12 +103,22 @@ def _divisor_near(n: int, k: int) -> int:
     return min(divisors, key=lambda d: (abs(d - k), d))
 
 
-def check_seq_len(seq_len: int, split_tokens: dict, mode: str) -> None:
+def splits_read(train_split: str | None) -> tuple | None:
+    """The WikiText-2 splits a cell that trains on ``train_split`` reads, where fewer than all three
+    (None: all of them, the reader's default)."""
+    if train_split in (None, "train"):
+        return None
+    return tuple(s for s in ("train", "valid", "test") if s in (train_split, HELDOUT_SPLIT.get(train_split)))
+
+
+def check_seq_len(seq_len: int, split_tokens: dict, mode: str, train_split: str = "train") -> None:
     """UsageError (exit 2) when a window of ``seq_len`` + 1 tokens does not fit the splits the
-    run reads: training windows come from train; convergence mode's held-out loss from valid."""
-    needed = {"train": split_tokens.get("train")}
+    run reads: training windows come from ``train_split``; convergence mode's held-out loss
+    from the split after it (HELDOUT_SPLIT)."""
+    needed = {train_split: split_tokens.get(train_split)}
     if mode == "convergence":
-        needed["valid"] = split_tokens.get("valid")
+        heldout = HELDOUT_SPLIT.get(train_split, "valid")
+        needed[heldout] = split_tokens.get(heldout)
     for split, n in needed.items():
         if n is not None and seq_len + 1 > n:
             raise UsageError(
@@ -129,7 +154,8 @@ def resolve(params: dict, mode: str = "throughput") -> GPTConfig:
         lr=float(values.get("lr") or DEFAULT_LR),
         compile=str(params.get("compile") or "auto"),
         mode=mode,
+        train_split=str(values.get("train_split") or "train"),
     )
     # WikiText-2's published split sizes; its synthetic stand-in has the same (kit.data.synthetic)
-    check_seq_len(cfg.seq_len, dict(WIKITEXT2.sizes or {}), mode)
+    check_seq_len(cfg.seq_len, dict(WIKITEXT2.sizes or {}), mode, cfg.train_split)
     return cfg

@@ -11,7 +11,7 @@
       -> CellResult(status="ok", throughput_unit="tokens", ...)
 
 In convergence mode ``final_metric`` is the held-out loss (mean cross-entropy on the valid
-split's first windows) after the preset's ``convergence_steps``; kit.results.derive compares
+split's first windows; on test with ``--train-split valid``) after the preset's ``convergence_steps``; kit.results.derive compares
 every precision's with amp-bf16's (fp8 and fp16 within 1%).
 """
 
@@ -40,14 +40,15 @@ PARITY_BASE = "amp-bf16"
 _corpus_cache: dict[tuple, Any] = {}
 
 
-def load_corpus(ctx: CellContext, pad_vocab_to: int):
-    """The corpus for this run, loaded once per (folder, source, seed, padding)."""
-    from kit.data.wikitext import load_wikitext2
+def load_corpus(ctx: CellContext, pad_vocab_to: int, splits: tuple | None = None):
+    """The corpus for this run, loaded once per (folder, source, seed, padding, splits read)."""
+    from kit.data.wikitext import SPLITS, load_wikitext2
 
-    key = (str(ctx.data_dir), ctx.data_source, ctx.seed, pad_vocab_to)
+    key = (str(ctx.data_dir), ctx.data_source, ctx.seed, pad_vocab_to, splits)
     if key not in _corpus_cache:
         _corpus_cache.clear()
-        _corpus_cache[key] = load_wikitext2(ctx.data_dir, source=ctx.data_source, seed=ctx.seed, pad_vocab_to=pad_vocab_to)
+        _corpus_cache[key] = load_wikitext2(ctx.data_dir, source=ctx.data_source, seed=ctx.seed, pad_vocab_to=pad_vocab_to,
+                                            splits=splits or SPLITS)
     return _corpus_cache[key]
 
 
@@ -71,11 +72,12 @@ def run_cell(spec: CellSpec, ctx: CellContext) -> CellResult:
     if reason:
         return CellResult.skipped(spec, reason, throughput_unit="tokens")
 
-    corpus = load_corpus(ctx, cfg.pad_vocab_to)
+    corpus = load_corpus(ctx, cfg.pad_vocab_to, gpt_config.splits_read(cfg.train_split))
     vocab = int(corpus.vocab_size)
-    split_tokens = {"train": int(len(corpus.train)), "valid": int(len(corpus.valid))}
-    gpt_config.check_seq_len(cfg.seq_len, split_tokens, ctx.mode)  # the corpus actually read
-    heldout = (heldout_batches(corpus.valid, cfg.seq_len, cfg.batch_size, gpt_config.EVAL_BATCHES, ctx.device)
+    train_ids = getattr(corpus, cfg.train_split)
+    split_tokens = {s: int(len(getattr(corpus, s))) for s in ("train", "valid", "test")}
+    gpt_config.check_seq_len(cfg.seq_len, split_tokens, ctx.mode, cfg.train_split)  # the corpus actually read
+    heldout = (heldout_batches(getattr(corpus, cfg.heldout_split), cfg.seq_len, cfg.batch_size, gpt_config.EVAL_BATCHES, ctx.device)
                if ctx.mode == "convergence" else None)
     flops_per_token = gpt_train_flops_per_token(cfg.d_model, cfg.n_layers, cfg.seq_len, vocab)
 
@@ -99,7 +101,7 @@ def run_cell(spec: CellSpec, ctx: CellContext) -> CellResult:
 
         warm = cfg.warmup_steps if r == 0 else 1
         try:
-            record = run_repeat(cfg, corpus.train, heldout, vocab, spec.precision, ctx.device, seed,
+            record = run_repeat(cfg, train_ids, heldout, vocab, spec.precision, ctx.device, seed,
                                 flops_per_token, comp, warm, Hooks(on_steps=on_steps, should_stop=ctx.should_stop))
         except (KeyboardInterrupt, KitError):
             raise
@@ -171,8 +173,13 @@ def _high_precision_layers(mode: str, record: dict) -> dict:
 def _provenance(corpus, vocab: int, cfg) -> dict:
     info = corpus_provenance(corpus, vocab, cfg.pad_vocab_to)
     info.update({
-        "sampling": "random windows of seq_len + 1 tokens from the train split (nanoGPT's get_batch), on the device",
+        "sampling": f"random windows of seq_len + 1 tokens from the {cfg.train_split} split (nanoGPT's get_batch), on the device",
+        "train_split": cfg.train_split,
     })
+    if cfg.mode == "convergence":
+        info["heldout_split"] = cfg.heldout_split
+        info["heldout"] = (f"the {cfg.heldout_split} split's first {gpt_config.EVAL_BATCHES} batches of "
+                           f"{cfg.batch_size} consecutive windows of {cfg.seq_len} tokens")
     return info
 
 
@@ -180,6 +187,10 @@ def _notes(cfg, ctx: CellContext, repeats: list[dict], comp: CompileState, mode:
     notes = []
     if ctx.data_source == "synthetic":
         notes.append("synthetic data with WikiText-2's shapes: throughput is meaningful, losses are not")
+    if cfg.train_split != "train":
+        notes.append(f"trained on WikiText-2's {cfg.train_split} split (--train-split {cfg.train_split})"
+                     + (f", held-out loss on its {cfg.heldout_split} split" if ctx.mode == "convergence" else "")
+                     + ": not the benchmark's train split")
     if not comp.enabled:
         notes.append(f"eager (not compiled): {comp.reason}")
     if comp.recompile_warnings:
