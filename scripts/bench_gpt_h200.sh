@@ -87,6 +87,7 @@ fi
 
 $PY - "$OUT" <<'PY' | tee "$OUT/table.md"
 import glob, json, os, sys
+from kit.compare import measures
 from kit.results import ratios
 out = sys.argv[1]
 for part in sorted({"throughput", "convergence", os.environ.get("CONV_DIR", "convergence")}):
@@ -118,7 +119,6 @@ for part in sorted({"throughput", "convergence", os.environ.get("CONV_DIR", "con
                 f"{med('final_metric'):.4f}" if med("final_metric") else "—",
                 len(rw)))
         for p in r["derived"].get("parity", []):
-            print(f"\nparity {p['model']} {p['precision']}: {p['value']:.4f} vs {p.get('base', 'fp32')} "
-                  f"{p.get('reference', p.get('fp32')):.4f} ({p['gap']:+.2%}; {p['rule']}): {p['verdict']}")
+            print(f"\nparity {p['model']} {p['precision']}: {measures.fmt_parity(p)}")
         print()
 PY

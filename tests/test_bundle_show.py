@@ -86,3 +86,54 @@ def test_show_and_the_report_give_a_data_parallel_cells_ranks_scaling_and_all_re
     run = RunResults.from_dict(res)
     html = render_run_report(run, run.environment, interrupted=False, charts={})
     assert f'<span class="note">{note}</span>' in html
+
+
+def _converged(model, precision, workload, engine, losses):
+    from kit.results.stats import summarise_repeats
+
+    cell = make_cell(model, precision, engine=engine, workload=workload, source="real")
+    for rep, v in zip(cell["repeats"], losses):
+        rep["final_metric"] = v
+    cell["summary"] = summarise_repeats(cell["repeats"])
+    return cell
+
+
+def test_show_and_the_report_give_a_convergence_runs_parity_verdicts_the_same_way(tmp_path):
+    """A convergence run's verdicts (kit.results.derive.parity: the GPT suite against amp-bf16, the
+    LSTM against fp32) are in `kit bundle show` at 80 columns and in the run report, with the same
+    figures; a throughput run has no such table."""
+    from kit.compare import measures
+    from kit.report.html import render_run_report
+    from kit.results.schema import RunResults
+
+    cells = [_converged("gpt2-small", "amp-bf16", "gpt", "kit", [6.26, 6.25, 6.24]),
+             _converged("gpt2-small", "fp8-tensorwise", "gpt", "kit", [6.24, 6.24, 6.23]),
+             _converged("gpt2-small", "amp-fp16", "gpt", "kit", [6.40, 6.41, 6.39]),
+             _converged("tensor-core", "fp32", "lstm", "kit", [100.0, 101.0, 99.0]),
+             _converged("tensor-core", "amp-bf16", "lstm", "kit", [101.0, 101.5, 100.5])]
+    res = make_results(cells, make_env(data="real"), data="real")
+    res["config"]["mode"] = "convergence"
+    run = RunResults.from_dict(res)
+    rows = {(r["workload"], r["precision"]): r for r in measures.parity_rows(run)}
+    assert set(rows) == {("gpt", "fp8-tensorwise"), ("gpt", "amp-fp16"), ("lstm", "amp-bf16")}
+    fp8, fp16 = rows[("gpt", "fp8-tensorwise")], rows[("gpt", "amp-fp16")]
+    assert measures.fmt_parity(fp8) == ("held-out loss 6.24 vs amp-bf16's 6.25 (-0.16%): matches amp-bf16 "
+                                        "(held-out loss within 1% of amp-bf16's)")
+    assert fp16["verdict"] == "worse than amp-bf16" and measures.fmt_parity_gap(fp16) == "+2.40%"
+
+    bundle = export_run(make_run_dir(tmp_path / "runs", res), tmp_path / "out")
+    r = CliRunner().invoke(app, ["bundle", "show", str(bundle)], env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    assert max(len(x) for x in r.output.splitlines()) <= 80
+    line = next(x for x in r.output.splitlines() if x.startswith("gpt/gpt2-small/amp-fp16/kit") and "worse" in x)
+    assert line.split()[1:] == ["6.4", "6.25", "+2.40%", "worse", "than", "amp-bf16"]
+    assert "lstm/tensor-core/amp-bf16/kit" in r.output and "+1.00%" in r.output
+
+    html = render_run_report(run, run.environment, interrupted=False, charts={})
+    assert "<h2>Convergence parity</h2>" in html and '<span class="flag">worse than amp-bf16</span>' in html
+    assert "+2.40%" in html and "perplexity within 2% of fp32" in html
+
+    res["config"]["mode"] = "throughput"
+    plain = export_run(make_run_dir(tmp_path / "runs2", res), tmp_path / "out2")
+    r = CliRunner().invoke(app, ["bundle", "show", str(plain)], env={"COLUMNS": "120"})
+    assert r.exit_code == 0 and "Convergence parity" not in r.output

@@ -162,6 +162,39 @@ def data_parallel_note(cell: CellResult) -> str | None:
     return ", ".join(parts)
 
 
+#: What each workload's convergence cells end on (their ``final_metric``; kit.results.derive.parity).
+PARITY_METRIC = {"cifar": "test accuracy", "lstm": "test perplexity", "gpt": "held-out loss"}
+
+
+def parity_rows(results: RunResults) -> list[dict]:
+    """A convergence run's parity verdicts, in the cells' order; none in throughput mode. They are
+    computed in one place, kit.results.derive.parity (what results.json stores under derived.parity),
+    from the cells and the run's tolerance."""
+    if results.config.mode != "convergence":
+        return []
+    from kit.results.derive import parity
+
+    rows = parity(list(results.cells), results.config.tolerance)
+    return sorted(rows, key=lambda r: order_key((r["workload"], r["model"], r["precision"], r["engine"])))
+
+
+def fmt_parity_gap(row: dict) -> str:
+    """The difference from the base precision as every view prints it: accuracy points for CIFAR
+    (``-0.31 points``), a relative difference otherwise (``+0.18%``)."""
+    if row["workload"] == "cifar":
+        return f"{-row['gap'] * 100:+.2f} points"
+    return f"{row['gap']:+.2%}"
+
+
+def fmt_parity(row: dict) -> str:
+    """One parity row in words: ``held-out loss 6.2447 vs amp-bf16's 6.2572 (-0.20%): matches amp-bf16
+    (held-out loss within 1% of amp-bf16's)``."""
+    base = row.get("base", "fp32")
+    ref = row.get("reference", row.get("fp32"))
+    name = PARITY_METRIC.get(row["workload"], "final metric")
+    return f"{name} {row['value']:.5g} vs {base}'s {ref:.5g} ({fmt_parity_gap(row)}): {row['verdict']} ({row['rule']})"
+
+
 def group_key(cell: CellResult) -> tuple[str, str, str]:
     """(workload, model, engine): the cells whose precisions are compared."""
     return (cell.workload, cell.model, cell.engine)

@@ -211,6 +211,22 @@ def _cells_table(results: RunResults) -> str:
     ) + _outside_note(ratios.values())
 
 
+def _parity_table(results: RunResults) -> str:
+    """A convergence run's parity verdicts (measures.parity_rows), one row per reduced precision."""
+    rows = measures.parity_rows(results)
+    if not rows:
+        return ""
+    body = [[escape(f"{r['workload']}/{r['model']}/{r['precision']}/{r['engine']}"),
+             escape(measures.PARITY_METRIC.get(r["workload"], "final metric")),
+             _fmt(r["value"], "{:.5g}"),
+             escape(r.get("base", "fp32")) + " " + _fmt(r.get("reference", r.get("fp32")), "{:.5g}"),
+             escape(measures.fmt_parity_gap(r)), escape(r["rule"]),
+             ('<span class="flag">' if r["verdict"].startswith("worse") else "<span>") + escape(r["verdict"]) + "</span>"]
+            for r in rows]
+    return ("<h2>Convergence parity</h2>"
+            + _table(["cell", "metric", "value (median)", "base (median)", "difference", "rule", "verdict"], body, numeric_from=2))
+
+
 def _max_batch_table(results: RunResults) -> str:
     """The batch search's answers per model and precision, and each one's ratio to fp32's."""
     found = {}
@@ -343,6 +359,7 @@ def render_run_report(
     body.append(f'<p class="sub">{escape(SPEEDUP_DEFINITION[0].upper() + SPEEDUP_DEFINITION[1:])}. '
                 f'Statistics over repeats: {escape(METHOD)}. CV (coefficient of variation) = standard deviation ÷ mean '
                 "over repeats, of the epoch time (includes warm-up) and of the steady-state throughput; ≥ 10% is flagged.</p>")
+    body.append(_parity_table(results))
     body.append(_batch_curve_table(results))
     body.append(_max_batch_table(results))
     tele = _telemetry_table(results)

@@ -109,7 +109,30 @@ def print_show(bundle: Bundle, console) -> None:
             for line in textwrap.wrap(_plain(r[-1]), width=max(widths[0] - 2, 20)):
                 t.add_row(f"[dim]  {escape(line)}[/dim]", "", "", "", "")
     console.print(t)
+    print_parity(res, console)
     print_batch_curve(res, console)
+
+
+def print_parity(res, console) -> None:
+    """A convergence run: each reduced precision's final metric against its base's, and the verdict."""
+    from rich import box
+    from rich.markup import escape
+    from rich.table import Table
+
+    rows = measures.parity_rows(res)
+    if not rows:
+        return
+    t = Table(title="Convergence parity (median over repeats)", title_justify="left", box=box.SIMPLE_HEAD,
+              pad_edge=False, show_edge=False, collapse_padding=True)
+    for col, just in (("cell", "left"), ("value", "right"), ("base", "right"), ("diff.", "right"), ("verdict", "left")):
+        t.add_column(col, justify=just, no_wrap=True)
+    for r in rows:
+        cell = f"{r['workload']}/{r['model']}/{r['precision']}/{r['engine']}"
+        t.add_row(escape(cell), f"{r['value']:.5g}", f"{r.get('reference', r.get('fp32')):.5g}",
+                  escape(measures.fmt_parity_gap(r)), escape(r["verdict"]))
+    console.print(t)
+    rules = sorted({r["rule"] for r in rows})
+    console.print(f"[dim]{escape('; '.join(rules))}[/dim]")
 
 
 def print_batch_curve(res, console) -> None:
