@@ -76,9 +76,9 @@ def describe(data_dir: str | os.PathLike | None, dataset: str, source: str,
     out.update(present=ver.present, checksum_verified=ver.ok, verified=ver.how if ver.ok else None, problem=ver.problem)
     if facts.name == "wikitext2" and not ver.ok:
         token_dir = folder / facts.member_dir
-        from kit.data.wikitext import SPLITS, _marker_matches
+        from kit.data.wikitext import SPLITS, _marker_matches, split_members
 
-        wanted = [m for split, m in zip(SPLITS, facts.members) if splits is None or split in splits]
+        wanted = split_members(facts, SPLITS if splits is None else splits)
         if all((token_dir / m).is_file() for m in facts.members):
             extracted_ok = _marker_matches(token_dir, facts)
             out.update(

@@ -88,6 +88,11 @@ def load_wikitext2(
     return Corpus(dictionary, arrays["train"], arrays["valid"], arrays["test"], vocab_size, info)
 
 
+def split_members(facts: DatasetFacts, splits=SPLITS) -> list[str]:
+    """The file names of ``splits`` (``wiki.valid.tokens``, ...), in the published order."""
+    return [m for split, m in zip(SPLITS, facts.members) if split in splits]
+
+
 def _check_splits(splits) -> tuple[str, ...]:
     wanted = tuple(s for s in SPLITS if s in tuple(splits))  # the published order, whatever the caller's
     if not wanted or len(wanted) != len(tuple(splits)):
@@ -117,7 +122,7 @@ def prepare_wikitext2(folder: Path, facts: DatasetFacts = WIKITEXT2,
         return token_dir, _provenance_zip(facts, zip_path, token_dir, f"zip checksum ({ver.how}), then extracted")
 
     present = [p for p in paths if p.is_file()]
-    needed = [token_dir / m for split, m in zip(SPLITS, facts.members) if split in splits]
+    needed = [token_dir / m for m in split_members(facts, splits)]
     if all(p.is_file() for p in needed):
         return token_dir, {
             "file": None,
@@ -274,7 +279,7 @@ def _read_utf8(path: Path) -> str:
 
 def _missing_error(folder: Path, facts: DatasetFacts, present: list[Path], splits: tuple[str, ...] = SPLITS) -> DataError:
     token_dir = folder / facts.member_dir
-    members = [m for split, m in zip(SPLITS, facts.members) if split in splits]
+    members = split_members(facts, splits)
     expected = ", ".join(members)
     if present:
         lacking = [m for m in members if not (token_dir / m).is_file()]
