@@ -36,6 +36,12 @@ def test_a_sequence_longer_than_the_corpus_exits_2_and_writes_nothing(workdir):
     _refused(out, workdir, "longer than WikiText-2's train split allows")
 
 
+def test_a_gpt_option_for_another_suite_exits_2_and_writes_nothing(workdir):
+    out = kit("run", "--suite", "cifar", "--smoke", "--device", "cpu", "--d-model", "64", "--skip-checks")
+    _refused(out, workdir, "error: --d-model is an option of the gpt suite; --suite cifar has no cell that reads it.")
+    assert "Leave --d-model out, or use it with --suite gpt." in out.stderr and len(out.stderr.splitlines()) == 2
+
+
 def test_fp8_for_another_suite_and_a_2019_scheme_for_gpt_are_refused(workdir):
     _refused(kit("run", "--suite", "cifar", "-p", "fp8-tensorwise", "--data", "synthetic", "--skip-checks"),
              workdir, "fp8 training is measured by the gpt suite only")

@@ -121,6 +121,36 @@ def test_the_lstm_overrides_reach_the_config_under_their_names(tmp_path):
     assert config_from_options(options).lstm == {"nhid": 12, "tied": False}
 
 
+@pytest.mark.parametrize("suite,args,flag", [
+    ("cifar", ["--seq-len", "128"], "--seq-len"),
+    ("all", ["--train-split", "valid"], "--train-split"),     # all = cifar + lstm: no GPT cell
+    ("gpt", ["--epochs", "2"], "--epochs"),                  # the GPT suite counts steps
+    ("gpt", ["-m", "resnet18"], "--models"),
+    ("lstm", ["--image-size", "64"], "--image-size"),
+    ("cifar", ["--nhid", "12"], "--nhid"),                    # an LSTM preset override
+    ("gpt", ["--static-loss-scale", "64"], "--static-loss-scale"),
+    ("lstm", ["--learner", "scratch"], "--learner"),
+])
+def test_an_option_of_another_suite_is_refused_not_ignored(tmp_path, suite, args, flag):
+    options = parse_args(["--suite", suite, *args, "--results-dir", str(tmp_path / "r")])
+    with pytest.raises(UsageError) as err:
+        config_from_options(options)
+    assert str(err.value).startswith(f"{flag} is an option of the ") and f"--suite {suite} has no cell" in str(err.value)
+    assert not (tmp_path / "r").exists()
+
+
+def test_options_of_the_suites_a_run_measures_are_taken(tmp_path):
+    common = ["--data", "synthetic", "--results-dir", str(tmp_path)]
+    config = config_from_options(parse_args(["--suite", "all", "-m", "resnet18", "--preset", "tensor-core",
+                                             "--epochs", "2", "--nhid", "12", "--image-size", "64", *common]))
+    assert (config.models, config.presets, config.epochs, config.lstm, config.image_size) == (
+        ["resnet18"], ["tensor-core"], 2, {"nhid": 12}, 64)
+    config = config_from_options(parse_args(["--suite", "gpt", "--gpt-presets", "tiny", "--seq-len", "32", *common]))
+    assert config.gpt == {"seq_len": 32}
+    # an option left at its default by the front end, not given, is not refused
+    assert config_from_options(parse_args(["--suite", "gpt", *common])).image_size == 32
+
+
 def test_paths_default_to_the_environment_when_the_options_are_made(monkeypatch, tmp_path):
     monkeypatch.setenv("KIT_RESULTS_DIR", str(tmp_path / "r"))
     assert RunOptions().results_dir == Path(tmp_path / "r")

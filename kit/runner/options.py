@@ -33,10 +33,13 @@ from kit.results.schema import COMPILE_CHOICES, DEFAULT_FASTAI_LEARNER, RunConfi
 SUITES = ("cifar", "lstm", "gpt", "all")
 #: GPT preset overrides, by their option names (kit.bench.gpt.config.OVERRIDABLE)
 GPT_OVERRIDES = ("seq_len", "d_model", "n_layers", "n_heads", "train_split")
+#: the suites a run of each --suite measures
+RUN_SUITES = {"cifar": ("cifar",), "lstm": ("lstm",), "gpt": ("gpt",), "all": ("cifar", "lstm")}
+CIFAR_ONLY, LSTM_ONLY, GPT_ONLY = ("cifar",), ("lstm",), ("gpt",)
 
 
 def option(default=MISSING, help="", names=(), off="", choices=(), lstm=False, host_only=False,
-           default_factory=MISSING):
+           default_factory=MISSING, suites=()):
     """A field of RunOptions: its default and what the command line shows of it.
 
     names     the flags, long one first (default ``--`` + the field's name with dashes);
@@ -44,10 +47,14 @@ def option(default=MISSING, help="", names=(), off="", choices=(), lstm=False, h
     choices   offered as a fixed menu by `kit run` (Typer shows and checks them); the other
               front ends leave the check to RunConfig;
     lstm      an override of the LSTM preset (it goes to RunConfig.lstm under its name);
-    host_only not taken by the cuda10 image's front end (it has no use there).
+    host_only not taken by the cuda10 image's front end (it has no use there);
+    suites    the suites whose cells read it (empty: every suite); given to a run of none of
+              them it is refused (exit 2), not silently ignored (:func:`check_suite_options`).
     """
+    if lstm and not suites:
+        suites = LSTM_ONLY
     meta = {"option": {"help": help, "names": tuple(names), "off": off, "choices": tuple(choices),
-                       "lstm": lstm, "host_only": host_only}}
+                       "lstm": lstm, "host_only": host_only, "suites": tuple(suites)}}
     if default_factory is not MISSING:
         return field(default_factory=default_factory, metadata=meta)
     return field(default=default, metadata=meta)
@@ -64,26 +71,26 @@ class RunOptions:
     suite: str = option("cifar", "Which comparison: CIFAR-100 ResNets, the Wikitext-2 LSTM, both (all), or the GPT-style transformer (gpt; not in all).", choices=SUITES)
     data: str = option("real", "'real' (downloaded CIFAR-100 / WikiText-2) or 'synthetic' (same shapes, generated; throughput only).")
     device: str = option("auto", "auto, cpu, cuda or cuda:N.")
-    models: Optional[List[str]] = option(None, "ResNets to run (repeat or comma-separate): resnet18, resnet34, resnet50, resnet101, resnet152. Default: all five.", names=("--models", "-m"))
+    models: Optional[List[str]] = option(None, "ResNets to run (repeat or comma-separate): resnet18, resnet34, resnet50, resnet101, resnet152. Default: all five.", names=("--models", "-m"), suites=CIFAR_ONLY)
     precisions: Optional[List[str]] = option(None, "fp32, tf32, amp-fp16, amp-bf16, fp16-master, apex-o1, apex-o2, fp8-tensorwise, fp8-rowwise. Default: all the suite's (unsupported ones are recorded as skipped).", names=("--precisions", "-p"))
-    engines: Optional[List[str]] = option(None, "CIFAR engines: torch (GPU-bound) and/or fastai (faithful). Default: both.", names=("--engines", "-e"))
-    presets: Optional[List[str]] = option(None, "LSTM presets: apex-2018, tensor-core. Default: both.", names=("--preset",))
-    gpt_presets: Optional[List[str]] = option(None, "GPT presets: gpt2-small, gpt-1b, gpt-2b, tiny. Default: the first three.")
-    seq_len: Optional[int] = option(None, "GPT: tokens per sequence (the preset's: 1024).")
-    d_model: Optional[int] = option(None, "GPT: model width (overrides the preset).")
-    n_layers: Optional[int] = option(None, "GPT: transformer blocks.")
-    n_heads: Optional[int] = option(None, "GPT: attention heads (must divide --d-model).")
-    train_split: Optional[str] = option(None, "GPT: the WikiText-2 split to train on: train (default; convergence's held-out loss on valid) or valid (held-out loss on test), for a machine with only the real valid and test splits.")
-    epochs: Optional[int] = option(None, "Epochs per repeat (default: 1 in throughput mode; the preset's in convergence mode).")
+    engines: Optional[List[str]] = option(None, "CIFAR engines: torch (GPU-bound) and/or fastai (faithful). Default: both.", names=("--engines", "-e"), suites=CIFAR_ONLY)
+    presets: Optional[List[str]] = option(None, "LSTM presets: apex-2018, tensor-core. Default: both.", names=("--preset",), suites=LSTM_ONLY)
+    gpt_presets: Optional[List[str]] = option(None, "GPT presets: gpt2-small, gpt-1b, gpt-2b, tiny. Default: the first three.", suites=GPT_ONLY)
+    seq_len: Optional[int] = option(None, "GPT: tokens per sequence (the preset's: 1024).", suites=GPT_ONLY)
+    d_model: Optional[int] = option(None, "GPT: model width (overrides the preset).", suites=GPT_ONLY)
+    n_layers: Optional[int] = option(None, "GPT: transformer blocks.", suites=GPT_ONLY)
+    n_heads: Optional[int] = option(None, "GPT: attention heads (must divide --d-model).", suites=GPT_ONLY)
+    train_split: Optional[str] = option(None, "GPT: the WikiText-2 split to train on: train (default; convergence's held-out loss on valid) or valid (held-out loss on test), for a machine with only the real valid and test splits.", suites=GPT_ONLY)
+    epochs: Optional[int] = option(None, "Epochs per repeat (default: 1 in throughput mode; the preset's in convergence mode).", suites=("cifar", "lstm"))
     steps: Optional[int] = option(None, "CIFAR: steps per epoch in throughput mode (default 100). GPT: timed steps per repeat (the preset's), or all steps in convergence mode.")
-    max_batches: Optional[int] = option(None, "LSTM: stop each epoch after this many batches.")
+    max_batches: Optional[int] = option(None, "LSTM: stop each epoch after this many batches.", suites=LSTM_ONLY)
     batch_size: Optional[int] = option(None, "Batch size (default: 256 for CIFAR, 32 with --device cpu; the preset's for the LSTM and GPT).")
     batch_sizes: Optional[List[str]] = option(None, "CIFAR: a batch curve: measure each cell at each of these batch sizes (comma-separated, e.g. 256,512,1024; instead of --batch-size); reports throughput per batch size, the knee and the speedup over fp32 at each size.")
-    image_size: int = option(32, "CIFAR image size: 32 (native), or 64/128/224 upsampled on the device.")
+    image_size: int = option(32, "CIFAR image size: 32 (native), or 64/128/224 upsampled on the device.", suites=CIFAR_ONLY)
     repeats: int = option(3, "Repeats per cell (median and spread are reported).")
     seed: int = option(0, "Base random seed (recorded).")
     mode: str = option("throughput", "throughput (fixed steps, synthetic allowed) or convergence (full epochs on real data, accuracy parity).")
-    find_max_batch: bool = option(False, "CIFAR: also find the largest batch that fits, per model and precision.")
+    find_max_batch: bool = option(False, "CIFAR: also find the largest batch that fits, per model and precision.", suites=CIFAR_ONLY)
     compile: str = option("auto", "torch engine: the step captured as one CUDA graph with the model compiled by Inductor inside (auto = on for CUDA; falls back with the reason), off = no Inductor (the captured step with eager kernels), eager = neither; GPT: torch.compile per block: auto, on, off or eager.")
     gpus: Optional[int] = option(None, "Data-parallel: run each cell over N ranks with DistributedDataParallel (GPUs 0..N-1, NCCL; with --device cpu, N gloo processes). --batch-size is per GPU; --gpus 1 is the data-parallel path on one GPU.")
     global_batch_size: Optional[int] = option(None, "Data-parallel: the global batch, split evenly over --gpus (instead of --batch-size per GPU).")
@@ -98,9 +105,9 @@ class RunOptions:
     bptt: Optional[int] = option(None, "LSTM: sequence length.", lstm=True)
     dropout: Optional[float] = option(None, "LSTM: dropout.", lstm=True)
     tied: Optional[bool] = option(None, "LSTM: tie encoder and decoder weights.", names=("--tied",), off="--untied", lstm=True)
-    static_loss_scale: Optional[float] = option(None, "fp16-master: static loss scale (the example's --static-loss-scale).", lstm=True)
-    dynamic_loss_scale: Optional[bool] = option(None, "fp16-master: dynamic loss scaling.", off="--no-dynamic-loss-scale", lstm=True)
-    learner: str = option(DEFAULT_FASTAI_LEARNER, "fastai engines: create_cnn (fastai's create_cnn learner: its head on the torchvision body, the body frozen; random weights) or scratch (a plain Learner on the whole ResNet). The torch engine ignores it.")
+    static_loss_scale: Optional[float] = option(None, "fp16-master: static loss scale (the example's --static-loss-scale).", lstm=True, suites=("cifar", "lstm"))
+    dynamic_loss_scale: Optional[bool] = option(None, "fp16-master: dynamic loss scaling.", off="--no-dynamic-loss-scale", lstm=True, suites=("cifar", "lstm"))
+    learner: str = option(DEFAULT_FASTAI_LEARNER, "fastai engines: create_cnn (fastai's create_cnn learner: its head on the torchvision body, the body frozen; random weights) or scratch (a plain Learner on the whole ResNet). The torch engine ignores it.", suites=CIFAR_ONLY)
     data_dir: Path = option(help="Data cache folder (env KIT_DATA_DIR).", default_factory=_env_path("KIT_DATA_DIR", "data"))
     results_dir: Path = option(help="Where run folders and bundles go (env KIT_RESULTS_DIR).", default_factory=_env_path("KIT_RESULTS_DIR", "results"))
     resume: Optional[Path] = option(None, "Continue an interrupted run from its folder, skipping finished cells (refused while another process writes the folder; a complete run is left as it is).")
@@ -133,6 +140,7 @@ class OptionSpec:
     lstm: bool
     host_only: bool
     default: object    # for default_factory fields, what it gives now
+    suites: Tuple[str, ...] = ()  # the suites that read it (empty: all)
 
     @property
     def flag(self) -> str:
@@ -150,7 +158,8 @@ def option_specs() -> List[OptionSpec]:
         kind, typ = _kind(hints[f.name])
         default = f.default_factory() if f.default is MISSING else f.default  # type: ignore[misc]
         specs.append(OptionSpec(f.name, kind, typ, meta["names"] or ("--" + f.name.replace("_", "-"),), meta["off"],
-                                meta["help"], meta["choices"], meta["lstm"], meta["host_only"], default))
+                                meta["help"], meta["choices"], meta["lstm"], meta["host_only"], default,
+                                meta["suites"]))
     return specs
 
 
@@ -419,8 +428,21 @@ def check_batch_curve(options: RunOptions) -> None:
     parse_batch_sizes(options.batch_sizes)
 
 
+def check_suite_options(options: RunOptions) -> None:
+    """An option of another suite (--seq-len with --suite cifar, --models with --suite gpt) is
+    refused, not silently ignored: the run would not measure what its command line says."""
+    run = RUN_SUITES.get(options.suite, ())
+    for spec in option_specs():
+        if spec.suites and spec.name in options.given and not set(spec.suites) & set(run):
+            owner = " and ".join(spec.suites)
+            usable = [name for name, suites in RUN_SUITES.items() if set(spec.suites) & set(suites)]
+            raise UsageError(f"{spec.flag} is an option of the {owner} suite{'s' if len(spec.suites) > 1 else ''}; --suite {options.suite} has no cell that reads it.",
+                             remedy=f"Leave {spec.flag} out, or use it with --suite {', '.join(usable[:-1]) + ' or ' if len(usable) > 1 else ''}{usable[-1]}.")
+
+
 def check_options(options: RunOptions) -> None:
     """The checks RunConfig cannot make itself (it has no flags, paths or ranges of the CLI)."""
+    check_suite_options(options)
     check_batch_curve(options)
     if options.compile not in COMPILE_CHOICES:
         raise UsageError(f"--compile must be {', '.join(COMPILE_CHOICES[:-1])} or {COMPILE_CHOICES[-1]}")
