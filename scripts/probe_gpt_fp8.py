@@ -21,6 +21,13 @@ differs between variants:
                      (the casts' amax reductions and transposing writes are such kernels)
     block-nd-cdt     both of the above: 2-D tiles, then tuned
     block-tile-red   as block-nd-tiling, with ``triton.tile_reductions`` (2-D tiles for reductions too)
+    block-bench-fusion as block, with Inductor's ``benchmark_fusion``: each candidate fusion is
+                     timed against the unfused kernels (a cast fused with its transposing write
+                     might be slower than the two apart)
+    block-fast-accum NOT the suite's recipe: as block, but torchao's tensorwise config with fast
+                     (lower-precision) accumulation in the grad-input and grad-weight GEMMs too;
+                     torchao's default keeps it for the forward GEMM only. What the accumulation
+                     choice costs, measured; the suite does not use it (it changes the numerics)
 
 Each variant's rows are written to ``--out``/probe_gpt_fp8.json as soon as they are measured, so a
 command cut short keeps what finished. Synthetic data: throughput only.
@@ -29,6 +36,8 @@ command cut short keeps what finished. Synthetic data: throughput only.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import functools
 import json
 import sys
@@ -43,8 +52,11 @@ BLOCK_OPTIONS = {
     "block-cdt": {"coordinate_descent_tuning": True},
     "block-nd-cdt": {"triton.prefer_nd_tiling": True, "coordinate_descent_tuning": True},
     "block-tile-red": {"triton.prefer_nd_tiling": True, "triton.tile_reductions": True},
+    "block-bench-fusion": {"benchmark_fusion": True},
 }
-VARIANTS = ("block", "whole", "block-autotune", *BLOCK_OPTIONS)
+#: variants that change torchao's float8 config, not the compilation
+RECIPE_VARIANTS = ("block-fast-accum",)
+VARIANTS = ("block", "whole", "block-autotune", *BLOCK_OPTIONS, *RECIPE_VARIANTS)
 
 
 def compile_variant(name: str):
@@ -54,7 +66,7 @@ def compile_variant(name: str):
     from kit.bench.gpt import train
     from kit.bench.gpt.model import lm_loss
 
-    if name == "block":
+    if name == "block" or name in RECIPE_VARIANTS:
         return train.apply_compile
 
     def whole(model, state):
@@ -68,6 +80,29 @@ def compile_variant(name: str):
     if name in BLOCK_OPTIONS:
         return per_block(options=dict(BLOCK_OPTIONS[name]))
     return {"whole": whole, "block-autotune": per_block(mode="max-autotune-no-cudagraphs")}[name]
+
+
+@contextlib.contextmanager
+def recipe_variant(name: str):
+    """block-fast-accum: torchao's recipe config with fast accumulation in all three GEMMs."""
+    if name not in RECIPE_VARIANTS:
+        yield
+        return
+    from torchao.float8 import Float8LinearConfig
+    from torchao.float8.config import Float8GemmConfig
+
+    original = Float8LinearConfig.from_recipe_name
+
+    def fast(recipe_name):
+        fast_gemm = Float8GemmConfig(use_fast_accum=True)
+        return dataclasses.replace(original(recipe_name), gemm_config_output=fast_gemm,
+                                   gemm_config_grad_input=fast_gemm, gemm_config_grad_weight=fast_gemm)
+
+    Float8LinearConfig.from_recipe_name = staticmethod(fast)
+    try:
+        yield
+    finally:
+        Float8LinearConfig.from_recipe_name = staticmethod(original)
 
 
 def measure(preset: str, variant: str, precision: str, device: str, steps: int) -> dict:
@@ -87,9 +122,10 @@ def measure(preset: str, variant: str, precision: str, device: str, steps: int) 
     train.apply_compile = compile_variant(variant)
     t0 = time.perf_counter()
     try:
-        rec = train.run_repeat(cfg, corpus.train, None, vocab, precision, device, cfg.seed,
-                               gpt_train_flops_per_token(cfg.d_model, cfg.n_layers, cfg.seq_len, vocab), comp,
-                               cfg.warmup_steps)
+        with recipe_variant(variant):
+            rec = train.run_repeat(cfg, corpus.train, None, vocab, precision, device, cfg.seed,
+                                   gpt_train_flops_per_token(cfg.d_model, cfg.n_layers, cfg.seq_len, vocab), comp,
+                                   cfg.warmup_steps)
     finally:
         train.apply_compile = saved
     return {"preset": preset, "variant": variant, "precision": precision,

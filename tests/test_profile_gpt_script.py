@@ -81,3 +81,21 @@ def test_the_fp8_compile_probe_runs_each_variant_on_the_cpu_and_names_a_wrong_on
                                                              ("whole", "fp32"), ("whole", "amp-bf16")]
     assert all(r["tokens_per_s"] > 0 and r["timed_steps"] == 2 for r in rows)
     assert "| whole |" in out.stdout
+
+
+def test_the_fast_accum_variant_changes_only_torchaos_gemm_accumulation_and_only_inside_it():
+    pytest.importorskip("torchao")
+    from torchao.float8 import Float8LinearConfig
+
+    probe = load_script("probe_gpt_fp8")
+    plain = Float8LinearConfig.from_recipe_name("tensorwise")
+    with probe.recipe_variant("block-fast-accum"):
+        fast = Float8LinearConfig.from_recipe_name("tensorwise")
+    after = Float8LinearConfig.from_recipe_name("tensorwise")
+    gemms = ("gemm_config_output", "gemm_config_grad_input", "gemm_config_grad_weight")
+    assert [getattr(plain, g).use_fast_accum for g in gemms] == [True, False, False]  # torchao's default
+    assert [getattr(fast, g).use_fast_accum for g in gemms] == [True, True, True]
+    assert after == plain
+    assert (fast.cast_config_input, fast.cast_config_grad_output) == (plain.cast_config_input, plain.cast_config_grad_output)
+    with probe.recipe_variant("block"):
+        assert Float8LinearConfig.from_recipe_name("tensorwise") == plain
