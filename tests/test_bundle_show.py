@@ -7,7 +7,7 @@ import re
 import pytest
 from typer.testing import CliRunner
 
-from fixtures.results.factory import make_cell, make_env, make_results, make_run_dir
+from fixtures.results.factory import make_cell, make_converged_cell, make_env, make_results, make_run_dir
 from kit.report.export import export_run
 from kit.cli.main import app
 
@@ -88,16 +88,6 @@ def test_show_and_the_report_give_a_data_parallel_cells_ranks_scaling_and_all_re
     assert f'<span class="note">{note}</span>' in html
 
 
-def _converged(model, precision, workload, engine, losses):
-    from kit.results.stats import summarise_repeats
-
-    cell = make_cell(model, precision, engine=engine, workload=workload, source="real")
-    for rep, v in zip(cell["repeats"], losses):
-        rep["final_metric"] = v
-    cell["summary"] = summarise_repeats(cell["repeats"])
-    return cell
-
-
 def test_show_and_the_report_give_a_convergence_runs_parity_verdicts_the_same_way(tmp_path):
     """A convergence run's verdicts (kit.results.derive.parity: the GPT suite against amp-bf16, the
     LSTM against fp32) are in `kit bundle show` at 80 columns and in the run report, with the same
@@ -106,11 +96,11 @@ def test_show_and_the_report_give_a_convergence_runs_parity_verdicts_the_same_wa
     from kit.report.html import render_run_report
     from kit.results.schema import RunResults
 
-    cells = [_converged("gpt2-small", "amp-bf16", "gpt", "kit", [6.26, 6.25, 6.24]),
-             _converged("gpt2-small", "fp8-tensorwise", "gpt", "kit", [6.24, 6.24, 6.23]),
-             _converged("gpt2-small", "amp-fp16", "gpt", "kit", [6.40, 6.41, 6.39]),
-             _converged("tensor-core", "fp32", "lstm", "kit", [100.0, 101.0, 99.0]),
-             _converged("tensor-core", "amp-bf16", "lstm", "kit", [101.0, 101.5, 100.5])]
+    cells = [make_converged_cell("gpt2-small", "amp-bf16", "gpt", "kit", [6.26, 6.25, 6.24]),
+             make_converged_cell("gpt2-small", "fp8-tensorwise", "gpt", "kit", [6.24, 6.24, 6.23]),
+             make_converged_cell("gpt2-small", "amp-fp16", "gpt", "kit", [6.40, 6.41, 6.39]),
+             make_converged_cell("tensor-core", "fp32", "lstm", "kit", [100.0, 101.0, 99.0]),
+             make_converged_cell("tensor-core", "amp-bf16", "lstm", "kit", [101.0, 101.5, 100.5])]
     res = make_results(cells, make_env(data="real"), data="real")
     res["config"]["mode"] = "convergence"
     run = RunResults.from_dict(res)

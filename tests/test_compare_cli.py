@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from fixtures.cli import run_main
-from fixtures.results.factory import make_cell, make_env, make_results, make_run_dir, standard_cells
+from fixtures.results.factory import make_cell, make_converged_cell, make_env, make_results, make_run_dir, standard_cells
 from kit.report.export import export_run
 from kit.compare.engine import check_regressions, compare_paths
 from kit.errors import RegressionDetected
@@ -315,3 +315,67 @@ def test_a_speedup_outside_its_printed_interval_is_marked_and_explained(tmp_path
         assert "the ratio of medians lies outside the 95% CI of the ratio of means" in re.sub(r"\s+", " ", out)
     data = json.loads(_run_cli(["compare", str(a), str(b), "--json"], capsys, monkeypatch)[1])
     assert data["rows"][1]["machines"]["A"]["speedup_vs_fp32"]["median_outside_ci"] is True
+
+
+def _converged_bundle(root: Path, name: str, finals: dict, **env) -> Path:
+    cells = [make_converged_cell(model, precision, workload, engine, values)
+             for (workload, model, precision, engine), values in finals.items()]
+    res = make_results(cells, make_env(data="real", **env), run_id=f"FIXTURE-{name}", data="real")
+    res["config"]["mode"] = "convergence"
+    return export_run(make_run_dir(root / "runs", res), root / "bundles")
+
+
+def test_convergence_runs_compare_their_final_quality_and_parity_verdicts(tmp_path, capsys, monkeypatch):
+    """Two machines' convergence runs: each cell's final metric, this machine's parity verdict (from
+    kit.results.derive.parity, as `kit bundle show` prints it) and the gap to the baseline machine's
+    same cell, in every output; a throughput comparison has no such table."""
+    gpt, cifar = ("gpt", "gpt2-small"), ("cifar", "resnet18")
+    a = _converged_bundle(tmp_path / "a", "a", {
+        (*gpt, "amp-bf16", "kit"): [6.25, 6.26, 6.24], (*gpt, "fp8-tensorwise", "kit"): [6.24, 6.23, 6.25],
+        (*cifar, "fp32", "torch"): [0.60, 0.61, 0.59], (*cifar, "amp-fp16", "torch"): [0.60, 0.60, 0.60]})
+    b = _converged_bundle(tmp_path / "b", "b", {
+        (*gpt, "amp-bf16", "kit"): [6.25, 6.25, 6.25], (*gpt, "fp8-tensorwise", "kit"): [6.40, 6.41, 6.39],
+        (*cifar, "fp32", "torch"): [0.60, 0.60, 0.60], (*cifar, "amp-fp16", "torch"): [0.57, 0.58, 0.56]},
+        host="fixture-host-b", gpu="Fixture GPU B")
+    monkeypatch.setenv("COLUMNS", "200")
+    code, out, err = _run_cli(["compare", str(a), str(b)], capsys, monkeypatch)
+    assert code == 0, err
+    assert "Final quality (convergence runs" in out
+    assert "held-out loss 6.24 (n=3)" in out and "-0.16% vs amp-bf16: matches amp-bf16" in out      # A's fp8
+    assert "held-out loss 6.4 (n=3)" in out and "+2.40% vs amp-bf16: worse than amp-bf16" in out    # B's fp8
+    assert "+2.56% vs A" in out                                                                     # 6.40 vs 6.24
+    assert "test accuracy 0.57 (n=3)" in out and "-3.00 points vs fp32: worse than fp32" in out      # B's fp16
+    assert "-3.00 points vs A" in out
+
+    code, md, err = _run_cli(["compare", str(a), str(b), "--markdown"], capsys, monkeypatch)
+    assert code == 0 and "## Final quality (convergence runs" in md
+    assert "held-out loss 6.4 (n=3)<br>+2.40% vs amp-bf16: worse than amp-bf16<br>+2.56% vs A" in md
+
+    code, text, err = _run_cli(["compare", str(a), str(b), "--csv"], capsys, monkeypatch)
+    rows = {(r["cell_id"], r["machine"]): r for r in csv.DictReader(io.StringIO(text))}
+    fp8_b = rows[("gpt/gpt2-small/fp8-tensorwise/kit", "B")]
+    assert fp8_b["final_metric_name"] == "held-out loss" and float(fp8_b["final_metric_median"]) == 6.40
+    assert fp8_b["parity_base"] == "amp-bf16" and fp8_b["parity_verdict"] == "worse than amp-bf16"
+    assert float(fp8_b["parity_gap"]) == pytest.approx(0.024)
+    assert float(fp8_b["final_metric_gap_vs_baseline"]) == pytest.approx(0.16 / 6.24)
+    base_a = rows[("gpt/gpt2-small/amp-bf16/kit", "A")]
+    assert base_a["parity_verdict"] == "" and base_a["final_metric_gap_vs_baseline"] == ""
+
+    page = tmp_path / "cmp.html"
+    code, out, err = _run_cli(["compare", str(a), str(b), "--html", str(page)], capsys, monkeypatch)
+    html = page.read_text()
+    assert code == 0 and "<h2>Final quality</h2>" in html
+    assert "held-out loss 6.4 (n=3)<br>+2.40% vs amp-bf16: worse than amp-bf16<br>+2.56% vs A" in html
+
+    code, text, err = _run_cli(["compare", str(a), str(b), "--json"], capsys, monkeypatch)
+    fp16 = next(r for r in json.loads(text)["rows"] if r["cell_id"] == "cifar/resnet18/amp-fp16/torch")["machines"]
+    assert fp16["B"]["parity"]["verdict"] == "worse than fp32" and fp16["A"]["parity"]["verdict"] == "matches fp32"
+    assert fp16["B"]["final_metric_gap_vs_baseline"] == pytest.approx(0.03)
+
+
+def test_a_throughput_comparison_shows_no_final_quality(two, capsys, monkeypatch):
+    a, b = two
+    code, out, err = _run_cli(["compare", str(a), str(b), "--markdown"], capsys, monkeypatch)
+    assert code == 0 and "Final quality" not in out
+    code, text, err = _run_cli(["compare", str(a), str(b), "--csv"], capsys, monkeypatch)
+    assert all(r["final_metric_median"] == "" for r in csv.DictReader(io.StringIO(text)))

@@ -31,6 +31,7 @@ from kit.compare.load import Source, load_sources
 from kit.compare.stats import METHOD, RatioEstimate, Sample, ratio_estimate
 from kit.errors import RegressionDetected
 from kit.results import ratios
+from kit.results.derive import quality_gap
 from kit.results.schema import CellResult, cell_label, cell_learner, key_of
 
 Key = tuple[str, ...]  # workload, model, precision, engine (+ "bs512" for a batch curve's point: cell_key)
@@ -64,6 +65,12 @@ class MachineCell:
     flags: list[str] = field(default_factory=list)
     params: dict = field(default_factory=dict)
     data_source: str = "unknown"  # real / synthetic, from the cell or the run
+    #: convergence runs only: the final metric over repeats (measures.PARITY_METRIC names it), this
+    #: machine's parity row for the cell (kit.results.derive.parity; None for the base precision),
+    #: and the gap to the baseline machine's same cell (derive.quality_gap: > 0 = worse)
+    final_metric: Sample | None = None
+    parity: dict | None = None
+    quality_vs_baseline: float | None = None
 
     def to_dict(self) -> dict:
         def s(x: Sample | None) -> dict | None:
@@ -82,6 +89,9 @@ class MachineCell:
             "throughput_vs_baseline": self.vs_baseline.to_dict() if self.vs_baseline else None,
             "flags": list(self.flags),
             "data_source": self.data_source,
+            "final_metric": s(self.final_metric),
+            "parity": dict(self.parity) if self.parity else None,
+            "final_metric_gap_vs_baseline": self.quality_vs_baseline,
         }
 
 
@@ -221,7 +231,14 @@ def _speed_ratio(cell: CellResult, base: CellResult) -> RatioEstimate | None:
     return None
 
 
-def _machine_cell(cell: CellResult, src: Source, speedups: dict, base_cell: CellResult | None, is_base: bool) -> MachineCell:
+def converged(src: Source) -> bool:
+    """A convergence run: its cells' final metric is the quality parity compares (a throughput
+    run's is only the last training loss, or none)."""
+    return getattr(src.results.config, "mode", None) == "convergence"
+
+
+def _machine_cell(cell: CellResult, src: Source, speedups: dict, base_cell: CellResult | None, is_base: bool,
+                  parity: dict, base_converged: bool) -> MachineCell:
     key = key_of(cell)
     mc = MachineCell(
         status="ok",
@@ -236,6 +253,12 @@ def _machine_cell(cell: CellResult, src: Source, speedups: dict, base_cell: Cell
         mc.params["learner"] = learner
     if base_cell is not None and not is_base:
         mc.vs_baseline = _speed_ratio(cell, base_cell)
+    if converged(src):
+        mc.final_metric = measures.sample(cell, measures.FINAL_METRIC)
+        mc.parity = parity.get(key)
+        ref = measures.sample(base_cell, measures.FINAL_METRIC) if base_cell is not None and base_converged else None
+        if mc.final_metric and ref and not is_base:
+            mc.quality_vs_baseline = quality_gap(cell.workload, mc.final_metric.median, ref.median)
     mc.flags.extend(measures.high_cv_flags(cell))
     if measures.throttled(cell):
         mc.flags.append("throttled")
@@ -247,6 +270,7 @@ def _machine_cell(cell: CellResult, src: Source, speedups: dict, base_cell: Cell
 def build_comparison(sources: list[Source]) -> Comparison:
     per_source = [{key_of(c): c for c in s.results.cells} for s in sources]
     speedups = [measures.speedup_vs_fp32(s.results) for s in sources]
+    parities = [{measures.parity_key(r): r for r in measures.parity_rows(s.results)} for s in sources]
     all_keys = sorted({k for cells in per_source for k in cells}, key=measures.order_key)
     rows: list[Row] = []
     not_compared: list[NotCompared] = []
@@ -272,7 +296,8 @@ def build_comparison(sources: list[Source]) -> Comparison:
             elif cell.status != "ok":
                 machines.append(MachineCell(status=cell.status, reason=cell.reason))
             else:
-                machines.append(_machine_cell(cell, src, speedups[i], base_cell, i == 0))
+                machines.append(_machine_cell(cell, src, speedups[i], base_cell, i == 0, parities[i],
+                                              converged(sources[0])))
         unit = next((measures.unit_of(c) for c in present if c is not None and c.status == "ok"), "items")
         rows.append(Row(key, unit, machines))
     warnings = _warnings(sources, rows)

@@ -17,6 +17,8 @@ from kit.results.ratios import BASE_PRECISION, EPOCH_S, THROUGHPUT
 from kit.results.schema import PRECISIONS, CellResult, RunResults, key_of
 
 ENERGY = "energy_j_per_epoch"
+#: a convergence cell's quality at the end (test accuracy, perplexity, held-out loss: PARITY_METRIC)
+FINAL_METRIC = "final_metric"
 
 #: Precision order for tables and charts (the schema's order).
 PRECISION_ORDER = PRECISIONS
@@ -178,12 +180,24 @@ def parity_rows(results: RunResults) -> list[dict]:
     return sorted(rows, key=lambda r: order_key((r["workload"], r["model"], r["precision"], r["engine"])))
 
 
+def parity_key(row: dict) -> tuple[str, ...]:
+    """The cell key (kit.results.schema.cell_key) of the cell a parity row judges."""
+    size = (f"{row['image_size']}px",) if row.get("image_size") is not None else ()
+    point = (f"bs{row['batch_size']}",) if row.get("batch_size") is not None else ()
+    return (row["workload"], row["model"], row["precision"], row["engine"]) + size + point
+
+
+def fmt_quality_gap(workload: str, gap: float) -> str:
+    """A gap of kit.results.derive.quality_gap as every view prints it: accuracy points for CIFAR
+    (``-0.31 points``, the accuracy's change), a relative difference otherwise (``+0.18%``)."""
+    if workload == "cifar":
+        return f"{-gap * 100:+.2f} points"
+    return f"{gap:+.2%}"
+
+
 def fmt_parity_gap(row: dict) -> str:
-    """The difference from the base precision as every view prints it: accuracy points for CIFAR
-    (``-0.31 points``), a relative difference otherwise (``+0.18%``)."""
-    if row["workload"] == "cifar":
-        return f"{-row['gap'] * 100:+.2f} points"
-    return f"{row['gap']:+.2%}"
+    """The difference from the base precision as every view prints it (:func:`fmt_quality_gap`)."""
+    return fmt_quality_gap(row["workload"], row["gap"])
 
 
 def fmt_parity(row: dict) -> str:

@@ -20,7 +20,7 @@ from typing import Iterable
 
 from kit.compare.engine import Comparison, MachineCell, Row
 from kit.compare.fmt import fmt_cv, fmt_ratio, fmt_speedup_estimate, fmt_vs_baseline  # noqa: F401 (re-exported)
-from kit.compare.measures import EPOCH_S, THROUGHPUT
+from kit.compare.measures import EPOCH_S, PARITY_METRIC, THROUGHPUT, fmt_parity_gap, fmt_quality_gap
 from kit.compare.stats import OUTSIDE_NOTE, RatioEstimate, Sample
 
 _UNIT_SHORT = {"images": "img/s", "tokens": "tok/s"}
@@ -101,6 +101,32 @@ def not_compared_title(cmp: Comparison, verbose: bool) -> str:
     return f"Not compared: {n} cell{'s' if n != 1 else ''} missing, skipped or failed on some inputs{tail}"
 
 
+QUALITY_TITLE = (
+    "Final quality (convergence runs; median over repeats): each cell's final metric, its gap to this "
+    "machine's base precision with the parity verdict, and its gap to the baseline machine's same cell"
+)
+
+
+def quality_rows(cmp: Comparison) -> list[Row]:
+    """The rows where some machine's convergence run recorded the final metric."""
+    return [r for r in cmp.rows if any(mc and mc.final_metric for mc in r.machines)]
+
+
+def quality_lines(row: Row, mc: MachineCell | None, baseline: str) -> list[str]:
+    """``held-out loss 6.2447``, ``-0.20% vs amp-bf16: matches amp-bf16``, ``+0.05% vs base machine``."""
+    if mc is None or mc.status != "ok":
+        return [_status_text(mc)]
+    if mc.final_metric is None:
+        return ["—"]
+    lines = [f"{PARITY_METRIC.get(row.workload, 'final metric')} {mc.final_metric.median:.5g}"
+             + (f" (n={mc.final_metric.n})" if mc.final_metric.n > 1 else "")]
+    if mc.parity:
+        lines.append(f"{fmt_parity_gap(mc.parity)} vs {mc.parity.get('base', 'fp32')}: {mc.parity['verdict']}")
+    if mc.quality_vs_baseline is not None:
+        lines.append(f"{fmt_quality_gap(row.workload, mc.quality_vs_baseline)} vs {baseline}")
+    return lines
+
+
 def _has_energy(cmp: Comparison) -> bool:
     return any(mc and mc.energy_j_per_epoch is not None for r in cmp.rows for mc in r.machines)
 
@@ -164,6 +190,15 @@ def print_rich(cmp: Comparison, console, verbose: bool = False) -> None:
     console.print(t)
     if any_outside_ci(cmp):
         console.print(OUTSIDE_NOTE + ".", highlight=False, markup=False)
+    q_rows = quality_rows(cmp)
+    if q_rows:
+        t = Table(title=QUALITY_TITLE, title_justify="left")
+        t.add_column("cell", overflow="fold")
+        for s in cmp.sources:
+            t.add_column(s.label)
+        for row in q_rows:
+            t.add_row(escape(_cell_label(row)), *(escape("\n".join(quality_lines(row, mc, base.label))) for mc in row.machines))
+        console.print(t)
     _print_not_compared(cmp, console, verbose)
 
 
@@ -201,6 +236,7 @@ CSV_COLUMNS = (
     "vs_baseline", "vs_baseline_mean_ratio", "vs_baseline_mean_ratio_ci95_low", "vs_baseline_mean_ratio_ci95_high",
     "vs_baseline_welch_p", "vs_baseline_verdict", "vs_baseline_median_outside_ci",
     "energy_j_per_epoch", "data_source", "flags",
+    "final_metric_name", "final_metric_median", "parity_base", "parity_gap", "parity_verdict", "final_metric_gap_vs_baseline",
 )
 
 
@@ -211,6 +247,15 @@ def _est_cols(est: RatioEstimate | None) -> list:
     return [est.ratio, "" if est.mean_ratio is None else est.mean_ratio,
             "" if est.ci_low is None else est.ci_low, "" if est.ci_high is None else est.ci_high,
             "" if est.p_value is None else est.p_value, est.verdict, "yes" if est.outside_ci else "no"]
+
+
+def _quality_cols(row: Row, mc: MachineCell) -> list:
+    """final metric's name and median, the parity row's base, gap and verdict, the gap to the baseline machine."""
+    if mc.final_metric is None:
+        return ["", "", "", "", "", ""]
+    p = mc.parity or {}
+    return [PARITY_METRIC.get(row.workload, "final metric"), mc.final_metric.median, p.get("base", "fp32") if p else "",
+            p.get("gap", ""), p.get("verdict", ""), "" if mc.quality_vs_baseline is None else mc.quality_vs_baseline]
 
 
 def to_csv(cmp: Comparison) -> str:
@@ -229,6 +274,7 @@ def to_csv(cmp: Comparison) -> str:
                 *_est_cols(mc.vs_fp32), *_est_cols(mc.vs_baseline),
                 "" if mc.energy_j_per_epoch is None else mc.energy_j_per_epoch, mc.data_source if mc.status == "ok" else "",
                 ";".join(mc.flags),
+                *_quality_cols(row, mc),
             ])
     return buf.getvalue()
 
@@ -278,6 +324,12 @@ def to_markdown(cmp: Comparison, verbose: bool = False) -> str:
     ), ""]
     if any_outside_ci(cmp):
         out += [OUTSIDE_NOTE + ".", ""]
+    q_rows = quality_rows(cmp)
+    if q_rows:
+        out += [f"## {QUALITY_TITLE}", "", _md_table(
+            ["cell"] + [s.label for s in cmp.sources],
+            [[_cell_label(r)] + ["<br>".join(quality_lines(r, mc, base.label)) for mc in r.machines] for r in q_rows],
+        ), ""]
     if cmp.not_compared:
         out += [f"## {not_compared_title(cmp, verbose)}", ""] + [f"- {line}" for line in not_compared_lines(cmp, verbose)] + [""]
     return "\n".join(out)

@@ -377,7 +377,8 @@ def render_run_report(
 def render_compare_page(cmp: "Comparison") -> str:
     """The page ``kit compare --html FILE`` writes."""
     from kit.compare.render import (
-        n_and_cv, fmt_throughput, fmt_time, fmt_vs_baseline, not_compared_lines, not_compared_title, speed_verdict,
+        QUALITY_TITLE, n_and_cv, fmt_throughput, fmt_time, fmt_vs_baseline, not_compared_lines, not_compared_title,
+        quality_lines, quality_rows, speed_verdict,
     )
     from kit.report.charts import comparison_charts
 
@@ -435,6 +436,15 @@ def render_compare_page(cmp: "Comparison") -> str:
         ["cell"] + [f"{escape(s.label)} ÷ {escape(base.label)}" for s in cmp.sources[1:]],
         [[escape(r.label)] + [vs_cell(mc) for mc in r.machines[1:]] for r in cmp.rows], numeric_from=1,
     ) + _outside_note(mc.vs_baseline for r in cmp.rows for mc in r.machines[1:] if mc))
+    q_rows = quality_rows(cmp)
+    if q_rows:
+        title, _, sub = QUALITY_TITLE.partition(" (")
+        sub = sub[:1].upper() + sub[1:]
+        body.append(f"<h2>{escape(title)}</h2><p class=\"sub\">{escape(sub.replace('):', ':', 1))}.</p>" + _table(
+            ["cell"] + [escape(s.label) for s in cmp.sources],
+            [[escape(r.label)] + ["<br>".join(escape(x) for x in quality_lines(r, mc, base.label)) for mc in r.machines]
+             for r in q_rows], numeric_from=1,
+        ))
     charts = comparison_charts(cmp)
     if charts:
         body.append('<h2>Charts</h2><div class="charts">')

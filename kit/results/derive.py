@@ -81,6 +81,15 @@ def max_batch_ratios(cells: list[CellResult]) -> list[dict]:
     return rows
 
 
+def quality_gap(workload: str, value: float, reference: float) -> float:
+    """How far a final metric is from a reference one, as parity measures it: CIFAR's accuracy
+    points lost (reference - value; > 0 = worse), otherwise the relative difference of the
+    perplexity or held-out loss ((value - reference) / reference; > 0 = worse)."""
+    if workload == "cifar":
+        return reference - value
+    return (value - reference) / reference
+
+
 def parity(cells: list[CellResult], tolerance: float | None = None) -> list[dict]:
     """Did each reduced-precision cell reach fp32's final metric within tolerance?
 
@@ -104,16 +113,14 @@ def parity(cells: list[CellResult], tolerance: float | None = None) -> list[dict
             v = _median(c, "final_metric")
             if v is None:
                 continue
+            gap = quality_gap(workload, v, ref)
             if workload == "cifar":
-                gap = ref - v
                 ok = gap <= tol
                 rule = f"accuracy within {tol * 100:.1f} points of fp32"
             elif workload == "gpt":
-                gap = (v - ref) / ref
                 ok = abs(gap) <= tol
                 rule = f"held-out loss within {tol:.0%} of {base_name}'s"
             else:
-                gap = (v - ref) / ref
                 ok = gap <= tol
                 rule = f"perplexity within {tol:.0%} of fp32"
             row = {"workload": workload, "model": model, "engine": engine, "precision": prec, **_at(point, size),
