@@ -12,7 +12,8 @@ fresh interpreter, so the first cell's start-up (imports, CUDA) is in every way'
 Per way: the median over rounds of each cell's wall time (``finished_at - started_at`` in results.json)
 and of the cell's steady throughput. Isolation's cost per cell = isolated median - in-process median,
 over the cells after the first (the first isolated cell also starts the fork server). Prints a table and
-writes isolation.json to OUT_DIR (default: the current folder).
+writes isolation.json to OUT_DIR (default: the current folder); isolation-rounds.json there holds every
+finished way's cells as soon as it finishes.
 """
 
 from __future__ import annotations
@@ -64,11 +65,15 @@ def main() -> None:
     args = ap.parse_args()
     order = list(WAYS)
     runs: dict = {w: [] for w in order}
+    Path(args.out).mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="kit-isolation-") as tmp:
         for r in range(args.rounds):
             for way in (order if r % 2 == 0 else order[::-1]):
                 runs[way].append(run_way(way, args, Path(tmp)))
-                print(f"round {r + 1}/{args.rounds}: {way} done", file=sys.stderr, flush=True)
+                walls = ", ".join(f"{c['precision']} {c['wall_s']:.2f} s" for c in runs[way][-1])
+                print(f"round {r + 1}/{args.rounds}: {way} done: {walls}", file=sys.stderr, flush=True)
+                # every finished way's cells, as measured, so a command cut short keeps them
+                (Path(args.out) / "isolation-rounds.json").write_text(json.dumps(runs, indent=2))
     per_way = {}
     for way, rounds in runs.items():
         cells = []
@@ -88,7 +93,6 @@ def main() -> None:
     report = {"device": args.device, "rounds": args.rounds, "max_batches": args.max_batches,
               "precisions": args.precisions, "ways": per_way, "isolation_cost": cost,
               "method": __doc__.split("\n\n")[2].replace("\n", " ")}
-    Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / "isolation.json").write_text(json.dumps(report, indent=2))
     print("| cell | in-process s | fork server s | spawn s | tokens/s in-process / fork server / spawn |")
     print("| --- | --- | --- | --- | --- |")
