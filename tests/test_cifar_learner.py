@@ -282,6 +282,8 @@ def test_compare_labels_fastai_cells_with_their_learner_and_warns_when_they_diff
     assert cmp.rows[0].label == "cifar/resnet18/fp32/fastai (learners differ: create_cnn / scratch)"
     (warning,) = [w for w in cmp.warnings if "learner" in w.message]
     assert warning.kind == "params" and "A create_cnn" in warning.message and "B scratch" in warning.message
+    # the learners are named in the machines' (columns') order
+    assert compare_paths([old, same_a]).rows[0].label == "cifar/resnet18/fp32/fastai (learners differ: scratch / create_cnn)"
 
     monkeypatch.setenv("COLUMNS", "220")
     for extra in ([], ["--markdown"]):

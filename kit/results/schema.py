@@ -114,9 +114,10 @@ def cell_learner(engine: str, params: dict | None) -> str | None:
 def cell_label(cell_id_: str, learners: Any) -> str:
     """A cell's id as the reports and ``kit compare`` show it: with its learner for fastai cells,
     ``cifar/resnet18/fp32/fastai (create_cnn)``; ``learners`` is one name, None, or the names of
-    several machines' cells (shown joined when they differ). The id itself never changes."""
+    several machines' cells (shown joined, in the machines' order, when they differ). The id itself
+    never changes."""
     names = [learners] if learners is None or isinstance(learners, str) else list(learners)
-    names = sorted({n for n in names if n})
+    names = list(dict.fromkeys(n for n in names if n))
     if not names:
         return cell_id_
     return f"{cell_id_} ({' / '.join(names)})" if len(names) == 1 else f"{cell_id_} (learners differ: {' / '.join(names)})"
