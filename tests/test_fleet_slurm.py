@@ -89,6 +89,32 @@ def test_dry_run_prints_the_batch_script_and_writes_nothing(tmp_path, capsys, mo
     assert not sweep.exists()
 
 
+def test_each_suites_task_gets_only_the_options_its_suite_reads(tmp_path, capsys, monkeypatch):
+    """One set of task options serves --suites lstm,cifar,gpt: the LSTM's --preset reaches the LSTM task
+    only, -m the CIFAR task only, --seq-len the GPT task only (kit run refuses an option of another
+    suite); options of every suite reach every task."""
+    monkeypatch.setenv("PATH", "/nonexistent")
+    code, out, err = _submit(tmp_path / "sweep", capsys, monkeypatch, "--suites", "lstm,cifar,gpt", "--gpus-per-task", "1",
+                             "--dry-run", tasks=("--data", "synthetic", "--preset", "apex-2018", "--max-batches", "4",
+                                                 "-m", "resnet18", "--seq-len", "64", "--repeats", "1"))
+    assert code == 0, err
+    assert "0) ARGS=(--suite lstm --data synthetic --preset apex-2018 --max-batches 4 --repeats 1) ;;" in out
+    assert "1) ARGS=(--suite cifar --data synthetic --models resnet18 --repeats 1) ;;" in out
+    assert "2) ARGS=(--suite gpt --data synthetic --seq-len 64 --repeats 1) ;;" in out
+
+
+@pytest.mark.parametrize("tasks,needle", [
+    (("--epoch", "3"), "unrecognized arguments: --epoch 3"),                      # a typo: refused at submit
+    (("--suite", "gpt", "--epochs", "2"), "--epochs is an option of the cifar and lstm suites"),
+])
+def test_task_options_that_kit_run_would_refuse_stop_the_sweep_before_it_is_written(tmp_path, capsys, monkeypatch,
+                                                                                    tasks, needle):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    code, out, err = _submit(tmp_path / "sweep", capsys, monkeypatch, "--gpus-per-task", "1", tasks=tasks)
+    assert code == 2 and needle in err
+    assert not (tmp_path / "sweep").exists()
+
+
 def test_one_array_per_gpu_count_and_the_job_ids_are_kept(fake_slurm, capsys, monkeypatch):
     sweep = fake_slurm / "sweep"
     code, out, err = _submit(sweep, capsys, monkeypatch, "--suites", "cifar,lstm", "--gpus-per-task", "1,2")

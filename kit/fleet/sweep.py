@@ -14,6 +14,7 @@ from kit import __version__
 from kit.errors import SchemaError, UsageError
 from kit.results import schema
 from kit.results.atomic import atomic_write_json
+from kit.runner.options import check_suite_options, options_for_suite, parse_args, to_args
 
 SWEEP_FORMAT = 1
 SWEEP_FILE = "sweep.json"
@@ -146,11 +147,16 @@ def plan_sweep(folder: Path, run_args: List[str], suites: List[str], gpus: List[
                          remedy=f"Follow it with: kit fleet slurm status {folder}; or give a new --dir.")
     if folder.exists() and not folder.is_dir():
         raise UsageError(f"--dir {folder} is a file, not a folder.")
+    # the task options parse as `kit run`'s (exit 2 now, not in every task); each suite's task gets
+    # only the options its suite reads, so one set can serve --suites lstm,cifar
+    options = parse_args(run_args, prog="kit fleet slurm submit -- (task options)")
+    if not suites:
+        check_suite_options(options)
     tasks = []
     for stack in (stacks or [None]):
         for suite in (suites or [None]):
             for n in (gpus or [1]):
-                args = (["--suite", suite] if suite else []) + list(run_args)
+                args = (["--suite", suite] + to_args(options_for_suite(options, suite)[0])) if suite else list(run_args)
                 if n == 0:
                     args += ["--device", "cpu"]
                 elif n > 1:

@@ -440,6 +440,21 @@ def check_suite_options(options: RunOptions) -> None:
                              remedy=f"Leave {spec.flag} out, or use it with --suite {', '.join(usable[:-1]) + ' or ' if len(usable) > 1 else ''}{usable[-1]}.")
 
 
+def options_for_suite(options: RunOptions, suite: str) -> Tuple[RunOptions, List[str]]:
+    """``options`` with those of other suites than ``suite`` left out (back to their defaults, no
+    longer given), and the flags left out: what one suite's task of a sweep that shares its options
+    between suites runs (kit.fleet.sweep). ``suite`` itself is not set."""
+    run = RUN_SUITES.get(suite, ())
+    foreign = [spec for spec in option_specs()
+               if spec.suites and spec.name in options.given and not set(spec.suites) & set(run)]
+    if not foreign:
+        return options, []
+    names = {spec.name for spec in foreign}
+    kept = replace(options, given=tuple(n for n in options.given if n not in names),
+                   **{spec.name: spec.default for spec in foreign})
+    return kept, [spec.flag for spec in foreign]
+
+
 def check_options(options: RunOptions) -> None:
     """The checks RunConfig cannot make itself (it has no flags, paths or ranges of the CLI)."""
     check_suite_options(options)
