@@ -152,25 +152,22 @@ def print_rich(cmp: Comparison, console, verbose: bool = False) -> None:
     _print_warnings(cmp, console)
 
     energy = _has_energy(cmp)
-    t = Table(title="Time per epoch and throughput (median over repeats)", title_justify="left", show_lines=True)
-    t.add_column("cell", overflow="fold")
-    for s in cmp.sources:
-        t.add_column(s.label)
-    for row in cmp.rows:
-        t.add_row(escape(_cell_label(row)), *(escape("\n".join(_time_cell(row, mc, energy))) for mc in row.machines))
-    console.print(t)
-
-    sp_rows = [r for r in cmp.rows if any(mc and mc.vs_fp32 for mc in r.machines)]
-    if sp_rows:
-        t = Table(title=SPEEDUP_TITLE, title_justify="left")
+    def per_machine(title: str, rows: list[Row], lines, show_lines: bool = False) -> None:
+        """A table of ``rows`` with one column per machine; ``lines(row, mc)`` gives a cell's lines."""
+        t = Table(title=title, title_justify="left", show_lines=show_lines)
         t.add_column("cell", overflow="fold")
         for s in cmp.sources:
             t.add_column(s.label)
-        for row in sp_rows:
-            t.add_row(escape(_cell_label(row)), *(
-                (f"{fmt_speedup_estimate(mc.vs_fp32)}\n{mc.vs_fp32.verdict}" if mc and mc.vs_fp32 else "—") for mc in row.machines
-            ))
+        for row in rows:
+            t.add_row(escape(_cell_label(row)), *(escape("\n".join(lines(row, mc))) for mc in row.machines))
         console.print(t)
+
+    per_machine("Time per epoch and throughput (median over repeats)", cmp.rows,
+                lambda row, mc: _time_cell(row, mc, energy), show_lines=True)
+    sp_rows = [r for r in cmp.rows if any(mc and mc.vs_fp32 for mc in r.machines)]
+    if sp_rows:
+        per_machine(SPEEDUP_TITLE, sp_rows, lambda row, mc: [fmt_speedup_estimate(mc.vs_fp32), mc.vs_fp32.verdict]
+                    if mc and mc.vs_fp32 else ["—"])
 
     base = cmp.baseline_source
     t = Table(title=f"Throughput relative to {base.label} (baseline; median ÷ median, >1 = faster than {base.label}; [95% CI of the ratio of means])", title_justify="left")
@@ -192,13 +189,7 @@ def print_rich(cmp: Comparison, console, verbose: bool = False) -> None:
         console.print(OUTSIDE_NOTE + ".", highlight=False, markup=False)
     q_rows = quality_rows(cmp)
     if q_rows:
-        t = Table(title=QUALITY_TITLE, title_justify="left")
-        t.add_column("cell", overflow="fold")
-        for s in cmp.sources:
-            t.add_column(s.label)
-        for row in q_rows:
-            t.add_row(escape(_cell_label(row)), *(escape("\n".join(quality_lines(row, mc, base.label))) for mc in row.machines))
-        console.print(t)
+        per_machine(QUALITY_TITLE, q_rows, lambda row, mc: quality_lines(row, mc, base.label))
     _print_not_compared(cmp, console, verbose)
 
 
