@@ -163,10 +163,11 @@ from test_launch_run import JOURNAL, FakeClient, FakeContainer, _launch, results
 
 def test_launch_forwards_the_options_as_their_command_line(results):
     client = FakeClient(lambda r: FakeContainer(r, JOURNAL))
-    args = ["-m", "resnet18", "--lr", "2", "--untied", "--seed=3"]
+    args = ["--suite", "all", "-m", "resnet18", "--lr", "2", "--untied", "--seed=3"]
     _launch(results, client, gpu="0", stack="cuda12", skip_checks=True, run_args=args)
     (call,) = client.containers.calls
-    assert call["command"] == ["run", "--models", "resnet18", "--lr", "2.0", "--untied", "--seed", "3", "--device", "cuda:0"]
+    assert call["command"] == ["run", "--suite", "all", "--models", "resnet18", "--lr", "2.0", "--untied", "--seed", "3",
+                               "--device", "cuda:0"]
     assert parse_args(call["command"]) == parse_args(args).with_options(device="cuda:0")
 
 
@@ -183,5 +184,10 @@ def test_launch_options_that_do_not_parse_stop_before_anything_starts(results):
     client = FakeClient(lambda r: FakeContainer(r, JOURNAL))
     with pytest.raises(UsageError, match="--epochs") as info:
         _launch(results, client, gpu="0", stack="cpu", skip_checks=True, run_args=["--epochs", "x"])
+    assert info.value.exit_code == 2
+    assert client.containers.calls == [] and not results.exists()
+    # an option of another suite is refused on the host too, before a container starts
+    with pytest.raises(UsageError, match="--epochs is an option of the cifar and lstm suites") as info:
+        _launch(results, client, gpu="0", stack="cpu", skip_checks=True, run_args=["--suite", "gpt", "--epochs", "2"])
     assert info.value.exit_code == 2
     assert client.containers.calls == [] and not results.exists()

@@ -37,7 +37,7 @@ from kit.launch.display import LaunchUI, NullLaunchUI, headline  # noqa: F401
 from kit.launch.exit_status import PASSED_THROUGH, clean_error_text, container_error, error_from_log  # noqa: F401
 from kit.launch.follow import JournalFollower, new_bundles, snapshot
 from kit.launch.stacks import find_source_root, image_spec, read_ca_cert, stack_facts
-from kit.runner.options import RunOptions, parse_args, to_args
+from kit.runner.options import RunOptions, check_suite_options, parse_args, to_args
 
 #: what the container runs when no `kit run` options follow `--`
 SMOKE_RUN = RunOptions().with_options(smoke=True, suite="all", device="cpu")
@@ -81,11 +81,12 @@ def parse_gpus(gpu: str | int) -> tuple[int, ...]:
 
 def run_options(run_args: RunOptions | Sequence[str]) -> RunOptions:
     """The `kit run` options to forward: the object itself, or parsed from the arguments after
-    `--` (a leading "run" is accepted; UsageError, exit 2, when they do not parse). Their
+    `--` (a leading "run" is accepted; UsageError, exit 2, when they do not parse, or when one
+    belongs to another suite than the run's: kit.runner.options.check_suite_options). Their
     values are checked by `kit run` in the container, where its paths exist."""
-    if isinstance(run_args, RunOptions):
-        return run_args
-    return parse_args(run_args, prog=RUN_PROG)
+    options = run_args if isinstance(run_args, RunOptions) else parse_args(run_args, prog=RUN_PROG)
+    check_suite_options(options)
+    return options
 
 
 def container_command(stack: str, run_args: RunOptions | Sequence[str], smoke_default: bool, gpu_count: int = 1) -> list[str]:
