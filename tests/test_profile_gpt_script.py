@@ -25,7 +25,7 @@ def _script():
     ("triton_poi_fused__to_copy_abs_amax_clamp_0", "Triton (fused elementwise, norms, casts, amax)"),
     ("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<FusedAdamMathFunctor>", "optimizer"),
     ("void at::native::vectorized_elementwise_kernel<4, FillFunctor<float>>", "other"),
-    # from the H200 profile of 2026-12-02 (references/h200/gpt-probe/): cuBLAS's fp8 GEMMs, bf16's, and the
+    # from the H200 profile of 2026-12-02 (commit 3167bdb, docs/measurements.md): cuBLAS's fp8 GEMMs, bf16's, and the
     # Triton cast that feeds _scaled_mm (named after it)
     ("nvjet_sm90_qqtst_192x192_128x4_2x1_v_bz_coopB_TNN", "fp8 GEMM"),
     ("nvjet_sm90_qrtst_128x160_128x5_1x2_h_bz_coopA_algo2_TNT", "fp8 GEMM"),

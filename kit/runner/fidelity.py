@@ -19,7 +19,7 @@ batch 24, dropout 0.65, static loss scale 128):
 in --runs rounds (default 3): each round runs the original once per setting and the kit once, the two in
 alternating order (the original first in odd rounds, the kit first in even ones), so that a drift of the
 machine reaches both alike; the 200-unit model is paced by the host, and on one H200 the original's runs
-of one setting, one after another, differed by up to 16% (references/h200/fidelity-lstm-3/).
+of one setting, one after another, differed by up to 16% (the third H200 run in docs/measurements.md).
 
 The corpus is the kit's synthetic WikiText-2 (seed 0) written in the example's file format (one line
 per line, the example appends <eos>), so both read the same token sequence. Where WikiText-2's real

@@ -20,7 +20,7 @@ it. Which cells run this way is ``RunConfig.isolate``: ``apex`` (the default: th
 ``all`` or ``none``.
 
 **The fork server.** A fresh interpreter per cell would import torch and torchvision again every time
-(about 4 s a cell on an H200, 5.2 s on the 2-core CI machine: references/cpu-vm/isolation/). Children are started
+(about 4 s a cell on an H200, 5.2 s on the 2-core CI machine: docs/measurements.md). Children are started
 by multiprocessing's fork server instead: one clean process per run, started at the first isolated cell
 (a new interpreter, never one that has touched CUDA), which imports ``PRELOAD`` once and then forks a
 child per cell. Each child is a copy of that clean process: nothing a cell does reaches the server or

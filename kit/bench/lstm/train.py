@@ -141,7 +141,7 @@ def sgd_update_kwargs(precision_mode: str) -> dict:
     per-parameter update (so fp32, tf32 and the amp modes share one update and their ratios
     measure the precision, not the optimizer). On the host-bound 200-unit preset the two
     differ: before this, the H200 fidelity run
-    measured the kit's fp32 (foreach) 9% faster than the example there (references/h200/fidelity-lstm)."""
+    measured the kit's fp32 (foreach) 9% faster than the example there (the first H200 run in docs/measurements.md)."""
     if precision_mode == "fp16-master" or not caps.HAS_OPTIM_FOREACH:
         return {}
     return {"foreach": False}
