@@ -34,7 +34,7 @@ image: $(VENV)/.host ## build the image for STACK (auto, cuda10, cuda12, cpu) on
 smoke: $(VENV)/.test ## a one-minute native run on synthetic data
 	$(BIN)/kit run --smoke --suite all $(ARGS)
 
-bench-h200: $(VENV)/.test ## the performance-target benchmark (see README, Performance)
+bench-h200: $(VENV)/.test ## the performance-target benchmark (see docs/performance.md)
 	KIT="$(BIN)/python -m kit" PY=$(BIN)/python bash scripts/bench_h200.sh
 
 # The host side installs in seconds: typer, rich, docker, nvidia-ml-py.

@@ -3,7 +3,7 @@
 Library code raises a subclass of :class:`KitError` with a message written for
 the person at the terminal (what went wrong, and what to do about it). The CLI
 catches the family, prints the message without a traceback and exits with the
-class's ``exit_code``. The codes are documented in the README ("Exit codes").
+class's ``exit_code``. The codes are documented in docs/troubleshooting.md ("Exit codes").
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The batch curve of issue 16 (README "Batch curve (H200)"): ResNet-18 and ResNet-50, torch
+# The batch curve (docs/performance.md, "Batch curve"): ResNet-18 and ResNet-50, torch
 # engine, at 32 px and at 224 px, throughput against batch size per precision, with the knee,
 # the speedup over fp32 at each size and images per joule (kit run --batch-sizes).
 #

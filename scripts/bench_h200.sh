@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Reproduces every figure in the README's "Performance (H200)" table in one command.
+# Reproduces every figure in docs/performance.md's table in one command.
 #
 #   bash scripts/bench_h200.sh [OUT_DIR]        (or: make bench-h200)
 #

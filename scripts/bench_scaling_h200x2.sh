@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The two-GPU run (README "Two H200s"): each cell on one GPU and then data-parallel on two of one host
+# The two-GPU run (docs/fleet.md): each cell on one GPU and then data-parallel on two of one host
 # (`kit run --gpus 2 --scaling`: the one-GPU baseline is measured just before, in the same run), with the
 # total and per-GPU throughput, the scaling efficiency, the all-reduce time and the GPUs' interconnect.
 #

@@ -1,16 +1,16 @@
-"""Print the README's performance tables from the runs' own files.
+"""Print the performance tables (docs/performance.md) from the runs' own files.
 
     python scripts/perf_table.py references/h200/perf
         the targets table (references/h200/perf/perf.md) from a bench_h200.sh output
         folder, or a folder holding bundles and an overhead.json;
     python scripts/perf_table.py --suite references/h200/vm_NVIDIA-H200_*.tar.gz
-        the full-suite tables of README "The full suite on an H200" from a bundle;
+        the full-suite tables of docs/performance.md, "The full suite on an H200" from a bundle;
     python scripts/perf_table.py --curve references/h200/curve/*/*.tar.gz
-        the batch-curve tables of README "Batch curve (H200)": one table per model and
+        the batch-curve tables of docs/performance.md, "Batch curve": one table per model and
         image size, a row per precision (kit.results.curve: the knee, the speedup over fp32
         at each size, images per joule);
     python scripts/perf_table.py --scaling OUT/*/*.tar.gz
-        the data-parallel table of README "Two H200s" (scripts/bench_scaling_h200x2.sh): per cell
+        the data-parallel table of docs/fleet.md (scripts/bench_scaling_h200x2.sh): per cell
         the one-GPU baseline, the total and per-GPU throughput on N GPUs, the scaling efficiency
         (as kit.runner.isolate recorded it), the all-reduce time and the interconnect.
 

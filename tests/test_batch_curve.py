@@ -318,7 +318,7 @@ def test_bundle_show_prints_a_curve_too_wide_for_the_console_one_point_a_row():
 
 
 def test_perf_table_prints_the_curve_as_bundle_show_does():
-    """scripts/perf_table.py --curve (the README's tables): the same knee, speedups and images per joule."""
+    """scripts/perf_table.py --curve (docs/performance.md's tables): the same knee, speedups and images per joule."""
     perf_table = load_script("perf_table")
     text = perf_table.curve_tables(_results())
     head, _, *rows = text.strip().splitlines()

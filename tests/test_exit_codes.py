@@ -1,4 +1,4 @@
-"""The one exit-code table (README "Exit codes", kit.errors.EXIT_CODES), enforced.
+"""The one exit-code table (docs/troubleshooting.md "Exit codes", kit.errors.EXIT_CODES), enforced.
 
 Each case runs ``python -m kit ...`` in a subprocess from an empty temporary
 folder (so nothing depends on the repository root) and checks the exit code,
@@ -137,14 +137,14 @@ def test_exit_code(args, expected, inputs, tmp_path):
 
 
 def _readme_codes() -> dict[int, str]:
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    text = (REPO / "docs" / "troubleshooting.md").read_text(encoding="utf-8")
     section = text.split("\n## Exit codes", 1)[1].split("\n## ", 1)[0]
     return {int(m.group(1)): m.group(2).strip() for m in re.finditer(r"^\|\s*(\d+)\s*\|\s*(.+?)\s*\|\s*$", section, re.M)}
 
 
 def test_every_exit_code_is_in_the_readme_table_and_every_row_is_a_code():
     readme = _readme_codes()
-    assert readme, "README has no Exit codes table"
+    assert readme, "docs/troubleshooting.md has no Exit codes table"
     assert set(readme) == set(EXIT_CODES), (sorted(set(readme) ^ set(EXIT_CODES)))
 
 

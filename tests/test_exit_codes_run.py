@@ -1,4 +1,4 @@
-"""`kit run`'s exit codes (the table in kit/errors.py and README "Exit codes"), each case in
+"""`kit run`'s exit codes (the table in kit/errors.py and docs/troubleshooting.md "Exit codes"), each case in
 a real `python -m kit` process: the code, one `error:` line, no traceback, nothing written.
 
 The benchmark is the fake in tests/fixtures/fake_bench.py (installed through a

@@ -19,7 +19,7 @@ from kit.errors import (
 from kit.launch.container import LOG_TAIL_LINES
 
 #: Exit codes of the kit in the container that mean the same on the host (the
-#: README's table): `kit launch` ends with the same code and error class, so
+#: docs/troubleshooting.md's table): `kit launch` ends with the same code and error class, so
 #: `kit launch -- --suite nope` is a usage error (2) like `kit run --suite nope`.
 #: Any other non-zero code is "the run failed" (8).
 PASSED_THROUGH: dict[int, type[KitError]] = {2: UsageError, 3: DataError, 6: EnvironmentCheckError}

@@ -9,7 +9,7 @@ from kit.results import ratios
 from kit.results.curve import batch_curves
 from kit.results.schema import CellResult, curve_batch, image_size_part
 
-#: Default parity tolerances (documented in README "Convergence"):
+#: Default parity tolerances (documented in docs/running.md, "What is measured"):
 #: CIFAR: a reduced-precision run matches fp32 when its final test accuracy is
 #: at most 1.0 percentage point lower; LSTM: when its final test perplexity is
 #: at most 2% higher.
