@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 18's check on one GPU (the H200): `kit run --gpus 1` (the data-parallel path: a spawned rank,
+# The data-parallel check on one GPU (the H200): `kit run --gpus 1` (the data-parallel path: a spawned rank,
 # NCCL, DistributedDataParallel) against the plain path, same cells, within 3% steady-state throughput.
 #
 #   bash scripts/bench_ddp_h200.sh [OUT_DIR]     (device tool: the summary lands in $OUT, which comes back)

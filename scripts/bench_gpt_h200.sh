@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPT suite on an H200 (issue 17): every preset x every precision x 3 repeats in one
+# The GPT suite on an H200: every preset x every precision x 3 repeats in one
 # `kit run`, then (where WikiText-2 is present) a convergence run of the small preset.
 #
 #   bash scripts/bench_gpt_h200.sh [OUT_DIR]          (OUT_DIR default: bench-gpt-out/)

@@ -1,4 +1,4 @@
-"""What a cell in a process of its own costs (issue 14's cell isolation; target: at most 2 s a cell).
+"""What a cell in a process of its own costs (cell isolation; target: at most 2 s a cell).
 
     python scripts/bench_isolation.py [OUT_DIR] [--device cuda] [--rounds 3] [--precisions fp32,tf32,amp-fp16,amp-bf16]
 

@@ -52,7 +52,7 @@ def cells(folder: Path) -> tuple[dict[str, CellResult], dict]:
     return out, env
 
 
-#: issue 16's targets (H200, bs 256, 32 px, synthetic, medians of 3 repeats): the project's goals
+#: the performance targets (H200, bs 256, 32 px, synthetic, medians of 3 repeats): the project's goals
 INDUCTOR_TARGETS = {
     "resnet18": {"fp32": 58_000, "amp-fp16": 180_000, "amp-bf16": 185_000},
     "resnet50": {"fp32": 21_000, "amp-fp16": 76_000, "amp-bf16": 78_000},
@@ -109,7 +109,7 @@ def main(out: Path) -> None:
         rows.append(f"| {name} | {shown} | {target} | {verdict} | {note} |")
 
     row("torch engine, ResNet-18, amp-bf16", median(r18bf), "images/s", "≥ 85,000 images/s", lambda v: v >= 85000, cv(r18bf))
-    # issue 16: the captured step with Inductor inside, against the same cells with eager kernels
+    # the captured step with Inductor inside, against the same cells with eager kernels
     graph: dict[str, CellResult] = {}
     for sub in ("r18-graph", "r50-graph"):
         if (out / sub).is_dir():

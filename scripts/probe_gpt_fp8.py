@@ -1,4 +1,4 @@
-"""Which compilation of the GPT step makes fp8 pay most? (a diagnostic for issue 17, not a test)
+"""Which compilation of the GPT step makes fp8 pay most? (a diagnostic, not a test)
 
     python scripts/probe_gpt_fp8.py --preset gpt-1b --variants block,whole,block-autotune [--out DIR]
 

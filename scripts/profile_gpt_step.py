@@ -8,8 +8,8 @@ synthetic WikiText-2-shaped ids, and records ``--active`` steps after the compil
 torch.profiler. Prints, per precision, GPU milliseconds per step by kind of kernel (bf16/fp16/fp32
 GEMMs, fp8 GEMMs, attention, Triton kernels (Inductor's fused elementwise work: norms, GELU, fp8 casts
 and their amax), the optimizer, other) and the differences between the first precision and the
-others, so that an fp8 speedup below the GEMMs' own can be traced to the kernels that eat it (issue 17's
-targets). Writes profile_gpt.json to ``--out`` (default: the current folder). On the CPU (``--device
+others, so that an fp8 speedup below the GEMMs' own can be traced to the kernels that eat it (the suite's
+fp8 targets). Writes profile_gpt.json to ``--out`` (default: the current folder). On the CPU (``--device
 cpu --preset tiny``) it checks its own code path: there are no kernels, only operators.
 """
 
