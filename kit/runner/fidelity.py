@@ -322,7 +322,7 @@ def _run_in(work: Path, apex_src: Path, fp16_utils: Path, presets: list, setting
 
 
 def format_table(report: dict) -> str:
-    """The Markdown table the command prints (and README shows)."""
+    """The Markdown table the command prints (and docs/fidelity.md shows)."""
     lines = [f"{report.get('device')}, torch {report.get('torch')}, corpus: {report['corpus'].get('source')}",
              "| preset | original | kit cell | original tokens/s | kit tokens/s | kit ÷ original | by round |",
              "| --- | --- | --- | --- | --- | --- | --- |"]

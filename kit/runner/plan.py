@@ -1,7 +1,7 @@
 """Turn a RunConfig into the list of cells to measure, and estimate the time.
 
 Defaults (what ``make run`` / ``kit run`` with no narrowing options measure)
-are defined here and documented in the README.
+are defined here and documented in docs/running.md ("What is measured").
 """
 
 from __future__ import annotations
