@@ -200,6 +200,8 @@ class Comparison:
             "method": self.method,
             "baseline": self.baseline_source.label,
             "sources": [s.describe() for s in self.sources],
+            **({"refused": [{"path": inert(str(r.path)), "reason": inert(r.error.message), "exit_code": r.exit_code}
+                            for r in self.refused]} if self.refused else {}),
             "warnings": [w.to_dict() for w in self.warnings],
             "not_comparable": list(self.not_comparable),
             "not_compared_by_reason": [{"reason": r, "cells": n} for r, n in self.not_compared_by_reason()],
