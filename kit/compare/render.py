@@ -215,6 +215,10 @@ def fits(console, renderables) -> bool:
     return all(natural_width(console, r) <= console.width for r in renderables if isinstance(r, Table))
 
 
+#: no machine's column in the column tables is narrower than this (its figures: "n=3, throughput CV 0.2%")
+MIN_COLUMN = 16
+
+
 def print_rich(cmp: Comparison, console, verbose: bool = False, view=None) -> None:
     """Inputs, method, warnings, then the tables: one column per machine where they fit the
     console, else (or when ``view`` asks for a metric or groups) machines as rows
@@ -230,7 +234,9 @@ def print_rich(cmp: Comparison, console, verbose: bool = False, view=None) -> No
         fleet_views.print_inputs_compact(cmp, console)
     console.print(f"[dim]Statistics: {cmp.method}.[/dim]")
     _print_warnings(cmp, console)
-    columns = None if view.rows or view.group_by or view.metric != "throughput" else _column_tables(cmp)
+    # a machine's column takes more than MIN_COLUMN characters: past that many, do not build them to measure
+    many = len(cmp.sources) * MIN_COLUMN > console.width
+    columns = None if many or view.rows or view.group_by or view.metric != "throughput" else _column_tables(cmp)
     if columns is not None and fits(console, columns):
         for part in columns:
             console.print(part)
