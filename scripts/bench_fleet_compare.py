@@ -36,7 +36,8 @@ CELLS = [("resnet18", "fp32", 1.0), ("resnet18", "amp-fp16", 1.6), ("resnet18", 
 
 
 def synthetic_results(i: int, speed: float, rng: random.Random, host: str | None = None,
-                      driver: str = "580.159.04", gpu: str = "NVIDIA H200", noise: float = 0.01):
+                      driver: str = "580.159.04", gpu: str = "NVIDIA H200", noise: float = 0.01,
+                      jitter: tuple | None = None):
     """One synthetic machine's RunResults: six CIFAR cells, three repeats, ``speed`` x the base throughput."""
     from kit.results.schema import CellResult, RunConfig, RunResults
     from kit.results.stats import summarise_repeats
@@ -46,8 +47,8 @@ def synthetic_results(i: int, speed: float, rng: random.Random, host: str | None
     for model, precision, rel in CELLS:
         base_s = items / (50_000.0 * rel * speed)
         repeats = []
-        for _ in range(3):
-            s = base_s * (1.0 + rng.gauss(0.0, noise))
+        for r in range(3):
+            s = base_s * (jitter[r] if jitter else 1.0 + rng.gauss(0.0, noise))
             repeats.append({"epoch_seconds": [s], "epoch_seconds_median": s, "throughput_items_per_s": items / s,
                             "time_to_first_step_s": 1.5, "peak_memory_bytes": 2 * 2**30, "overflow_steps": 0,
                             "nan_losses": 0, "final_loss": 4.6, "final_metric": 0.01, "metrics": {}})
@@ -65,8 +66,24 @@ def synthetic_results(i: int, speed: float, rng: random.Random, host: str | None
                       started_at=t0, finished_at=t0 + 600, cells=cells)
 
 
-def write_fleet(folder: Path, n: int, seed: int = 0) -> list[Path]:
-    """``n`` synthetic bundles in ``folder`` (speeds 0.6-1.2x); returns their paths in order."""
+def fleet_machines(n: int, profile: str, rng: random.Random):
+    """(speed, gpu, jitter) per machine. ``spread``: one GPU model, speeds uniform in 0.6-1.2x (the
+    fleet the issue tried). ``groups``: five eighths H200s within ±1.5% of each other but for node017
+    (0.62x) and node023 (noisy: repeats 0.7x-1.3x around the same median), the rest H100s at 0.62x."""
+    out = []
+    for i in range(n):
+        if profile == "spread":
+            out.append((rng.uniform(0.6, 1.2), "NVIDIA H200", None))
+        elif i < n * 5 // 8:
+            speed = 0.62 if i == 17 else rng.uniform(0.985, 1.015)
+            out.append((speed, "NVIDIA H200", (1.0, 1.3, 0.7) if i == 23 else None))
+        else:
+            out.append((rng.uniform(0.61, 0.63), "NVIDIA H100", None))
+    return out
+
+
+def write_fleet(folder: Path, n: int, seed: int = 0, profile: str = "spread") -> list[Path]:
+    """``n`` synthetic bundles in ``folder`` (:func:`fleet_machines`); returns their paths in order."""
     from kit.bundle.export import RunFolder, build_bundle
     from kit.report.export import bundle_files
 
@@ -74,8 +91,8 @@ def write_fleet(folder: Path, n: int, seed: int = 0) -> list[Path]:
     rng = random.Random(seed)
     shared: dict = {}
     paths = []
-    for i in range(n):
-        res = synthetic_results(i, rng.uniform(0.6, 1.2), rng)
+    for i, (speed, gpu, jitter) in enumerate(fleet_machines(n, profile, rng)):
+        res = synthetic_results(i, speed, rng, gpu=gpu, jitter=jitter)
         run = RunFolder(folder, res, res.environment)
 
         def render(rf, name):
@@ -83,7 +100,7 @@ def write_fleet(folder: Path, n: int, seed: int = 0) -> list[Path]:
                 shared.update(bundle_files(rf, name))
             return shared
 
-        stem = f"synthetic-node{i:03d}_NVIDIA-H200_cuda12"
+        stem = f"synthetic-node{i:03d}_{gpu.replace(' ', '-')}_cuda12"
         path = folder / f"{stem}.tar.gz"
         path.write_bytes(build_bundle(run, stem, render, created_at=res.started_at))
         paths.append(path)
@@ -123,6 +140,8 @@ def main() -> None:
     ap.add_argument("--html-n", type=int, default=200, help="machines on the page whose size is measured")
     ap.add_argument("--write-fleet", type=Path, help="only write --n synthetic bundles into this folder")
     ap.add_argument("--n", type=int, default=64)
+    ap.add_argument("--profile", choices=("spread", "groups"), default="spread",
+                    help="with --write-fleet: speeds spread 0.6-1.2x, or H200s and H100s with one slow and one noisy node")
     ap.add_argument("--one-run", nargs="*", help=argparse.SUPPRESS)
     ap.add_argument("--html", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -130,7 +149,7 @@ def main() -> None:
         print(json.dumps(_one_run(args.one_run, "yes" if args.html else None)))
         return
     if args.write_fleet:
-        for p in write_fleet(args.write_fleet, args.n):
+        for p in write_fleet(args.write_fleet, args.n, profile=args.profile):
             print(p)
         return
     import tempfile

@@ -115,7 +115,7 @@ def headers(cmp: Comparison, metric: str, grouped: bool) -> tuple[str, str, str]
     base = cmp.baseline_source.label
     value = {"throughput": "throughput", "epoch-time": "time", "speedup": "speedup over fp32 [95% CI]",
              "energy": "energy"}[metric]
-    ratio = "" if metric in ("speedup", "energy") else ("÷ rest of group [95% CI]" if grouped else f"÷ {base} [95% CI]")
+    ratio = "" if metric in ("speedup", "energy") else ("÷ group [95% CI]" if grouped else f"÷ {base} [95% CI]")
     verdict = "" if metric == "energy" else "verdict"
     return value, ratio, verdict
 
@@ -129,8 +129,8 @@ def explanation(cmp: Comparison, view: View) -> str:
     if view.metric in ("speedup", "energy"):
         ratio = ""
     elif view.group_by:
-        ratio = ("; ÷ rest of group: this machine's speed ÷ the pooled repeats of the other machines of its "
-                 "group (ratio of medians, [95% CI of the ratio of means])")
+        ratio = ("; ÷ group: this machine's speed ÷ the pooled repeats of the other machines of its group "
+                 "(ratio of medians, [95% CI of the ratio of means]); outlier: named in the findings")
     else:
         ratio = f"; ÷ {base}: speed ÷ {base}'s (ratio of medians, [95% CI of the ratio of means], >1 = faster)"
     order = "lowest first" if view.metric == "energy" else "fastest first"
@@ -241,14 +241,13 @@ def print_rows(cmp: Comparison, console, view: View) -> None:
         for rank, ln in enumerate(lines, 1):
             colour = "green" if ln.verdict == "faster" else "red" if ln.verdict == "slower" else None
             name = f"{ln.source.label} {ln.source.env.machine}"  # the baseline says so in the ratio column
-            if ln.source.index in outliers:
-                name += " (outlier)"
+            verdict = ln.verdict + (", outlier" if ln.source.index in outliers else "")
             # Text, not markup: nothing to parse (3,000 rows for 500 machines) and nothing to escape
             cells = [Text(str(rank)), Text(name), Text(ln.value)]
             if ratio_h:
                 cells.append(Text(ln.ratio))
             if verdict_h:
-                cells.append(Text(ln.verdict, style=colour or ""))
+                cells.append(Text(verdict, style=colour or ""))
             t.add_row(*cells)
         console.print(t)
 
@@ -275,10 +274,10 @@ def to_markdown_rows(cmp: Comparison, view: View) -> list[str]:
         header = ["#", "machine", value_h] + ([ratio_h] if ratio_h else []) + ([verdict_h] if verdict_h else [])
         body = []
         for rank, ln in enumerate(lines, 1):
-            name = f"{ln.source.label} {ln.source.env.machine}" + (" (baseline)" if ln.source is cmp.baseline_source else "")
-            name += " (outlier)" if ln.source.index in outliers else ""
+            name = f"{ln.source.label} {ln.source.env.machine}"
+            verdict = ln.verdict + (", outlier" if ln.source.index in outliers else "")
             body.append([str(rank), md(name), md(ln.value)]
-                        + ([md(ln.ratio)] if ratio_h else []) + ([md(ln.verdict)] if verdict_h else []))
+                        + ([md(ln.ratio)] if ratio_h else []) + ([md(verdict)] if verdict_h else []))
         out += [f"### {md(title)}", "", md_table([md(h) for h in header], body), ""]
     return out
 

@@ -486,7 +486,7 @@ def render_fleet_page(cmp: "Comparison", view=None) -> str:
     from kit.compare.fleet_views import findings_lines, findings_title, spread_text
     from kit.compare.fmt import fmt_vs_baseline
     from kit.compare.render import not_compared_lines, not_compared_title, speed_verdict
-    from kit.report.svg import RankedBar, ranked_bars
+    from kit.report.svg import RankedBar, bar_end, ranked_bars
 
     view = view or View()
     by = view.group_by or "gpu"
@@ -508,7 +508,8 @@ def render_fleet_page(cmp: "Comparison", view=None) -> str:
                 '<span class="outlier-note">red: a machine named in the findings</span>.</p>')
     for n_row, row in enumerate(cmp.rows):
         body.append(f"<h3>{h(row.label)}</h3>")
-        for n_group, gc in enumerate(c for c in fleet.cells if c.row is row):
+        charts = []
+        for gc in (c for c in fleet.cells if c.row is row):
             bars = []
             for m in gc.members:
                 mc = row.machines[m.source.index]
@@ -521,9 +522,16 @@ def render_fleet_page(cmp: "Comparison", view=None) -> str:
                 bars.append(RankedBar(name, value, est.ci_low if est else None, est.ci_high if est else None,
                                       text, f"{name}: {text} {verdict}".strip() + (" (outlier)" if m.source.index in outliers else ""),
                                       marked=m.source.index in outliers))
-            caption = f"{by} {gc.group}: {group_phrase(by, gc.group, len(gc.members))}; {spread_text(gc, row.unit)}"
+            charts.append((f"{by} {gc.group}: {group_phrase(by, gc.group, len(gc.members))}; {spread_text(gc, row.unit)}", bars))
+        # one scale for the cell's groups, so that their bars (and the baseline's line) line up; a
+        # whisker past 1.2x the longest bar is cut at the axis' end (the figure beside it is whole)
+        ends = [bar_end(b) for _, bars in charts for b in bars if b.value is not None]
+        longest = max([b.value for _, bars in charts for b in bars if b.value is not None] + [1.0])
+        x_max = min(max(ends + [1.0]), longest * 1.2)
+        for n_group, (caption, bars) in enumerate(charts):
             body.append(f'<p class="sub">{h(caption)}</p>' + ranked_bars(
-                bars, f"fleet-{n_row}-{n_group}", f"{row.label}: {caption}", reference=1.0, reference_label=f"{base.label} = 1"))
+                bars, f"fleet-{n_row}-{n_group}", f"{row.label}: {caption}", reference=1.0,
+                reference_label=f"{base.label} = 1", x_max=x_max))
     body.append("<h2>Inputs</h2>" + _table(
         ["", "machine", "GPU", "driver", "stack", "torch", "data", "file"],
         [[h(s.label) + (" (baseline)" if s is base else ""), h(s.env.machine), h(s.env.gpu), h(s.env.driver),

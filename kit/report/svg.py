@@ -534,18 +534,24 @@ class RankedBar:
     marked: bool = False  # an outlier: drawn in red and said so
 
 
+def bar_end(b: RankedBar) -> float:
+    """How far a bar reaches (its whisker's end, else its value)."""
+    return b.high if b.high is not None else (b.value or 0.0)
+
+
 def ranked_bars(bars: List[RankedBar], chart_id: str, title: str, reference: float | None = 1.0,
-                reference_label: str = "", width: int = 1060, row_h: int = 15) -> str:
+                reference_label: str = "", width: int = 1060, row_h: int = 15, x_max: float | None = None) -> str:
     """Horizontal bars, one row per machine in the order given (ranked by the caller), each with its
     CI whiskers and its figure on the right; a dashed reference line (the baseline = 1). A fixed width
     (the page's), so hundreds of machines make it longer, never wider. Plain SVG (no matplotlib): a
-    fleet of 200 machines in six cells stays well under a megabyte. All text is inert and escaped."""
+    fleet of 200 machines in six cells stays well under a megabyte. All text is inert and escaped.
+    ``x_max``: the axis' end, shared by the charts of one cell (default: from these bars)."""
     from kit.bundle.inert import html_text
 
     label_w, text_w, top, bottom = 230, 200, 22, 20
     x0, x1 = label_w + 8, width - text_w - 8
     shown = [b for b in bars if b.value is not None]
-    hi = max([b.high if b.high is not None else b.value for b in shown] + [reference or 0.0, 0.0]) or 1.0
+    hi = x_max or max([bar_end(b) for b in shown] + [reference or 0.0, 0.0]) or 1.0
     scale = (x1 - x0) / (hi * 1.05)
     height = top + row_h * len(bars) + bottom
     cid = html_text(chart_id)
