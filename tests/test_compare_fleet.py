@@ -84,18 +84,26 @@ def test_cells_pattern_narrows_and_a_pattern_matching_nothing_is_a_usage_error()
 
 
 @pytest.mark.parametrize("metric,needle", [("speedup", "speedup over fp32 [95% CI]"), ("epoch-time", "s/epoch"),
-                                           ("energy", "no cell")])
+                                           ("energy", "No cell has a energy figure")])
 def test_metric_chooses_what_the_rows_show(metric, needle):
     cmp = _cmp(8)
     out = _rich(cmp, 80, View(metric=metric, rows=True))
     assert "…" not in out
     if metric == "energy":  # the fixture records no energy: no tables, and no invented figure
-        assert "J/epoch" not in out
+        assert "J/epoch" not in out and "No cell has an energy figure on any machine." in out
         return
     assert needle in out
     if metric == "speedup":
         row = next(r for r in cmp.rows if r.precision == "amp-fp16")
         assert render.fmt_speedup_estimate(row.machines[3].vs_fp32) in out
+
+
+def test_energy_rows_are_lowest_first():
+    cmp = build_comparison([source(i, f"fixture-node{i:03d}", 1.0, energy=1000.0 + 37 * ((i * 5) % 8)) for i in range(8)])
+    out = _rich(cmp, 80, View(metric="energy", rows=True))
+    table = out[out.index("cifar/resnet18/fp32/torch"):out.index("cifar/resnet18/amp-fp16/torch")]
+    figures = [int(m.replace(",", "")) for m in re.findall(r"([\d,]+) J/epoch", table)]
+    assert figures == sorted(figures) and len(figures) == 8 and figures[0] == 1000
 
 
 def _planted_fleet():

@@ -227,6 +227,8 @@ def print_rows(cmp: Comparison, console, view: View) -> None:
         for line in findings_lines(fleet):
             console.print(f"  {line}", markup=False, highlight=False)
     console.print(explanation(cmp, view), markup=False, highlight=False, style="dim")
+    if not metric_rows(cmp, view.metric):
+        console.print(f"No cell has {'an' if view.metric[0] in 'aeiou' else 'a'} {view.metric} figure on any machine.", markup=False, highlight=False)
     value_h, ratio_h, verdict_h = headers(cmp, view.metric, fleet is not None)
     outliers = fleet.outliers() if fleet else set()
     for title, lines in tables(cmp, view, fleet):
@@ -268,6 +270,8 @@ def to_markdown_rows(cmp: Comparison, view: View) -> list[str]:
     if fleet is not None:
         out += [f"## {md(findings_title(fleet))}", ""] + [f"- {md(x)}" for x in findings_lines(fleet)] + [""]
     out += [md(explanation(cmp, view)), ""]
+    if not metric_rows(cmp, view.metric):
+        out += [f"No cell has {'an' if view.metric[0] in 'aeiou' else 'a'} {view.metric} figure on any machine.", ""]
     value_h, ratio_h, verdict_h = headers(cmp, view.metric, fleet is not None)
     outliers = fleet.outliers() if fleet else set()
     for title, lines in tables(cmp, view, fleet):

@@ -82,7 +82,7 @@ class Refused:
     @property
     def line(self) -> str:
         """One line: ``refused bad.tar.gz: not a gzip file ...`` (the error's own message, made inert)."""
-        return inert(f"refused {self.path}: {self.error.message}")
+        return " ".join(inert(f"refused {self.path}: {self.error.message}").split())
 
     @property
     def exit_code(self) -> int:
