@@ -405,7 +405,7 @@ def render_compare_page(cmp: "Comparison", view=None) -> str:
         [[escape(s.label) + (" (baseline)" if s is base else ""), escape(s.env.machine), escape(s.env.gpu), escape(s.env.driver),
           escape(s.env.stack), escape(s.env.torch), escape(s.env.cudnn),
           escape(s.env.data_source) + (' <span class="badge synthetic">SYNTHETIC</span>' if s.env.data_source == "synthetic" else ""),
-          escape(s.path.name) + (' <span class="badge interrupted">INTERRUPTED</span>' if s.interrupted else "")]
+          escape(s.file_name) + (' <span class="badge interrupted">INTERRUPTED</span>' if s.interrupted else "")]
          for s in cmp.sources],
     ))
     body.append("<h2>Comparability warnings</h2>")
