@@ -68,7 +68,7 @@ def synthetic_results(i: int, speed: float, rng: random.Random, host: str | None
 
 def fleet_machines(n: int, profile: str, rng: random.Random):
     """(speed, gpu, jitter) per machine. ``spread``: one GPU model, speeds uniform in 0.6-1.2x (the
-    fleet the issue tried). ``groups``: five eighths H200s within ±1.5% of each other but for node017
+    fleet a new user tried first). ``groups``: five eighths H200s within ±1.5% of each other but for node017
     (0.62x) and node023 (noisy: repeats 0.7x-1.3x around the same median), the rest H100s at 0.62x."""
     out = []
     for i in range(n):
