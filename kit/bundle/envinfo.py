@@ -11,8 +11,10 @@ value.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Iterable
+
+from kit.bundle.inert import inert
 
 UNKNOWN = "unknown"
 
@@ -144,7 +146,7 @@ def summarise_environment(env: dict | None, config: Any = None, cells: Iterable[
     stack = _first(env, ("container.stack", "stack", "stack.name", "image.stack", "launch.stack"))
     if stack == UNKNOWN and _dig(env, "container.inside") is False:
         stack = "native"  # the record says the run was not inside a container
-    return EnvSummary(
+    summary = EnvSummary(
         machine=_first(env, ("host.name", "hostname", "host.hostname", "host_id", "host.host_id", "machine.hostname", "node")),
         gpu=gpu,
         gpu_count=len(gpus) or None,
@@ -160,6 +162,10 @@ def summarise_environment(env: dict | None, config: Any = None, cells: Iterable[
         data_source=data_source,
         kit_version=_first(env, ("kit.version", "kit_version", "versions.kit", "packages.mpkit")),
     )
+    # every fact is a stranger's text: inert once here, so every view (terminal, Markdown, HTML) gets
+    # it without escape sequences or control characters (HTML and Markdown still escape on output)
+    return replace(summary, **{f.name: inert(getattr(summary, f.name)) or UNKNOWN
+                               for f in fields(summary) if isinstance(getattr(summary, f.name), str)})
 
 
 def _cell_data(cell: Any) -> dict | None:

@@ -34,7 +34,9 @@ def verify(bundle: Path = typer.Argument(..., help="The bundle (.tar.gz) to chec
     b = open_bundle(bundle)
     for line in verify_lines(b):
         typer.echo(f"ok  {line}")
-    typer.echo(f"{bundle.name}: verified")
+    from kit.bundle.inert import inert
+
+    typer.echo(f"{inert(bundle.name)}: verified")
 
 
 @app.command("show")

@@ -21,12 +21,23 @@ def compare(
         None, "--fail-if-slower", metavar="PCT",
         help="Exit with code 9 if any input is significantly slower than the baseline by more than PCT percent on any cell.",
     ),
+    metric: Optional[str] = typer.Option(
+        None, "--metric", metavar="METRIC",
+        help="Machines as rows, one table per cell, of this metric: throughput, speedup, epoch-time or energy.",
+    ),
+    cells: Optional[str] = typer.Option(None, "--cells", metavar="PATTERN", help="Only the cells whose id matches this shell pattern, e.g. 'cifar/resnet50/*'."),
+    group_by: Optional[str] = typer.Option(
+        None, "--group-by", metavar="KEY",
+        help="Group the machines by gpu, driver, stack or host: each group's spread per cell, each machine against the rest of its group, the slow ones named.",
+    ),
+    outlier_pct: float = typer.Option(5.0, "--outlier-pct", metavar="PCT", help="With --group-by: name a machine significantly slower than the rest of its group by more than PCT percent."),
 ) -> None:
     """Compare runs: median time and throughput per machine, speedup over fp32, ratio to the baseline, with 95% CIs."""
     from rich.console import Console
 
     from kit.compare import render
     from kit.compare.engine import check_regressions, compare_paths, parse_pct
+    from kit.compare.fleet import View, narrow_cells
     from kit.errors import UsageError
 
     if sum((csv, json_, markdown)) > 1:
@@ -34,6 +45,7 @@ def compare(
     if html is not None:
         check_output_path(html, "--html")  # before any work: a bad path costs nothing and writes nothing
     pct = parse_pct(fail_if_slower) if fail_if_slower is not None else None
+    view = View(metric=metric or "throughput", cells=cells, group_by=group_by, outlier_pct=outlier_pct, rows=metric is not None)
     paths = list(inputs)
     if against:
         from kit.bundle.merge import reference_bundles
@@ -41,20 +53,21 @@ def compare(
         refs = reference_bundles(against)
         paths = refs + paths
         baseline = baseline or "1"
-    cmp = compare_paths(paths, baseline)
+    cmp = narrow_cells(compare_paths(paths, baseline), view.cells)
     err = Console(stderr=True)
     if csv or json_ or markdown:
         # stdout carries only the data; warnings go to stderr.
-        typer.echo(render.to_csv(cmp) if csv else render.to_json(cmp) if json_ else render.to_markdown(cmp, verbose), nl=False)
+        typer.echo(render.to_csv(cmp) if csv else render.to_json(cmp, view) if json_ else render.to_markdown(cmp, verbose, view), nl=False)
         if not json_:
             render.print_notes(cmp, err, verbose)
     else:
-        render.print_rich(cmp, Console(), verbose)
+        render.print_rich(cmp, Console(), verbose, view)
+    render.print_refused(cmp, err)
     if html is not None:
         from kit.results.atomic import atomic_write_text
         from kit.report.html import render_compare_page
 
-        page = render_compare_page(cmp)
+        page = render_compare_page(cmp, view)
         try:
             atomic_write_text(html, page)  # a temporary file renamed into place: never half a page
         except OSError as exc:
@@ -63,6 +76,10 @@ def compare(
         err.print(f"HTML report: {html}")
     if pct is not None:
         check_regressions(cmp, pct)
+    if cmp.refused:
+        # the others were compared and printed; the exit code still says an input was refused:
+        # the first refused input's own (5 for a bundle that fails verification, 4 for a schema error)
+        raise typer.Exit(cmp.refused[0].exit_code)
 
 
 def check_output_path(path: Path, option: str) -> None:

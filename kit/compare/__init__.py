@@ -7,4 +7,6 @@
   cells that cannot be compared) and checks ``--fail-if-slower``.
 - :mod:`kit.compare.render` writes it as a rich table, CSV, JSON or Markdown;
   :mod:`kit.report.html` writes the HTML page.
+- :mod:`kit.compare.fleet` groups many machines (``--group-by``) and names the slow ones;
+  :mod:`kit.compare.fleet_views` shows machines as rows where they do not fit as columns.
 """

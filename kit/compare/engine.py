@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kit.bundle.inert import inert
 from kit.compare import measures
-from kit.compare.load import Source, load_sources
+from kit.compare.load import Refused, Source, load_sources_keep_going
 from kit.compare.stats import METHOD, RatioEstimate, Sample, ratio_estimate
 from kit.errors import RegressionDetected
 from kit.results import ratios
@@ -108,13 +109,13 @@ class Row:
 
     @property
     def cell_id(self) -> str:
-        return "/".join(self.key)
+        return inert("/".join(self.key))  # the parts are a bundle's text
 
     @property
     def label(self) -> str:
         """The cell id as the tables show it: with the fastai cells' learner (several when the
         machines' cells differ), ``cifar/resnet18/fp32/fastai (create_cnn)``."""
-        return cell_label(self.cell_id, [mc.params.get("learner") for mc in self.machines if mc and mc.params])
+        return inert(cell_label(self.cell_id, [mc.params.get("learner") for mc in self.machines if mc and mc.params]))
 
 
 @dataclass(frozen=True)
@@ -164,6 +165,8 @@ class Comparison:
     not_compared: list[NotCompared]
     warnings: list[CompareWarning]
     method: str = METHOD
+    #: inputs that could not be read, each with its reason (the rest were compared)
+    refused: list[Refused] = field(default_factory=list)
 
     @property
     def baseline_source(self) -> Source:
@@ -197,6 +200,8 @@ class Comparison:
             "method": self.method,
             "baseline": self.baseline_source.label,
             "sources": [s.describe() for s in self.sources],
+            **({"refused": [{"path": inert(str(r.path)), "reason": inert(r.error.message), "exit_code": r.exit_code}
+                            for r in self.refused]} if self.refused else {}),
             "warnings": [w.to_dict() for w in self.warnings],
             "not_comparable": list(self.not_comparable),
             "not_compared_by_reason": [{"reason": r, "cells": n} for r, n in self.not_compared_by_reason()],
@@ -285,7 +290,7 @@ def build_comparison(sources: list[Source]) -> Comparison:
             elif cell.status != "ok":
                 problems.append(f"{cell.status} in {src.label}" + (f" ({cell.reason})" if cell.reason else ""))
         if problems:
-            not_compared.append(NotCompared(cid, "; ".join(problems)))
+            not_compared.append(NotCompared(inert(cid), inert(_summarise_problems(problems))))
         if sum(ok) < 2:
             continue
         base_cell = present[0] if ok[0] else None
@@ -294,7 +299,7 @@ def build_comparison(sources: list[Source]) -> Comparison:
             if cell is None:
                 machines.append(MachineCell(status="missing", reason="not measured"))
             elif cell.status != "ok":
-                machines.append(MachineCell(status=cell.status, reason=cell.reason))
+                machines.append(MachineCell(status=inert(cell.status), reason=None if cell.reason is None else inert(cell.reason)))
             else:
                 machines.append(_machine_cell(cell, src, speedups[i], base_cell, i == 0, parities[i],
                                               converged(sources[0])))
@@ -302,6 +307,14 @@ def build_comparison(sources: list[Source]) -> Comparison:
         rows.append(Row(key, unit, machines))
     warnings = _warnings(sources, rows)
     return Comparison(sources, rows, not_compared, warnings)
+
+
+def _summarise_problems(problems: list[str]) -> str:
+    """``missing in B; missing in C``: all of them for a few inputs; for a fleet the first few and
+    how many more (one line, however many machines lack the cell)."""
+    if len(problems) <= 6:
+        return "; ".join(problems)
+    return "; ".join(problems[:3]) + f"; and {len(problems) - 3} more inputs"
 
 
 def _differs(sources: list[Source], attr: str) -> dict[str, list[str]] | None:
@@ -312,8 +325,13 @@ def _differs(sources: list[Source], attr: str) -> dict[str, list[str]] | None:
     return values if len(known) > 1 else None
 
 
+def _fmt_labels(labels: list[str]) -> str:
+    """``A+B``; for many inputs ``A+B+C and 61 more`` (a warning stays one readable line)."""
+    return "+".join(labels) if len(labels) <= 6 else "+".join(labels[:3]) + f" and {len(labels) - 3} more"
+
+
 def _fmt_values(values: dict[str, list[str]]) -> str:
-    return ", ".join(f"{'+'.join(labels)} {v}" for v, labels in values.items())
+    return ", ".join(f"{_fmt_labels(labels)} {v}" for v, labels in values.items())
 
 
 def _same_runs(sources: list[Source]) -> list[CompareWarning]:
@@ -326,7 +344,7 @@ def _same_runs(sources: list[Source]) -> list[CompareWarning]:
     out = []
     for rid, same in by_run.items():
         if len(same) > 1:
-            names = " and ".join(f"{s.label} ({s.path.name})" for s in same)
+            names = " and ".join(f"{s.label} ({s.file_name})" for s in same)
             out.append(CompareWarning(
                 "same run", f"{names} are the same run (run id {rid}): their numbers agree by construction, "
                 "so this comparison says nothing about machines or changes."))
@@ -353,7 +371,13 @@ def _warnings(sources: list[Source], rows: list[Row]) -> list[CompareWarning]:
         data_by_source[s.label] = flags or {s.env.data_source}
     kinds = set().union(*data_by_source.values()) - {"unknown"}
     if {"real", "synthetic"} <= kinds:
-        desc = ", ".join(f"{label} {'+'.join(sorted(v))}" for label, v in data_by_source.items())
+        if len(data_by_source) <= 6:
+            desc = ", ".join(f"{label} {'+'.join(sorted(v))}" for label, v in data_by_source.items())
+        else:  # a fleet: the inputs grouped by what they used
+            by_kind: dict[str, list[str]] = {}
+            for label, v in data_by_source.items():
+                by_kind.setdefault("+".join(sorted(v)), []).append(label)
+            desc = _fmt_values(by_kind)
         out.append(CompareWarning("data", f"real and synthetic data are mixed ({desc}): loader costs differ; compare throughput with care."))
     for param in ("batch_size", "image_size", "steps", "bptt", "learner"):
         diff_cells = []
@@ -364,32 +388,50 @@ def _warnings(sources: list[Source], rows: list[Row]) -> list[CompareWarning]:
         if diff_cells:
             example = diff_cells[0]
             row = next(r for r in rows if r.cell_id == example)
-            detail = ", ".join(
-                f"{s.label} {mc.params.get(param)}" for s, mc in zip(sources, row.machines) if mc and mc.status == "ok"
-            )
+            pairs = [(s.label, mc.params.get(param)) for s, mc in zip(sources, row.machines) if mc and mc.status == "ok"]
+            if len(pairs) <= 6:
+                detail = ", ".join(f"{label} {v}" for label, v in pairs)
+            else:  # a fleet: the inputs grouped by the value
+                by_value: dict[str, list[str]] = {}
+                for label, v in pairs:
+                    by_value.setdefault(str(v), []).append(label)
+                detail = _fmt_values(by_value)
             more = f" and {len(diff_cells) - 1} more" if len(diff_cells) > 1 else ""
             out.append(CompareWarning("params", f"different {param} in {example} ({detail}){more}: these cells measure different work."))
     for flag, kind, text in (("throttled", "throttled", "the GPU throttled (power or thermal) during"), ("high ", "noisy", "repeats varied by 10% or more (epoch-time or throughput CV) in")):
+        flagged = []
         for s, idx in zip(sources, range(len(sources))):
             hits = [r.cell_id for r in rows if r.machines[idx] and any(f.startswith(flag) for f in r.machines[idx].flags)]
             if hits:
                 more = f" and {len(hits) - 3} more" if len(hits) > 3 else ""
-                out.append(CompareWarning(kind, f"{s.label}: {text} {', '.join(hits[:3])}{more}."))
+                flagged.append((s.label, hits, CompareWarning(kind, f"{s.label}: {text} {', '.join(hits[:3])}{more}.")))
+        if len(flagged) <= 6:
+            out.extend(w for _, _, w in flagged)
+        else:  # a fleet: one line for all of them (each input's flags are in --json and --csv)
+            cells = sum(len(h) for _, h, _ in flagged)
+            out.append(CompareWarning(kind, f"{len(flagged)} inputs ({_fmt_labels([label for label, _, _ in flagged])}): "
+                                            f"{text} {cells} cells in all (--csv lists each input's flags)."))
     for s in sources:
         if s.interrupted:
-            out.append(CompareWarning("interrupted", f"{s.label} ({s.path.name}) is from an interrupted run: some cells may be missing."))
+            out.append(CompareWarning("interrupted", f"{s.label} ({s.file_name}) is from an interrupted run: some cells may be missing."))
         missing = [what for what, v in (("stack", s.env.stack), ("torch version", s.env.torch), ("GPU", s.env.gpu)) if v == "unknown"]
         if missing:
             out.append(CompareWarning("unknown", f"{s.label} does not record its {', '.join(missing)}; comparability cannot be fully checked."))
     d = _differs(sources, "kit_version")
     if d:
         out.append(CompareWarning("kit", f"made by different kit versions: {_fmt_values(d)}."))
-    return sorted(out, key=lambda w: w.rank)
+    # a message quotes a bundle's text (cell ids, parameters): inert, whatever view prints it
+    return sorted((CompareWarning(w.kind, inert(w.message)) for w in out), key=lambda w: w.rank)
 
 
 def compare_paths(paths: list[str | Path], baseline: str | None = None) -> Comparison:
-    """Load every input and compare them (the first, or ``baseline``, is the baseline)."""
-    return build_comparison(load_sources(paths, baseline))
+    """Load every input and compare them (the first, or ``baseline``, is the baseline). An input
+    that cannot be read is refused with its reason (``Comparison.refused``) and the rest are
+    compared, as long as the baseline and one more remain (else the refused input's error)."""
+    sources, refused = load_sources_keep_going(paths, baseline)
+    cmp = build_comparison(sources)
+    cmp.refused = refused
+    return cmp
 
 
 def check_regressions(comparison: Comparison, pct: float) -> None:

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kit.bundle.envinfo import EnvSummary, summarise_environment
-from kit.errors import UsageError
+from kit.bundle.inert import inert
+from kit.errors import KitError, UsageError
 from kit.results.schema import RunResults
 
 
@@ -24,6 +25,11 @@ class Source:
     @property
     def short_name(self) -> str:
         return f"{self.env.machine}, {self.env.gpu}"
+
+    @property
+    def file_name(self) -> str:
+        """The input's file name as the views show it (a file name is a stranger's text too)."""
+        return inert(self.path.name)
 
     def describe(self) -> dict:
         return {
@@ -66,9 +72,26 @@ def load_source(path: str | Path, index: int = 0) -> Source:
     return Source(index, _label(index), path, kind, results, env, summary, interrupted)
 
 
-def load_sources(paths: list[str | Path], baseline: str | None = None) -> list[Source]:
-    """Load every argument; the baseline (``--baseline N`` 1-based, or a path)
-    is moved first and labelled A. A baseline path not among ``paths`` is added."""
+@dataclass(frozen=True)
+class Refused:
+    """An input that could not be read (missing, corrupt, tampered, not the kit's), and why."""
+
+    path: Path
+    error: KitError
+
+    @property
+    def line(self) -> str:
+        """One line: ``refused bad.tar.gz: not a gzip file ...`` (the error's own message, made inert)."""
+        return " ".join(inert(f"refused {self.path}: {self.error.message}").split())
+
+    @property
+    def exit_code(self) -> int:
+        return self.error.exit_code
+
+
+def _ordered(paths: list[str | Path], baseline: str | None) -> list[Path]:
+    """The inputs with the baseline first (``--baseline N`` 1-based, or a path; a baseline path
+    not among ``paths`` is added); UsageError for too few inputs or one given twice."""
     paths = [Path(p) for p in paths]
     if baseline is not None and str(baseline).strip():
         b = str(baseline).strip()
@@ -91,4 +114,30 @@ def load_sources(paths: list[str | Path], baseline: str | None = None) -> list[S
         if rp in seen:
             raise UsageError(f"{p} is given twice.")
         seen.add(rp)
-    return [load_source(p, i) for i, p in enumerate(paths)]
+    return paths
+
+
+def load_sources(paths: list[str | Path], baseline: str | None = None) -> list[Source]:
+    """Load every argument; the baseline (``--baseline N`` 1-based, or a path)
+    is moved first and labelled A. The first input that cannot be read raises its error."""
+    return [load_source(p, i) for i, p in enumerate(_ordered(paths, baseline))]
+
+
+def load_sources_keep_going(paths: list[str | Path], baseline: str | None = None) -> tuple[list[Source], list[Refused]]:
+    """Load every argument as :func:`load_sources` does, but an input that cannot be read (a
+    corrupt, tampered or hostile bundle among many) is refused with its reason and the rest are
+    loaded, labelled A, B, ... in order with the refused left out. Raises the baseline's own error
+    when the baseline is refused (the comparison is relative to it), and the first refused input's
+    error when fewer than two inputs remain."""
+    sources: list[Source] = []
+    refused: list[Refused] = []
+    for i, p in enumerate(_ordered(paths, baseline)):
+        try:
+            sources.append(load_source(p, len(sources)))
+        except KitError as exc:
+            if i == 0:
+                raise
+            refused.append(Refused(p, exc))
+    if len(sources) < 2 and refused:
+        raise refused[0].error
+    return sources, refused

@@ -18,6 +18,7 @@ import io
 import json
 from typing import Iterable
 
+from kit.bundle.inert import markdown_text
 from kit.compare.engine import Comparison, MachineCell, Row
 from kit.compare.fmt import fmt_cv, fmt_ratio, fmt_speedup_estimate, fmt_vs_baseline  # noqa: F401 (re-exported)
 from kit.compare.measures import EPOCH_S, PARITY_METRIC, THROUGHPUT, fmt_parity_gap, fmt_quality_gap
@@ -133,7 +134,7 @@ def _has_energy(cmp: Comparison) -> bool:
 
 # --- rich --------------------------------------------------------------------------------
 
-def print_rich(cmp: Comparison, console, verbose: bool = False) -> None:
+def _inputs_table(cmp: Comparison):
     from rich.markup import escape
     from rich.table import Table
 
@@ -142,16 +143,23 @@ def print_rich(cmp: Comparison, console, verbose: bool = False) -> None:
         inputs.add_column(col, overflow="fold")
     for s in cmp.sources:
         mark = " (baseline)" if s is cmp.baseline_source else ""
-        # text read from bundles is escaped so it cannot inject rich markup
+        # text read from bundles is inert (kit.compare.load) and escaped so it cannot inject rich markup
         inputs.add_row(
             f"[bold]{s.label}[/bold]{mark}", *(escape(x) for x in (s.env.machine, s.env.gpu, s.env.driver, s.env.stack, s.env.torch, s.env.data_source)),
-            escape(s.path.name) + (" [yellow](interrupted)[/yellow]" if s.interrupted else ""),
+            escape(s.file_name) + (" [yellow](interrupted)[/yellow]" if s.interrupted else ""),
         )
-    console.print(inputs)
-    console.print(f"[dim]Statistics: {cmp.method}.[/dim]")
-    _print_warnings(cmp, console)
+    return inputs
 
+
+def _column_tables(cmp: Comparison) -> list:
+    """Today's tables, one column per machine (the layout for a few machines), and the notes between them."""
+    from rich.markup import escape
+    from rich.table import Table
+    from rich.text import Text
+
+    out: list = []
     energy = _has_energy(cmp)
+
     def per_machine(title: str, rows: list[Row], lines, show_lines: bool = False) -> None:
         """A table of ``rows`` with one column per machine; ``lines(row, mc)`` gives a cell's lines."""
         t = Table(title=title, title_justify="left", show_lines=show_lines)
@@ -160,7 +168,7 @@ def print_rich(cmp: Comparison, console, verbose: bool = False) -> None:
             t.add_column(s.label)
         for row in rows:
             t.add_row(escape(_cell_label(row)), *(escape("\n".join(lines(row, mc))) for mc in row.machines))
-        console.print(t)
+        out.append(t)
 
     per_machine("Time per epoch and throughput (median over repeats)", cmp.rows,
                 lambda row, mc: _time_cell(row, mc, energy), show_lines=True)
@@ -184,13 +192,69 @@ def print_rich(cmp: Comparison, console, verbose: bool = False) -> None:
             colour = "green" if speed_verdict(est) == "faster" else "red" if speed_verdict(est) == "slower" else "default"
             cells.append(f"[{colour}]{escape(fmt_vs_baseline(est))}\n{speed_verdict(est)}[/{colour}]")
         t.add_row(escape(_cell_label(row)), *cells)
-    console.print(t)
+    out.append(t)
     if any_outside_ci(cmp):
-        console.print(OUTSIDE_NOTE + ".", highlight=False, markup=False)
+        out.append(Text(OUTSIDE_NOTE + "."))
     q_rows = quality_rows(cmp)
     if q_rows:
         per_machine(QUALITY_TITLE, q_rows, lambda row, mc: quality_lines(row, mc, base.label))
+    return out
+
+
+def natural_width(console, renderable) -> int:
+    """The width ``renderable`` takes with nothing wrapped (rich's measurement, not capped at the console)."""
+    from rich.measure import Measurement
+
+    return Measurement.get(console, console.options.update_width(1_000_000), renderable).maximum
+
+
+def fits(console, renderables) -> bool:
+    """Every table's natural width is within the console's (a pipe: 80 columns)."""
+    from rich.table import Table
+
+    return all(natural_width(console, r) <= console.width for r in renderables if isinstance(r, Table))
+
+
+#: no machine's column in the column tables is narrower than this (its figures: "n=3, throughput CV 0.2%")
+MIN_COLUMN = 16
+
+
+def print_rich(cmp: Comparison, console, verbose: bool = False, view=None) -> None:
+    """Inputs, method, warnings, then the tables: one column per machine where they fit the
+    console, else (or when ``view`` asks for a metric or groups) machines as rows
+    (:mod:`kit.compare.fleet_views`)."""
+    from kit.compare import fleet_views
+    from kit.compare.fleet import View
+
+    view = view or View()
+    inputs = _inputs_table(cmp)
+    if fits(console, [inputs]):
+        console.print(inputs)
+    else:
+        fleet_views.print_inputs_compact(cmp, console)
+    console.print(f"[dim]Statistics: {cmp.method}.[/dim]")
+    _print_warnings(cmp, console)
+    # a machine's column takes more than MIN_COLUMN characters: past that many, do not build them to measure
+    many = len(cmp.sources) * MIN_COLUMN > console.width
+    columns = None if many or view.rows or view.group_by or view.metric != "throughput" else _column_tables(cmp)
+    if columns is not None and fits(console, columns):
+        for part in columns:
+            console.print(part)
+    else:
+        fleet_views.print_rows(cmp, console, view)
+        if any_outside_ci(cmp):
+            console.print(OUTSIDE_NOTE + ".", highlight=False, markup=False)
     _print_not_compared(cmp, console, verbose)
+
+
+def print_refused(cmp: Comparison, console) -> None:
+    """Each input that could not be read, with its reason (the others were compared)."""
+    if cmp.refused:
+        n = len(cmp.refused)
+        console.print(f"Refused: {n} input{'s' if n != 1 else ''} could not be read; the other {len(cmp.sources)} "
+                      "were compared:", style="bold red", highlight=False, markup=False)
+        for r in cmp.refused:
+            console.print(f"  {r.line}", highlight=False, markup=False)
 
 
 def _print_not_compared(cmp: Comparison, console, verbose: bool) -> None:
@@ -270,14 +334,22 @@ def to_csv(cmp: Comparison) -> str:
     return buf.getvalue()
 
 
-def to_json(cmp: Comparison) -> str:
-    return json.dumps(cmp.to_dict(), indent=2) + "\n"
+def to_json(cmp: Comparison, view=None) -> str:
+    """The comparison as JSON; with ``--group-by``, the fleet's groups and findings under ``"fleet"``."""
+    d = cmp.to_dict()
+    if view is not None and view.group_by:
+        from kit.compare.fleet import summarise_fleet
+
+        d["fleet"] = summarise_fleet(cmp, view.group_by, view.outlier_pct).to_dict()
+    return json.dumps(d, indent=2) + "\n"
 
 
 # --- Markdown --------------------------------------------------------------------------------
 
 def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", "<br>")
+    """A table cell: each line a stranger's text made inert and escaped (kit.bundle.inert.markdown_text:
+    GitHub renders inline HTML, so ``<script>`` must arrive as text), the lines joined by ``<br>``."""
+    return "<br>".join(markdown_text(line) for line in str(text).split("\n"))
 
 
 def _md_table(header: Iterable[str], rows: Iterable[Iterable[str]]) -> str:
@@ -287,19 +359,30 @@ def _md_table(header: Iterable[str], rows: Iterable[Iterable[str]]) -> str:
     return "\n".join(lines)
 
 
-def to_markdown(cmp: Comparison, verbose: bool = False) -> str:
+def to_markdown(cmp: Comparison, verbose: bool = False, view=None) -> str:
+    from kit.compare import fleet_views
+    from kit.compare.fleet import View
+
+    view = view or View()
+    md = markdown_text
     base = cmp.baseline_source
     out = ["## Inputs", "", _md_table(
         ("", "machine", "GPU", "driver", "stack", "torch", "data", "file"),
         [(s.label + (" (baseline)" if s is base else ""), s.env.machine, s.env.gpu, s.env.driver, s.env.stack,
-          s.env.torch, s.env.data_source, s.path.name + (" (interrupted)" if s.interrupted else "")) for s in cmp.sources],
+          s.env.torch, s.env.data_source, s.file_name + (" (interrupted)" if s.interrupted else "")) for s in cmp.sources],
     ), "", f"Statistics: {cmp.method}.", ""]
     if cmp.warnings:
-        out += ["## Comparability warnings", ""] + [f"- **{w.severity}**: {w.message}" for w in cmp.warnings] + [""]
+        out += ["## Comparability warnings", ""] + [f"- **{w.severity}**: {md(w.message)}" for w in cmp.warnings] + [""]
+    if view.rows or view.group_by or view.metric != "throughput" or len(cmp.sources) > MARKDOWN_COLUMNS:
+        # a fleet: a Markdown table of 64 machine columns is unreadable wherever it is pasted
+        out += fleet_views.to_markdown_rows(cmp, view)
+        if any_outside_ci(cmp):
+            out += [OUTSIDE_NOTE + ".", ""]
+        return "\n".join(out + _md_not_compared(cmp, verbose))
     energy = _has_energy(cmp)
     out += ["## Time per epoch and throughput (median over repeats)", "", _md_table(
         ["cell"] + [s.label for s in cmp.sources],
-        [[_cell_label(r)] + ["<br>".join(_time_cell(r, mc, energy)) for mc in r.machines] for r in cmp.rows],
+        [[_cell_label(r)] + ["\n".join(_time_cell(r, mc, energy)) for mc in r.machines] for r in cmp.rows],
     ), ""]
     sp_rows = [r for r in cmp.rows if any(mc and mc.vs_fp32 for mc in r.machines)]
     if sp_rows:
@@ -319,8 +402,17 @@ def to_markdown(cmp: Comparison, verbose: bool = False) -> str:
     if q_rows:
         out += [f"## {QUALITY_TITLE}", "", _md_table(
             ["cell"] + [s.label for s in cmp.sources],
-            [[_cell_label(r)] + ["<br>".join(quality_lines(r, mc, base.label)) for mc in r.machines] for r in q_rows],
+            [[_cell_label(r)] + ["\n".join(quality_lines(r, mc, base.label)) for mc in r.machines] for r in q_rows],
         ), ""]
-    if cmp.not_compared:
-        out += [f"## {not_compared_title(cmp, verbose)}", ""] + [f"- {line}" for line in not_compared_lines(cmp, verbose)] + [""]
-    return "\n".join(out)
+    return "\n".join(out + _md_not_compared(cmp, verbose))
+
+
+#: Markdown keeps one column per machine up to this many machines (Markdown has no width to measure)
+MARKDOWN_COLUMNS = 4
+
+
+def _md_not_compared(cmp: Comparison, verbose: bool) -> list[str]:
+    if not cmp.not_compared:
+        return []
+    return ([f"## {not_compared_title(cmp, verbose)}", ""]
+            + [f"- {markdown_text(line)}" for line in not_compared_lines(cmp, verbose)] + [""])

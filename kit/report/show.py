@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kit.bundle.envinfo import summarise_environment
+from kit.bundle.inert import inert
 from kit.bundle.safe_open import MANIFEST_NAME, Bundle
 from kit.compare import measures
 from kit.compare.stats import ONE_REPEAT
@@ -11,13 +12,21 @@ from kit.results.ratios import fmt_speedup
 from kit.results.schema import cell_learner, key_of
 
 
+def escape(text: object) -> str:
+    """A bundle's text for a rich console: inert (no escape sequence or control character reaches the
+    terminal, kit.bundle.inert) and escaped (no rich markup)."""
+    from rich.markup import escape as markup_escape
+
+    return markup_escape(inert(text))
+
+
 def verify_lines(bundle: Bundle) -> list[str]:
     """The checks a bundle passed, one line each (printed by `kit bundle verify`)."""
     m = bundle.manifest
     listed = m.get("files", {})
     total = sum(len(d) for d in bundle.files.values())
     ok = sum(c.status == "ok" for c in bundle.results.cells)
-    return [
+    lines = [
         f"archive: {len(bundle.files)} regular files, {total:,} bytes, no links, devices or unsafe paths",
         f"{MANIFEST_NAME}: bundle format {m.get('bundle_format', '?')}, results schema v{m.get('schema_version')}, "
         f"made by kit {m.get('kit_version', 'unknown')} at {m.get('created_at', 'unknown')}",
@@ -25,11 +34,11 @@ def verify_lines(bundle: Bundle) -> list[str]:
         f"results.json: schema v{bundle.results.schema_version}, run {bundle.results.run_id}, "
         f"status {bundle.results.status}, {len(bundle.results.cells)} cells ({ok} ok)",
     ] + (["note: the run was interrupted; some cells were never measured"] if bundle.interrupted else [])
+    return [inert(line) for line in lines]  # the manifest's and results' fields are a stranger's text
 
 
 def print_show(bundle: Bundle, console) -> None:
     from rich import box
-    from rich.markup import escape
     from rich.table import Table
 
     res = bundle.results
@@ -116,7 +125,6 @@ def print_show(bundle: Bundle, console) -> None:
 def print_parity(res, console) -> None:
     """A convergence run: each reduced precision's final metric against its base's, and the verdict."""
     from rich import box
-    from rich.markup import escape
     from rich.table import Table
 
     rows = measures.parity_rows(res)
@@ -139,7 +147,6 @@ def print_batch_curve(res, console) -> None:
     """A run with --batch-sizes: the curve per model, engine and precision (kit.results.curve), one
     column per batch size where that fits the console, else one row per point (curve, batch, result)."""
     from rich import box
-    from rich.markup import escape
     from rich.table import Table
 
     cs = [c for c in curves(res.cells) if c.shown]

@@ -1,0 +1,265 @@
+"""A fleet: many machines compared at once, grouped (by GPU model, driver, stack or host), with the
+machines that are slower than the rest of their group named.
+
+For each group and cell (the cells ``kit compare`` lines up, :class:`kit.compare.engine.Row`):
+
+- the machines in it, and the median, min-max and interquartile range (``statistics.quantiles``,
+  inclusive) of their medians;
+- each machine's speed against **the rest of its group**: this machine's repeats against the pooled
+  repeats of the group's other machines, with the same estimate that compares two machines
+  (:func:`kit.compare.stats.ratio_estimate`: ratio of medians, the 95% CI of the ratio of means by
+  Fieller, Welch's test; the point from :func:`kit.results.ratios.ratio_of_medians`). Speed is
+  throughput where the cells record it, else the inverse of the epoch time, as against the baseline.
+
+A machine significantly slower than the rest of its group by more than ``outlier_pct`` percent (the
+point estimate) in a cell is an outlier there; each outlier machine gets one finding line that says
+by how much (the median over the cells where it is slow) and in how many of its cells.
+
+A noisy machine (repeats spread widely around the same median) is not slow: its ratio of medians is
+near 1 and its wide interval makes Welch's test not significant.
+"""
+
+from __future__ import annotations
+
+import bisect
+import fnmatch
+import statistics
+from dataclasses import dataclass, field, replace
+
+from kit.compare import measures
+from kit.compare.engine import Comparison, Row
+from kit.compare.load import Source
+from kit.compare.stats import RatioEstimate, Sample, ratio_estimate
+from kit.errors import UsageError
+from kit.results import ratios
+
+GROUP_BY = ("gpu", "driver", "stack", "host")
+METRICS = ("throughput", "speedup", "epoch-time", "energy")
+DEFAULT_OUTLIER_PCT = 5.0
+_ATTR = {"gpu": "gpu", "driver": "driver", "stack": "stack", "host": "machine"}
+
+
+@dataclass(frozen=True)
+class View:
+    """How a comparison is shown: the metric of the machines-as-rows tables, the cells (an fnmatch
+    pattern on the cell id), the grouping and the outlier threshold, and whether the rows layout
+    is asked for (else it is chosen when machines do not fit as columns)."""
+
+    metric: str = "throughput"
+    cells: str | None = None
+    group_by: str | None = None
+    outlier_pct: float = DEFAULT_OUTLIER_PCT
+    rows: bool = False
+
+    def __post_init__(self) -> None:
+        if self.metric not in METRICS:
+            raise UsageError(f"--metric {self.metric!r}: choose one of {', '.join(METRICS)}.")
+        if self.group_by is not None and self.group_by not in GROUP_BY:
+            raise UsageError(f"--group-by {self.group_by!r}: choose one of {', '.join(GROUP_BY)}.")
+        if not 0 <= self.outlier_pct < 100:
+            raise UsageError("--outlier-pct must be between 0 and 100 (percent).")
+
+
+def narrow_cells(cmp: Comparison, pattern: str | None) -> Comparison:
+    """The comparison of the cells whose id matches ``pattern`` (fnmatch: ``*resnet50*``,
+    ``cifar/*/amp-*``); UsageError when it matches none."""
+    if not pattern:
+        return cmp
+    rows = [r for r in cmp.rows if fnmatch.fnmatchcase(r.cell_id, pattern)]
+    if not rows:
+        some = ", ".join(r.cell_id for r in cmp.rows[:3]) or "none"
+        raise UsageError(f"--cells {pattern!r} matches none of the {len(cmp.rows)} cells compared (e.g. {some}).",
+                         remedy="Give a shell-style pattern on the cell id, e.g. --cells 'cifar/resnet50/*'.")
+    not_compared = [n for n in cmp.not_compared if fnmatch.fnmatchcase(n.cell_id, pattern)]
+    return replace(cmp, rows=rows, not_compared=not_compared)
+
+
+def group_of(src: Source, by: str) -> str:
+    """The group a machine belongs to (its GPU model, driver, stack or host name)."""
+    return getattr(src.env, _ATTR[by])
+
+
+def group_phrase(by: str, group: str, n: int) -> str:
+    """``23 NVIDIA H200 machines``, ``3 machines with driver 575.57``, ``2 runs of node017``."""
+    many = n != 1
+    if by == "gpu":
+        return f"{n} {group} machine{'s' if many else ''}"
+    if by == "host":
+        return f"{n} run{'s' if many else ''} of {group}"
+    return f"{n} machine{'s' if many else ''} with {by} {group}"
+
+
+@dataclass(frozen=True)
+class Member:
+    """One machine in one group's cell: its median speed and its speed ÷ the rest of the group's."""
+
+    source: Source
+    median: float  # the cell's median throughput (or epoch time, when it records no throughput)
+    vs_rest: RatioEstimate | None  # None: the only machine of its group here
+
+
+@dataclass
+class GroupCell:
+    group: str
+    row: Row
+    metric: str  # measures.THROUGHPUT or measures.EPOCH_S (what ``median``, ``low``... are of)
+    members: list[Member]  # fastest first
+    median: float
+    low: float
+    high: float
+    q1: float
+    q3: float
+
+    def to_dict(self) -> dict:
+        return {
+            "group": self.group, "cell_id": self.row.cell_id, "metric": self.metric, "machines": len(self.members),
+            "median": self.median, "min": self.low, "max": self.high, "q1": self.q1, "q3": self.q3,
+            "members": [{"label": m.source.label, "machine": m.source.env.machine, "median": m.median,
+                         "vs_rest_of_group": m.vs_rest.to_dict() if m.vs_rest else None} for m in self.members],
+        }
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A machine slower than the rest of its group: by ``pct_below`` percent (the median over
+    the cells where it is significantly slower by more than the threshold) in ``slow`` of ``cells``."""
+
+    source: Source
+    name: str
+    by: str
+    group: str
+    others: int
+    slow: int
+    cells: int
+    pct_below: float
+
+    @property
+    def line(self) -> str:
+        return (f"{self.name}: {self.pct_below:.0f}% below the other {group_phrase(self.by, self.group, self.others)} "
+                f"in {self.slow} of {self.cells} cell{'s' if self.cells != 1 else ''}, significant")
+
+    def to_dict(self) -> dict:
+        return {"label": self.source.label, "machine": self.source.env.machine, "group": self.group,
+                "others_in_group": self.others, "slow_cells": self.slow, "cells": self.cells,
+                "pct_below": self.pct_below, "line": self.line}
+
+
+@dataclass
+class FleetSummary:
+    by: str
+    outlier_pct: float
+    groups: dict[str, list[Source]]
+    cells: list[GroupCell] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+
+    def cells_of(self, group: str) -> list[GroupCell]:
+        return [c for c in self.cells if c.group == group]
+
+    def outliers(self) -> set[int]:
+        """The indices (Source.index) of the machines a finding names."""
+        return {f.source.index for f in self.findings}
+
+    def to_dict(self) -> dict:
+        return {
+            "group_by": self.by, "outlier_pct": self.outlier_pct,
+            "method": "each machine's repeats against the pooled repeats of the other machines of its group "
+                      "(ratio of medians; 95% CI of the ratio of means by Fieller; Welch's test)",
+            "groups": {g: [s.label for s in members] for g, members in self.groups.items()},
+            "cells": [c.to_dict() for c in self.cells],
+            "findings": [f.to_dict() for f in self.findings],
+        }
+
+
+def _speed_metric(cells: list) -> str:
+    """Throughput when every machine's cell records it, else epoch time."""
+    if all(measures.sample(c, measures.THROUGHPUT) for c in cells):
+        return measures.THROUGHPUT
+    return measures.EPOCH_S
+
+
+def _vs_rest(mine: Sample, rest: Sample, metric: str) -> RatioEstimate | None:
+    """This machine's speed ÷ the rest's: the same estimate as a machine against the baseline
+    (kit.compare.engine._speed_ratio), with the rest's pooled repeats as the baseline. The point is
+    the ratio of the two samples' medians (kit.results.ratios.ratio_of_medians, in ratio_estimate)."""
+    if metric == measures.THROUGHPUT:
+        return ratio_estimate(mine, rest)
+    return ratio_estimate(rest, mine)  # speed = 1 / time
+
+
+def _rest_samples(values: list[list[float]]) -> list[Sample | None]:
+    """For each member, the Sample of every other member's values pooled: the pool sorted once, each
+    member's own values taken out by bisection (a fleet of 500 machines stays linear, not quadratic)."""
+    pooled = sorted(x for v in values for x in v)
+    out: list[Sample | None] = []
+    for own in values:
+        rest = list(pooled)
+        for x in own:
+            del rest[bisect.bisect_left(rest, x)]
+        out.append(Sample.of_floats(rest) if rest else None)
+    return out
+
+
+def _spread(values: list[float]) -> tuple[float, float, float, float, float]:
+    """median, min, max, first and third quartile (statistics.quantiles, inclusive)."""
+    if len(values) == 1:
+        v = values[0]
+        return v, v, v, v, v
+    q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return statistics.median(values), min(values), max(values), q1, q3
+
+
+def summarise_fleet(cmp: Comparison, by: str = "gpu", outlier_pct: float = DEFAULT_OUTLIER_PCT) -> FleetSummary:
+    """Groups, their spread per cell, each machine against the rest of its group, and the findings."""
+    if by not in GROUP_BY:
+        raise UsageError(f"--group-by {by!r}: choose one of {', '.join(GROUP_BY)}.")
+    groups: dict[str, list[Source]] = {}
+    for s in cmp.sources:
+        groups.setdefault(group_of(s, by), []).append(s)
+    ok = [measures.ok_cells(s.results) for s in cmp.sources]
+    summary = FleetSummary(by, outlier_pct, groups)
+    for row in cmp.rows:
+        for group, members in groups.items():
+            cells = [(s, ok[s.index].get(row.key)) for s in members]
+            cells = [(s, c) for s, c in cells if c is not None]
+            if not cells:
+                continue
+            metric = _speed_metric([c for _, c in cells])
+            values = [ratios.metric_values(c, metric) for _, c in cells]
+            keep = [(s, v) for (s, _), v in zip(cells, values) if v]
+            if not keep:
+                continue
+            out = []
+            for (s, mine), rest in zip(keep, _rest_samples([v for _, v in keep])):
+                own = Sample.of_floats(mine)
+                out.append(Member(s, own.median, _vs_rest(own, rest, metric) if rest else None))
+            faster_first = metric == measures.THROUGHPUT
+            out.sort(key=lambda m: (-m.median if faster_first else m.median, m.source.index))
+            med, lo, hi, q1, q3 = _spread([m.median for m in out])
+            summary.cells.append(GroupCell(group, row, metric, out, med, lo, hi, q1, q3))
+    summary.findings = _findings(summary, outlier_pct)
+    return summary
+
+
+def _findings(summary: FleetSummary, pct: float) -> list[Finding]:
+    per_source: dict[int, tuple[Source, str, int, list[float], int]] = {}
+    limit = 1.0 - pct / 100.0
+    for gc in summary.cells:
+        for m in gc.members:
+            if m.vs_rest is None:
+                continue
+            src, group, others, slow, cells = per_source.get(
+                m.source.index, (m.source, gc.group, len(gc.members) - 1, [], 0))
+            if m.vs_rest.significant and m.vs_rest.ratio < limit:
+                slow = slow + [m.vs_rest.ratio]
+            per_source[m.source.index] = (src, group, max(others, len(gc.members) - 1), slow, cells + 1)
+    names: dict[str, int] = {}
+    for s, *_ in per_source.values():
+        names[s.env.machine] = names.get(s.env.machine, 0) + 1
+    out = []
+    for src, group, others, slow, cells in per_source.values():
+        if not slow:
+            continue
+        name = src.env.machine if names[src.env.machine] == 1 else f"{src.env.machine} ({src.label})"
+        out.append(Finding(src, name, summary.by, group, others, len(slow), cells,
+                           (1.0 - statistics.median(slow)) * 100.0))
+    return sorted(out, key=lambda f: (-f.slow, -f.pct_below, f.source.index))

@@ -1,0 +1,293 @@
+"""Machines as rows: the terminal and Markdown views of a comparison of many machines.
+
+Where machines fit as columns (:func:`kit.compare.render.print_rich` measures its tables against the
+console's width; a pipe is 80 columns), the tables of today stay. Where they do not, or when
+``--metric`` or ``--group-by`` is given, each cell gets a table of its own with one row per machine:
+the machine's median (of ``--metric``), its ratio to the baseline with the 95% CI and the verdict,
+fastest first. With ``--group-by`` each cell has one table per group, the ratio is to the rest of the
+group (:mod:`kit.compare.fleet`), the group's median, min-max and IQR head the table, and the machines
+slower than the rest of their group are named in the findings.
+
+Figures and cell ids are never cut: their columns do not wrap, only a machine's name may fold.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from kit.compare.engine import Comparison, MachineCell, Row
+from kit.compare.fleet import FleetSummary, GroupCell, View, group_phrase, summarise_fleet
+from kit.compare.fmt import fmt_speedup_estimate, fmt_vs_baseline
+from kit.compare.load import Source
+from kit.compare.measures import EPOCH_S
+from kit.compare.stats import RatioEstimate
+from kit.bundle.inert import markdown_text
+
+INPUT_COLUMNS = ("machine", "GPU", "driver", "stack", "torch", "data")
+
+
+def input_fields(s: Source) -> tuple[str, ...]:
+    return (s.env.machine, s.env.gpu, s.env.driver, s.env.stack, s.env.torch, s.env.data_source)
+
+
+def input_file(s: Source) -> str:
+    return s.file_name + (" (interrupted)" if s.interrupted else "")
+
+
+def label_of(cmp: Comparison, s: Source) -> str:
+    return s.label + (" (baseline)" if s is cmp.baseline_source else "")
+
+
+def shared_inputs(cmp: Comparison) -> list[tuple[str, str]]:
+    """The input facts every machine shares (GPU, driver...): said once above a fleet's Inputs table."""
+    out = []
+    for i, name in enumerate(INPUT_COLUMNS):
+        if name == "machine":
+            continue
+        values = {input_fields(s)[i] for s in cmp.sources}
+        if len(values) == 1:
+            out.append((name, values.pop()))
+    return out
+
+
+# --- one machine's line in a cell ------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Line:
+    """A machine's row in a cell's table: what is shown and what it is sorted by."""
+
+    source: Source
+    value: str  # the median of the metric (or the machine's status)
+    ratio: str  # the ratio with its CI ("" where the metric has none)
+    verdict: str
+    key: tuple  # sort key: fastest (or lowest energy) first; machines without a value last
+
+
+def _speed_verdict(est: RatioEstimate | None) -> str:
+    from kit.compare.render import speed_verdict
+
+    return speed_verdict(est)
+
+
+def metric_lines(cmp: Comparison, row: Row, metric: str, members: list[Source] | None = None,
+                 vs_rest: dict[int, RatioEstimate | None] | None = None) -> list[Line]:
+    """One :class:`Line` per machine (``members``: those of one group) for ``row``, sorted."""
+    from kit.compare.render import fmt_throughput, fmt_time
+
+    base = cmp.baseline_source
+    out = []
+    for s in members if members is not None else cmp.sources:
+        mc: MachineCell | None = row.machines[s.index]
+        if mc is None or mc.status != "ok":
+            status = "—" if mc is None else mc.status + (f": {mc.reason}" if mc.reason else "")
+            out.append(Line(s, status, "", "", (1, 0.0, s.index)))
+            continue
+        if vs_rest is not None:
+            est = vs_rest.get(s.index)
+            ratio, verdict = (fmt_vs_baseline(est), _speed_verdict(est)) if est else ("—", "")
+        else:
+            est = mc.vs_baseline
+            ratio, verdict = ((fmt_vs_baseline(est), _speed_verdict(est)) if est
+                              else ("baseline", "") if s is base else ("—", ""))
+        if metric == "throughput" and mc.throughput is not None:
+            out.append(Line(s, fmt_throughput(mc.throughput, row.unit), ratio, verdict, (0, -mc.throughput.median, s.index)))
+        elif metric in ("throughput", "epoch-time") and mc.epoch_s is not None:
+            out.append(Line(s, f"{fmt_time(mc.epoch_s)}/epoch", ratio, verdict, (0, mc.epoch_s.median, s.index)))
+        elif metric == "speedup" and mc.vs_fp32 is not None:
+            out.append(Line(s, fmt_speedup_estimate(mc.vs_fp32), "", mc.vs_fp32.verdict, (0, -mc.vs_fp32.ratio, s.index)))
+        elif metric == "energy" and mc.energy_j_per_epoch is not None:
+            out.append(Line(s, f"{mc.energy_j_per_epoch:,.0f} J/epoch", "", "", (0, mc.energy_j_per_epoch, s.index)))
+        else:
+            out.append(Line(s, "—", ratio if metric in ("throughput", "epoch-time") else "", "", (1, 0.0, s.index)))
+    return sorted(out, key=lambda ln: ln.key)
+
+
+def metric_rows(cmp: Comparison, metric: str) -> list[Row]:
+    """The cells that have ``metric`` on some machine (the speedup needs a base precision, energy a meter)."""
+    if metric == "speedup":
+        return [r for r in cmp.rows if any(mc and mc.vs_fp32 for mc in r.machines)]
+    if metric == "energy":
+        return [r for r in cmp.rows if any(mc and mc.energy_j_per_epoch is not None for mc in r.machines)]
+    return list(cmp.rows)
+
+
+def headers(cmp: Comparison, metric: str, grouped: bool) -> tuple[str, str, str]:
+    """(value, ratio, verdict) column names."""
+    base = cmp.baseline_source.label
+    value = {"throughput": "throughput", "epoch-time": "time", "speedup": "speedup over fp32 [95% CI]",
+             "energy": "energy"}[metric]
+    ratio = "" if metric in ("speedup", "energy") else ("÷ group [95% CI]" if grouped else f"÷ {base} [95% CI]")
+    verdict = "" if metric == "energy" else "verdict"
+    return value, ratio, verdict
+
+
+def explanation(cmp: Comparison, view: View) -> str:
+    """The line above the per-cell tables: what the columns are."""
+    base = cmp.baseline_source.label
+    what = {"throughput": "median throughput over repeats", "epoch-time": "median time per epoch over repeats",
+            "speedup": "speedup over fp32 on each machine (median throughput ÷ fp32's)",
+            "energy": "energy per epoch (median over repeats)"}[view.metric]
+    if view.metric in ("speedup", "energy"):
+        ratio = ""
+    elif view.group_by:
+        ratio = ("; ÷ group: this machine's speed ÷ the pooled repeats of the other machines of its group "
+                 "(ratio of medians, [95% CI of the ratio of means]); outlier: named in the findings")
+    else:
+        ratio = f"; ÷ {base}: speed ÷ {base}'s (ratio of medians, [95% CI of the ratio of means], >1 = faster)"
+    order = "lowest first" if view.metric == "energy" else "fastest first"
+    return f"One table per cell, one row per machine, {order}: {what}{ratio}."
+
+
+def spread_text(gc: GroupCell, unit: str) -> str:
+    """``median 51,800 img/s; min–max 31,000–53,100; IQR 50,200–52,700``."""
+    from kit.compare.render import _UNIT_SHORT
+
+    if gc.metric == EPOCH_S:
+        f, u = (lambda v: f"{v:.3g}"), "s/epoch"
+    else:
+        f, u = (lambda v: f"{v:,.0f}" if v >= 100 else f"{v:.3g}"), _UNIT_SHORT.get(gc.row.unit, gc.row.unit + "/s")
+    return f"median {f(gc.median)} {u}; min–max {f(gc.low)}–{f(gc.high)}; IQR {f(gc.q1)}–{f(gc.q3)}"
+
+
+def tables(cmp: Comparison, view: View, fleet: FleetSummary | None):
+    """(title, lines) for every table of the rows layout, in order."""
+    for row in metric_rows(cmp, view.metric):
+        if fleet is None:
+            yield row.label, metric_lines(cmp, row, view.metric)
+            continue
+        for gc in (c for c in fleet.cells if c.row is row):
+            members = fleet.groups[gc.group]
+            vs_rest = {m.source.index: m.vs_rest for m in gc.members}
+            title = f"{row.label} · {fleet.by} {gc.group}: {group_phrase(fleet.by, gc.group, len(gc.members))}; {spread_text(gc, row.unit)}"
+            yield title, metric_lines(cmp, row, view.metric, members, vs_rest)
+
+
+def fleet_of(cmp: Comparison, view: View) -> FleetSummary | None:
+    return summarise_fleet(cmp, view.group_by, view.outlier_pct) if view.group_by else None
+
+
+def findings_lines(fleet: FleetSummary) -> list[str]:
+    if not fleet.findings:
+        return [f"No machine is significantly slower than the rest of its group by more than {fleet.outlier_pct:g}%."]
+    return [f.line for f in fleet.findings]
+
+
+def findings_title(fleet: FleetSummary) -> str:
+    return (f"Findings (grouped by {fleet.by}; a machine significantly slower than the rest of its group "
+            f"by more than {fleet.outlier_pct:g}% in a cell)")
+
+
+# --- rich -------------------------------------------------------------------------------------
+
+def print_inputs_compact(cmp: Comparison, console) -> None:
+    """The Inputs table with one line per machine: facts shared by every input said once above it,
+    the file column left out when even then the table is wider than the console."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    shared = dict(shared_inputs(cmp))
+    if shared:
+        console.print("Every input: " + " · ".join(f"{k} {v}" for k, v in shared.items()), markup=False, highlight=False)
+    cols = [(i, name) for i, name in enumerate(INPUT_COLUMNS) if name not in shared]
+
+    def build(with_file: bool) -> Table:
+        t = Table(title=f"Inputs ({len(cmp.sources)})", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+        t.add_column("", no_wrap=True)
+        for _, name in cols:
+            t.add_column(name, no_wrap=name != "machine", overflow="fold")
+        if with_file:
+            t.add_column("file", no_wrap=True)
+        for s in cmp.sources:
+            f = input_fields(s)
+            t.add_row(Text(label_of(cmp, s)), *(Text(f[i]) for i, _ in cols),
+                      *([Text(input_file(s))] if with_file else []))
+        return t
+
+    from kit.compare.render import natural_width
+
+    table = build(True)
+    if natural_width(console, table) > console.width:
+        table = build(False)
+        console.print(table)
+        console.print("(file names left out to fit the terminal; --json and --csv list them)", highlight=False, markup=False)
+    else:
+        console.print(table)
+
+
+def print_rows(cmp: Comparison, console, view: View) -> None:
+    """The per-cell tables (and, with ``--group-by``, the findings) of the rows layout."""
+    from rich import box
+    from rich.markup import escape
+    from rich.table import Table
+    from rich.text import Text
+
+    fleet = fleet_of(cmp, view)
+    if fleet is not None:
+        console.print(findings_title(fleet) + ":", style="bold", markup=False, highlight=False)
+        for line in findings_lines(fleet):
+            console.print(f"  {line}", markup=False, highlight=False)
+    console.print(explanation(cmp, view), markup=False, highlight=False, style="dim")
+    if not metric_rows(cmp, view.metric):
+        console.print(f"No cell has {'an' if view.metric[0] in 'aeiou' else 'a'} {view.metric} figure on any machine.", markup=False, highlight=False)
+    value_h, ratio_h, verdict_h = headers(cmp, view.metric, fleet is not None)
+    outliers = fleet.outliers() if fleet else set()
+    for title, lines in tables(cmp, view, fleet):
+        t = Table(title=escape(title), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+        t.add_column("#", justify="right", no_wrap=True)
+        t.add_column("machine", overflow="fold")
+        t.add_column(value_h, justify="right", no_wrap=True)
+        if ratio_h:
+            t.add_column(ratio_h, no_wrap=True)
+        if verdict_h:
+            t.add_column(verdict_h, no_wrap=True)
+        for rank, ln in enumerate(lines, 1):
+            colour = "green" if ln.verdict == "faster" else "red" if ln.verdict == "slower" else None
+            name = f"{ln.source.label} {ln.source.env.machine}"  # the baseline says so in the ratio column
+            verdict = ln.verdict + (", outlier" if ln.source.index in outliers else "")
+            # Text, not markup: nothing to parse (3,000 rows for 500 machines) and nothing to escape
+            cells = [Text(str(rank)), Text(name), Text(ln.value)]
+            if ratio_h:
+                cells.append(Text(ln.ratio))
+            if verdict_h:
+                cells.append(Text(verdict, style=colour or ""))
+            t.add_row(*cells)
+        console.print(t)
+
+
+# --- Markdown -----------------------------------------------------------------------------------
+
+def md_table(header: list[str], rows: list[list[str]]) -> str:
+    """Cells are already Markdown-safe text (kit.bundle.inert.markdown_text)."""
+    return "\n".join(["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+                     + ["| " + " | ".join(r) + " |" for r in rows])
+
+
+def to_markdown_rows(cmp: Comparison, view: View) -> list[str]:
+    """The rows layout's sections in Markdown (every bundle's text escaped)."""
+    md = markdown_text
+    fleet = fleet_of(cmp, view)
+    out: list[str] = []
+    if fleet is not None:
+        out += [f"## {md(findings_title(fleet))}", ""] + [f"- {md(x)}" for x in findings_lines(fleet)] + [""]
+    out += [md(explanation(cmp, view)), ""]
+    if not metric_rows(cmp, view.metric):
+        out += [f"No cell has {'an' if view.metric[0] in 'aeiou' else 'a'} {view.metric} figure on any machine.", ""]
+    value_h, ratio_h, verdict_h = headers(cmp, view.metric, fleet is not None)
+    outliers = fleet.outliers() if fleet else set()
+    for title, lines in tables(cmp, view, fleet):
+        header = ["#", "machine", value_h] + ([ratio_h] if ratio_h else []) + ([verdict_h] if verdict_h else [])
+        body = []
+        for rank, ln in enumerate(lines, 1):
+            name = f"{ln.source.label} {ln.source.env.machine}"
+            verdict = ln.verdict + (", outlier" if ln.source.index in outliers else "")
+            body.append([str(rank), md(name), md(ln.value)]
+                        + ([md(ln.ratio)] if ratio_h else []) + ([md(verdict)] if verdict_h else []))
+        out += [f"### {md(title)}", "", md_table([md(h) for h in header], body), ""]
+    return out
+
+
+def md_inputs(cmp: Comparison) -> str:
+    md = markdown_text
+    return md_table([""] + list(INPUT_COLUMNS) + ["file"],
+                    [[md(label_of(cmp, s))] + [md(x) for x in input_fields(s)] + [md(input_file(s))] for s in cmp.sources])
+

@@ -1,0 +1,190 @@
+"""Time `kit compare` on a SYNTHETIC fleet of bundles read from tarballs, and the fleet page's size.
+
+Builds N synthetic bundles (invented numbers: host names ``synthetic-node000``..., one H200 cell set
+of six CIFAR cells, speeds spread 0.6-1.2x, three repeats a cell) in the real bundle format, through
+the kit's own writer (kit.bundle.export.build_bundle: results.json, env.json, journal, manifest with
+every sha256). The report.html and charts a bundle carries are rendered once, for the first machine,
+by the kit's report code, and shared by all (the numbers differ per bundle, the report's bytes do
+not: the cost of reading and verifying a real-sized bundle is kept without rendering 500 reports).
+
+Then, for each N, it times the library call behind `kit compare` from the tarballs
+(kit.compare.engine.compare_paths + the terminal rendering to a null console), in a fresh process per
+run (so peak RSS, from resource.getrusage, is that run's), and keeps the minimum of ``--runs`` runs (the
+machine may be shared). Writes JSON with every run.
+
+    python scripts/bench_fleet_compare.py --out references/cpu-vm/fleet-compare/results.json
+    python scripts/bench_fleet_compare.py --write-fleet /tmp/fleet --n 64    # just the bundles
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+SYNTHETIC_NOTE = "synthetic: invented numbers for a benchmark of kit compare, not a measurement"
+CELLS = [("resnet18", "fp32", 1.0), ("resnet18", "amp-fp16", 1.6), ("resnet18", "amp-bf16", 1.68),
+         ("resnet50", "fp32", 0.4), ("resnet50", "amp-fp16", 0.72), ("resnet50", "amp-bf16", 0.75)]
+
+
+def synthetic_results(i: int, speed: float, rng: random.Random, host: str | None = None,
+                      driver: str = "580.159.04", gpu: str = "NVIDIA H200", noise: float = 0.01,
+                      jitter: tuple | None = None):
+    """One synthetic machine's RunResults: six CIFAR cells, three repeats, ``speed`` x the base throughput."""
+    from kit.results.schema import CellResult, RunConfig, RunResults
+    from kit.results.stats import summarise_repeats
+
+    cells = []
+    items = 256 * 60
+    for model, precision, rel in CELLS:
+        base_s = items / (50_000.0 * rel * speed)
+        repeats = []
+        for r in range(3):
+            s = base_s * (jitter[r] if jitter else 1.0 + rng.gauss(0.0, noise))
+            repeats.append({"epoch_seconds": [s], "epoch_seconds_median": s, "throughput_items_per_s": items / s,
+                            "time_to_first_step_s": 1.5, "peak_memory_bytes": 2 * 2**30, "overflow_steps": 0,
+                            "nan_losses": 0, "final_loss": 4.6, "final_metric": 0.01, "metrics": {}})
+        cells.append(CellResult("cifar", model, precision, "torch", "ok",
+                                params={"batch_size": 256, "image_size": 32, "epochs": 1, "steps": 60},
+                                throughput_unit="images", repeats=repeats, summary=summarise_repeats(repeats),
+                                telemetry={"available": False, "reason": "synthetic"}, data={"source": "synthetic"},
+                                notes=[SYNTHETIC_NOTE]))
+    env = {"_synthetic": SYNTHETIC_NOTE, "hostname": host or f"synthetic-node{i:03d}",
+           "gpus": [{"name": gpu, "memory_total_bytes": 141 * 2**30}], "driver": driver, "stack": "cuda12",
+           "torch": "2.11.0", "cudnn": "91900", "python": "3.12.0", "data_source": "synthetic", "kit_version": "0.1.0"}
+    config = RunConfig(suite="cifar", data="synthetic", repeats=3, command_line=["kit", "run", "(synthetic)"])
+    t0 = 1796000000.0 + i * 3600
+    return RunResults(run_id=f"SYNTHETIC-{i:04d}", config=config, environment=env, status="complete",
+                      started_at=t0, finished_at=t0 + 600, cells=cells)
+
+
+def fleet_machines(n: int, profile: str, rng: random.Random):
+    """(speed, gpu, jitter) per machine. ``spread``: one GPU model, speeds uniform in 0.6-1.2x (the
+    fleet a new user tried first). ``groups``: five eighths H200s within ±1.5% of each other but for node017
+    (0.62x) and node023 (noisy: repeats 0.7x-1.3x around the same median), the rest H100s at 0.62x."""
+    out = []
+    for i in range(n):
+        if profile == "spread":
+            out.append((rng.uniform(0.6, 1.2), "NVIDIA H200", None))
+        elif i < n * 5 // 8:
+            speed = 0.62 if i == 17 else rng.uniform(0.985, 1.015)
+            out.append((speed, "NVIDIA H200", (1.0, 1.3, 0.7) if i == 23 else None))
+        else:
+            out.append((rng.uniform(0.61, 0.63), "NVIDIA H100", None))
+    return out
+
+
+def write_fleet(folder: Path, n: int, seed: int = 0, profile: str = "spread") -> list[Path]:
+    """``n`` synthetic bundles in ``folder`` (:func:`fleet_machines`); returns their paths in order."""
+    from kit.bundle.export import RunFolder, build_bundle
+    from kit.report.export import bundle_files
+
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    shared: dict = {}
+    paths = []
+    for i, (speed, gpu, jitter) in enumerate(fleet_machines(n, profile, rng)):
+        res = synthetic_results(i, speed, rng, gpu=gpu, jitter=jitter)
+        run = RunFolder(folder, res, res.environment)
+
+        def render(rf, name):
+            if not shared:
+                shared.update(bundle_files(rf, name))
+            return shared
+
+        stem = f"synthetic-node{i:03d}_{gpu.replace(' ', '-')}_cuda12"
+        path = folder / f"{stem}.tar.gz"
+        path.write_bytes(build_bundle(run, stem, render, created_at=res.started_at))
+        paths.append(path)
+    return paths
+
+
+def _one_run(paths: list[str], html: str | None) -> dict:
+    """In this process: compare the bundles as `kit compare` does; seconds and peak RSS."""
+    import resource
+
+    from rich.console import Console
+
+    from kit.compare import render
+    from kit.compare.engine import compare_paths
+
+    t0 = time.perf_counter()
+    cmp = compare_paths(paths)
+    t_build = time.perf_counter() - t0
+    with open(os.devnull, "w") as null:
+        render.print_rich(cmp, Console(file=null, width=120), False)
+    t_total = time.perf_counter() - t0
+    out = {"n": len(paths), "build_s": t_build, "total_s": t_total,
+           "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0}
+    if html:
+        from kit.report.html import render_compare_page
+
+        page = render_compare_page(cmp)
+        out["html_bytes"] = len(page.encode("utf-8"))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, help="JSON file for the results")
+    ap.add_argument("--sizes", default="10,100,500")
+    ap.add_argument("--runs", type=int, default=3, help="runs per size (the minimum is reported)")
+    ap.add_argument("--html-n", type=int, default=200, help="machines on the page whose size is measured")
+    ap.add_argument("--write-fleet", type=Path, help="only write --n synthetic bundles into this folder")
+    ap.add_argument("--n", type=int, default=64)
+    ap.add_argument("--profile", choices=("spread", "groups"), default="spread",
+                    help="with --write-fleet: speeds spread 0.6-1.2x, or H200s and H100s with one slow and one noisy node")
+    ap.add_argument("--one-run", nargs="*", help=argparse.SUPPRESS)
+    ap.add_argument("--html", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.one_run is not None:
+        print(json.dumps(_one_run(args.one_run, "yes" if args.html else None)))
+        return
+    if args.write_fleet:
+        for p in write_fleet(args.write_fleet, args.n, profile=args.profile):
+            print(p)
+        return
+    import tempfile
+
+    sizes = [int(x) for x in args.sizes.split(",")]
+    with tempfile.TemporaryDirectory(prefix="kit-bench-fleet.") as tmp:
+        t0 = time.perf_counter()
+        paths = [str(p) for p in write_fleet(Path(tmp), max(sizes + [args.html_n]))]
+        made_s = time.perf_counter() - t0
+        results = []
+        for n in sizes + ([args.html_n] if args.html_n else []):
+            html = n == args.html_n and n not in sizes[:-1] and len(results) >= len(sizes)
+            runs = []
+            for _ in range(args.runs if not html else 1):
+                cmd = [sys.executable, __file__, "--one-run", *paths[:n]] + (["--html"] if html else [])
+                runs.append(json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout))
+            best = min(runs, key=lambda r: r["total_s"])
+            entry = {"n": n, "runs": runs, "min_total_s": best["total_s"], "min_build_s": min(r["build_s"] for r in runs),
+                     "s_per_bundle": best["total_s"] / n, "peak_rss_mib": max(r["peak_rss_mib"] for r in runs)}
+            if html:
+                entry = {"n": n, "what": "HTML page for the fleet", "html_bytes": runs[0]["html_bytes"],
+                         "total_s": runs[0]["total_s"]}
+            results.append(entry)
+            print(json.dumps(entry if not html else {k: v for k, v in entry.items()}), flush=True)
+    report = {
+        "what": "kit compare from tarballs on a synthetic fleet (" + SYNTHETIC_NOTE + ")",
+        "cells_per_bundle": len(CELLS), "repeats_per_cell": 3, "bundles_written_s": made_s,
+        "machine": {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count()},
+        "method": f"each size: {args.runs} runs, each in a fresh process; the minimum total is kept (a shared machine)",
+        "results": results,
+    }
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(report, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
