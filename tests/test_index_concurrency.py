@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+from fixtures.results.factory import bundle_members, write_bundle
 from test_index_fixtures import ROOT, kit_cli, make_bundle
 
 
@@ -28,6 +29,7 @@ def _check_consistent(index: Path) -> list[tuple]:
         con.close()
     for host, run_id, n_cells, cells, has_results in rows:
         assert n_cells == cells == 3 and has_results, (host, run_id)
+    assert len({r[1] for r in rows}) == len(rows)
     return rows
 
 
@@ -42,14 +44,28 @@ def _count(index: Path) -> int:
         return 0
 
 
+def _copies(tmp_path: Path, n: int) -> list[Path]:
+    """``n`` bundles: 10 made by the kit's writer, and copies of them as other runs (run id changed,
+    manifest re-hashed), which are quicker to make."""
+    made = [make_bundle(tmp_path, f"fixture-node{i:03d}", i) for i in range(10)]
+    out = list(made)
+    for k in range(n - len(made)):
+        src = made[k % len(made)]
+        files = bundle_members(src)
+        files["results.json"] = files["results.json"].replace(b'"run_id": "FIXTURE-', f'"run_id": "FIXTURE-copy{k}-'.encode(), 1)
+        out.append(write_bundle(tmp_path / "bundles" / f"copy{k:03d}.tar.gz", files, rehash=True))
+    return out
+
+
 def test_kill_9_during_an_ingest_leaves_the_index_consistent(tmp_path):
-    bundles = [make_bundle(tmp_path, f"fixture-node{i:03d}", i) for i in range(40)]
+    bundles = _copies(tmp_path, 150)
     index = tmp_path / "index.sqlite"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen([sys.executable, "-m", "kit", "index", "add", "--index", str(index), *map(str, bundles)],
+    # one process verifying (--jobs 1): slow enough that batches commit one after another
+    proc = subprocess.Popen([sys.executable, "-m", "kit", "index", "add", "--jobs", "1", "--index", str(index), *map(str, bundles)],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
-    while _count(index) < 2 and proc.poll() is None and time.monotonic() < deadline:
+    while _count(index) < 1 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)

@@ -45,6 +45,7 @@ def _t(value) -> str:
 def add(
     paths: List[Path] = typer.Argument(..., help="Bundles (.tar.gz), or folders: every *.tar.gz under them."),
     index: Path = _index_option(),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="Processes that verify bundles (default: the CPUs, at most 4)."),
 ) -> None:
     """Verify each bundle (the checks of `kit bundle verify`) and record it once, by its sha256.
 
@@ -54,36 +55,39 @@ def add(
     from kit.index.ingest import expand, exit_code
 
     bundles = expand(paths)
-    outcomes = add_to_index(index, bundles, _err())
+    outcomes = add_to_index(index, bundles, _err(), jobs)
     code = exit_code(outcomes)
     if code:
         raise typer.Exit(code)
 
 
-def add_to_index(index: Path, bundles: list, console) -> list:
+def add_to_index(index: Path, bundles: list, console, jobs: int | None = None) -> list:
     """Add ``bundles`` to ``index`` with a progress bar on a terminal, one line per bundle and a
     summary; the outcomes (for `kit fleet slurm collect --index` too)."""
+    import os
+
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from kit.index.db import open_index
-    from kit.index.ingest import ADDED, PRESENT, REFUSED, add_one
+    from kit.index.ingest import ADDED, PRESENT, REFUSED, add_bundles
 
+    jobs = jobs or min(os.cpu_count() or 1, 4)
     con = open_index(index, create=True)
-    outcomes = []
     try:
         with Progress(TextColumn("adding"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                       console=console, transient=True, disable=len(bundles) < 2 or not console.is_terminal) as bar:
             task = bar.add_task("add", total=len(bundles))
-            for path in bundles:
-                o = add_one(con, path)
-                outcomes.append(o)
+
+            def said(o) -> None:
                 if o.outcome == REFUSED:
-                    bar.console.print(f"refused  {_t(path)}: {_t(o.reason)}", markup=False)
+                    bar.console.print(f"refused  {_t(o.path)}: {_t(o.reason)}", markup=False)
                 elif o.outcome == PRESENT:
-                    bar.console.print(f"no-op    {_t(path)}: already in the index", markup=False)
+                    bar.console.print(f"no-op    {_t(o.path)}: {_t(o.reason)}", markup=False)
                 else:
-                    bar.console.print(f"added    {_t(path)}", markup=False)
+                    bar.console.print(f"added    {_t(o.path)}", markup=False)
                 bar.advance(task)
+
+            outcomes = add_bundles(con, bundles, said, jobs=jobs)
     finally:
         con.close()
     n = {k: sum(o.outcome == k for o in outcomes) for k in (ADDED, PRESENT, REFUSED)}

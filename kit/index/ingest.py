@@ -83,8 +83,16 @@ def _started(results, manifest: dict) -> Optional[float]:
     return None
 
 
-def _record(con: sqlite3.Connection, path: Path, digest: str, size: int, bundle) -> bool:
-    """Insert one verified bundle in one transaction; False when another writer recorded it first."""
+@dataclass
+class _Ready:
+    """A verified bundle, as the rows it becomes (made where it was verified, maybe in a worker)."""
+
+    outcome: AddOutcome
+    row: tuple
+    cells: list
+
+
+def _rows(path: Path, digest: str, size: int, bundle) -> tuple[tuple, list]:
     results = bundle.results
     env = bundle.environment
     summary = summarise_environment(env, results.config, results.cells)
@@ -102,65 +110,135 @@ def _record(con: sqlite3.Connection, path: Path, digest: str, size: int, bundle)
         summary.driver, summary.stack, summary.torch, kit_version, len(cells),
         zlib.compress(bundle.files[RESULTS_NAME], 6), zlib.compress(env_bytes, 6),
     )
-    con.execute("BEGIN IMMEDIATE")
+    return row, list(cells.values())
+
+
+_INSERT = ("INSERT OR IGNORE INTO bundles (sha256, file_name, path, size_bytes, added_at, run_id, run_started, run_date,"
+           " status, interrupted, host, gpu, gpu_count, driver, stack, torch, kit, n_cells, results_z, env_z)"
+           " VALUES (" + ", ".join("?" * 20) + ")")
+
+
+def _record(con: sqlite3.Connection, ready: list) -> None:
+    """Insert verified bundles in one transaction (the write lock taken first, ``BEGIN IMMEDIATE``); a
+    bundle another writer recorded meanwhile becomes "already in the index"."""
     try:
-        cur = con.execute(
-            "INSERT OR IGNORE INTO bundles (sha256, file_name, path, size_bytes, added_at, run_id, run_started, run_date,"
-            " status, interrupted, host, gpu, gpu_count, driver, stack, torch, kit, n_cells, results_z, env_z)"
-            " VALUES (" + ", ".join("?" * len(row)) + ")", row)
-        if cur.rowcount == 0:
-            con.execute("ROLLBACK")
-            return False
-        bundle_id = cur.lastrowid
-        con.executemany(
-            "INSERT INTO cells (bundle_id, cell_id, status, unit, throughput_median, throughput_json) VALUES (?, ?, ?, ?, ?, ?)",
-            [(bundle_id, *c) for c in cells.values()])
-        con.execute("COMMIT")
-    except BaseException:
-        if con.in_transaction:
-            con.execute("ROLLBACK")
-        raise
-    return True
+        con.execute("BEGIN IMMEDIATE")
+        try:
+            for r in ready:
+                cur = con.execute(_INSERT, r.row)
+                if cur.rowcount == 0:
+                    r.outcome.outcome, r.outcome.reason = PRESENT, "recorded meanwhile (given twice, or by another writer): nothing to do"
+                    continue
+                con.executemany(
+                    "INSERT INTO cells (bundle_id, cell_id, status, unit, throughput_median, throughput_json)"
+                    " VALUES (?, ?, ?, ?, ?, ?)", [(cur.lastrowid, *c) for c in r.cells])
+            con.execute("COMMIT")
+        except BaseException:
+            if con.in_transaction:
+                con.execute("ROLLBACK")
+            raise
+    except sqlite3.OperationalError as exc:  # the busy timeout ran out, the disk is full, ...
+        raise KitError(f"cannot write to the index ({exc}); {len(ready)} verified bundle(s) were not added.",
+                       remedy="Another `kit index add` may hold the lock for long; run this again (bundles already added are kept).") from None
 
 
-def add_one(con: sqlite3.Connection, path: Path) -> AddOutcome:
-    """Verify and record one bundle; never raises a KitError (a refusal is the outcome)."""
+_KNOWN: frozenset = frozenset()
+
+
+def _init_worker(known: frozenset) -> None:
+    global _KNOWN
+    _KNOWN = known
+
+
+def prepare(path: Path, known: frozenset | None = None):
+    """Verify one bundle and make its rows: a _Ready, or the AddOutcome when it is already in the
+    index (by sha256, not opened) or refused. Touches no database (it may run in a worker)."""
+    known = _KNOWN if known is None else known
     path = Path(path)
     try:
         if not path.is_file():
             what = "no such file" if not path.exists() else "not a regular file (a folder, device or FIFO)"
             raise UsageError(f"{path}: {what}.")
         digest = _sha256(path)
-        if con.execute("SELECT 1 FROM bundles WHERE sha256 = ?", (digest,)).fetchone():
+        if digest in known:
             return AddOutcome(path, PRESENT, "same sha256 as a bundle already recorded: nothing to do", 0, digest)
         bundle = open_bundle(path)  # exactly the checks of `kit bundle verify`
         size = path.stat().st_size
         if _sha256(path) != digest:
             raise BundleError(f"{path.name} changed while it was being added; add it again once it is complete.")
+        row, cells = _rows(path, digest, size, bundle)
     except KitError as exc:
         return AddOutcome(path, REFUSED, exc.message, exc.exit_code)
     except OSError as exc:
         return AddOutcome(path, REFUSED, f"{path}: cannot be read ({exc.strerror or exc}).", UsageError.exit_code)
-    try:
-        added = _record(con, path, digest, size, bundle)
-    except sqlite3.OperationalError as exc:  # the busy timeout ran out, the disk is full, ...
-        raise KitError(f"cannot write to the index ({exc}); {path.name} was not added.",
-                       remedy="Another `kit index add` may hold the lock for long; run this again (bundles already added are kept).") from None
-    if not added:
-        return AddOutcome(path, PRESENT, "recorded by another writer meanwhile: nothing to do", 0, digest)
-    return AddOutcome(path, ADDED, "", 0, digest)
+    return _Ready(AddOutcome(path, ADDED, "", 0, digest), row, cells)
+
+
+#: verified bundles are written in batches of at most this many, or after this many seconds
+BATCH_BUNDLES, BATCH_SECONDS = 50, 1.0
+#: with this many bundles or more, they are verified by worker processes (``jobs``)
+PARALLEL_FROM = 16
 
 
 def add_bundles(con: sqlite3.Connection, paths: Iterable[Path],
-                on_outcome: Optional[Callable[[AddOutcome], None]] = None) -> list[AddOutcome]:
-    """:func:`add_one` for each bundle, in order; ``on_outcome`` sees each as it is decided."""
-    outcomes = []
-    for p in paths:
-        o = add_one(con, p)
-        outcomes.append(o)
+                on_outcome: Optional[Callable[[AddOutcome], None]] = None, jobs: int = 1) -> list[AddOutcome]:
+    """Verify and record each bundle. Bundles are verified before the write lock is taken (by
+    ``jobs`` worker processes when there are many) and recorded in batches, one transaction each,
+    so a writer holds the lock only for the inserts. ``on_outcome`` sees each outcome once it is
+    final (an added bundle once its transaction committed). Outcomes are in the order given."""
+    paths = [Path(p) for p in paths]
+    known = frozenset(r[0] for r in con.execute("SELECT sha256 FROM bundles"))
+    outcomes: list = [None] * len(paths)
+    batch: list = []
+    last = time.monotonic()
+
+    def flush() -> None:
+        nonlocal batch, last
+        if batch:
+            _record(con, [r for _, r in batch])
+            for i, r in batch:
+                _done(i, r.outcome)
+        batch, last = [], time.monotonic()
+
+    def _done(i: int, o: AddOutcome) -> None:
+        outcomes[i] = o
         if on_outcome is not None:
             on_outcome(o)
+
+    def take(i: int, prepared) -> None:
+        if isinstance(prepared, _Ready):
+            batch.append((i, prepared))
+            if len(batch) >= BATCH_BUNDLES or time.monotonic() - last >= BATCH_SECONDS:
+                flush()
+        else:
+            _done(i, prepared)
+
+    if jobs > 1 and len(paths) >= PARALLEL_FROM:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        # spawned workers: nothing of this process (its open index) is inherited
+        ctx = multiprocessing.get_context("spawn")
+        from concurrent.futures.process import BrokenProcessPool
+
+        try:
+            with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_init_worker, initargs=(known,)) as pool:
+                for i, prepared in enumerate(pool.map(prepare, paths, chunksize=4)):
+                    take(i, prepared)
+        except BrokenProcessPool:
+            flush()  # what was verified is kept
+            raise KitError("a process verifying bundles died (out of memory?); the bundles recorded so far are kept.",
+                           remedy="Run the same command again with --jobs 1.") from None
+    else:
+        for i, p in enumerate(paths):
+            take(i, prepare(p, known))
+    flush()
     return outcomes
+
+
+def add_one(con: sqlite3.Connection, path: Path) -> AddOutcome:
+    """Verify and record one bundle (its own transaction)."""
+    return add_bundles(con, [path])[0]
 
 
 def exit_code(outcomes: list[AddOutcome]) -> int:
