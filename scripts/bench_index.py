@@ -138,7 +138,9 @@ def timed(cmd: list, stdout=subprocess.DEVNULL, env=None) -> dict:
         report.unlink(missing_ok=True)
     if got["rc"] != 0:
         raise SystemExit(f"{' '.join(map(str, cmd[:6]))} ... failed ({got['rc']}):\n{proc.stderr.decode(errors='replace')[-2000:]}")
-    return {"wall_s": round(wall, 3), "peak_rss_mib": round(got["maxrss_kib"] / 1024, 1)}
+    # cpu_s: the command's own user + system time (its worker processes' not included), which a
+    # busy shared machine inflates less than the wall time
+    return {"wall_s": round(wall, 3), "cpu_s": round(got["cpu_s"], 3), "peak_rss_mib": round(got["maxrss_kib"] / 1024, 1)}
 
 
 def main() -> None:
@@ -194,10 +196,11 @@ def main() -> None:
             "best_of_rounds": {
                 "add_s": best("add", "wall_s"), "add_s_per_bundle": round(best("add", "wall_s") / args.bundles, 4),
                 "add_peak_rss_mib": best("add", "peak_rss_mib"), "re_add_no_op_s": best("re_add_no_op", "wall_s"),
-                "compare_json_s": best("compare_json", "wall_s"), "compare_json_peak_rss_mib": best("compare_json", "peak_rss_mib"),
-                "compare_terminal_s": best("compare_terminal", "wall_s"),
+                "compare_json_s": best("compare_json", "wall_s"), "compare_json_cpu_s": best("compare_json", "cpu_s"), "compare_json_peak_rss_mib": best("compare_json", "peak_rss_mib"),
+                "compare_terminal_s": best("compare_terminal", "wall_s"), "compare_terminal_cpu_s": best("compare_terminal", "cpu_s"),
                 "compare_terminal_peak_rss_mib": best("compare_terminal", "peak_rss_mib"),
             },
+            "load_average_at_end": list(os.getloadavg()),
             "targets": {"add_1000_s": 120, "compare_200_s": 3, "compare_200_peak_rss_mib": 500},
             "rounds": rounds,
         }

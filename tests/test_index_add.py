@@ -141,3 +141,33 @@ def test_fleet_slurm_collect_adds_the_verified_task_bundles_to_an_index(tmp_path
     assert sorted(r[0] for r in _rows(index)) == sorted(p.name for p in kept)
     code, out, err = run_main(["fleet", "slurm", "collect", str(sweep), "--index", str(index)], capsys, monkeypatch)
     assert code == 0 and "index: 0 added, 2 already in the index" in err
+
+
+def test_wal_mode_is_refused_on_a_network_file_system_and_the_kit_keeps_the_rollback_journal(tmp_path, capsys, monkeypatch):
+    b = make_bundle(tmp_path, "fixture-node000", 0)
+    index = tmp_path / "i.sqlite"
+    assert run_main(["index", "add", "--index", str(index), str(b)], capsys, monkeypatch)[0] == 0
+    con = sqlite3.connect(index)
+    assert con.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    assert con.execute("PRAGMA journal_mode = WAL").fetchone()[0] == "wal"  # someone switched it
+    con.close()
+    import kit.index.db as db
+
+    monkeypatch.setattr(db, "filesystem_type", lambda path: "nfs4")
+    code, out, err = run_main(["index", "list", "--index", str(index)], capsys, monkeypatch)
+    assert code == 2 and "WAL mode on a nfs4 file system" in err and "PRAGMA journal_mode=DELETE" in err
+    monkeypatch.setattr(db, "filesystem_type", lambda path: "ext4")  # on a local disk WAL works
+    assert run_main(["index", "list", "--index", str(index)], capsys, monkeypatch)[0] == 0
+
+
+def test_an_nfs_mount_with_node_local_locks_is_warned_about(tmp_path):
+    from kit.index.db import is_network_fs, lock_warning
+
+    info = tmp_path / "mountinfo"
+    share = tmp_path / "share"
+    share.mkdir()
+    info.write_text(f"22 1 8:1 / / rw,relatime - ext4 /dev/sda1 rw\n"
+                    f"40 22 0:50 / {share} rw,relatime - nfs 10.0.0.1:/share rw,vers=3,nolock,addr=10.0.0.1\n")
+    assert "locks are local to this node" in lock_warning(share / "index.sqlite", str(info))
+    assert lock_warning(tmp_path / "index.sqlite", str(info)) is None  # the local disk
+    assert is_network_fs("nfs4") and is_network_fs("fuse.sshfs") and is_network_fs("cifs") and not is_network_fs("ext4")

@@ -68,11 +68,14 @@ def add_to_index(index: Path, bundles: list, console, jobs: int | None = None) -
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from kit.index.db import open_index
+    from kit.index.db import lock_warning, open_index
     from kit.index.ingest import ADDED, PRESENT, REFUSED, add_bundles
 
     jobs = jobs or min(os.cpu_count() or 1, 4)
     con = open_index(index, create=True)
+    warning = lock_warning(index)
+    if warning:
+        console.print(f"warning: {warning}", markup=False)
     try:
         with Progress(TextColumn("adding"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                       console=console, transient=True, disable=len(bundles) < 2 or not console.is_terminal) as bar:

@@ -84,25 +84,44 @@ CREATE INDEX bundles_started ON bundles(run_started);
 """
 
 
-def filesystem_type(path: Path) -> str:
-    """The type of the file system holding ``path`` (its mount with the longest matching mount
-    point in /proc/self/mountinfo), or "unknown" off Linux."""
+MOUNTINFO = "/proc/self/mountinfo"
+
+
+def _mount(path: Path, mountinfo: str = MOUNTINFO) -> tuple[str, str, str]:
+    """(mount point, file system type, mount options) of the mount holding ``path`` (the longest
+    matching mount point in /proc/self/mountinfo); ("", "unknown", "") off Linux."""
     target = os.path.realpath(path if path.exists() else path.parent)
-    best, fstype = "", "unknown"
+    best = ("", "unknown", "")
     try:
-        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as fh:
+        with open(mountinfo, encoding="utf-8", errors="replace") as fh:
             for line in fh:
                 left, _, right = line.partition(" - ")
                 fields, rest = left.split(), right.split()
-                if len(fields) < 5 or not rest:
+                if len(fields) < 6 or not rest:
                     continue
                 mount = fields[4].replace("\\040", " ")
                 inside = target == mount or target.startswith(mount.rstrip("/") + "/")
-                if inside and len(mount) >= len(best):
-                    best, fstype = mount, rest[0]
+                if inside and len(mount) >= len(best[0]):
+                    best = (mount, rest[0], fields[5] + "," + (rest[2] if len(rest) > 2 else ""))
     except OSError:
         pass
-    return fstype
+    return best
+
+
+def filesystem_type(path: Path) -> str:
+    """The type of the file system holding ``path`` ("nfs4", "ext4", ...; "unknown" off Linux)."""
+    return _mount(path)[1]
+
+
+def lock_warning(path: Path, mountinfo: str = MOUNTINFO) -> str | None:
+    """A sentence when the index's file system is known to keep locks on each node only (NFS mounted
+    with ``nolock`` or ``local_lock=``): writers on two nodes would not see each other's lock."""
+    mount, fstype, options = _mount(path, mountinfo)
+    opts = set(options.split(","))
+    if fstype.startswith("nfs") and ("nolock" in opts or "local_lock=all" in opts or "local_lock=posix" in opts):
+        return (f"{path}: {mount} is an NFS mount whose locks are local to this node ({options}); "
+                "run `kit index add` on one node at a time, or the index can be damaged (docs/results-index.md).")
+    return None
 
 
 def is_network_fs(fstype: str) -> bool:
