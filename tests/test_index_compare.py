@@ -120,3 +120,17 @@ def test_history_of_an_unknown_host_or_cell_is_one_line(indexed, capsys, monkeyp
     code, out, err = run_main(["index", "history", "--index", str(index), "--host", "fixture-node001", "--cell", "x/y"],
                               capsys, monkeypatch)
     assert code == 2 and "has no such cell" in err
+
+
+def test_a_damaged_copy_in_the_index_is_a_schema_error_not_a_traceback(indexed, capsys, monkeypatch, tmp_path):
+    import sqlite3
+
+    index, _ = indexed
+    copy = tmp_path / "copy.sqlite"
+    copy.write_bytes(index.read_bytes())
+    con = sqlite3.connect(copy)
+    con.execute("UPDATE bundles SET results_z = ? WHERE id = (SELECT MIN(id) FROM bundles)", (b"not zlib",))
+    con.commit()
+    con.close()
+    code, out, err = run_main(["compare", "--index", str(copy)], capsys, monkeypatch)
+    assert code == 4 and "is damaged" in err and "Traceback" not in err

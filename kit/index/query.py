@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from kit.bundle.envinfo import summarise_environment
+from kit.bundle.inert import inert
 from kit.compare.load import Source, _label
 from kit.compare.stats import RatioEstimate, Sample, ratio_estimate
 from kit.errors import SchemaError, UsageError
@@ -100,14 +101,14 @@ def counts(con: sqlite3.Connection) -> dict:
 
 def _source(i: int, row: tuple) -> Source:
     _id, file_name, path, results_z, env_z, interrupted = row
-    label = f"{file_name} (index)"
+    label = f"{inert(file_name)} (index)"
     try:
         results_obj = json.loads(zlib.decompress(results_z))
         env = json.loads(zlib.decompress(env_z))
     except (zlib.error, ValueError) as exc:
-        raise SchemaError(f"the index's copy of {file_name} is damaged ({exc}).",
+        raise SchemaError(f"the index's copy of {inert(file_name)} is damaged ({exc}).",
                           remedy="Add the bundle to a new index: kit index add --index NEW.sqlite BUNDLE") from None
-    results = RunResults.from_dict(results_obj, source=f"{label} ({'results.json'})")
+    results = RunResults.from_dict(results_obj, source=f"{label} (results.json)")
     env = env if isinstance(env, dict) and env else (results.environment if isinstance(results.environment, dict) else {})
     summary = summarise_environment(env, results.config, results.cells)
     return Source(i, _label(i), Path(path), "index", results, env, summary, bool(interrupted))
@@ -181,8 +182,8 @@ def history(con: sqlite3.Connection, host: str, cell: Optional[str] = None, min_
     runs = list_runs(con, flt)
     if not runs:
         known = [r[0] for r in con.execute("SELECT DISTINCT host FROM bundles ORDER BY host LIMIT 8")]
-        raise UsageError(f"--host {host!r}: no run of that host in the index"
-                         + (f" (hosts: {', '.join(known)}{', ...' if len(known) == 8 else ''})." if known else " (it is empty)."))
+        raise UsageError(f"--host {inert(repr(host))}: no run of that host in the index"
+                         + (f" (hosts: {', '.join(map(inert, known))}{', ...' if len(known) == 8 else ''})." if known else " (it is empty)."))
     by_id = {r["id"]: r for r in runs}
     q = "SELECT bundle_id, cell_id, status, unit, throughput_median, throughput_json FROM cells WHERE bundle_id IN ({})"
     rows: list = []
@@ -198,8 +199,8 @@ def history(con: sqlite3.Connection, host: str, cell: Optional[str] = None, min_
     if cell and not rows:
         known = sorted({r[0] for r in con.execute(
             "SELECT DISTINCT cell_id FROM cells JOIN bundles ON bundles.id = cells.bundle_id WHERE host = ?", (host,))})
-        raise UsageError(f"--cell {cell!r}: {host} has no such cell"
-                         + (f" (its cells: {', '.join(known[:6])}{', ...' if len(known) > 6 else ''})." if known else "."))
+        raise UsageError(f"--cell {inert(repr(cell))}: {inert(host)} has no such cell"
+                         + (f" (its cells: {', '.join(map(inert, known[:6]))}{', ...' if len(known) > 6 else ''})." if known else "."))
     order = {r["id"]: i for i, r in enumerate(runs)}
     per_cell: dict = {}
     for bundle_id, cid, status, unit, median, values in rows:
