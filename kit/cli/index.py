@@ -184,7 +184,7 @@ def history(
         }, indent=2))
         return
     console = Console()
-    console.print(Text(f"{_t(host)}: {len(runs)} runs, {runs[0]['run_date']} to {runs[-1]['run_date']}. "
+    console.print(Text(f"{_t(host)}: {len(runs)} runs, {_date(runs[0]['run_date'])} to {_date(runs[-1]['run_date'])} (UTC). "
                        "* marks a value that changed since the previous run; ! a change in throughput that is "
                        f"significant and at least {min_change:g}%.", style="bold"))
     console.print(Text(f"Statistics: {METHOD}.", style="dim"))
