@@ -101,8 +101,10 @@ def variant(template: tuple, i: int, hosts: int, rng: random.Random) -> tuple[Ru
                 r["epoch_seconds_median"] /= f
             if isinstance(r.get("epoch_seconds"), list):
                 r["epoch_seconds"] = [s / f for s in r["epoch_seconds"] if isinstance(s, (int, float))]
-        if c.get("repeats"):
-            c["summary"] = summarise_repeats(c["repeats"])
+        if c.get("repeats") and isinstance(c.get("summary"), dict):
+            for key in ("throughput_items_per_s", "epoch_seconds_median"):  # the two numbers rescaled
+                if key in c["summary"]:
+                    c["summary"][key] = summarise_repeats([{key: r.get(key)} for r in c["repeats"]]).get(key, c["summary"][key])
     res = RunResults.from_dict(d, "synthetic")
     return RunFolder(Path(host), res, e), f"{host}_run{run:03d}"
 
@@ -121,7 +123,8 @@ def make_bundles(shape: str, n: int, hosts: int, out: Path) -> float:
 #: runs argv[2:] and writes its exit code and peak RSS (os.wait4) to the file argv[1]; a small process of
 #: its own, so the peak is the command's, not that of this script, which holds the bundles in memory
 WRAP = ("import json, os, subprocess, sys; p = subprocess.Popen(sys.argv[2:]); _, st, ru = os.wait4(p.pid, 0); "
-        "open(sys.argv[1], 'w').write(json.dumps({'rc': os.waitstatus_to_exitcode(st), 'maxrss_kib': ru.ru_maxrss}))")
+        "open(sys.argv[1], 'w').write(json.dumps({'rc': os.waitstatus_to_exitcode(st), 'maxrss_kib': ru.ru_maxrss, "
+        "'cpu_s': ru.ru_utime + ru.ru_stime}))")
 
 
 def timed(cmd: list, stdout=subprocess.DEVNULL, env=None) -> dict:
@@ -138,8 +141,9 @@ def timed(cmd: list, stdout=subprocess.DEVNULL, env=None) -> dict:
         report.unlink(missing_ok=True)
     if got["rc"] != 0:
         raise SystemExit(f"{' '.join(map(str, cmd[:6]))} ... failed ({got['rc']}):\n{proc.stderr.decode(errors='replace')[-2000:]}")
-    # cpu_s: the command's own user + system time (its worker processes' not included), which a
-    # busy shared machine inflates less than the wall time
+    # cpu_s: user + system time of the command and of the processes it waited for (kit index add's
+    # verifying workers), which a busy shared machine inflates less than the wall time; peak_rss_mib:
+    # the largest of those processes' peaks (os.wait4's ru_maxrss)
     return {"wall_s": round(wall, 3), "cpu_s": round(got["cpu_s"], 3), "peak_rss_mib": round(got["maxrss_kib"] / 1024, 1)}
 
 
