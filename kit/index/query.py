@@ -88,8 +88,8 @@ def make_filter(where: Iterable[str] = (), since: Optional[str] = None, host: Op
     return f
 
 
-def list_runs(con: sqlite3.Connection, flt: Filter = Filter()) -> list[dict]:
-    where, args = flt.sql()
+def list_runs(con: sqlite3.Connection, flt: Optional[Filter] = None) -> list[dict]:
+    where, args = (flt or Filter()).sql()
     rows = con.execute(f"SELECT {', '.join(LIST_COLUMNS)} FROM bundles {where} {ORDER}", args).fetchall()
     return [dict(zip(LIST_COLUMNS, r)) for r in rows]
 
@@ -130,7 +130,7 @@ def _pick_baseline(runs: list[dict], baseline: str) -> int:
     return hits[0]
 
 
-def sources(con: sqlite3.Connection, flt: Filter = Filter(), baseline: Optional[str] = None) -> list[Source]:
+def sources(con: sqlite3.Connection, flt: Optional[Filter] = None, baseline: Optional[str] = None) -> list[Source]:
     """compare's inputs from the index: the matching runs in run-date order, the baseline first."""
     runs = list_runs(con, flt)
     if baseline is not None and str(baseline).strip():
@@ -177,7 +177,7 @@ def history(con: sqlite3.Connection, host: str, cell: Optional[str] = None, min_
     change against the previous run that measured it (kit.compare.stats.ratio_estimate on the
     per-repeat throughputs, as compare does for two machines) and whether that change is
     flagged: significant (Welch, p < 0.05) and at least ``min_change_pct`` percent."""
-    flt = flt or Filter()
+    flt = Filter(dict(flt.equals), flt.since) if flt else Filter()
     flt.equals["host"] = host
     runs = list_runs(con, flt)
     if not runs:
