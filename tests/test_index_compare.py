@@ -134,3 +134,20 @@ def test_a_damaged_copy_in_the_index_is_a_schema_error_not_a_traceback(indexed, 
     con.close()
     code, out, err = run_main(["compare", "--index", str(copy)], capsys, monkeypatch)
     assert code == 4 and "is damaged" in err and "Traceback" not in err
+
+
+def test_where_matches_a_whole_word_of_the_field_and_host_the_exact_name():
+    from kit.index.query import make_filter, word_match
+
+    assert word_match("H200", "NVIDIA H200") and word_match("h200", "NVIDIA H200 NVL")
+    assert word_match("580", "580.159.04") and word_match("2.1", "2.1.0") and not word_match("2.1", "2.11.0")
+    assert not word_match("H20", "NVIDIA H200") and not word_match("node01", "node017")
+    flt = make_filter(["gpu=H200", "torch=2.11"], None, "node017")
+    assert flt.equals == {"host": "node017"}
+    assert flt.keep({"gpu": "NVIDIA H200", "torch": "2.11.0"}) and not flt.keep({"gpu": "NVIDIA H100", "torch": "2.11.0"})
+
+
+def test_where_gpu_by_its_model_name_alone(indexed, capsys, monkeypatch):
+    index, _ = indexed
+    cmp = _json(["compare", "--index", str(index), "--where", "gpu=gpu a", "--json"], capsys, monkeypatch)
+    assert [s["gpu"] for s in cmp["sources"]] == ["Fixture GPU A"] * 3

@@ -22,9 +22,9 @@ def compare(
         help="Exit with code 9 if any input is significantly slower than the baseline by more than PCT percent on any cell.",
     ),
     index: Optional[Path] = typer.Option(None, "--index", help="Compare runs from a results index (kit index add) instead of files; earliest run first."),
-    where: Optional[List[str]] = typer.Option(None, "--where", help="With --index: only runs with FIELD=VALUE (repeatable; gpu, host, driver, stack, torch, kit)."),
+    where: Optional[List[str]] = typer.Option(None, "--where", help="With --index: only runs whose FIELD holds VALUE as a word, e.g. gpu=H200 (repeatable; gpu, host, driver, stack, torch, kit)."),
     since: Optional[str] = typer.Option(None, "--since", help="With --index: only runs started on or after this date (YYYY-MM-DD, UTC)."),
-    host: Optional[str] = typer.Option(None, "--host", help="With --index: only this host's runs."),
+    host: Optional[str] = typer.Option(None, "--host", help="With --index: only the runs of the host of exactly this name."),
 ) -> None:
     """Compare runs: median time and throughput per machine, speedup over fp32, ratio to the baseline, with 95% CIs."""
     from rich.console import Console

@@ -20,7 +20,7 @@ app = typer.Typer(
 
 DEFAULT_INDEX = Path("results/index.sqlite")
 _INDEX_HELP = "The index file (default results/index.sqlite, or $KIT_INDEX)."
-WHERE_HELP = "Only runs with FIELD=VALUE (repeatable; fields: gpu, host, driver, stack, torch, kit)."
+WHERE_HELP = "Only runs whose FIELD holds VALUE as a word, e.g. gpu=H200 (repeatable; fields: gpu, host, driver, stack, torch, kit)."
 SINCE_HELP = "Only runs started on or after this date (YYYY-MM-DD, UTC)."
 
 
@@ -103,7 +103,7 @@ def list_(
     index: Path = _index_option(),
     where: Optional[List[str]] = typer.Option(None, "--where", help=WHERE_HELP),
     since: Optional[str] = typer.Option(None, "--since", help=SINCE_HELP),
-    host: Optional[str] = typer.Option(None, "--host", help="Only this host's runs."),
+    host: Optional[str] = typer.Option(None, "--host", help="Only the runs of the host of exactly this name."),
     files: bool = typer.Option(False, "--files", help="Also show each run's bundle file name."),
     json_: bool = typer.Option(False, "--json", help="Print JSON instead of a table (every column)."),
 ) -> None:

@@ -39,9 +39,15 @@ LIST_COLUMNS = ("id", "sha256", "file_name", "path", "run_id", "run_started", "r
 
 @dataclass
 class Filter:
-    """Which runs: ``--where FIELD=VALUE`` (repeatable; all must hold), ``--since DATE``, ``--host H``."""
+    """Which runs: ``--where FIELD=VALUE`` (repeatable; all must hold), ``--since DATE``, ``--host H``.
 
-    equals: dict = field(default_factory=dict)  # column -> value
+    ``--where`` matches VALUE as a whole word of the field, ignoring case: ``gpu=H200`` keeps
+    "NVIDIA H200" and "NVIDIA H200 NVL", ``driver=580`` keeps "580.159.04", ``torch=2.1`` keeps
+    "2.1.0" but not "2.11.0" (a word ends where a letter or digit does not follow).
+    ``--host`` (and ``equals``) is the exact host name."""
+
+    equals: dict = field(default_factory=dict)  # column -> value, exactly
+    words: list = field(default_factory=list)  # (column, value): value is a whole word of the column
     since: Optional[float] = None
 
     def sql(self) -> tuple[str, list]:
@@ -49,10 +55,23 @@ class Filter:
         for col, value in self.equals.items():
             terms.append(f"{col} = ?")
             args.append(value)
+        for col, value in self.words:  # narrowed here, matched as a word in keep()
+            terms.append(f"instr(lower({col}), lower(?)) > 0")
+            args.append(value)
         if self.since is not None:
             terms.append("run_started >= ?")
             args.append(self.since)
         return ("WHERE " + " AND ".join(terms)) if terms else "", args
+
+    def keep(self, run: dict) -> bool:
+        return all(word_match(value, str(run[col])) for col, value in self.words)
+
+
+def word_match(value: str, text: str) -> bool:
+    """``value`` occurs in ``text`` (ignoring case) with no letter or digit right before or after it."""
+    import re
+
+    return re.search(r"(?<![0-9a-z])" + re.escape(value.lower()) + r"(?![0-9a-z])", text.lower()) is not None
 
 
 def parse_since(text: str) -> float:
@@ -71,17 +90,14 @@ def make_filter(where: Iterable[str] = (), since: Optional[str] = None, host: Op
         name, eq, value = str(term).partition("=")
         name = name.strip().lower()
         if not eq or not name:
-            raise UsageError(f"--where {term!r}: give FIELD=VALUE, e.g. --where gpu='NVIDIA H200' "
+            raise UsageError(f"--where {term!r}: give FIELD=VALUE, e.g. --where gpu=H200 "
                              f"(fields: {', '.join(WHERE_FIELDS)}).")
         if name not in WHERE_FIELDS:
             raise UsageError(f"--where {name}: no such field; the fields are {', '.join(WHERE_FIELDS)}.")
-        col = WHERE_FIELDS[name]
-        if col in f.equals and f.equals[col] != value.strip():
-            raise UsageError(f"--where {name} is given twice with different values; a run has one {name}.")
-        f.equals[col] = value.strip()
+        if not value.strip():
+            raise UsageError(f"--where {name}=: give a value, e.g. --where gpu=H200.")
+        f.words.append((WHERE_FIELDS[name], value.strip()))
     if host is not None:
-        if "host" in f.equals and f.equals["host"] != host:
-            raise UsageError("--host and --where host= name different hosts.")
         f.equals["host"] = host
     if since is not None:
         f.since = parse_since(since)
@@ -89,9 +105,10 @@ def make_filter(where: Iterable[str] = (), since: Optional[str] = None, host: Op
 
 
 def list_runs(con: sqlite3.Connection, flt: Optional[Filter] = None) -> list[dict]:
-    where, args = (flt or Filter()).sql()
+    flt = flt or Filter()
+    where, args = flt.sql()
     rows = con.execute(f"SELECT {', '.join(LIST_COLUMNS)} FROM bundles {where} {ORDER}", args).fetchall()
-    return [dict(zip(LIST_COLUMNS, r)) for r in rows]
+    return [run for run in (dict(zip(LIST_COLUMNS, r)) for r in rows) if flt.keep(run)]
 
 
 def counts(con: sqlite3.Connection) -> dict:
@@ -177,7 +194,7 @@ def history(con: sqlite3.Connection, host: str, cell: Optional[str] = None, min_
     change against the previous run that measured it (kit.compare.stats.ratio_estimate on the
     per-repeat throughputs, as compare does for two machines) and whether that change is
     flagged: significant (Welch, p < 0.05) and at least ``min_change_pct`` percent."""
-    flt = Filter(dict(flt.equals), flt.since) if flt else Filter()
+    flt = Filter(dict(flt.equals), list(flt.words), flt.since) if flt else Filter()
     flt.equals["host"] = host
     runs = list_runs(con, flt)
     if not runs:
