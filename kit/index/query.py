@@ -55,15 +55,13 @@ class Filter:
         for col, value in self.equals.items():
             terms.append(f"{col} = ?")
             args.append(value)
-        for col, value in self.words:  # narrowed here, matched as a word in keep()
-            terms.append(f"instr(lower({col}), lower(?)) > 0")
-            args.append(value)
         if self.since is not None:
             terms.append("run_started >= ?")
             args.append(self.since)
         return ("WHERE " + " AND ".join(terms)) if terms else "", args
 
     def keep(self, run: dict) -> bool:
+        """The word matches (in Python: SQLite's lower() folds ASCII only)."""
         return all(word_match(value, str(run[col])) for col, value in self.words)
 
 
