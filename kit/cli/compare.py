@@ -9,7 +9,7 @@ import typer
 
 
 def compare(
-    inputs: List[Path] = typer.Argument(..., help="Bundles (.tar.gz), run folders or results.json files; the first is the baseline."),
+    inputs: Optional[List[Path]] = typer.Argument(None, help="Bundles (.tar.gz), run folders or results.json files; the first is the baseline."),
     against: Optional[str] = typer.Option(None, "--against", help="Add a shipped reference as the baseline, e.g. 'h200' (see references/)."),
     baseline: Optional[str] = typer.Option(None, "--baseline", help="The baseline: its position among the inputs (1 = first) or a path."),
     csv: bool = typer.Option(False, "--csv", help="Print CSV (one line per cell x machine) instead of tables."),
@@ -31,6 +31,10 @@ def compare(
         help="Group the machines by gpu, driver, stack or host: each group's spread per cell, each machine against the rest of its group, the slow ones named.",
     ),
     outlier_pct: float = typer.Option(5.0, "--outlier-pct", metavar="PCT", help="With --group-by: name a machine significantly slower than the rest of its group by more than PCT percent."),
+    index: Optional[Path] = typer.Option(None, "--index", help="Compare runs from a results index (kit index add) instead of files; earliest run first."),
+    where: Optional[List[str]] = typer.Option(None, "--where", help="With --index: only runs whose FIELD holds VALUE as a word, e.g. gpu=H200 (repeatable; gpu, host, driver, stack, torch, kit)."),
+    since: Optional[str] = typer.Option(None, "--since", help="With --index: only runs started on or after this date (YYYY-MM-DD, UTC)."),
+    host: Optional[str] = typer.Option(None, "--host", help="With --index: only the runs of the host of exactly this name."),
 ) -> None:
     """Compare runs: median time and throughput per machine, speedup over fp32, ratio to the baseline, with 95% CIs."""
     from rich.console import Console
@@ -46,14 +50,21 @@ def compare(
         check_output_path(html, "--html")  # before any work: a bad path costs nothing and writes nothing
     pct = parse_pct(fail_if_slower) if fail_if_slower is not None else None
     view = View(metric=metric or "throughput", cells=cells, group_by=group_by, outlier_pct=outlier_pct, rows=metric is not None)
-    paths = list(inputs)
+    paths = list(inputs or [])
     if against:
         from kit.bundle.merge import reference_bundles
 
         refs = reference_bundles(against)
         paths = refs + paths
         baseline = baseline or "1"
-    cmp = narrow_cells(compare_paths(paths, baseline), view.cells)
+    if index is not None or where or since is not None or host is not None:
+        from kit.cli.index import comparison
+
+        if index is None or paths:
+            raise UsageError("--where, --since and --host go with --index; give --index FILE or files, not both.")
+        cmp = narrow_cells(comparison(index, where, since, host, baseline), view.cells)
+    else:
+        cmp = narrow_cells(compare_paths(paths, baseline), view.cells)
     err = Console(stderr=True)
     if csv or json_ or markdown:
         # stdout carries only the data; warnings go to stderr.

@@ -106,12 +106,12 @@ def _follow_and_collect(sweep, poll: float, console) -> None:
     _collect(sweep, console)
 
 
-def _collect(sweep, console) -> None:
+def _collect(sweep, console, index: Optional[Path] = None) -> None:
     from kit.errors import KitError
     from kit.fleet import slurm
 
     try:
-        out = slurm.collect(sweep)
+        out = slurm.collect(sweep, index=index)
     except KitError as exc:
         kept = getattr(exc, "collected", None)
         if kept is not None:
@@ -123,6 +123,15 @@ def _collect(sweep, console) -> None:
 def _report(out, console) -> None:
     for note in out.notes:
         console.print(f"note: {note}")
+    if out.indexed:
+        from kit.bundle.inert import inert
+        from kit.index.ingest import ADDED, PRESENT, REFUSED
+
+        for o in out.indexed:
+            if o.outcome == REFUSED:
+                console.print(f"index: refused {inert(o.path)}: {inert(o.reason)}", markup=False)
+        n = {k: sum(o.outcome == k for o in out.indexed) for k in (ADDED, PRESENT, REFUSED)}
+        console.print(f"index: {n[ADDED]} added, {n[PRESENT]} already in the index, {n[REFUSED]} refused", markup=False)
     if out.compare_page:
         console.print(f"Comparison: {out.compare_page}")
     if out.merged:
@@ -151,11 +160,14 @@ def status(
 
 
 @slurm_app.command("collect")
-def collect(dir: Path = typer.Argument(..., help="The sweep folder.")) -> None:
+def collect(
+    dir: Path = typer.Argument(..., help="The sweep folder."),
+    index: Optional[Path] = typer.Option(None, "--index", help="Also add each verified task bundle to this results index (kit index add; made if missing)."),
+) -> None:
     """Verify every task's bundle, merge them (merged/) and compare them (compare.html); list what is missing."""
     from kit.fleet.sweep import load_sweep
 
-    _collect(load_sweep(dir), _console())
+    _collect(load_sweep(dir), _console(), index)
 
 
 @slurm_app.command("resubmit")

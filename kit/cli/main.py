@@ -12,7 +12,7 @@ import sys
 import typer
 
 from kit import __version__
-from kit.cli import bundle, compare, data, doctor, fidelity, fleet, image, launch, run
+from kit.cli import bundle, compare, data, doctor, fidelity, fleet, image, index, launch, run
 from kit.errors import EXIT_CODES, KitError, without_parser_prefix
 
 app = typer.Typer(
@@ -54,6 +54,7 @@ app.add_typer(bundle.app, name="bundle")
 app.add_typer(image.app, name="image")
 app.add_typer(fidelity.app, name="fidelity")
 fleet.register(app)
+index.register(app)
 
 
 def print_error(exc: KitError) -> None:

@@ -330,16 +330,32 @@ class Collected:
     merged: Optional[Path] = None
     compare_page: Optional[Path] = None
     notes: List[str] = field(default_factory=list)
+    #: with an index: what `kit index add` made of each verified task bundle (kit.index.ingest.AddOutcome)
+    indexed: list = field(default_factory=list)
 
 
-def collect(sweep: Sweep, run: Optional[Runner] = None, ask_slurm: bool = True) -> Collected:
+def collect(sweep: Sweep, run: Optional[Runner] = None, ask_slurm: bool = True,
+            index: Optional[Path] = None) -> Collected:
     """Verify each task's newest bundle, merge the good ones and compare them; then say what is missing.
+    With ``index``, each verified task bundle is also added to that results index (kit.index).
 
     The merged bundle and the comparison are written first: a task without a bundle (exit 8) or with
     one that fails verification (exit 5) never costs the others'."""
+    con = None
+    if index is not None:
+        from kit.index.db import open_index
+
+        con = open_index(index, create=True)  # a file that is not an index: exit 2 before any work
     states = task_states(sweep, run, ask_slurm)
     good = [s.bundle for s in states if s.bundle is not None]
     result = Collected(states)
+    if con is not None:
+        from kit.index.ingest import add_bundles
+
+        try:
+            result.indexed = add_bundles(con, good)
+        finally:
+            con.close()
     if len(good) >= 2:
         from kit.report.export import merge_bundles
         from kit.runner.plan import planned_cell_ids

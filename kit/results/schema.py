@@ -17,6 +17,7 @@ turns a mismatch into a clear message.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
@@ -203,7 +204,13 @@ class CellResult:
         """A cell from its JSON object; SchemaError naming ``path`` when a field
         is missing or of the wrong type (see :func:`check_cell`)."""
         check_cell(d, source, path)
-        known = {f.name for f in fields(cls)}
+        return cls._from_checked(d)
+
+    @classmethod
+    def _from_checked(cls, d: dict) -> "CellResult":
+        """A cell from a JSON object :func:`check_cell` already passed (RunResults.from_dict checks
+        every cell with the run, then builds them here: one check per cell, not two)."""
+        known = _field_names(cls)
         return cls(**{k: v for k, v in d.items() if k in known})
 
 
@@ -364,7 +371,7 @@ class RunResults:
             run_id=d["run_id"],
             config=config,
             environment=d.get("environment", {}),
-            cells=[CellResult.from_dict(c, source, f"cells[{i}]") for i, c in enumerate(d.get("cells", []))],
+            cells=[CellResult._from_checked(c) for c in d.get("cells", [])],  # each checked by check_results above
             status=d.get("status", "complete"),
             derived=d.get("derived", {}),
             started_at=d.get("started_at"),
@@ -459,20 +466,32 @@ def _fail(source: str, path: str, expected: str, value: Any) -> None:
     )
 
 
+@functools.lru_cache(maxsize=None)
+def _field_rules(cls: Any) -> tuple[tuple[str, str, bool], ...]:
+    """(name, annotation as written, required) of each field of a dataclass, read once per class."""
+    return tuple(
+        (f.name, f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type)),
+         f.default is MISSING and f.default_factory is MISSING)  # type: ignore[misc]
+        for f in fields(cls))
+
+
+@functools.lru_cache(maxsize=None)
+def _field_names(cls: Any) -> frozenset:
+    return frozenset(name for name, _, _ in _field_rules(cls))
+
+
 def _check_fields(cls: Any, d: Any, source: str, path: str, may_lack: tuple[str, ...] = ()) -> None:
     """Each dataclass field present in ``d`` has its annotated type; required ones
     (but those in ``may_lack``) are present."""
     if not isinstance(d, dict):
         _fail(source, path, "an object", d)
-    for f in fields(cls):
-        where = f"{path}.{f.name}" if path else f.name
-        if f.name not in d:
-            if f.default is MISSING and f.default_factory is MISSING and f.name not in may_lack:  # type: ignore[misc]
+    for name, annotation, required in _field_rules(cls):
+        if name not in d:
+            if required and name not in may_lack:
                 raise SchemaError(f"{source}: malformed results at {path or 'the top level'}: "
-                                  f"'{f.name}' is missing")
+                                  f"'{name}' is missing")
             continue
-        annotation = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
-        _check_value(d[f.name], annotation, source, where)
+        _check_value(d[name], annotation, source, f"{path}.{name}" if path else name)
 
 
 def check_cell(d: Any, source: str = "cell", path: str = "cell") -> None:

@@ -1,0 +1,228 @@
+"""`kit index`: a results index (one SQLite file): add bundles once, list them, follow a machine over time.
+
+`kit compare --index FILE` compares from it (kit/cli/compare.py calls :func:`comparison`).
+docs/results-index.md is the guide.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+app = typer.Typer(
+    help="A results index (one SQLite file, docs/results-index.md): add verified bundles once, list them, "
+         "follow a machine's runs over time; `kit compare --index FILE` compares from it.",
+    no_args_is_help=True,
+)
+
+DEFAULT_INDEX = Path("results/index.sqlite")
+_INDEX_HELP = "The index file (default results/index.sqlite, or $KIT_INDEX)."
+WHERE_HELP = "Only runs whose FIELD holds VALUE as a word, e.g. gpu=H200 (repeatable; fields: gpu, host, driver, stack, torch, kit)."
+SINCE_HELP = "Only runs started on or after this date (YYYY-MM-DD, UTC)."
+
+
+def _index_option():
+    return typer.Option(DEFAULT_INDEX, "--index", "-i", envvar="KIT_INDEX", help=_INDEX_HELP)
+
+
+def _err():
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _t(value) -> str:
+    """A bundle's string, inert for the terminal."""
+    from kit.bundle.inert import inert
+
+    return inert("" if value is None else value)
+
+
+@app.command("add")
+def add(
+    paths: List[Path] = typer.Argument(..., help="Bundles (.tar.gz), or folders: every *.tar.gz under them."),
+    index: Path = _index_option(),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="Processes that verify bundles (default: the CPUs, at most 4)."),
+) -> None:
+    """Verify each bundle (the checks of `kit bundle verify`) and record it once, by its sha256.
+
+    A bundle already in the index is a no-op; a refused one is listed with its reason and changes
+    nothing, and the others are still added. Exit 0 when none was refused, else the code
+    `kit bundle verify` gives the first refused bundle (5 or 4; 2 for a path that is no file)."""
+    from kit.index.ingest import expand, exit_code
+
+    bundles = expand(paths)
+    outcomes = add_to_index(index, bundles, _err(), jobs)
+    code = exit_code(outcomes)
+    if code:
+        raise typer.Exit(code)
+
+
+def add_to_index(index: Path, bundles: list, console, jobs: int | None = None) -> list:
+    """Add ``bundles`` to ``index`` with a progress bar on a terminal, one line per bundle and a
+    summary; the outcomes (for `kit fleet slurm collect --index` too)."""
+    import os
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from kit.index.db import lock_warning, open_index
+    from kit.index.ingest import ADDED, PRESENT, REFUSED, add_bundles
+
+    jobs = jobs or min(os.cpu_count() or 1, 4)
+    con = open_index(index, create=True)
+    warning = lock_warning(index)
+    if warning:
+        console.print(f"warning: {warning}", markup=False)
+    try:
+        with Progress(TextColumn("adding"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                      console=console, transient=True, disable=len(bundles) < 2 or not console.is_terminal) as bar:
+            task = bar.add_task("add", total=len(bundles))
+
+            def said(o) -> None:
+                if o.outcome == REFUSED:
+                    bar.console.print(f"refused  {_t(o.path)}: {_t(o.reason)}", markup=False)
+                elif o.outcome == PRESENT:
+                    bar.console.print(f"no-op    {_t(o.path)}: {_t(o.reason)}", markup=False)
+                else:
+                    bar.console.print(f"added    {_t(o.path)}", markup=False)
+                bar.advance(task)
+
+            outcomes = add_bundles(con, bundles, said, jobs=jobs)
+    finally:
+        con.close()
+    n = {k: sum(o.outcome == k for o in outcomes) for k in (ADDED, PRESENT, REFUSED)}
+    console.print(f"{index}: {n[ADDED]} added, {n[PRESENT]} already in the index, {n[REFUSED]} refused", markup=False)
+    return outcomes
+
+
+@app.command("list")
+def list_(
+    index: Path = _index_option(),
+    where: Optional[List[str]] = typer.Option(None, "--where", help=WHERE_HELP),
+    since: Optional[str] = typer.Option(None, "--since", help=SINCE_HELP),
+    host: Optional[str] = typer.Option(None, "--host", help="Only the runs of the host of exactly this name."),
+    files: bool = typer.Option(False, "--files", help="Also show each run's bundle file name."),
+    json_: bool = typer.Option(False, "--json", help="Print JSON instead of a table (every column)."),
+) -> None:
+    """What the index holds: one line per run, in run-date order (the order compare uses)."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    from kit.index.db import open_index
+    from kit.index.query import counts, list_runs, make_filter
+
+    flt = make_filter(where or (), since, host)
+    con = open_index(index)
+    try:
+        runs, total = list_runs(con, flt), counts(con)
+    finally:
+        con.close()
+    if json_:
+        typer.echo(json.dumps({"index": str(index), **total, "runs": runs}, indent=2))
+        return
+    from rich import box
+
+    t = Table(title=f"{index}: {total['bundles']} runs of {total['hosts']} hosts ({len(runs)} shown, by run date)",
+              title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    for col in ("#", "run date (UTC)", "host", "GPU", "driver", "stack", "torch", "kit", "cells") + (("file",) if files else ()):
+        t.add_column(col, overflow="fold", no_wrap=col in ("#", "run date (UTC)", "cells"))
+    for i, r in enumerate(runs, 1):
+        cells = f"{r['n_cells']}" + (" (interrupted)" if r["interrupted"] else "")
+        t.add_row(str(i), _date(r["run_date"]), *(Text(_t(r[k])) for k in ("host", "gpu", "driver", "stack", "torch", "kit")),
+                  cells, *((Text(_t(r["file_name"])),) if files else ()))
+    Console().print(t)
+
+
+def _date(iso: str) -> str:
+    """``2026-11-02 08:15`` from the stored ``2026-11-02T08:15:00Z``."""
+    return iso[:16].replace("T", " ") if iso != "unknown" else iso
+
+
+@app.command("history")
+def history(
+    host: str = typer.Option(..., "--host", help="The machine (its host name, as `kit index list` shows it)."),
+    cell: Optional[str] = typer.Option(None, "--cell", help="Only this cell, e.g. cifar/resnet18/amp-fp16/torch."),
+    index: Path = _index_option(),
+    since: Optional[str] = typer.Option(None, "--since", help=SINCE_HELP),
+    min_change: float = typer.Option(5.0, "--min-change", metavar="PCT",
+                                     help="Flag a change from the previous run that is significant and at least PCT percent."),
+    json_: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
+) -> None:
+    """A machine's runs over time: per cell the median throughput of each run, its ratio to the
+    previous run with a 95% CI, driver/torch/kit changes marked, significant changes flagged."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    from kit.compare.fmt import fmt_vs_baseline
+    from kit.compare.stats import METHOD
+    from kit.errors import UsageError
+    from kit.index.db import open_index
+    from kit.index.query import CHANGE_FIELDS, history as run_history, make_filter
+
+    if not 0 <= min_change < 100:
+        raise UsageError("--min-change must be between 0 and 100 (percent).")
+    flt = make_filter((), since, None)
+    con = open_index(index)
+    try:
+        runs, cells = run_history(con, host, cell, min_change, flt)
+    finally:
+        con.close()
+    if json_:
+        typer.echo(json.dumps({
+            "host": host, "method": METHOD, "min_change_pct": min_change,
+            "runs": [{k: r[k] for k in ("run_id", "run_date", "file_name", "sha256", *CHANGE_FIELDS)} for r in runs],
+            "cells": [{"cell_id": c.cell_id, "unit": c.unit, "points": [{
+                "run_id": p.run["run_id"], "run_date": p.run["run_date"], "status": p.status,
+                "throughput_median": p.median, "throughput_repeats": p.values, "changed": p.changed,
+                "vs_previous": p.vs_previous.to_dict() if p.vs_previous else None, "flagged": p.flagged,
+            } for p in c.points]} for c in cells],
+        }, indent=2))
+        return
+    console = Console()
+    console.print(Text(f"{_t(host)}: {len(runs)} runs, {_date(runs[0]['run_date'])} to {_date(runs[-1]['run_date'])} (UTC). "
+                       "* marks a value that changed since the previous run; ! a change in throughput that is "
+                       f"significant and at least {min_change:g}%.", style="bold"))
+    console.print(Text(f"Statistics: {METHOD}.", style="dim"))
+    flagged = 0
+    for c in cells:
+        t = Table(title=f"{_t(c.cell_id)} ({_t(c.unit)}/s, median over repeats)", title_justify="left")
+        for col in ("run date (UTC)", "driver", "torch", "kit", f"{_t(c.unit)}/s", "vs previous run", ""):
+            t.add_column(col, overflow="fold")
+        for p in c.points:
+            r = p.run
+
+            def mark(name):
+                return Text(_t(r[name]) + (" *" if name in p.changed else ""), style="bold yellow" if name in p.changed else "")
+
+            figure = f"{p.median:,.1f}" if p.median is not None else _t(p.status)
+            vs = fmt_vs_baseline(p.vs_previous) if p.vs_previous else ""
+            flagged += p.flagged
+            t.add_row(_date(r["run_date"]), mark("driver"), mark("torch"), mark("kit"),
+                      figure, vs, Text("!", style="bold red") if p.flagged else "")
+        console.print(t)
+    console.print(f"{flagged} significant change(s) of {min_change:g}% or more." if flagged
+                  else f"No significant change of {min_change:g}% or more between consecutive runs.", markup=False)
+
+
+def comparison(index: Path, where, since, host, baseline):
+    """`kit compare --index`: the comparison of the matching runs, from the index alone."""
+    from kit.compare.engine import build_comparison
+    from kit.index.db import open_index
+    from kit.index.query import make_filter, sources
+
+    flt = make_filter(where or (), since, host)
+    con = open_index(index)
+    try:
+        srcs = sources(con, flt, baseline)
+    finally:
+        con.close()
+    return build_comparison(srcs)
+
+
+def register(main_app: typer.Typer) -> None:
+    main_app.add_typer(app, name="index")

@@ -1,0 +1,230 @@
+"""The index file: an SQLite database (Python's ``sqlite3``) with a versioned schema.
+
+What makes a file the kit's index:
+
+- ``PRAGMA application_id`` is :data:`APPLICATION_ID` (SQLite's field for "which program's file
+  is this", in the database header) and the ``meta`` table says ``application = mpkit results index``;
+- ``PRAGMA user_version`` is the schema version, :data:`SCHEMA_VERSION`. A file of a newer schema
+  is refused (a newer kit wrote it); an older one would be migrated here, step by step.
+
+Any other file (another program's database, a text file, a bundle given by mistake) is refused
+with one line (:class:`kit.errors.UsageError`, exit 2), and nothing is written to it.
+
+Locking, for an index in a folder many nodes share: the journal is SQLite's rollback journal
+(``journal_mode=DELETE``), never WAL, whose shared-memory index needs every process on one host
+(https://www.sqlite.org/wal.html, "All processes using a database must be on the same host computer").
+A writer takes the write lock first (``BEGIN IMMEDIATE``) and waits up to :data:`BUSY_TIMEOUT_S`
+for another writer to finish; each bundle is one transaction, so a writer killed at any point leaves
+every bundle recorded whole or not at all. An index found in WAL mode on a network file system is
+refused. The rollback journal still relies on the file system's POSIX advisory locks (``fcntl``),
+which some shared file systems do not provide (docs/results-index.md lists them).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+from kit import __version__
+from kit.errors import KitError, UsageError
+
+#: "mpkt" as a big-endian 32-bit integer: SQLite's application id field for this kit's index files
+APPLICATION_ID = 0x6D706B74
+APPLICATION = "mpkit results index"
+SCHEMA_VERSION = 1
+#: how long a writer waits for another's transaction before giving up (many nodes may add at once)
+BUSY_TIMEOUT_S = 120.0
+
+#: file system types (as /proc/self/mountinfo names them) on which WAL mode is refused: network and
+#: cluster file systems, and FUSE file systems, whose shared memory is not shared between hosts
+NETWORK_FS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "lustre", "gpfs", "ceph", "glusterfs",
+              "beegfs", "afs", "fuse")
+
+_SCHEMA = """
+CREATE TABLE meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE bundles (
+    id           INTEGER PRIMARY KEY,
+    sha256       TEXT NOT NULL UNIQUE,   -- of the .tar.gz as added: the bundle's identity
+    file_name    TEXT NOT NULL,
+    path         TEXT NOT NULL,          -- where it was added from (for the record, never reopened)
+    size_bytes   INTEGER NOT NULL,
+    added_at     TEXT NOT NULL,          -- UTC, ISO 8601
+    run_id       TEXT NOT NULL,
+    run_started  REAL,                   -- the run's start, seconds since the epoch (results.json)
+    run_date     TEXT NOT NULL,          -- the same, UTC ISO 8601 ("unknown" if not recorded)
+    status       TEXT NOT NULL,
+    interrupted  INTEGER NOT NULL,
+    host         TEXT NOT NULL,
+    gpu          TEXT NOT NULL,
+    gpu_count    INTEGER,
+    driver       TEXT NOT NULL,
+    stack        TEXT NOT NULL,
+    torch        TEXT NOT NULL,
+    kit          TEXT NOT NULL,          -- the kit version that wrote the results
+    n_cells      INTEGER NOT NULL,       -- rows in cells for this bundle (a complete record has them all)
+    results_z    BLOB NOT NULL,          -- results.json as in the bundle, zlib-compressed
+    env_z        BLOB NOT NULL           -- env.json as in the bundle ({} when it had none), zlib-compressed
+);
+CREATE TABLE cells (
+    bundle_id         INTEGER NOT NULL REFERENCES bundles(id) ON DELETE CASCADE,
+    cell_id           TEXT NOT NULL,
+    status            TEXT NOT NULL,
+    unit              TEXT NOT NULL,
+    throughput_median REAL,              -- median over repeats (kit.compare.measures.sample)
+    throughput_json   TEXT NOT NULL,     -- the per-repeat throughputs, a JSON list
+    PRIMARY KEY (bundle_id, cell_id)
+);
+CREATE INDEX bundles_host ON bundles(host, run_started);
+CREATE INDEX bundles_gpu ON bundles(gpu);
+CREATE INDEX bundles_started ON bundles(run_started);
+"""
+
+
+MOUNTINFO = "/proc/self/mountinfo"
+
+
+def _mount(path: Path, mountinfo: str = MOUNTINFO) -> tuple[str, str, str]:
+    """(mount point, file system type, mount options) of the mount holding ``path`` (the longest
+    matching mount point in /proc/self/mountinfo); ("", "unknown", "") off Linux."""
+    target = os.path.realpath(path if path.exists() else path.parent)
+    best = ("", "unknown", "")
+    try:
+        with open(mountinfo, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                left, _, right = line.partition(" - ")
+                fields, rest = left.split(), right.split()
+                if len(fields) < 6 or not rest:
+                    continue
+                mount = fields[4].replace("\\040", " ")
+                inside = target == mount or target.startswith(mount.rstrip("/") + "/")
+                if inside and len(mount) >= len(best[0]):
+                    best = (mount, rest[0], fields[5] + "," + (rest[2] if len(rest) > 2 else ""))
+    except OSError:
+        pass
+    return best
+
+
+def filesystem_type(path: Path) -> str:
+    """The type of the file system holding ``path`` ("nfs4", "ext4", ...; "unknown" off Linux)."""
+    return _mount(path)[1]
+
+
+def lock_warning(path: Path, mountinfo: str = MOUNTINFO) -> str | None:
+    """A sentence when the index's file system is known to keep locks on each node only (NFS mounted
+    with ``nolock`` or ``local_lock=``): writers on two nodes would not see each other's lock."""
+    mount, fstype, options = _mount(path, mountinfo)
+    opts = set(options.split(","))
+    if fstype.startswith("nfs") and ("nolock" in opts or "local_lock=all" in opts or "local_lock=posix" in opts):
+        return (f"{path}: {mount} is an NFS mount whose locks are local to this node ({options}); "
+                "run `kit index add` on one node at a time, or the index can be damaged (docs/results-index.md).")
+    return None
+
+
+def is_network_fs(fstype: str) -> bool:
+    base = fstype.split(".", 1)[0]
+    return base in NETWORK_FS
+
+
+def _not_ours(path: Path, why: str) -> UsageError:
+    return UsageError(f"{path}: {why}; refused (nothing was written to it).",
+                      remedy="Give the index file that `kit index add` made, or a new path for a new index.")
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    # isolation_level=None: the kit opens its transactions itself (BEGIN IMMEDIATE for writes)
+    con = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    con.execute("PRAGMA foreign_keys = ON")
+    return con
+
+
+def _check(con: sqlite3.Connection, path: Path) -> None:
+    """UsageError unless the file is this kit's index of a schema it reads."""
+    try:
+        app_id = con.execute("PRAGMA application_id").fetchone()[0]
+        version = con.execute("PRAGMA user_version").fetchone()[0]
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.DatabaseError as exc:
+        raise _not_ours(path, f"not an SQLite database, so not a results index ({exc})") from None
+    if app_id != APPLICATION_ID or "meta" not in tables:
+        raise _not_ours(path, "an SQLite database that is not a results index of the kit")
+    row = con.execute("SELECT value FROM meta WHERE key = 'application'").fetchone()
+    if not row or row[0] != APPLICATION:
+        raise _not_ours(path, "an SQLite database that is not a results index of the kit")
+    if version > SCHEMA_VERSION:
+        made_by = con.execute("SELECT value FROM meta WHERE key = 'kit_version'").fetchone()
+        raise UsageError(
+            f"{path}: a results index of schema v{version}, newer than this kit reads (v{SCHEMA_VERSION})"
+            + (f"; made by kit {made_by[0]}" if made_by else "") + "; refused (nothing was written to it).",
+            remedy="Upgrade the kit (pip install -U mpkit) to read it.")
+    if version < 1:
+        raise _not_ours(path, f"a results index without a schema version (user_version {version})")
+    mode = con.execute("PRAGMA journal_mode").fetchone()[0]
+    if str(mode).lower() == "wal":
+        fstype = filesystem_type(path)
+        if is_network_fs(fstype):
+            raise UsageError(
+                f"{path}: the index is in WAL mode on a {fstype} file system, where WAL does not work "
+                "(its shared memory is not shared between hosts); refused.",
+                remedy="Switch it back on one host, with no other process using it: "
+                       f"sqlite3 {path} 'PRAGMA journal_mode=DELETE'")
+
+
+def _create(con: sqlite3.Connection) -> None:
+    import time
+
+    con.execute("BEGIN IMMEDIATE")
+    try:
+        # another process may have created it while this one waited for the lock
+        if con.execute("PRAGMA user_version").fetchone()[0] == 0 and not con.execute(
+                "SELECT 1 FROM sqlite_master LIMIT 1").fetchone():
+            # one statement at a time: executescript would commit the open transaction first
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    con.execute(statement)
+            con.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", [
+                ("application", APPLICATION),
+                ("kit_version", __version__),
+                ("created_at", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())),
+            ])
+            con.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        con.execute("COMMIT")
+    except BaseException:
+        if con.in_transaction:
+            con.execute("ROLLBACK")
+        raise
+
+
+def open_index(path: str | Path, create: bool = False) -> sqlite3.Connection:
+    """A connection to the index at ``path``, checked. ``create``: make a new index there if the
+    file does not exist or is empty (``kit index add``); else a missing file is a UsageError."""
+    path = Path(path)
+    if path.is_dir():
+        raise UsageError(f"{path} is a folder, not an index file.", remedy="Give a file path, e.g. --index results/index.sqlite.")
+    exists = path.exists() and path.stat().st_size > 0
+    if not exists and not create:
+        raise UsageError(f"{path}: no such index.", remedy=f"Make one with: kit index add --index {path} BUNDLE...")
+    if not exists:
+        if not path.parent.is_dir():
+            raise UsageError(f"{path}: the folder {path.parent} does not exist.")
+    if exists:
+        with open(path, "rb") as fh:
+            head = fh.read(16)
+        if head != b"SQLite format 3\x00":
+            raise _not_ours(path, "not an SQLite database, so not a results index")
+    try:
+        con = _connect(path)
+        if not exists:
+            con.execute("PRAGMA journal_mode = DELETE")
+            _create(con)
+        _check(con, path)
+    except sqlite3.OperationalError as exc:
+        raise KitError(f"{path}: cannot open the index ({exc}).",
+                       remedy="Check the file's permissions and that its folder can be written (SQLite writes a journal beside it).") from None
+    except sqlite3.DatabaseError as exc:
+        raise _not_ours(path, f"not a usable SQLite database ({exc})") from None
+    return con

@@ -1,0 +1,247 @@
+"""`kit index add`: verify each bundle as `kit bundle verify` does, and record it once.
+
+A bundle is identified by the sha256 of its .tar.gz: one already in the index is a no-op, said as
+such, and is not opened again. Every other bundle is opened with
+:func:`kit.bundle.safe_open.open_bundle` (the one verifier: structure, safety, schema, every file's
+hash); a refused one is reported with its reason and exit code and changes nothing, and the
+others are still added. What a comparison needs is stored (results.json and env.json as the bundle
+holds them, compressed, and the columns the filters and ``history`` read), so ``kit compare
+--index`` never reopens a tarball.
+
+Each bundle is one transaction, taken with ``BEGIN IMMEDIATE`` (the write lock first, waiting for
+another writer up to the busy timeout). Verification happens before the lock is taken, so a writer
+holds it only for the few inserts. A process killed at any point leaves each bundle in the index
+whole or not at all (SQLite's rollback journal).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import time
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Optional
+
+from kit.bundle.envinfo import summarise_environment
+from kit.bundle.safe_open import ENV_NAME, RESULTS_NAME, open_bundle
+from kit.compare import measures
+from kit.errors import BundleError, KitError, UsageError
+from kit.results import ratios
+
+ADDED, PRESENT, REFUSED = "added", "already in the index", "refused"
+
+
+@dataclass
+class AddOutcome:
+    path: Path
+    outcome: str  # ADDED / PRESENT / REFUSED
+    reason: str = ""
+    exit_code: int = 0  # what `kit bundle verify` exits with for this bundle (0 unless refused)
+    sha256: str = ""
+
+
+def expand(paths: Iterable[Path]) -> list[Path]:
+    """The bundles named: a file as given; a folder, every ``*.tar.gz`` under it (sorted)."""
+    out: list[Path] = []
+    for p in paths:
+        p = Path(p)
+        if p.is_dir():
+            out.extend(sorted(q for q in p.rglob("*.tar.gz") if q.is_file()))
+        else:
+            out.append(p)
+    return out
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _iso(ts: Optional[float]) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts)) if ts is not None else "unknown"
+
+
+def _started(results, manifest: dict) -> Optional[float]:
+    """The run's start (results.json), else when the bundle was made (its manifest)."""
+    ts = results.started_at
+    if isinstance(ts, (int, float)) and not isinstance(ts, bool):
+        return float(ts)
+    made = manifest.get("created_at")
+    if isinstance(made, str):
+        import calendar
+
+        try:
+            return float(calendar.timegm(time.strptime(made, "%Y-%m-%dT%H:%M:%SZ")))
+        except ValueError:
+            return None
+    return None
+
+
+@dataclass
+class _Ready:
+    """A verified bundle, as the rows it becomes (made where it was verified, maybe in a worker)."""
+
+    outcome: AddOutcome
+    row: tuple
+    cells: list
+
+
+def _rows(path: Path, digest: str, size: int, bundle) -> tuple[tuple, list]:
+    results = bundle.results
+    env = bundle.environment
+    summary = summarise_environment(env, results.config, results.cells)
+    started = _started(results, bundle.manifest)
+    kit_version = summary.kit_version if summary.kit_version != "unknown" else str(results.kit_version)
+    cells = {}
+    for cell in results.cells:
+        values = ratios.metric_values(cell, measures.THROUGHPUT)
+        s = measures.sample(cell, measures.THROUGHPUT)
+        cells[cell.cell_id] = (cell.cell_id, cell.status, measures.unit_of(cell), s.median if s else None, json.dumps(values))
+    env_bytes = bundle.files.get(ENV_NAME) or json.dumps(env).encode("utf-8")
+    row = (
+        digest, path.name, str(path.resolve()), size, _iso(time.time()), str(results.run_id), started, _iso(started),
+        str(results.status), int(bundle.interrupted), summary.machine, summary.gpu, summary.gpu_count,
+        summary.driver, summary.stack, summary.torch, kit_version, len(cells),
+        zlib.compress(bundle.files[RESULTS_NAME], 6), zlib.compress(env_bytes, 6),
+    )
+    return row, list(cells.values())
+
+
+_INSERT = ("INSERT OR IGNORE INTO bundles (sha256, file_name, path, size_bytes, added_at, run_id, run_started, run_date,"
+           " status, interrupted, host, gpu, gpu_count, driver, stack, torch, kit, n_cells, results_z, env_z)"
+           " VALUES (" + ", ".join("?" * 20) + ")")
+
+
+def _record(con: sqlite3.Connection, ready: list) -> None:
+    """Insert verified bundles in one transaction (the write lock taken first, ``BEGIN IMMEDIATE``); a
+    bundle another writer recorded meanwhile becomes "already in the index"."""
+    try:
+        con.execute("BEGIN IMMEDIATE")
+        try:
+            for r in ready:
+                cur = con.execute(_INSERT, r.row)
+                if cur.rowcount == 0:
+                    r.outcome.outcome, r.outcome.reason = PRESENT, "recorded meanwhile (given twice, or by another writer): nothing to do"
+                    continue
+                con.executemany(
+                    "INSERT INTO cells (bundle_id, cell_id, status, unit, throughput_median, throughput_json)"
+                    " VALUES (?, ?, ?, ?, ?, ?)", [(cur.lastrowid, *c) for c in r.cells])
+            con.execute("COMMIT")
+        except BaseException:
+            if con.in_transaction:
+                con.execute("ROLLBACK")
+            raise
+    except sqlite3.OperationalError as exc:  # the busy timeout ran out, the disk is full, ...
+        raise KitError(f"cannot write to the index ({exc}); {len(ready)} verified bundle(s) were not added.",
+                       remedy="Another `kit index add` may hold the lock for long; run this again (bundles already added are kept).") from None
+
+
+_KNOWN: frozenset = frozenset()
+
+
+def _init_worker(known: frozenset) -> None:
+    global _KNOWN
+    _KNOWN = known
+
+
+def prepare(path: Path, known: frozenset | None = None):
+    """Verify one bundle and make its rows: a _Ready, or the AddOutcome when it is already in the
+    index (by sha256, not opened) or refused. Touches no database (it may run in a worker)."""
+    known = _KNOWN if known is None else known
+    path = Path(path)
+    try:
+        if not path.is_file():
+            what = "no such file" if not path.exists() else "not a regular file (a folder, device or FIFO)"
+            raise UsageError(f"{path}: {what}.")
+        digest = _sha256(path)
+        if digest in known:
+            return AddOutcome(path, PRESENT, "same sha256 as a bundle already recorded: nothing to do", 0, digest)
+        bundle = open_bundle(path)  # exactly the checks of `kit bundle verify`
+        size = path.stat().st_size
+        if _sha256(path) != digest:
+            raise BundleError(f"{path.name} changed while it was being added; add it again once it is complete.")
+        row, cells = _rows(path, digest, size, bundle)
+    except KitError as exc:
+        return AddOutcome(path, REFUSED, exc.message, exc.exit_code)
+    except OSError as exc:
+        return AddOutcome(path, REFUSED, f"{path}: cannot be read ({exc.strerror or exc}).", UsageError.exit_code)
+    return _Ready(AddOutcome(path, ADDED, "", 0, digest), row, cells)
+
+
+#: verified bundles are written in batches of at most this many, or after this many seconds
+BATCH_BUNDLES, BATCH_SECONDS = 50, 1.0
+#: with this many bundles or more, they are verified by worker processes (``jobs``)
+PARALLEL_FROM = 16
+
+
+def add_bundles(con: sqlite3.Connection, paths: Iterable[Path],
+                on_outcome: Optional[Callable[[AddOutcome], None]] = None, jobs: int = 1) -> list[AddOutcome]:
+    """Verify and record each bundle. Bundles are verified before the write lock is taken (by
+    ``jobs`` worker processes when there are many) and recorded in batches, one transaction each,
+    so a writer holds the lock only for the inserts. ``on_outcome`` sees each outcome once it is
+    final (an added bundle once its transaction committed). Outcomes are in the order given."""
+    paths = [Path(p) for p in paths]
+    known = frozenset(r[0] for r in con.execute("SELECT sha256 FROM bundles"))
+    outcomes: list = [None] * len(paths)
+    batch: list = []
+    last = time.monotonic()
+
+    def flush() -> None:
+        nonlocal batch, last
+        if batch:
+            _record(con, [r for _, r in batch])
+            for i, r in batch:
+                _done(i, r.outcome)
+        batch, last = [], time.monotonic()
+
+    def _done(i: int, o: AddOutcome) -> None:
+        outcomes[i] = o
+        if on_outcome is not None:
+            on_outcome(o)
+
+    def take(i: int, prepared) -> None:
+        if isinstance(prepared, _Ready):
+            batch.append((i, prepared))
+            if len(batch) >= BATCH_BUNDLES or time.monotonic() - last >= BATCH_SECONDS:
+                flush()
+        else:
+            _done(i, prepared)
+
+    if jobs > 1 and len(paths) >= PARALLEL_FROM:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        # spawned workers: nothing of this process (its open index) is inherited
+        ctx = multiprocessing.get_context("spawn")
+        from concurrent.futures.process import BrokenProcessPool
+
+        try:
+            with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_init_worker, initargs=(known,)) as pool:
+                for i, prepared in enumerate(pool.map(prepare, paths, chunksize=4)):
+                    take(i, prepared)
+        except BrokenProcessPool:
+            flush()  # what was verified is kept
+            raise KitError("a process verifying bundles died (out of memory?); the bundles recorded so far are kept.",
+                           remedy="Run the same command again with --jobs 1.") from None
+    else:
+        for i, p in enumerate(paths):
+            take(i, prepare(p, known))
+    flush()
+    return outcomes
+
+
+def add_one(con: sqlite3.Connection, path: Path) -> AddOutcome:
+    """Verify and record one bundle (its own transaction)."""
+    return add_bundles(con, [path])[0]
+
+
+def exit_code(outcomes: list[AddOutcome]) -> int:
+    """0 when nothing was refused; else the code `kit bundle verify` gives the first refused bundle
+    (5 failed verification or unsafe, 4 unknown schema or malformed, 2 not a file)."""
+    return next((o.exit_code for o in outcomes if o.outcome == REFUSED), 0)

@@ -1,0 +1,252 @@
+"""Reading the index: filters, the list of runs, compare's sources, and a machine's history.
+
+Every view reads the same rows in the same order: by the run's start (earliest first; runs that
+recorded none last), then in the order they were added. ``kit compare --index`` takes the first
+of that order as the baseline unless ``--baseline`` names another.
+
+The sources handed to the comparison are the very objects ``kit compare`` builds from a tarball
+(:class:`kit.compare.load.Source`): the stored results.json parsed and checked by
+:mod:`kit.results.schema`, and the headline facts by
+:func:`kit.bundle.envinfo.summarise_environment`, as :func:`kit.compare.load.load_source` does.
+"""
+
+from __future__ import annotations
+
+import calendar
+import json
+import sqlite3
+import time
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Optional
+
+from kit.bundle.envinfo import summarise_environment
+from kit.bundle.inert import inert
+from kit.compare.load import Source, _label
+from kit.compare.stats import RatioEstimate, Sample, ratio_estimate
+from kit.errors import SchemaError, UsageError
+from kit.results import ratios
+from kit.results.schema import RunResults
+
+#: --where FIELD=VALUE: the field's column
+WHERE_FIELDS = {"gpu": "gpu", "host": "host", "driver": "driver", "stack": "stack", "torch": "torch", "kit": "kit"}
+ORDER = "ORDER BY run_started IS NULL, run_started, id"
+#: the columns of a listed run
+LIST_COLUMNS = ("id", "sha256", "file_name", "path", "run_id", "run_started", "run_date", "status", "interrupted",
+                "host", "gpu", "gpu_count", "driver", "stack", "torch", "kit", "n_cells", "added_at")
+
+
+@dataclass
+class Filter:
+    """Which runs: ``--where FIELD=VALUE`` (repeatable; all must hold), ``--since DATE``, ``--host H``.
+
+    ``--where`` matches VALUE as a whole word of the field, ignoring case: ``gpu=H200`` keeps
+    "NVIDIA H200" and "NVIDIA H200 NVL", ``driver=580`` keeps "580.159.04", ``torch=2.1`` keeps
+    "2.1.0" but not "2.11.0" (a word ends where a letter or digit does not follow).
+    ``--host`` (and ``equals``) is the exact host name."""
+
+    equals: dict = field(default_factory=dict)  # column -> value, exactly
+    words: list = field(default_factory=list)  # (column, value): value is a whole word of the column
+    since: Optional[float] = None
+
+    def sql(self) -> tuple[str, list]:
+        terms, args = [], []
+        for col, value in self.equals.items():
+            terms.append(f"{col} = ?")
+            args.append(value)
+        if self.since is not None:
+            terms.append("run_started >= ?")
+            args.append(self.since)
+        return ("WHERE " + " AND ".join(terms)) if terms else "", args
+
+    def keep(self, run: dict) -> bool:
+        """The word matches (in Python: SQLite's lower() folds ASCII only)."""
+        return all(word_match(value, str(run[col])) for col, value in self.words)
+
+
+def word_match(value: str, text: str) -> bool:
+    """``value`` occurs in ``text`` (ignoring case) with no letter or digit right before or after it."""
+    import re
+
+    return re.search(r"(?<![0-9a-z])" + re.escape(value.lower()) + r"(?![0-9a-z])", text.lower()) is not None
+
+
+def parse_since(text: str) -> float:
+    """``2026-11-01`` or ``2026-11-01T08:00`` (UTC) as seconds since the epoch; UsageError otherwise."""
+    for fmt in ("%Y-%m-%d", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M"):
+        try:
+            return float(calendar.timegm(time.strptime(text.strip().rstrip("Z"), fmt)))
+        except ValueError:
+            continue
+    raise UsageError(f"--since {text!r}: not a date; give YYYY-MM-DD (UTC), e.g. --since 2026-11-01.")
+
+
+def make_filter(where: Iterable[str] = (), since: Optional[str] = None, host: Optional[str] = None) -> Filter:
+    f = Filter()
+    for term in where or ():
+        name, eq, value = str(term).partition("=")
+        name = name.strip().lower()
+        if not eq or not name:
+            raise UsageError(f"--where {term!r}: give FIELD=VALUE, e.g. --where gpu=H200 "
+                             f"(fields: {', '.join(WHERE_FIELDS)}).")
+        if name not in WHERE_FIELDS:
+            raise UsageError(f"--where {name}: no such field; the fields are {', '.join(WHERE_FIELDS)}.")
+        if not value.strip():
+            raise UsageError(f"--where {name}=: give a value, e.g. --where gpu=H200.")
+        f.words.append((WHERE_FIELDS[name], value.strip()))
+    if host is not None:
+        f.equals["host"] = host
+    if since is not None:
+        f.since = parse_since(since)
+    return f
+
+
+def list_runs(con: sqlite3.Connection, flt: Optional[Filter] = None) -> list[dict]:
+    flt = flt or Filter()
+    where, args = flt.sql()
+    rows = con.execute(f"SELECT {', '.join(LIST_COLUMNS)} FROM bundles {where} {ORDER}", args).fetchall()
+    return [run for run in (dict(zip(LIST_COLUMNS, r)) for r in rows) if flt.keep(run)]
+
+
+def counts(con: sqlite3.Connection) -> dict:
+    n, hosts, gpus = con.execute("SELECT COUNT(*), COUNT(DISTINCT host), COUNT(DISTINCT gpu) FROM bundles").fetchone()
+    return {"bundles": n, "hosts": hosts, "gpus": gpus}
+
+
+def _source(i: int, row: tuple) -> Source:
+    _id, file_name, path, results_z, env_z, interrupted = row
+    label = f"{inert(file_name)} (index)"
+    try:
+        results_obj = json.loads(zlib.decompress(results_z))
+        env = json.loads(zlib.decompress(env_z))
+    except (zlib.error, ValueError) as exc:
+        raise SchemaError(f"the index's copy of {inert(file_name)} is damaged ({exc}).",
+                          remedy="Add the bundle to a new index: kit index add --index NEW.sqlite BUNDLE") from None
+    results = RunResults.from_dict(results_obj, source=f"{label} (results.json)")
+    env = env if isinstance(env, dict) and env else (results.environment if isinstance(results.environment, dict) else {})
+    summary = summarise_environment(env, results.config, results.cells)
+    return Source(i, _label(i), Path(path), "index", results, env, summary, bool(interrupted))
+
+
+def _pick_baseline(runs: list[dict], baseline: str) -> int:
+    b = baseline.strip()
+    if b.isdigit():
+        i = int(b)
+        if not 1 <= i <= len(runs):
+            raise UsageError(f"--baseline {i}: the index has {len(runs)} matching runs (count from 1, in run-date order).")
+        return i - 1
+    hits = [i for i, r in enumerate(runs) if b in (r["run_id"], r["file_name"], r["host"], r["sha256"])]
+    if not hits:
+        raise UsageError(f"--baseline {b!r}: no matching run has that run id, file name or host.",
+                         remedy="Give its position (1 = the earliest run) or see: kit index list")
+    if len(hits) > 1:
+        raise UsageError(f"--baseline {b!r}: {len(hits)} matching runs have it; give a run id or a position.")
+    return hits[0]
+
+
+def sources(con: sqlite3.Connection, flt: Optional[Filter] = None, baseline: Optional[str] = None) -> list[Source]:
+    """compare's inputs from the index: the matching runs in run-date order, the baseline first."""
+    runs = list_runs(con, flt)
+    if baseline is not None and str(baseline).strip():
+        runs.insert(0, runs.pop(_pick_baseline(runs, str(baseline))))
+    if len(runs) < 2:
+        raise UsageError(f"compare needs at least two runs; the index has {len(runs)} matching the filters.",
+                         remedy="Loosen --where/--since/--host, or see what is there: kit index list")
+    ids = [r["id"] for r in runs]
+    blobs: dict = {}
+    for start in range(0, len(ids), 500):  # SQLite's limit on bound parameters
+        chunk = ids[start:start + 500]
+        for row in con.execute(
+                f"SELECT id, file_name, path, results_z, env_z, interrupted FROM bundles WHERE id IN ({', '.join('?' * len(chunk))})",
+                chunk):
+            blobs[row[0]] = row
+    return [_source(i, blobs[bid]) for i, bid in enumerate(ids)]
+
+
+# ----------------------------------------------------------------------------- history
+@dataclass
+class HistoryPoint:
+    run: dict  # a list_runs row
+    median: Optional[float]
+    values: list
+    status: str
+    changed: list  # names among driver/torch/kit/stack/gpu that differ from the previous run
+    vs_previous: Optional[RatioEstimate] = None
+    flagged: bool = False
+
+
+@dataclass
+class CellHistory:
+    cell_id: str
+    unit: str
+    points: list  # HistoryPoint, in run-date order
+
+
+CHANGE_FIELDS = ("gpu", "driver", "stack", "torch", "kit")
+
+
+def history(con: sqlite3.Connection, host: str, cell: Optional[str] = None, min_change_pct: float = 5.0,
+            flt: Optional[Filter] = None) -> tuple[list[dict], list[CellHistory]]:
+    """A host's runs in run-date order, and per cell its median throughput in each run, the
+    change against the previous run that measured it (kit.compare.stats.ratio_estimate on the
+    per-repeat throughputs, as compare does for two machines) and whether that change is
+    flagged: significant (Welch, p < 0.05) and at least ``min_change_pct`` percent."""
+    flt = Filter(dict(flt.equals), list(flt.words), flt.since) if flt else Filter()
+    flt.equals["host"] = host
+    runs = list_runs(con, flt)
+    if not runs:
+        known = [r[0] for r in con.execute("SELECT DISTINCT host FROM bundles ORDER BY host LIMIT 8")]
+        raise UsageError(f"--host {inert(repr(host))}: no run of that host in the index"
+                         + (f" (hosts: {', '.join(map(inert, known))}{', ...' if len(known) == 8 else ''})." if known else " (it is empty)."))
+    by_id = {r["id"]: r for r in runs}
+    q = "SELECT bundle_id, cell_id, status, unit, throughput_median, throughput_json FROM cells WHERE bundle_id IN ({})"
+    rows: list = []
+    ids = list(by_id)
+    for start in range(0, len(ids), 500):
+        chunk = ids[start:start + 500]
+        args: list = list(chunk)
+        sql = q.format(", ".join("?" * len(chunk)))
+        if cell:
+            sql += " AND cell_id = ?"
+            args.append(cell)
+        rows.extend(con.execute(sql, args).fetchall())
+    if cell and not rows:
+        known = sorted({r[0] for r in con.execute(
+            "SELECT DISTINCT cell_id FROM cells JOIN bundles ON bundles.id = cells.bundle_id WHERE host = ?", (host,))})
+        raise UsageError(f"--cell {inert(repr(cell))}: {inert(host)} has no such cell"
+                         + (f" (its cells: {', '.join(map(inert, known[:6]))}{', ...' if len(known) > 6 else ''})." if known else "."))
+    order = {r["id"]: i for i, r in enumerate(runs)}
+    per_cell: dict = {}
+    for bundle_id, cid, status, unit, median, values in rows:
+        per_cell.setdefault(cid, (unit, []))[1].append((order[bundle_id], bundle_id, status, median, json.loads(values)))
+    prev_run: dict = {}
+    changes = {}
+    for r in runs:
+        changes[r["id"]] = [f for f in CHANGE_FIELDS if prev_run and r[f] != prev_run[f]]
+        prev_run = r
+    out = []
+    from kit.compare.measures import order_key
+
+    for cid in sorted(per_cell, key=lambda c: order_key(tuple(c.split("/")))):
+        unit, entries = per_cell[cid]
+        points, prev = [], None
+        for _, bid, status, median, values in sorted(entries):
+            p = HistoryPoint(by_id[bid], median if status == "ok" else None, values, status, changes[bid])
+            if status == "ok" and values:
+                if prev is not None:
+                    p.vs_previous = _change(values, prev.values)
+                    p.flagged = bool(p.vs_previous and p.vs_previous.significant
+                                     and abs(p.vs_previous.ratio - 1.0) * 100.0 >= min_change_pct)
+                prev = p
+            points.append(p)
+        out.append(CellHistory(cid, unit, points))
+    return runs, out
+
+
+def _change(now: list, before: list) -> Optional[RatioEstimate]:
+    """This run's throughput over the previous run's: the ratio compare computes between machines."""
+    a, b = Sample.of(now), Sample.of(before)
+    if a is None or b is None:
+        return None
+    return ratio_estimate(a, b, ratios.ratio_of_medians(now, before))

@@ -1,0 +1,153 @@
+"""`kit compare --index` and `kit index history` on SYNTHETIC bundles (tests/test_index_fixtures.py):
+the comparison from the index is the comparison of the same tarballs; the filters pick runs; a
+machine's history marks software changes and flags only the significant change planted in it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fixtures.cli import run_main
+from test_index_fixtures import make_bundle
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory) -> tuple[Path, list[Path]]:
+    """Four runs on consecutive days: two GPU models; node001 ran twice (slower the second time)."""
+    root = tmp_path_factory.mktemp("idx")
+    bundles = [
+        make_bundle(root, "fixture-node000", 0, speed=1.0, gpu="Fixture GPU A", models=("resnet18", "resnet50")),
+        make_bundle(root, "fixture-node001", 1, speed=1.2, gpu="Fixture GPU A", models=("resnet18", "resnet50")),
+        make_bundle(root, "fixture-node002", 2, speed=0.9, gpu="Fixture GPU B", models=("resnet18", "resnet50")),
+        make_bundle(root, "fixture-node001", 3, speed=0.9, gpu="Fixture GPU A", models=("resnet18", "resnet50"),
+                    driver="590.10"),
+    ]
+    index = root / "index.sqlite"
+    from kit.index.db import open_index
+    from kit.index.ingest import add_bundles
+
+    con = open_index(index, create=True)
+    # added out of run-date order: the index orders by the runs' start
+    assert {o.outcome for o in add_bundles(con, [bundles[i] for i in (3, 1, 0, 2)])} == {"added"}
+    con.close()
+    return index, [b.resolve() for b in bundles]
+
+
+def _json(args, capsys, monkeypatch) -> dict:
+    code, out, err = run_main(args, capsys, monkeypatch)
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_compare_from_the_index_equals_compare_of_the_same_tarballs(indexed, capsys, monkeypatch):
+    index, bundles = indexed
+    from_files = _json(["compare", *map(str, bundles), "--json"], capsys, monkeypatch)
+    from_index = _json(["compare", "--index", str(index), "--json"], capsys, monkeypatch)
+    assert from_index["rows"] == from_files["rows"] and len(from_index["rows"]) == 6
+    assert from_index["warnings"] == from_files["warnings"]
+    assert from_index["not_compared_by_reason"] == from_files["not_compared_by_reason"]
+    for a, b in zip(from_index["sources"], from_files["sources"]):
+        assert a.pop("kind") == "index" and b.pop("kind") == "bundle"
+        assert a == b
+    # the same with another baseline, by position in run-date order
+    from_files = _json(["compare", *map(str, bundles), "--json", "--baseline", "3"], capsys, monkeypatch)
+    from_index = _json(["compare", "--index", str(index), "--json", "--baseline", "3"], capsys, monkeypatch)
+    assert from_index["rows"] == from_files["rows"]
+    assert from_index["sources"][0]["machine"] == "fixture-node002"
+
+
+def test_compare_from_the_index_never_reopens_the_tarballs(indexed, capsys, monkeypatch, tmp_path):
+    index, bundles = indexed
+    copy = tmp_path / "copy.sqlite"
+    copy.write_bytes(index.read_bytes())
+    import kit.bundle.safe_open as safe_open
+
+    def refuse(*a, **k):
+        raise AssertionError("a tarball was opened")
+
+    monkeypatch.setattr(safe_open, "open_bundle", refuse)
+    monkeypatch.setattr(safe_open, "read_members", refuse)
+    cmp = _json(["compare", "--index", str(copy), "--json"], capsys, monkeypatch)
+    assert len(cmp["sources"]) == 4
+
+
+def test_where_since_and_host_pick_the_runs(indexed, capsys, monkeypatch):
+    index, _ = indexed
+    cmp = _json(["compare", "--index", str(index), "--where", "gpu=Fixture GPU A", "--json"], capsys, monkeypatch)
+    assert [s["machine"] for s in cmp["sources"]] == ["fixture-node000", "fixture-node001", "fixture-node001"]
+    cmp = _json(["compare", "--index", str(index), "--since", "2026-11-02", "--json"], capsys, monkeypatch)
+    assert [s["run_id"] for s in cmp["sources"]] == ["FIXTURE-fixture-node001-1", "FIXTURE-fixture-node002-2",
+                                                     "FIXTURE-fixture-node001-3"]
+    cmp = _json(["compare", "--index", str(index), "--host", "fixture-node001", "--where", "gpu=Fixture GPU A",
+                 "--since", "2026-11-01", "--json"], capsys, monkeypatch)
+    assert [s["run_id"] for s in cmp["sources"]] == ["FIXTURE-fixture-node001-1", "FIXTURE-fixture-node001-3"]
+
+
+def test_too_few_matching_runs_and_a_bad_date_are_one_line(indexed, capsys, monkeypatch):
+    index, _ = indexed
+    code, out, err = run_main(["compare", "--index", str(index), "--where", "driver=590.10"], capsys, monkeypatch)
+    assert code == 2 and "at least two runs; the index has 1 matching" in err
+    code, out, err = run_main(["compare", "--index", str(index), "--since", "November"], capsys, monkeypatch)
+    assert code == 2 and "not a date" in err
+
+
+def test_history_marks_the_driver_change_and_flags_the_planted_slowdown(indexed, capsys, monkeypatch):
+    index, _ = indexed
+    h = _json(["index", "history", "--index", str(index), "--host", "fixture-node001", "--json"], capsys, monkeypatch)
+    assert [r["driver"] for r in h["runs"]] == ["580.159", "590.10"]
+    assert len(h["cells"]) == 6
+    for cell in h["cells"]:
+        first, second = cell["points"]
+        assert first["changed"] == [] and not first["flagged"] and first["vs_previous"] is None
+        assert second["changed"] == ["driver"]
+        assert second["flagged"] and second["vs_previous"]["verdict"] == "significant"
+        assert second["vs_previous"]["ratio"] == pytest.approx(0.9 / 1.2)
+    code, out, err = run_main(["index", "history", "--index", str(index), "--host", "fixture-node001",
+                               "--cell", "cifar/resnet18/fp32/torch"], capsys, monkeypatch)
+    assert code == 0, err
+    assert "590.10 *" in out and "0.750×" in out and "1 significant change(s) of 5% or more" in out
+    # an unchanged machine: nothing flagged (node000 ran once)
+    code, out, err = run_main(["index", "history", "--index", str(index), "--host", "fixture-node000"], capsys, monkeypatch)
+    assert code == 0 and "No significant change" in out
+
+
+def test_history_of_an_unknown_host_or_cell_is_one_line(indexed, capsys, monkeypatch):
+    index, _ = indexed
+    code, out, err = run_main(["index", "history", "--index", str(index), "--host", "nobody"], capsys, monkeypatch)
+    assert code == 2 and "no run of that host" in err and "fixture-node000" in err
+    code, out, err = run_main(["index", "history", "--index", str(index), "--host", "fixture-node001", "--cell", "x/y"],
+                              capsys, monkeypatch)
+    assert code == 2 and "has no such cell" in err
+
+
+def test_a_damaged_copy_in_the_index_is_a_schema_error_not_a_traceback(indexed, capsys, monkeypatch, tmp_path):
+    import sqlite3
+
+    index, _ = indexed
+    copy = tmp_path / "copy.sqlite"
+    copy.write_bytes(index.read_bytes())
+    con = sqlite3.connect(copy)
+    con.execute("UPDATE bundles SET results_z = ? WHERE id = (SELECT MIN(id) FROM bundles)", (b"not zlib",))
+    con.commit()
+    con.close()
+    code, out, err = run_main(["compare", "--index", str(copy)], capsys, monkeypatch)
+    assert code == 4 and "is damaged" in err and "Traceback" not in err
+
+
+def test_where_matches_a_whole_word_of_the_field_and_host_the_exact_name():
+    from kit.index.query import make_filter, word_match
+
+    assert word_match("H200", "NVIDIA H200") and word_match("h200", "NVIDIA H200 NVL")
+    assert word_match("580", "580.159.04") and word_match("2.1", "2.1.0") and not word_match("2.1", "2.11.0")
+    assert not word_match("H20", "NVIDIA H200") and not word_match("node01", "node017")
+    flt = make_filter(["gpu=H200", "torch=2.11"], None, "node017")
+    assert flt.equals == {"host": "node017"}
+    assert flt.keep({"gpu": "NVIDIA H200", "torch": "2.11.0"}) and not flt.keep({"gpu": "NVIDIA H100", "torch": "2.11.0"})
+
+
+def test_where_gpu_by_its_model_name_alone(indexed, capsys, monkeypatch):
+    index, _ = indexed
+    cmp = _json(["compare", "--index", str(index), "--where", "gpu=gpu a", "--json"], capsys, monkeypatch)
+    assert [s["gpu"] for s in cmp["sources"]] == ["Fixture GPU A"] * 3

@@ -1,0 +1,97 @@
+"""The results index under processes that die or write at once (SYNTHETIC bundles,
+tests/test_index_fixtures.py): `kill -9` during `kit index add` leaves a consistent index with every
+recorded bundle whole, and two `kit index add` side by side both land without losing a bundle."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from fixtures.results.factory import bundle_members, write_bundle
+from test_index_fixtures import ROOT, kit_cli, make_bundle
+
+
+def _check_consistent(index: Path) -> list[tuple]:
+    """integrity_check passes and every recorded bundle has all its cells; the rows."""
+    con = sqlite3.connect(index)
+    try:
+        assert con.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        assert con.execute("PRAGMA foreign_key_check").fetchall() == []
+        assert con.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+        rows = con.execute("SELECT host, run_id, n_cells, (SELECT COUNT(*) FROM cells WHERE bundle_id = bundles.id), "
+                           "length(results_z) > 0 FROM bundles").fetchall()
+    finally:
+        con.close()
+    for host, run_id, n_cells, cells, has_results in rows:
+        assert n_cells == cells == 3 and has_results, (host, run_id)
+    assert len({r[1] for r in rows}) == len(rows)
+    return rows
+
+
+def _count(index: Path) -> int:
+    try:
+        con = sqlite3.connect(index, timeout=30)
+        try:
+            return con.execute("SELECT COUNT(*) FROM bundles").fetchone()[0]
+        finally:
+            con.close()
+    except sqlite3.OperationalError:  # not made yet
+        return 0
+
+
+def _copies(tmp_path: Path, n: int) -> list[Path]:
+    """``n`` bundles: 10 made by the kit's writer, and copies of them as other runs (run id changed,
+    manifest re-hashed), which are quicker to make."""
+    made = [make_bundle(tmp_path, f"fixture-node{i:03d}", i) for i in range(10)]
+    out = list(made)
+    for k in range(n - len(made)):
+        src = made[k % len(made)]
+        files = bundle_members(src)
+        files["results.json"] = files["results.json"].replace(b'"run_id": "FIXTURE-', f'"run_id": "FIXTURE-copy{k}-'.encode(), 1)
+        out.append(write_bundle(tmp_path / "bundles" / f"copy{k:03d}.tar.gz", files, rehash=True))
+    return out
+
+
+def test_kill_9_during_an_ingest_leaves_the_index_consistent(tmp_path):
+    bundles = _copies(tmp_path, 150)
+    index = tmp_path / "index.sqlite"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    # one process verifying (--jobs 1): slow enough that batches commit one after another
+    proc = subprocess.Popen([sys.executable, "-m", "kit", "index", "add", "--jobs", "1", "--index", str(index), *map(str, bundles)],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while _count(index) < 1 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    kept = _check_consistent(index)
+    assert len(kept) < len(bundles)  # it was stopped part way (the check above holds either way)
+    # the next add finishes the job: what was recorded is a no-op, the rest is added
+    done = kit_cli("index", "add", "--index", str(index), *map(str, bundles))
+    assert done.returncode == 0, done.stderr
+    assert f"{len(bundles) - len(kept)} added, {len(kept)} already in the index, 0 refused" in done.stderr
+    assert len(_check_consistent(index)) == len(bundles)
+
+
+def test_two_writers_at_once_both_land(tmp_path):
+    a = [make_bundle(tmp_path, f"fixture-a{i:02d}", i) for i in range(15)]
+    b = [make_bundle(tmp_path, f"fixture-b{i:02d}", i) for i in range(15)]
+    index = tmp_path / "shared" / "index.sqlite"
+    index.parent.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    # both start on a missing index: one creates it while the other waits for the lock;
+    # the shared bundle (a[0]) is offered to both and recorded once
+    procs = [subprocess.Popen([sys.executable, "-m", "kit", "index", "add", "--index", str(index), *map(str, part)],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for part in (a, [a[0], *b])]
+    results = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], results
+    rows = _check_consistent(index)
+    assert sorted(r[0] for r in rows) == sorted([f"fixture-a{i:02d}" for i in range(15)] + [f"fixture-b{i:02d}" for i in range(15)])
+    said = "".join(err for _, err in results)
+    assert said.count("added    ") == 30 and said.count("no-op") == 1
