@@ -123,7 +123,7 @@ def test_the_lstm_overrides_reach_the_config_under_their_names(tmp_path):
 
 @pytest.mark.parametrize("suite,args,flag", [
     ("cifar", ["--seq-len", "128"], "--seq-len"),
-    ("all", ["--train-split", "valid"], "--train-split"),     # all = cifar + lstm: no GPT cell
+    ("cifar", ["--train-split", "valid"], "--train-split"),   # a GPT and LSTM option: no CIFAR cell reads it
     ("gpt", ["--epochs", "2"], "--epochs"),                  # the GPT suite counts steps
     ("gpt", ["-m", "resnet18"], "--models"),
     ("lstm", ["--image-size", "64"], "--image-size"),

@@ -73,14 +73,14 @@ class RunOptions:
     device: str = option("auto", "auto, cpu, cuda or cuda:N.")
     models: Optional[List[str]] = option(None, "ResNets to run (repeat or comma-separate): resnet18, resnet34, resnet50, resnet101, resnet152. Default: all five.", names=("--models", "-m"), suites=CIFAR_ONLY)
     precisions: Optional[List[str]] = option(None, "fp32, tf32, amp-fp16, amp-bf16, fp16-master, apex-o1, apex-o2, fp8-tensorwise, fp8-rowwise. Default: all the suite's (unsupported ones are recorded as skipped).", names=("--precisions", "-p"))
-    engines: Optional[List[str]] = option(None, "CIFAR engines: torch (GPU-bound) and/or fastai (faithful). Default: both.", names=("--engines", "-e"), suites=CIFAR_ONLY)
+    engines: Optional[List[str]] = option(None, "CIFAR engines: torch (GPU-bound) and/or fastai (faithful); default both. LSTM engines: kit (faithful to Apex's example) and/or graphed (the whole step as one CUDA graph); default both on a GPU, kit on the CPU.", names=("--engines", "-e"), suites=("cifar", "lstm"))
     presets: Optional[List[str]] = option(None, "LSTM presets: apex-2018, tensor-core. Default: both.", names=("--preset",), suites=LSTM_ONLY)
     gpt_presets: Optional[List[str]] = option(None, "GPT presets: gpt2-small, gpt-1b, gpt-2b, tiny. Default: the first three.", suites=GPT_ONLY)
     seq_len: Optional[int] = option(None, "GPT: tokens per sequence (the preset's: 1024).", suites=GPT_ONLY)
     d_model: Optional[int] = option(None, "GPT: model width (overrides the preset).", suites=GPT_ONLY)
     n_layers: Optional[int] = option(None, "GPT: transformer blocks.", suites=GPT_ONLY)
     n_heads: Optional[int] = option(None, "GPT: attention heads (must divide --d-model).", suites=GPT_ONLY)
-    train_split: Optional[str] = option(None, "GPT: the WikiText-2 split to train on: train (default; convergence's held-out loss on valid) or valid (held-out loss on test), for a machine with only the real valid and test splits.", suites=GPT_ONLY)
+    train_split: Optional[str] = option(None, "GPT and LSTM: the WikiText-2 split to train on: train (default; GPT's held-out loss on valid) or valid (GPT: held-out loss on test; LSTM: its first 90% trains, the rest validates, test perplexity on test), for a machine with only the real valid and test splits.", lstm=True, suites=("lstm", "gpt"))
     epochs: Optional[int] = option(None, "Epochs per repeat (default: 1 in throughput mode; the preset's in convergence mode).", suites=("cifar", "lstm"))
     steps: Optional[int] = option(None, "CIFAR: steps per epoch in throughput mode (default 100). GPT: timed steps per repeat (the preset's), or all steps in convergence mode.")
     max_batches: Optional[int] = option(None, "LSTM: stop each epoch after this many batches.", suites=LSTM_ONLY)
@@ -252,7 +252,7 @@ def smoke_preset(options: RunOptions) -> RunOptions:
         data="synthetic",
         models=options.models or ["resnet18"],
         precisions=options.precisions or (["fp32", "amp-bf16"] if options.suite == "gpt" else ["fp32", "amp-bf16", "fp16-master"]),
-        engines=options.engines or ["torch", "fastai"],
+        engines=options.engines or (["torch", "fastai"] if options.suite in ("cifar", "all") else None),
         presets=options.presets or ["apex-2018"],
         gpt_presets=options.gpt_presets or ["tiny"],
         epochs=1,
