@@ -214,7 +214,7 @@ def _say_lstm_training_split(config: RunConfig, console, described: dict, splits
                 f"WikiText-2's train split is not in {token_dir} (only {' and '.join(have)}): the LSTM suite trains on it by default.",
                 remedy="Pass --train-split valid to train on the valid split and test on the test split, or `kit data fetch wikitext2` where the network allows.")
     if described.get("present"):
-        console.print(f"LSTM cells: {train_split_note(train_split)} ({described.get('path')})")
+        console.print(f"LSTM cells, what they train on: {train_split_note(train_split)} ({described.get('path')})")
 
 
 def ensure_real_data(config: RunConfig, console, progress: bool = True) -> None:
