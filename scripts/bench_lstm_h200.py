@@ -2,6 +2,7 @@
 
     python scripts/bench_lstm_h200.py bench   --out DIR [--repeats 3] [--max-batches 600] [--engines kit,graphed]
     python scripts/bench_lstm_h200.py profile --out DIR [--preset tensor-core] [--precisions amp-fp16,fp32]
+    python scripts/bench_lstm_h200.py convergence --out DIR --data-dir D [--epochs 4] [--repeats 3]
     python scripts/bench_lstm_h200.py targets DIR/results.json      (the targets table of a finished bench run)
 
 ``bench`` runs ``kit run --suite lstm --data synthetic`` (the kit's synthetic WikiText-2, labelled synthetic:
@@ -128,6 +129,79 @@ def targets_markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def convergence(args) -> int:
+    """fp16's accuracy on real text: ``kit run --mode convergence --train-split valid`` (the GPU machine has
+    only WikiText-2's real valid and test splits and no network), both engines, 3 seeds; then the test
+    perplexity per cell and seed and the parity verdict (kit.results.derive.parity, as `kit bundle show`)."""
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    work = out / "runs"
+    cmd = [sys.executable, "-m", "kit", "run", "--suite", "lstm", "--mode", "convergence", "--data", "real",
+           "--data-dir", args.data_dir, "--train-split", "valid", "--engines", args.engines, "--preset", args.presets,
+           "--precisions", args.precisions, "--epochs", str(args.epochs), "--repeats", str(args.repeats),
+           "--device", "cuda", "--skip-checks", "--results-dir", str(work)]
+    print(" ".join(cmd), flush=True)
+    t0 = time.time()
+    try:  # a time limit keeps what finished: results.json is written after every cell
+        rc = subprocess.run(cmd, cwd=ROOT, timeout=args.time_limit).returncode
+    except subprocess.TimeoutExpired:
+        rc = 124
+        print(f"kit run stopped at the --time-limit of {args.time_limit} s; the cells finished by then are kept", flush=True)
+    print(f"kit run: exit {rc} after {time.time() - t0:.0f} s", flush=True)
+    found = sorted(work.glob("*/results.json"), key=lambda p: p.stat().st_mtime)
+    if not found:
+        return rc or 1
+    shutil.copy(found[-1], out / "results.json")
+    for b in sorted(work.glob("*.tar.gz")):
+        shutil.copy(b, out / b.name)
+    (out / "command.txt").write_text(" ".join(cmd[1:]) + "\n")
+    report = parity_report(out / "results.json")
+    (out / "parity.json").write_text(json.dumps(report, indent=2))
+    (out / "parity.md").write_text(parity_markdown(report))
+    print(parity_markdown(report), flush=True)
+    return rc
+
+
+def parity_report(results_json: Path) -> dict:
+    from kit.results.derive import parity
+    from kit.results.schema import CellResult
+
+    doc = json.loads(Path(results_json).read_text())
+    cells = [CellResult.from_dict(c) for c in doc["cells"]]
+    verdicts = {(r["model"], r["engine"], r["precision"]): r for r in parity(cells)}
+    rows = []
+    for c in cells:
+        if c.status != "ok":
+            rows.append({"preset": c.model, "engine": c.engine, "precision": c.precision, "status": c.status, "reason": c.reason})
+            continue
+        v = verdicts.get((c.model, c.engine, c.precision))
+        rows.append({"preset": c.model, "engine": c.engine, "precision": c.precision, "status": "ok",
+                     "test_perplexity_by_seed": {str(r.get("seed")): r.get("final_metric") for r in c.repeats},
+                     "test_perplexity_median": ((c.summary or {}).get("final_metric") or {}).get("median"),
+                     "overflow_steps": [r.get("overflow_steps") for r in c.repeats],
+                     "epochs": len((c.repeats[0].get("metrics") or {}).get("val_loss") or []) if c.repeats else None,
+                     "gap_vs_fp32": v["gap"] if v else None, "verdict": v["verdict"] if v else None,
+                     "rule": v["rule"] if v else None})
+    data = next((c.data for c in cells if c.status == "ok"), {}) or {}
+    return {"run_id": doc.get("run_id"), "rows": rows, "data": data,
+            "notes": sorted({n for c in cells for n in (c.notes or []) if "split" in n})}
+
+
+def parity_markdown(report: dict) -> str:
+    lines = [f"run {report.get('run_id')}", "",
+             "| preset | engine | precision | test perplexity by seed | median | vs fp32 | verdict |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for r in report["rows"]:
+        if r["status"] != "ok":
+            lines.append(f"| {r['preset']} | {r['engine']} | {r['precision']} | {r['status']}: {r.get('reason')} | | | |")
+            continue
+        seeds = " / ".join(f"{v:.2f}" if v is not None else "diverged" for v in r["test_perplexity_by_seed"].values())
+        med = f"{r['test_perplexity_median']:.2f}" if r["test_perplexity_median"] is not None else "—"
+        gap = f"{r['gap_vs_fp32']:+.2%}" if r["gap_vs_fp32"] is not None else "—"
+        lines.append(f"| {r['preset']} | {r['engine']} | {r['precision']} | {seeds} | {med} | {gap} | {r['verdict'] or '(the base)'} |")
+    return "\n".join(lines + [""] + report.get("notes", [])) + "\n"
+
+
 def profile(args) -> int:
     """torch.profiler over replays of the captured step: the kernels' GPU time, per precision."""
     import torch
@@ -187,6 +261,15 @@ def main(argv=None) -> int:
     f.add_argument("--preset", default="tensor-core")
     f.add_argument("--precisions", default="amp-fp16,fp32")
     f.add_argument("--steps", type=int, default=50)
+    c = sub.add_parser("convergence")
+    c.add_argument("--out", required=True)
+    c.add_argument("--data-dir", required=True, help="a folder with wikitext-2/wiki.valid.tokens and wiki.test.tokens")
+    c.add_argument("--epochs", type=int, default=4)
+    c.add_argument("--repeats", type=int, default=3)
+    c.add_argument("--engines", default="graphed,kit")
+    c.add_argument("--presets", default="tensor-core,apex-2018")
+    c.add_argument("--precisions", default="fp32,fp16-master,amp-fp16,amp-bf16")
+    c.add_argument("--time-limit", type=float, default=None, help="seconds; stop kit run then, keeping the finished cells")
     t = sub.add_parser("targets")
     t.add_argument("results")
     args = p.parse_args(argv)
@@ -194,6 +277,8 @@ def main(argv=None) -> int:
         return bench(args)
     if args.what == "profile":
         return profile(args)
+    if args.what == "convergence":
+        return convergence(args)
     print(targets_markdown(targets(Path(args.results))))
     return 0
 

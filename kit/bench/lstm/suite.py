@@ -238,6 +238,10 @@ def _provenance(corpus, ntokens: int, cfg: lstm_config.LSTMConfig, data: SplitDa
         "test_tokens": int(len(corpus.test)),
         "train_batches_per_epoch": batches_per_epoch,
         "full_epoch_batches": len(chunk_starts(data.train, cfg.bptt)),
+        # what the cell trained and validated on (--train-split valid: parts of the valid split)
+        "train_split": cfg.train_split,
+        "trained_on": lstm_config.train_split_note(cfg.train_split),
+        "training_tokens": int(data.train.numel()),
     })
     return info
 
