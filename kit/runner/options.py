@@ -303,9 +303,32 @@ def config_from_options(options: RunOptions, argv=None) -> RunConfig:
         learner=options.learner,
         **data_parallel_options(options),
     )
+    check_engines(config)
     check_lstm_settings(config)
     check_gpt_settings(config)
     return config
+
+
+def engines_of_suite(engines, suite: str) -> list:
+    """The names in ``engines`` that are engines of ``suite`` (kit.results.schema.SUITE_ENGINES)."""
+    from kit.results.schema import SUITE_ENGINES
+
+    return [e for e in engines or () if e in SUITE_ENGINES.get(suite, ())]
+
+
+def check_engines(config: RunConfig) -> None:
+    """``--engines`` naming no engine of the run's suites (``--suite lstm --engines torch``) is refused in
+    one line (exit 2), not run with the suite's default engines."""
+    from kit.results.schema import SUITE_ENGINES
+
+    if not config.engines:
+        return
+    suites = RUN_SUITES.get(config.suite, ())
+    if not any(engines_of_suite(config.engines, s) for s in suites):
+        allowed = [e for s in suites for e in SUITE_ENGINES.get(s, ())]
+        raise UsageError(f"--engines {','.join(config.engines)}: no engine of --suite {config.suite}"
+                         + (f"; choose from {', '.join(allowed)}" if allowed else " (its cells have one engine)"),
+                         remedy="CIFAR: torch, fastai; LSTM: kit, graphed.")
 
 
 def data_parallel_options(options: RunOptions) -> dict:
@@ -447,6 +470,10 @@ def options_for_suite(options: RunOptions, suite: str) -> Tuple[RunOptions, List
     run = RUN_SUITES.get(suite, ())
     foreign = [spec for spec in option_specs()
                if spec.suites and spec.name in options.given and not set(spec.suites) & set(run)]
+    # --engines names each suite's own engines (torch, fastai; kit, graphed): a suite none of whose
+    # engines it names runs its defaults, as if it had not been given
+    if "engines" in options.given and not any(engines_of_suite(split_list(options.engines or []), s) for s in run):
+        foreign += [spec for spec in option_specs() if spec.name == "engines" and spec not in foreign]
     if not foreign:
         return options, []
     names = {spec.name for spec in foreign}
