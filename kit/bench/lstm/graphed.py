@@ -74,6 +74,9 @@ def unsupported_reason(mode: str, params: dict | None = None) -> str | None:
         return f"{mode}: not a precision of the graphed LSTM engine (it runs {', '.join(GRAPH_MODES)})"
     if (params or {}).get("world_size"):
         return "data-parallel cells (--gpus) run on the faithful engine (kit) only; the graphed engine trains on one GPU"
+    if not caps.HAS_GRAPHED_STEP:
+        return (f"torch {torch.__version__} cannot capture the step as one CUDA graph (torch.cuda.graph, torch 2.0+); "
+                "the faithful engine (kit) runs this precision")
     return None
 
 
