@@ -37,6 +37,7 @@ def _apex_without_example(path: Path) -> Path:
     ("no-fp16-utils", "--fp16-utils"),
     ("no-example", "no examples/word_language_model"),
     ("bad-preset", "--presets nope: choose from apex-2018, tensor-core"),
+    ("max-runs-below-runs", "--max-runs 3 is below --runs 4"),
 ])
 def test_bad_input_names_the_option_and_runs_nothing(tmp_path, case, expect):
     utils = tmp_path / "apex-25.01"
@@ -48,6 +49,7 @@ def test_bad_input_names_the_option_and_runs_nothing(tmp_path, case, expect):
         "no-fp16-utils": ["--apex-src", str(archive)],
         "no-example": ["--apex-src", str(archive), "--fp16-utils", str(utils)],
         "bad-preset": ["--apex-src", str(archive), "--fp16-utils", str(utils), "--presets", "nope"],
+        "max-runs-below-runs": ["--apex-src", str(archive), "--fp16-utils", str(utils), "--runs", "4", "--max-runs", "3"],
     }[case]
     proc = _kit(*argv, "--out", str(tmp_path / "out"), cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr

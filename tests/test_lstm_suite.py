@@ -47,7 +47,7 @@ def make_ctx(events: list, progress: list, **kw) -> CellContext:
 @pytest.fixture
 def corpus(monkeypatch):
     c = tiny_corpus()
-    monkeypatch.setattr(suite, "load_corpus", lambda ctx, pad: c)
+    monkeypatch.setattr(suite, "load_corpus", lambda ctx, pad, splits=None: c)
     return c
 
 

@@ -123,7 +123,7 @@ def test_the_lstm_overrides_reach_the_config_under_their_names(tmp_path):
 
 @pytest.mark.parametrize("suite,args,flag", [
     ("cifar", ["--seq-len", "128"], "--seq-len"),
-    ("all", ["--train-split", "valid"], "--train-split"),     # all = cifar + lstm: no GPT cell
+    ("cifar", ["--train-split", "valid"], "--train-split"),   # a GPT and LSTM option: no CIFAR cell reads it
     ("gpt", ["--epochs", "2"], "--epochs"),                  # the GPT suite counts steps
     ("gpt", ["-m", "resnet18"], "--models"),
     ("lstm", ["--image-size", "64"], "--image-size"),
@@ -191,3 +191,21 @@ def test_launch_options_that_do_not_parse_stop_before_anything_starts(results):
         _launch(results, client, gpu="0", stack="cpu", skip_checks=True, run_args=["--suite", "gpt", "--epochs", "2"])
     assert info.value.exit_code == 2
     assert client.containers.calls == [] and not results.exists()
+
+
+def test_engines_of_no_suite_of_the_run_are_refused_and_each_suite_reads_its_own(tmp_path):
+    from kit.runner.options import options_for_suite
+
+    with pytest.raises(UsageError, match="--engines torch: no engine of --suite lstm"):
+        config_from_options(parse_args(["--suite", "lstm", "--engines", "torch", "--results-dir", str(tmp_path / "r")]))
+    config = config_from_options(parse_args(["--suite", "all", "--engines", "torch,graphed", "--data", "synthetic",
+                                             "--device", "cpu", "--results-dir", str(tmp_path / "r")]))
+    from kit.runner.plan import build_plan
+
+    engines = {(c.workload, c.engine) for c in build_plan(config).cells}
+    assert engines == {("cifar", "torch"), ("lstm", "graphed")}
+    # a sweep's LSTM task given CIFAR's engines only runs its own defaults (the option is left out for it)
+    given = parse_args(["--engines", "torch", "--data", "synthetic", "--results-dir", str(tmp_path / "r")])
+    kept, dropped = options_for_suite(given, "lstm")
+    assert dropped == ["--engines"] and kept.engines is None
+    assert options_for_suite(given, "cifar")[1] == []

@@ -18,7 +18,9 @@ def apex(
     settings: str = typer.Option("strict,tf32,fp16", "--settings", help="The original's settings: strict (TF32 off) <-> kit fp32, tf32 (TF32 on) <-> kit tf32, default (torch's defaults: no kit cell), fp16 (--fp16) <-> kit fp16-master."),
     corpus: Optional[Path] = typer.Option(None, "--corpus", help="train/valid/test .txt in the example's format (real WikiText-2); default: the kit's synthetic text (labelled synthetic)."),
     repeats: int = typer.Option(1, "--repeats", min=1, help="Repeats of each kit cell per round."),
-    runs: int = typer.Option(3, "--runs", min=1, help="Rounds: each runs the original once per setting and the kit's cells once, in alternating order."),
+    runs: int = typer.Option(3, "--runs", min=2, help="Rounds at least: each runs the original once per setting and the kit's cells once, in alternating order."),
+    max_runs: int = typer.Option(8, "--max-runs", min=2, help="Rounds at most: after --runs, rounds go on until every kit ÷ original ratio's 95% CI is within --ci, or this many have run (the output says which)."),
+    ci: float = typer.Option(0.03, "--ci", help="The CI target: the 95% CI's half-width as a fraction of the ratio (0.03: ±3%)."),
     max_batches: int = typer.Option(1000, "--max-batches", min=1, help="Training batches per epoch, for both."),
     out: Path = typer.Option(Path("fidelity-lstm"), "--out", help="Folder for fidelity.json and every log."),
 ) -> None:
@@ -29,6 +31,6 @@ def apex(
     names = [p.strip() for p in presets.split(",") if p.strip()]
     chosen = [s.strip() for s in settings.split(",") if s.strip()]
     report = run_apex_fidelity(apex_src, fp16_utils, presets=names, settings=chosen, corpus=corpus, repeats=repeats,
-                               max_batches=max_batches, runs=runs, out=out)
+                               max_batches=max_batches, runs=runs, out=out, max_runs=max_runs, ci=ci)
     typer.echo(format_table(report))
     typer.echo(f"(all runs and logs: {out / 'fidelity.json'})")

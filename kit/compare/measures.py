@@ -164,6 +164,19 @@ def data_parallel_note(cell: CellResult) -> str | None:
     return ", ".join(parts)
 
 
+#: What each LSTM engine is, for the views' group titles (kit.results.schema.LSTM_ENGINES): the same
+#: model and update, two ways of running the step; each engine's speedups are over its own fp32 cell.
+LSTM_ENGINE_LABELS = {
+    "kit": "kit engine: Apex's example loop, every kernel launched from Python",
+    "graphed": "graphed engine: the whole step one CUDA graph",
+}
+
+
+def engine_label(workload: str, engine: str) -> str:
+    """An engine's name with what it is (the LSTM's two), else the name itself."""
+    return LSTM_ENGINE_LABELS.get(engine, engine) if workload == "lstm" else engine
+
+
 #: What each workload's convergence cells end on (their ``final_metric``; kit.results.derive.parity).
 PARITY_METRIC = {"cifar": "test accuracy", "lstm": "test perplexity", "gpt": "held-out loss"}
 

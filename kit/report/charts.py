@@ -65,7 +65,7 @@ def precision_colour(precision: str) -> str | None:
 def _group_title(workload: str, engine: str) -> str:
     if workload == "cifar":
         return f"CIFAR-100 ResNets, {engine} engine"
-    return f"Wikitext-2 {'GPT decoder' if workload == 'gpt' else 'LSTM'} ({engine})"
+    return f"Wikitext-2 {'GPT decoder' if workload == 'gpt' else 'LSTM'} ({measures.engine_label(workload, engine)})"
 
 
 def run_charts(results: RunResults, suffix: str = "", id_prefix: str = "") -> dict[str, str]:

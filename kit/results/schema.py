@@ -39,7 +39,9 @@ SUITES: tuple[str, ...] = ("cifar", "lstm", "gpt", "all")
 CIFAR_MODELS: tuple[str, ...] = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152")
 CIFAR_ENGINES: tuple[str, ...] = ("torch", "fastai")
 LSTM_PRESETS: tuple[str, ...] = ("apex-2018", "tensor-core")
-LSTM_ENGINES: tuple[str, ...] = ("kit",)
+#: the LSTM engines: ``kit``, faithful to Apex's example (every kernel launched from Python, as its
+#: users ran it); ``graphed``, the whole step of a bptt window replayed as one CUDA graph (what the GPU can do)
+LSTM_ENGINES: tuple[str, ...] = ("kit", "graphed")
 #: how the fastai engines build their Learner (``kit run --learner``): ``create_cnn`` = fastai's
 #: create_cnn / cnn_learner / vision_learner (fastai's head on the torchvision body, the body frozen
 #: as create_cnn leaves it), ``scratch`` = a plain ``Learner`` on the whole torchvision ResNet
@@ -48,6 +50,8 @@ DEFAULT_FASTAI_LEARNER = "create_cnn"
 #: --compile: auto (on for CUDA), on, off (no Inductor: the torch engine's captured step keeps
 #: its eager kernels; elsewhere not compiled), eager (nothing captured or compiled)
 COMPILE_CHOICES: tuple[str, ...] = ("auto", "on", "off", "eager")
+#: the engines of each suite that has a choice of them (``--engines``)
+SUITE_ENGINES: dict = {"cifar": CIFAR_ENGINES, "lstm": LSTM_ENGINES}
 #: what the fastai cells recorded before the learner option existed trained: the plain Learner
 LEARNER_BEFORE_THE_OPTION = "scratch"
 GPT_PRESETS: tuple[str, ...] = ("gpt2-small", "gpt-1b", "gpt-2b", "tiny")
@@ -288,8 +292,10 @@ class RunConfig:
             if m not in CIFAR_MODELS:
                 raise UsageError(f"unknown model {m!r}; choose from {', '.join(CIFAR_MODELS)}")
         for e in self.engines:
-            if e not in CIFAR_ENGINES:
-                raise UsageError(f"unknown engine {e!r}; choose from {', '.join(CIFAR_ENGINES)}")
+            if e not in CIFAR_ENGINES + LSTM_ENGINES:
+                raise UsageError(f"unknown engine {e!r}; choose from {', '.join(CIFAR_ENGINES)} (CIFAR) "
+                                 f"or {', '.join(LSTM_ENGINES)} (LSTM)")
+
         for p in self.presets:
             if p not in LSTM_PRESETS:
                 raise UsageError(f"unknown LSTM preset {p!r}; choose from {', '.join(LSTM_PRESETS)}")

@@ -65,6 +65,7 @@ SUMMARISED = (
     "final_loss",
     "final_metric",
     "achieved_tflops",
+    "gpu_busy_fraction",
 )
 
 

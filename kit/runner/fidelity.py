@@ -16,10 +16,16 @@ batch 24, dropout 0.65, static loss scale 128):
         --fp16 [--static-loss-scale S]        <-> kit fp16-master
     the kit: `kit run --suite lstm -p fp32,tf32,fp16-master --data synthetic` (--repeats, default 1)
 
-in --runs rounds (default 3): each round runs the original once per setting and the kit once, the two in
-alternating order (the original first in odd rounds, the kit first in even ones), so that a drift of the
-machine reaches both alike; the 200-unit model is paced by the host, and on one H200 the original's runs
-of one setting, one after another, differed by up to 16% (the third H200 run in docs/measurements.md).
+in rounds: each round runs the original once per setting and the kit once, the two in alternating order
+(the original first in odd rounds, the kit first in even ones), so that a drift of the machine reaches
+both alike; the 200-unit model is paced by the host, and on one H200 the original's runs of one setting,
+one after another, differed by up to 16% (the third H200 run in docs/measurements.md). At least --runs rounds
+(default 3); then more, until every kit ÷ original ratio's 95% CI over the rounds (Fieller's interval of
+the ratio of means, kit.compare.stats.ratio_estimate, as `kit compare` computes it) is within ±--ci
+(default 3%), or --max-runs rounds (default 8) have run; the output says which. Each row is also tested
+for being host-bound: the graphed engine's cell of the same precision (its whole step one CUDA graph,
+the GPU busy 99% of the time) runs once per preset; a kit cell below 90% of its tokens/s keeps its GPU
+busy less than 90% of its step, so its ratio compares two Python loops on this CPU (named as such).
 
 The corpus is the kit's synthetic WikiText-2 (seed 0) written in the example's file format (one line
 per line, the example appends <eos>), so both read the same token sequence. Where WikiText-2's real
@@ -54,6 +60,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from kit.compare.stats import Sample, ratio_estimate
 from kit.errors import RunFailed, UsageError
 
 #: the kit's checkout or installed package root: `python -m kit run` runs from here
@@ -175,9 +182,12 @@ def _run_original_once(script: Path, corpus: Path, preset: str, fp16: bool, log:
     return {"ms_per_batch_windows": windows, "tokens_per_s": p["batch"] * p["bptt"] * 1000.0 / ms, "command": cmd}
 
 
-def run_kit(preset: str, precisions: list, results: Path, repeats: int, max_batches: int, data: str, log: Path) -> tuple:
-    """The kit's cells of ``preset`` by precision, and (device name, torch version) from its environment record."""
-    cmd = [sys.executable, "-m", "kit", "run", "--suite", "lstm", "--preset", preset, "--precisions", ",".join(precisions),
+def run_kit(preset: str, precisions: list, results: Path, repeats: int, max_batches: int, data: str, log: Path,
+            engine: str = "kit") -> tuple:
+    """The kit's cells of ``preset`` by precision (of ``engine``: the faithful ``kit``, or ``graphed``), and
+    (device name, torch version) from its environment record."""
+    cmd = [sys.executable, "-m", "kit", "run", "--suite", "lstm", "--engines", engine, "--preset", preset,
+           "--precisions", ",".join(precisions),
            "--data", data, "--device", "cuda", "--repeats", str(repeats), "--max-batches", str(max_batches),
            "--skip-checks", "--results-dir", str(results)]
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
@@ -193,7 +203,7 @@ def run_kit(preset: str, precisions: list, results: Path, repeats: int, max_batc
     env = doc.get("environment") or {}
     gpus = ((env.get("nvml") or {}).get("gpus") or [{}])
     facts = {"device": gpus[0].get("name") or env.get("run_device"), "torch": (env.get("packages") or {}).get("torch")}
-    return {c["precision"]: c for c in doc["cells"] if c.get("model") == preset}, facts
+    return {c["precision"]: c for c in doc["cells"] if c.get("model") == preset and c.get("engine", "kit") == engine}, facts
 
 
 def kit_rate(cell: dict | None) -> float | None:
@@ -223,31 +233,87 @@ def check_inputs(apex_src: Path | None, fp16_utils: Path | None, presets: list, 
         raise UsageError(f"--settings {','.join(settings)}: choose from {', '.join(SETTINGS)}")
 
 
-def measure_rounds(runs: int, labels: list, original_once, kit_once, say=lambda text: None) -> dict:
-    """``runs`` rounds, each running the original once per setting (``original_once(label, round)``) and
-    the kit's cells once (``kit_once(round)`` -> {kit mode: tokens/s}), the two in alternating order
+#: the stopping rule's target: every ratio's 95% CI within ±3% of its ratio of means
+CI_HALF_WIDTH = 0.03
+#: rounds at most (each round: the original once per setting, the kit's cells once)
+MAX_ROUNDS = 8
+#: a kit cell whose GPU is busy less than this share of its step is paced by the host
+HOST_BOUND_BUSY = 0.90
+STOP_CI = "ci"
+STOP_LIMIT = "round limit"
+
+
+def ratio_with_ci(kit_rates: list, original_rates: list) -> dict:
+    """kit ÷ original over the rounds: the ratio of medians with the 95% CI of the ratio of means
+    (kit.compare.stats.ratio_estimate, as `kit compare` computes it) and the CI's half-width relative
+    to the ratio of means (None with fewer than two rounds a side, or an unbounded CI)."""
+    num, den = Sample.of(kit_rates), Sample.of(original_rates)
+    est = ratio_estimate(num, den) if num is not None and den is not None else None
+    if est is None:
+        return {"ratio": None, "ci_low": None, "ci_high": None, "ci_half_width_rel": None, "rounds": 0}
+    half = None
+    if est.ci_low is not None and est.ci_high is not None and est.mean_ratio:
+        half = (est.ci_high - est.ci_low) / 2.0 / est.mean_ratio
+    return {"ratio": est.ratio, "ci_low": est.ci_low, "ci_high": est.ci_high, "ci_half_width_rel": half,
+            "rounds": min(num.n, den.n), "verdict": est.verdict}
+
+
+def ci_stop(pairs: list, target: float = CI_HALF_WIDTH):
+    """The stopping rule for measure_rounds: stop once every (original label, kit mode) pair's CI is
+    bounded and within ±``target`` (a pair whose side measured nothing does not hold the rounds up)."""
+
+    def stop(original: dict, kit: dict) -> bool:
+        for label, mode in pairs:
+            o = [x.get("tokens_per_s") for x in original.get(label, [])]
+            k = kit.get(mode, [])
+            if not any(o) or not any(k):
+                continue
+            half = ratio_with_ci(k, o)["ci_half_width_rel"]
+            if half is None or half > target:
+                return False
+        return True
+
+    return stop
+
+
+def measure_rounds(runs: int, labels: list, original_once, kit_once, say=lambda text: None,
+                   max_runs: int | None = None, stop=None) -> dict:
+    """At least ``runs`` rounds, each running the original once per setting (``original_once(label, round)``)
+    and the kit's cells once (``kit_once(round)`` -> {kit mode: tokens/s}), the two in alternating order
     (the original first in rounds 1, 3, ..., the kit first in rounds 2, 4, ...), so that a drift of the
     machine during the measurement (another tenant, clocks, a host-bound run's luck with its CPU) reaches
-    both alike instead of whichever ran last.
+    both alike instead of whichever ran last. With ``stop`` (e.g. :func:`ci_stop`), rounds go on after
+    ``runs`` until ``stop(original, kit)`` holds or ``max_runs`` rounds have run.
 
-    Returns {"original": {label: [per-round result]}, "kit": {mode: [per-round tokens/s]}, "order": [...]}."""
+    Returns {"original": {label: [per-round result]}, "kit": {mode: [per-round tokens/s]}, "order": [...],
+    "rounds": n, "stopped": "ci" | "round limit" | None (no rule)}."""
     original: dict = {label: [] for label in labels}
     kit: dict = {}
     order: list = []
-    for r in range(runs):
+    limit = max(runs, max_runs or runs) if stop is not None else runs
+    stopped = None
+    r = 0
+    while r < limit:
         parts = ("original", "kit") if r % 2 == 0 else ("kit", "original")
         for part in parts:
             if part == "original":
                 for label in labels:
-                    say(f"round {r + 1}/{runs}: the original example, {label}")
+                    say(f"round {r + 1}/{limit}: the original example, {label}")
                     original[label].append(original_once(label, r))
                     order.append(("original", label, r))
             else:
-                say(f"round {r + 1}/{runs}: the kit's cells")
+                say(f"round {r + 1}/{limit}: the kit's cells")
                 for mode, rate in kit_once(r).items():
                     kit.setdefault(mode, []).append(rate)
                 order.append(("kit", None, r))
-    return {"original": original, "kit": kit, "order": order}
+        r += 1
+        if stop is not None and r >= runs:
+            if stop(original, kit):
+                stopped = STOP_CI
+                break
+            if r >= limit:
+                stopped = STOP_LIMIT
+    return {"original": original, "kit": kit, "order": order, "rounds": r, "stopped": stopped}
 
 
 def median_or_none(values: list) -> float | None:
@@ -255,22 +321,40 @@ def median_or_none(values: list) -> float | None:
     return statistics.median(known) if known else None
 
 
+def host_bound(kit_rate: float | None, gpu_bound_rate: float | None, threshold: float = HOST_BOUND_BUSY) -> dict:
+    """How busy the kit cell keeps its GPU, estimated as its tokens/s over the graphed engine's at the same
+    precision (whose captured step keeps the GPU busy 99% of the time on an H200: its rate is the GPU's
+    rate for this model), and whether that is below ``threshold``: then the step is paced by the host
+    (Python launching kernels), and kit ÷ original compares two host loops on this machine's CPU."""
+    if not kit_rate or not gpu_bound_rate:
+        return {"gpu_busy_estimate": None, "host_bound": None}
+    busy = min(kit_rate / gpu_bound_rate, 1.0)
+    return {"gpu_busy_estimate": busy, "host_bound": busy < threshold}
+
+
 def run_apex_fidelity(apex_src: Path | None, fp16_utils: Path | None, *, presets: list, settings: list, corpus: Path | None = None,
                       repeats: int = 1, max_batches: int = 1000, runs: int = 3, out: Path = Path("fidelity-lstm"),
-                      progress=None) -> dict:
-    """Run the original and the kit in interleaved rounds (measure_rounds), pair each setting with its kit
+                      progress=None, max_runs: int = MAX_ROUNDS, ci: float = CI_HALF_WIDTH) -> dict:
+    """Run the original and the kit in interleaved rounds (measure_rounds): at least ``runs``, then more until
+    every ratio's 95% CI is within ±``ci`` or ``max_runs`` rounds have run; pair each setting with its kit
     cell; write ``out``/fidelity.json after each preset."""
     check_inputs(apex_src, fp16_utils, presets, settings)
+    if max_runs < runs:
+        raise UsageError(f"--max-runs {max_runs} is below --runs {runs}: the rounds at most cannot be fewer than at least")
+    if not 0 < ci < 1:
+        raise UsageError(f"--ci {ci}: the CI's half-width target is a fraction, e.g. 0.03 for ±3%")
     say = progress or (lambda text: print(text, file=sys.stderr, flush=True))
     work = Path(tempfile.mkdtemp(prefix="kit-fidelity-"))  # the example's copy, the corpus, the kit's run folders
     try:
-        return _run_in(work, apex_src, fp16_utils, presets, settings, corpus, repeats, max_batches, runs, out, say)
+        return _run_in(work, apex_src, fp16_utils, presets, settings, corpus, repeats, max_batches, runs, out, say,
+                       max_runs, ci)
     finally:
         shutil.rmtree(work, ignore_errors=True)  # what is kept is in ``out`` (logs, results, bundles)
 
 
 def _run_in(work: Path, apex_src: Path, fp16_utils: Path, presets: list, settings: list, corpus: Path | None,
-            repeats: int, max_batches: int, runs: int, out: Path, say) -> dict:
+            repeats: int, max_batches: int, runs: int, out: Path, say, max_runs: int = MAX_ROUNDS,
+            ci: float = CI_HALF_WIDTH) -> dict:
     example = extract_example(apex_src.resolve(), work / "example")
     out.mkdir(parents=True, exist_ok=True)
     scripts = {tf32: patched_main(example, tf32) for tf32 in (False, True, None)}
@@ -281,10 +365,15 @@ def _run_in(work: Path, apex_src: Path, fp16_utils: Path, presets: list, setting
         corpus_dir, data = work / "corpus", "synthetic"
         corpus_info = write_synthetic_corpus(corpus_dir)
     report: dict = {"corpus": corpus_info, "rows": [], "apex_src": str(apex_src), "fp16_utils": str(fp16_utils),
-                    "method": (f"{runs} round(s) per preset; each round runs the original once per setting and the kit's "
-                               f"cells once ({repeats} repeat(s)), the original first in odd rounds and the kit first in "
-                               "even ones; each side's figure is the median over rounds; kit ÷ original = the ratio of "
-                               "the two medians")}
+                    "method": (f"at least {runs} round(s) per preset, then more until every ratio's 95% CI is within "
+                               f"±{ci:.0%} or {max_runs} rounds have run; each round runs the original once per setting and "
+                               f"the kit's cells once ({repeats} repeat(s)), the original first in odd rounds and the kit "
+                               "first in even ones; each side's figure is the median over rounds; kit ÷ original = the "
+                               "ratio of the two medians, its CI that of the ratio of means over the rounds (Fieller, "
+                               "kit.compare.stats.ratio_estimate, as kit compare); host-bound: the kit cell's tokens/s "
+                               f"below {HOST_BOUND_BUSY:.0%} of the graphed engine's at the same precision (measured once "
+                               "per preset)"),
+                    "ci_half_width_target": ci, "min_rounds": runs, "max_rounds": max_runs}
     for preset in presets:
         chosen = {SETTINGS[k][0]: SETTINGS[k] for k in settings}
         modes = [c for *_, c in chosen.values() if c]
@@ -301,18 +390,35 @@ def _run_in(work: Path, apex_src: Path, fp16_utils: Path, presets: list, setting
             env.update(facts)
             return {m: kit_rate(cells.get(m)) for m in modes}
 
+        pairs = [(label, mode) for label, (*_, mode) in chosen.items() if mode]
         got = measure_rounds(runs, list(chosen), original_once, kit_once if modes else (lambda r: {}),
-                             say=lambda text, preset=preset: say(f"{preset}: {text}"))
+                             say=lambda text, preset=preset: say(f"{preset}: {text}"),
+                             max_runs=max_runs, stop=ci_stop(pairs, ci) if pairs else None)
+        gpu_bound: dict = {}
+        if modes:  # the graphed engine's cells once: the GPU's own rate for this model, for the host-bound test
+            say(f"{preset}: the graphed engine's cells (the GPU-bound rate, once)")
+            cells, _ = run_kit(preset, modes, work / f"graphed-{preset}", 1, max_batches, data,
+                               out / f"graphed-{preset}.log", engine="graphed")
+            gpu_bound = {m: kit_rate(cells.get(m)) for m in modes}
         report.setdefault("device", env.get("device"))
         report.setdefault("torch", env.get("torch"))
+        report.setdefault("rounds", {})[preset] = {"rounds": got["rounds"], "stopped": got["stopped"]}
         for label, (_l, _tf32, _fp16, kit_mode) in chosen.items():
             o_runs = [x["tokens_per_s"] for x in got["original"][label]]
             k_runs = got["kit"].get(kit_mode, []) if kit_mode else []
             o, k = median_or_none(o_runs), median_or_none(k_runs)
+            est = ratio_with_ci(k_runs, o_runs) if kit_mode else ratio_with_ci([], [])
+            half = est["ci_half_width_rel"]
             report["rows"].append({
                 "preset": preset, "original": label, "kit_cell": kit_mode, "original_tokens_per_s": o,
                 "original_tokens_per_s_runs": o_runs, "kit_tokens_per_s": k, "kit_tokens_per_s_rounds": k_runs,
                 "kit_over_original": (k / o) if k and o else None,
+                "kit_over_original_ci95": [est["ci_low"], est["ci_high"]] if kit_mode else None,
+                "ci_half_width_rel": half,
+                "ci_within_target": (half is not None and half <= ci) if kit_mode else None,
+                "rounds": got["rounds"], "stopped": got["stopped"],
+                "graphed_tokens_per_s": gpu_bound.get(kit_mode) if kit_mode else None,
+                **(host_bound(k, gpu_bound.get(kit_mode)) if kit_mode else {"gpu_busy_estimate": None, "host_bound": None}),
                 "kit_over_original_by_round": [(kr / orr) if kr and orr else None for kr, orr in zip(k_runs, o_runs)],
                 "original_ms_per_batch_windows": [x["ms_per_batch_windows"] for x in got["original"][label]],
                 "command": got["original"][label][0]["command"] if got["original"][label] else None})
@@ -321,15 +427,44 @@ def _run_in(work: Path, apex_src: Path, fp16_utils: Path, presets: list, setting
     return report
 
 
+def stop_text(rounds: dict | None, target: float | None) -> str:
+    """How a preset's rounds ended, in words."""
+    if not rounds:
+        return "—"
+    n, why = rounds.get("rounds"), rounds.get("stopped")
+    if why == STOP_CI:
+        return f"{n} rounds: every CI within ±{(target or CI_HALF_WIDTH):.0%}"
+    if why == STOP_LIMIT:
+        return f"{n} rounds: the round limit, a CI still wider than ±{(target or CI_HALF_WIDTH):.0%}"
+    return f"{n} rounds (fixed)"
+
+
+def verdict_text(row: dict) -> str:
+    """The row's ratio judged: within the CI target or not, and host-bound where the kit cell is."""
+    if row.get("host_bound"):
+        return (f"host-bound (GPU busy ~{row['gpu_busy_estimate']:.0%}): compares two Python loops on this CPU, "
+                "not the GPU's work")
+    if row.get("ci_within_target") is False:
+        return "CI wider than the target: more rounds needed to judge"
+    if row.get("ci_within_target"):
+        return "judged (CI within the target)"
+    return "—"
+
+
 def format_table(report: dict) -> str:
     """The Markdown table the command prints (and docs/fidelity.md shows)."""
-    lines = [f"{report.get('device')}, torch {report.get('torch')}, corpus: {report['corpus'].get('source')}",
-             "| preset | original | kit cell | original tokens/s | kit tokens/s | kit ÷ original | by round |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [f"{report.get('device')}, torch {report.get('torch')}, corpus: {report['corpus'].get('source')}"]
+    target = report.get("ci_half_width_target")
+    for preset, rounds in (report.get("rounds") or {}).items():
+        lines.append(f"{preset}: {stop_text(rounds, target)}")
+    lines += ["| preset | original | kit cell | original tokens/s | kit tokens/s | kit ÷ original | 95% CI | by round | verdict |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in report["rows"]:
         k = f"{r['kit_tokens_per_s']:,.0f}" if r["kit_tokens_per_s"] else "—"
         ratio = f"{r['kit_over_original']:.3f}" if r["kit_over_original"] else "—"
+        ci_pair = r.get("kit_over_original_ci95") or [None, None]
+        ci_cell = f"[{ci_pair[0]:.3f}, {ci_pair[1]:.3f}]" if None not in ci_pair else ("unbounded" if r.get("kit_cell") else "—")
         rounds = ", ".join(f"{x:.3f}" if x else "—" for x in r.get("kit_over_original_by_round") or []) or "—"
         lines.append(f"| {r['preset']} | {r['original']} | {r['kit_cell'] or '—'} | {r['original_tokens_per_s']:,.0f} | {k} | {ratio} "
-                     f"| {rounds} |")
+                     f"| {ci_cell} | {rounds} | {verdict_text(r)} |")
     return "\n".join(lines)

@@ -73,14 +73,14 @@ class RunOptions:
     device: str = option("auto", "auto, cpu, cuda or cuda:N.")
     models: Optional[List[str]] = option(None, "ResNets to run (repeat or comma-separate): resnet18, resnet34, resnet50, resnet101, resnet152. Default: all five.", names=("--models", "-m"), suites=CIFAR_ONLY)
     precisions: Optional[List[str]] = option(None, "fp32, tf32, amp-fp16, amp-bf16, fp16-master, apex-o1, apex-o2, fp8-tensorwise, fp8-rowwise. Default: all the suite's (unsupported ones are recorded as skipped).", names=("--precisions", "-p"))
-    engines: Optional[List[str]] = option(None, "CIFAR engines: torch (GPU-bound) and/or fastai (faithful). Default: both.", names=("--engines", "-e"), suites=CIFAR_ONLY)
+    engines: Optional[List[str]] = option(None, "CIFAR engines: torch (GPU-bound) and/or fastai (faithful); default both. LSTM engines: kit (faithful to Apex's example) and/or graphed (the whole step as one CUDA graph); default both on a GPU, kit on the CPU.", names=("--engines", "-e"), suites=("cifar", "lstm"))
     presets: Optional[List[str]] = option(None, "LSTM presets: apex-2018, tensor-core. Default: both.", names=("--preset",), suites=LSTM_ONLY)
     gpt_presets: Optional[List[str]] = option(None, "GPT presets: gpt2-small, gpt-1b, gpt-2b, tiny. Default: the first three.", suites=GPT_ONLY)
     seq_len: Optional[int] = option(None, "GPT: tokens per sequence (the preset's: 1024).", suites=GPT_ONLY)
     d_model: Optional[int] = option(None, "GPT: model width (overrides the preset).", suites=GPT_ONLY)
     n_layers: Optional[int] = option(None, "GPT: transformer blocks.", suites=GPT_ONLY)
     n_heads: Optional[int] = option(None, "GPT: attention heads (must divide --d-model).", suites=GPT_ONLY)
-    train_split: Optional[str] = option(None, "GPT: the WikiText-2 split to train on: train (default; convergence's held-out loss on valid) or valid (held-out loss on test), for a machine with only the real valid and test splits.", suites=GPT_ONLY)
+    train_split: Optional[str] = option(None, "GPT and LSTM: the WikiText-2 split to train on: train (default; GPT's held-out loss on valid) or valid (GPT: held-out loss on test; LSTM: its first 90% trains, the rest validates, test perplexity on test), for a machine with only the real valid and test splits.", lstm=True, suites=("lstm", "gpt"))
     epochs: Optional[int] = option(None, "Epochs per repeat (default: 1 in throughput mode; the preset's in convergence mode).", suites=("cifar", "lstm"))
     steps: Optional[int] = option(None, "CIFAR: steps per epoch in throughput mode (default 100). GPT: timed steps per repeat (the preset's), or all steps in convergence mode.")
     max_batches: Optional[int] = option(None, "LSTM: stop each epoch after this many batches.", suites=LSTM_ONLY)
@@ -252,7 +252,7 @@ def smoke_preset(options: RunOptions) -> RunOptions:
         data="synthetic",
         models=options.models or ["resnet18"],
         precisions=options.precisions or (["fp32", "amp-bf16"] if options.suite == "gpt" else ["fp32", "amp-bf16", "fp16-master"]),
-        engines=options.engines or ["torch", "fastai"],
+        engines=options.engines or (["torch", "fastai"] if options.suite in ("cifar", "all") else None),
         presets=options.presets or ["apex-2018"],
         gpt_presets=options.gpt_presets or ["tiny"],
         epochs=1,
@@ -303,9 +303,32 @@ def config_from_options(options: RunOptions, argv=None) -> RunConfig:
         learner=options.learner,
         **data_parallel_options(options),
     )
+    check_engines(config)
     check_lstm_settings(config)
     check_gpt_settings(config)
     return config
+
+
+def engines_of_suite(engines, suite: str) -> list:
+    """The names in ``engines`` that are engines of ``suite`` (kit.results.schema.SUITE_ENGINES)."""
+    from kit.results.schema import SUITE_ENGINES
+
+    return [e for e in engines or () if e in SUITE_ENGINES.get(suite, ())]
+
+
+def check_engines(config: RunConfig) -> None:
+    """``--engines`` naming no engine of the run's suites (``--suite lstm --engines torch``) is refused in
+    one line (exit 2), not run with the suite's default engines."""
+    from kit.results.schema import SUITE_ENGINES
+
+    if not config.engines:
+        return
+    suites = RUN_SUITES.get(config.suite, ())
+    if not any(engines_of_suite(config.engines, s) for s in suites):
+        allowed = [e for s in suites for e in SUITE_ENGINES.get(s, ())]
+        raise UsageError(f"--engines {','.join(config.engines)}: no engine of --suite {config.suite}"
+                         + (f"; choose from {', '.join(allowed)}" if allowed else " (its cells have one engine)"),
+                         remedy="CIFAR: torch, fastai; LSTM: kit, graphed.")
 
 
 def data_parallel_options(options: RunOptions) -> dict:
@@ -447,6 +470,10 @@ def options_for_suite(options: RunOptions, suite: str) -> Tuple[RunOptions, List
     run = RUN_SUITES.get(suite, ())
     foreign = [spec for spec in option_specs()
                if spec.suites and spec.name in options.given and not set(spec.suites) & set(run)]
+    # --engines names each suite's own engines (torch, fastai; kit, graphed): a suite none of whose
+    # engines it names runs its defaults, as if it had not been given
+    if "engines" in options.given and not any(engines_of_suite(split_list(options.engines or []), s) for s in run):
+        foreign += [spec for spec in option_specs() if spec.name == "engines" and spec not in foreign]
     if not foreign:
         return options, []
     names = {spec.name for spec in foreign}

@@ -15,6 +15,7 @@ from kit.results.schema import (
     CIFAR_ENGINES,
     CIFAR_MODELS,
     CURVE_PARAM,
+    LSTM_ENGINES,
     LSTM_PRESETS,
     CellSpec,
     RunConfig,
@@ -35,8 +36,12 @@ DEFAULT_CIFAR_BATCH_CPU = 32
 def dataset_splits(config: RunConfig, dataset: str) -> tuple | None:
     """The splits of ``dataset`` the run reads, where fewer than all (None: all): a GPT run that
     trains on WikiText-2's valid split (``--train-split valid``) reads valid and test only."""
-    if dataset != "wikitext2" or config.suite != "gpt":
+    if dataset != "wikitext2" or config.suite not in ("gpt", "lstm"):
         return None
+    if config.suite == "lstm":
+        from kit.bench.lstm.config import splits_read as lstm_splits  # torch-free
+
+        return lstm_splits((config.lstm or {}).get("train_split"))
     from kit.bench.gpt.config import splits_read  # torch-free
 
     return splits_read((config.gpt or {}).get("train_split"))
@@ -103,6 +108,15 @@ def curve_points(config: RunConfig) -> list[dict]:
     return [{"batch_size": b, CURVE_PARAM: list(sizes)} for b in sizes]
 
 
+def lstm_engines(config: RunConfig) -> list[str]:
+    """The LSTM engines a run measures: those of ``--engines``; by default the faithful ``kit`` and, on a
+    GPU, ``graphed`` (on the CPU it would run the same step eagerly: nothing of its own to measure)."""
+    chosen = [e for e in config.engines if e in LSTM_ENGINES]
+    if chosen:
+        return chosen
+    return list(LSTM_ENGINES) if device_kind(config.device) == "cuda" else ["kit"]
+
+
 def lstm_params(config: RunConfig, preset: str) -> dict:
     params = {"preset": preset, "epochs": config.epochs, "max_batches": config.max_batches}
     if per_rank_batch(config):
@@ -128,7 +142,7 @@ def build_plan(config: RunConfig) -> Plan:
     if config.suite in ("cifar", "all"):
         models = config.models or list(CIFAR_MODELS)
         precisions = config.precisions or DEFAULT_CIFAR_PRECISIONS
-        engines = config.engines or list(CIFAR_ENGINES)
+        engines = [e for e in config.engines if e in CIFAR_ENGINES] or list(CIFAR_ENGINES)
         params = cifar_params(config)
         for model in models:
             for engine in engines:
@@ -141,8 +155,9 @@ def build_plan(config: RunConfig) -> Plan:
         presets = config.presets or list(LSTM_PRESETS)
         precisions = config.precisions or DEFAULT_LSTM_PRECISIONS
         for preset in presets:
-            for precision in precisions:
-                cells.append(CellSpec("lstm", preset, precision, "kit", lstm_params(config, preset)))
+            for engine in lstm_engines(config):
+                for precision in precisions:
+                    cells.append(CellSpec("lstm", preset, precision, engine, lstm_params(config, preset)))
     if config.suite == "gpt":  # not in "all": heavy, and it needs a recent GPU to mean anything
         presets = config.gpt_presets or list(model_facts.GPT_DEFAULT_PRESETS)
         precisions = config.precisions or DEFAULT_GPT_PRECISIONS

@@ -19,7 +19,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from kit.errors import EnvironmentCheckError
+from kit.errors import EnvironmentCheckError, UsageError
 from kit.results.schema import RunConfig
 from kit.runner.options import RunOptions, check_gpt_settings, check_lstm_settings, check_results_dir, config_from_options
 
@@ -197,6 +197,26 @@ def raise_if_cells_failed(outcome) -> None:
         )
 
 
+def _say_lstm_training_split(config: RunConfig, console, described: dict, splits) -> None:
+    """An LSTM run on real WikiText-2 says what it trains on before anything runs; with only the
+    valid and test splits in the data folder and the train split asked for, one line (exit 2)
+    that names --train-split valid instead of a download this machine may not be able to make."""
+    from kit.bench.lstm.config import train_split_note  # torch-free
+    from kit.data.wikitext import SPLITS, split_members
+    from kit.facts.datasets import WIKITEXT2
+
+    train_split = (config.lstm or {}).get("train_split") or "train"
+    if train_split == "train" and not described.get("present"):
+        token_dir = Path(config.data_dir) / WIKITEXT2.member_dir
+        have = [s for s, m in zip(SPLITS, split_members(WIKITEXT2)) if (token_dir / m).is_file()]
+        if have and "train" not in have:
+            raise UsageError(
+                f"WikiText-2's train split is not in {token_dir} (only {' and '.join(have)}): the LSTM suite trains on it by default.",
+                remedy="Pass --train-split valid to train on the valid split and test on the test split, or `kit data fetch wikitext2` where the network allows.")
+    if described.get("present"):
+        console.print(f"LSTM cells, what they train on: {train_split_note(train_split)} ({described.get('path')})")
+
+
 def ensure_real_data(config: RunConfig, console, progress: bool = True) -> None:
     """Fetch (with a progress bar) whatever real data set the run needs and lacks,
     before any run folder exists; a failure names the file, checksum and folder."""
@@ -207,7 +227,10 @@ def ensure_real_data(config: RunConfig, console, progress: bool = True) -> None:
 
     names = SUITE_DATASETS[config.suite]
     for name in names:
-        d = describe(config.data_dir, name, "real", dataset_splits(config, name))
+        splits = dataset_splits(config, name)
+        d = describe(config.data_dir, name, "real", splits)
+        if name == "wikitext2" and config.suite in ("lstm", "all"):
+            _say_lstm_training_split(config, console, d, splits)
         # a folder placed by hand is used as it is: the loader checks its published token counts
         if d.get("present") and (not d.get("problem") or d.get("placed_by_hand")):
             continue

@@ -61,6 +61,7 @@ from kit.bench import caps
 from kit.bench.cifar import models
 from kit.bench.cifar.evaluation import evaluate_model
 from kit.bench.distributed import state as data_parallel
+from kit.bench.graphed_scaling import DeviceLossScale
 from kit.bench.precision import Precision
 
 GRAPH_MODES = ("fp32", "tf32", "amp-bf16", "amp-fp16")
@@ -128,10 +129,13 @@ class GraphedTrainer:
         self.loss_fn = caps.cross_entropy(cfg.label_smoothing)
         self.scaled = cfg.precision == "amp-fp16"
         self.init_scale = 2.0**16
-        self.scale = torch.full((), self.init_scale, dtype=torch.float32, device=dev)
-        self.growth_tracker = torch.zeros((), dtype=torch.int32, device=dev)
-        self.found_inf = torch.zeros((), dtype=torch.float32, device=dev)
-        self.overflows = torch.zeros((), dtype=torch.float32, device=dev)
+        # the loss scale on the device (kit.bench.graphed_scaling, shared with the LSTM graphed engine):
+        # GradScaler's rule, halved on overflow and doubled after 2000 clean steps
+        self.loss_scale = DeviceLossScale(dev, self.init_scale, dynamic=True, growth_interval=2000)
+        self.scale = self.loss_scale.scale
+        self.growth_tracker = self.loss_scale.growth_tracker
+        self.found_inf = self.loss_scale.found_inf
+        self.overflows = self.loss_scale.overflows
         self.nan_count = torch.zeros((), dtype=torch.int64, device=dev)
         self.fused_sgd = caps.HAS_FUSED_SGD
         self.graph: torch.cuda.CUDAGraph | None = None
@@ -149,7 +153,7 @@ class GraphedTrainer:
             out = self.forward(self.static_x)
         loss = self.loss_fn(out.float(), self.static_y)
         self.nan_count += (~torch.isfinite(loss)).to(torch.int64)
-        (loss * self.scale if self.scaled else loss).backward()
+        (self.loss_scale.scale_loss(loss) if self.scaled else loss).backward()
         self._sgd()
         return loss.detach()
 
@@ -162,9 +166,7 @@ class GraphedTrainer:
         lr = self.lr_sched.index_select(0, self.step_idx.clamp(max=self.last).view(1)).squeeze(0)
         mom = cfg.momentum
         if self.scaled:
-            self.found_inf.zero_()
-            torch._amp_foreach_non_finite_check_and_unscale_(grads, self.found_inf, self.scale.reciprocal())
-            self.overflows += self.found_inf
+            self.loss_scale.unscale_and_check(grads)
         if self.fused_sgd:
             # one kernel: weight decay, momentum, Nesterov and the step; on overflow (found_inf
             # 1) it returns before touching a weight or a buffer. Zero buffers with
@@ -175,14 +177,14 @@ class GraphedTrainer:
         else:
             self._foreach_sgd(grads, lr)
         if self.scaled:
-            torch._amp_update_scale_(self.scale, self.growth_tracker, self.found_inf, 2.0, 0.5, 2000)
+            self.loss_scale.update()
         self.step_idx += 1
 
     def _foreach_sgd(self, grads: list, lr: torch.Tensor) -> None:
         """The same update in foreach ops (torch without _fused_sgd_), masked on overflow."""
         wd, mom = self.cfg.weight_decay, self.cfg.momentum
         if self.scaled:
-            keep = 1.0 - self.found_inf  # 0 on overflow: the step changes nothing
+            keep = self.loss_scale.keep()  # 0 on overflow: the step changes nothing
             for g in grads:
                 torch.nan_to_num_(g, nan=0.0, posinf=0.0, neginf=0.0)
         torch._foreach_add_(grads, self.params, alpha=wd)

@@ -13,7 +13,16 @@ from kit.facts.models import LSTM_PRESETS
 
 #: Keys a user may override from the command line (kit.runner.options.LSTM_OVERRIDES).
 OVERRIDABLE = ("emsize", "nhid", "nlayers", "lr", "clip", "bptt", "dropout", "tied",
-               "static_loss_scale", "dynamic_loss_scale", "batch_size")
+               "static_loss_scale", "dynamic_loss_scale", "batch_size", "train_split")
+
+#: ``--train-split``: the WikiText-2 split the LSTM trains on. "train" is the benchmark's (validation
+#: on valid, test on test). "valid" is for a machine that has only the real valid and test splits
+#: (the project's GPU machine, which has no network: ../shared/data/wikitext-2-valid-test/): the
+#: first VALID_TRAIN_FRACTION of the valid split trains, its last part stands in for the validation
+#: split (the example's learning-rate annealing and best checkpoint), and the test split stays held
+#: out for the test perplexity, as the GPT suite's --train-split valid keeps it.
+TRAIN_SPLITS = ("train", "valid")
+VALID_TRAIN_FRACTION = 0.9
 
 
 @dataclass
@@ -45,6 +54,8 @@ class LSTMConfig:
     """cap on training batches per epoch AND on evaluation batches (None: full epochs)"""
     #: which loss-scale keys the user gave explicitly (they then apply to every fp16 mode)
     user_loss_scale: bool = False
+    train_split: str = "train"
+    """the WikiText-2 split trained on (TRAIN_SPLITS)"""
 
     def __post_init__(self) -> None:
         for name in ("emsize", "nhid", "nlayers", "epochs", "batch_size", "eval_batch_size", "bptt", "pad_vocab_to"):
@@ -58,6 +69,9 @@ class LSTMConfig:
             raise UsageError("--lr and --clip must be positive")
         if self.static_loss_scale <= 0:
             raise UsageError("--static-loss-scale must be positive")
+        if self.train_split not in TRAIN_SPLITS:
+            raise UsageError(f"--train-split {self.train_split}: choose {' or '.join(TRAIN_SPLITS)} "
+                             "(valid: for a machine with only WikiText-2's valid and test splits)")
         if self.tied and self.emsize != self.nhid:
             raise UsageError(
                 f"--tied needs emsize == nhid (the decoder reuses the embedding matrix); got emsize={self.emsize}, nhid={self.nhid}",
@@ -105,4 +119,30 @@ def resolve(params: dict, mode: str = "throughput") -> LSTMConfig:
         dynamic_loss_scale=bool(values["dynamic_loss_scale"]),
         max_batches=params.get("max_batches"),
         user_loss_scale=user_loss_scale,
+        train_split=str(params.get("train_split") or "train"),
     )
+
+
+def splits_read(train_split: str | None) -> tuple | None:
+    """The WikiText-2 splits a cell reads where fewer than all three (None: all): valid and test
+    for ``--train-split valid``."""
+    return None if train_split in (None, "train") else ("valid", "test")
+
+
+def split_roles(corpus, train_split: str):
+    """(training ids, validation ids) of ``corpus`` for ``train_split``: the train and valid splits,
+    or, for "valid", the first VALID_TRAIN_FRACTION of the valid split and the rest of it."""
+    if train_split == "train":
+        return corpus.train, corpus.valid
+    cut = int(len(corpus.valid) * VALID_TRAIN_FRACTION)
+    return corpus.valid[:cut], corpus.valid[cut:]
+
+
+def train_split_note(train_split: str) -> str:
+    """What a cell trained on, in words (its notes; what `kit run` prints before it starts)."""
+    if train_split == "train":
+        return "trained on WikiText-2's train split, validated on valid, tested on test"
+    pct = round(VALID_TRAIN_FRACTION * 100)
+    return (f"trained on the first {pct}% of WikiText-2's valid split (--train-split valid; its last {100 - pct}% "
+            "stands in for the validation split: learning-rate annealing and the best checkpoint), tested on the "
+            "test split: not the benchmark's train split, and the vocabulary is the valid and test splits' words")

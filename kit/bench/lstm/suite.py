@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from kit.bench.lstm import config as lstm_config
+from kit.bench.lstm import graphed as lstm_graphed
 from kit.bench.lstm.batching import batchify, chunk_starts
 from kit.bench.lstm.model import pad_vocab
 from kit.bench.lstm.train import Hooks, SplitData, run_repeat
@@ -45,17 +46,20 @@ def _dtype_name(dtype) -> str:
     """"torch.float16" -> "float16"."""
     return str(dtype).split(".")[-1]
 
-def load_corpus(ctx: CellContext, pad_vocab_to: int):
-    """The corpus for this run, loaded once per (folder, source, seed, padding).
+def load_corpus(ctx: CellContext, pad_vocab_to: int, splits: tuple | None = None):
+    """The corpus for this run, loaded once per (folder, source, seed, padding, splits).
 
     Every cell of a run reads the same corpus; re-reading WikiText-2 (or
-    re-generating the synthetic one) per cell would only add start-up time."""
+    re-generating the synthetic one) per cell would only add start-up time.
+    ``splits``: the splits a cell reads where fewer than all (``--train-split valid``:
+    valid and test, for a machine that has only those)."""
     from kit.data.wikitext import load_wikitext2
 
-    key = (str(ctx.data_dir), ctx.data_source, ctx.seed, pad_vocab_to)
+    key = (str(ctx.data_dir), ctx.data_source, ctx.seed, pad_vocab_to, splits)
     if key not in _corpus_cache:
         _corpus_cache.clear()  # keep one corpus in memory, not one per preset
-        _corpus_cache[key] = load_wikitext2(ctx.data_dir, source=ctx.data_source, seed=ctx.seed, pad_vocab_to=pad_vocab_to)
+        kwargs = {"splits": splits} if splits and ctx.data_source == "real" else {}
+        _corpus_cache[key] = load_wikitext2(ctx.data_dir, source=ctx.data_source, seed=ctx.seed, pad_vocab_to=pad_vocab_to, **kwargs)
     return _corpus_cache[key]
 
 
@@ -144,12 +148,14 @@ def precision_kwargs(mode: str, cfg: lstm_config.LSTMConfig) -> tuple[dict, list
 def skipped_cell(spec: CellSpec, device: str) -> CellResult | None:
     """The skipped result for a mode that cannot run on ``device``, decided without training
     (the probe of the LSTM kernels in run_cell can still skip a cell later)."""
-    reason = unavailable_reason(spec.precision, device)
+    reason = (lstm_graphed.unsupported_reason(spec.precision, spec.params) if spec.engine == lstm_graphed.ENGINE
+              else None) or unavailable_reason(spec.precision, device)
     return CellResult.skipped(spec, reason, throughput_unit="tokens") if reason else None
 
 
 def run_cell(spec: CellSpec, ctx: CellContext) -> CellResult:
     cfg = lstm_config.resolve(spec.params, ctx.mode)
+    graphed = spec.engine == lstm_graphed.ENGINE
     skipped = skipped_cell(spec, ctx.device)
     if skipped is not None:
         return skipped
@@ -157,12 +163,13 @@ def run_cell(spec: CellSpec, ctx: CellContext) -> CellResult:
     if reason:
         return CellResult.skipped(spec, reason, throughput_unit="tokens")
 
-    corpus = load_corpus(ctx, cfg.pad_vocab_to)
+    corpus = load_corpus(ctx, cfg.pad_vocab_to, lstm_config.splits_read(cfg.train_split))
     # idempotent when the loader already padded; a guard when it did not
     ntokens = pad_vocab(int(corpus.vocab_size), cfg.pad_vocab_to)
+    train_ids, valid_ids = lstm_config.split_roles(corpus, cfg.train_split)
     data = SplitData(
-        train=batchify(corpus.train, cfg.batch_size, ctx.device),
-        valid=batchify(corpus.valid, cfg.eval_batch_size, ctx.device),
+        train=batchify(train_ids, cfg.batch_size, ctx.device),
+        valid=batchify(valid_ids, cfg.eval_batch_size, ctx.device),
         test=batchify(corpus.test, cfg.eval_batch_size, ctx.device),
         ntokens=ntokens,
     )
@@ -193,13 +200,16 @@ def run_cell(spec: CellSpec, ctx: CellContext) -> CellResult:
             on_epoch=lambda rec, _r=r: ctx.event("epoch", repeat=_r, **rec),
             should_stop=ctx.should_stop,
         )
-        record = run_repeat(cfg, data, spec.precision, ctx.device, seed, kwargs, hooks)
+        repeat = lstm_graphed.run_repeat if graphed else run_repeat
+        record = repeat(cfg, data, spec.precision, ctx.device, seed, kwargs, hooks)
         record["repeat"] = r
         repeats.append(record)
         ctx.event("note", message=f"repeat {r + 1}/{ctx.repeats} done", repeat=r,
                   tokens_per_s=record["throughput_items_per_s"], test_perplexity=record["final_metric"])
 
     notes += _notes(cfg, ctx, repeats, batches_per_epoch, data)
+    if graphed:
+        notes.append(_graphed_note(ctx.device, repeats))
     return CellResult(
         spec.workload, spec.model, spec.precision, spec.engine, "ok",
         params=spec.params,
@@ -214,6 +224,8 @@ def run_cell(spec: CellSpec, ctx: CellContext) -> CellResult:
             "lower_is_better": True,
             "parity_tolerance_rel": spec.params.get("tolerance") or PARITY_TOLERANCE_REL,
             "seeds": [rec["seed"] for rec in repeats],
+            "engine": spec.engine,
+            "train_split": cfg.train_split,
         },
         data=_provenance(corpus, ntokens, cfg, data, batches_per_epoch),
         notes=notes,
@@ -226,14 +238,30 @@ def _provenance(corpus, ntokens: int, cfg: lstm_config.LSTMConfig, data: SplitDa
         "test_tokens": int(len(corpus.test)),
         "train_batches_per_epoch": batches_per_epoch,
         "full_epoch_batches": len(chunk_starts(data.train, cfg.bptt)),
+        # what the cell trained and validated on (--train-split valid: parts of the valid split)
+        "train_split": cfg.train_split,
+        "trained_on": lstm_config.train_split_note(cfg.train_split),
+        "training_tokens": int(data.train.numel()),
     })
     return info
+
+
+def _graphed_note(device: str, repeats: list[dict]) -> str:
+    if not device.startswith("cuda"):
+        return "graphed engine on the CPU: no CUDA graphs here, so its step ran eagerly (the same update the GPU replays)"
+    busy = [r.get("gpu_busy_fraction") for r in repeats if r.get("gpu_busy_fraction") is not None]
+    text = "graphed engine: the whole step of each bptt window replayed as one CUDA graph"
+    if busy:
+        text += f"; GPU busy {min(busy):.0%}-{max(busy):.0%} of the timed steps (CUDA-event time of the steps / wall time)"
+    return text
 
 
 def _notes(cfg, ctx: CellContext, repeats: list[dict], batches_per_epoch: int, data: SplitData) -> list[str]:
     notes = []
     if ctx.data_source == "synthetic":
         notes.append("synthetic data with WikiText-2's shapes: throughput is meaningful, perplexities are not")
+    if cfg.train_split != "train":
+        notes.append(lstm_config.train_split_note(cfg.train_split))
     full = len(chunk_starts(data.train, cfg.bptt))
     if cfg.max_batches and batches_per_epoch < full:
         notes.append(
