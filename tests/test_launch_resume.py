@@ -112,6 +112,22 @@ def test_a_resume_takes_the_run_folders_host_path_too(results):
     assert out.bundle is not None and out.exit_code == 0
 
 
+def test_a_run_folder_elsewhere_is_resumed_in_its_own_results_folder(tmp_path, monkeypatch):
+    """Without --results-dir, `--resume /elsewhere/<run>` mounts /elsewhere at /results (the
+    bundle lands beside the folder), and an interrupted resume prints that folder."""
+    monkeypatch.chdir(ROOT)
+    elsewhere = tmp_path / "elsewhere"
+    run_dir = _interrupted_run(elsewhere)
+    client = FakeClient(lambda r: ResumingContainer(r, interrupt_after=1))
+    with pytest.raises(Interrupted) as info:
+        launcher.launch(stack="cpu", skip_checks=True, client=client, poll_s=0, data_dir=tmp_path / "data",
+                        run_args=["--resume", str(run_dir)])
+    binds = {v["bind"]: Path(k) for k, v in client.containers.calls[0]["volumes"].items()}
+    assert binds["/results"] == elsewhere.resolve()
+    words = shlex.split(info.value.remedy[len("Continue with: "):])
+    assert words[words.index("--results-dir") + 1] == str(elsewhere.resolve())
+
+
 def test_a_resume_of_a_folder_that_is_not_there_stops_before_a_container_starts(results, tmp_path):
     _interrupted_run(results)
     client = FakeClient(lambda r: ResumingContainer(r))

@@ -429,7 +429,9 @@ def launch(
             outcome.notes.append(f"no bundle: {exc.message}")
 
     base = (build_kwargs or {}).get("base")
-    resume = (resume_command(rerun, resolved, gpu_given, outcome.run_dir, results, results_given=results_given,
+    # --results-dir in the printed command when it was given, or when a resume's folder chose it
+    name_results = results_given or results != Path(os.environ.get("KIT_RESULTS_DIR") or "results").resolve()
+    resume = (resume_command(rerun, resolved, gpu_given, outcome.run_dir, results, results_given=name_results,
                              data_dir=data if data_dir is not None else None, base=base)
               if outcome.run_dir is not None else None)
     if interrupted or exit_code in (130, 143):
