@@ -80,7 +80,7 @@ class RichLaunchUI:
         return RichBuildUI(self.console)
 
     def started(self, container_name: str, image: str, command: list[str]) -> None:
-        self.console.print(f"Started container {container_name} from {image}: kit {' '.join(command)}", markup=False)
+        self.console.print(f"Started container {container_name} from {image}: kit {' '.join(command)}", markup=False, soft_wrap=True)
         self.console.print("Following the run's journal (Ctrl-C stops it and keeps finished cells)...", markup=False)
 
     def run_started(self, run_id: str, cells: list[str], finished: int = 0) -> None:
