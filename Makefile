@@ -2,22 +2,27 @@
 # the virtual environments are made on first use.
 PY      ?= python3
 VENV    ?= .venv
-GPU     ?= 0
+# GPU index for `make run` (empty: kit launch's default, GPU 0; the cpu stack uses none)
+GPU     ?=
 STACK   ?= auto
 # base image for the build, e.g. a local one where Docker Hub is unreachable
 # (scripts/make_base_image.sh); empty: the stack's own
 BASE    ?=
+# CA certificate (PEM) of a TLS-inspecting proxy, for the image build's pip
+CA_CERT ?=
 ARGS    ?=
 BIN     := $(VENV)/bin
+GPU_OPT  = $(if $(GPU),--gpu $(GPU))
 BASE_OPT = $(if $(BASE),--base $(BASE))
+CA_OPT   = $(if $(CA_CERT),--ca-cert $(CA_CERT))
 
 .PHONY: help test test-gpu run doctor image smoke bench-h200 clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
-run: $(VENV)/.host ## run the main job in a container on GPU $(GPU) (CPU smoke run where no GPU; BASE=image to build on)
-	$(BIN)/kit launch --gpu $(GPU) --stack $(STACK) $(BASE_OPT) $(ARGS)
+run: $(VENV)/.host ## run the main job in a container on GPU=N (default 0; CPU smoke run where no GPU; BASE=image, CA_CERT=pem for the build)
+	KIT_LAUNCH_VIA=make $(BIN)/kit launch $(GPU_OPT) --stack $(STACK) $(BASE_OPT) $(CA_OPT) $(ARGS)
 
 test: $(VENV)/.test ## run the test suite (no GPU, no network needed)
 	$(BIN)/python -m pytest $(ARGS)
@@ -28,8 +33,8 @@ test-gpu: $(VENV)/.test ## run the GPU tests (needs an NVIDIA GPU)
 doctor: $(VENV)/.host ## check driver, GPUs, Docker and which image stack fits
 	$(BIN)/kit doctor $(ARGS)
 
-image: $(VENV)/.host ## build the image for STACK (auto, cuda10, cuda12, cpu) on BASE (default: the stack's)
-	$(BIN)/kit image build --stack $(STACK) $(BASE_OPT) $(ARGS)
+image: $(VENV)/.host ## build the image for STACK (auto, cuda10, cuda12, cpu) on BASE (default: the stack's); CA_CERT=pem behind a proxy
+	$(BIN)/kit image build --stack $(STACK) $(BASE_OPT) $(CA_OPT) $(ARGS)
 
 smoke: $(VENV)/.test ## a one-minute native run on synthetic data
 	$(BIN)/kit run --smoke --suite all $(ARGS)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import shlex
+import shutil
+import sys
 from enum import Enum
 from pathlib import Path
 from typing import Optional
@@ -19,10 +23,10 @@ class StackChoice(str, Enum):
 
 def launch(
     ctx: typer.Context,
-    gpu: str = typer.Option("0", "--gpu", "-g", help="GPU index as nvidia-smi numbers them (several: 0,1, and each cell runs data-parallel over them: kit run --gpus N). Only these are given to the container."),
+    gpu: Optional[str] = typer.Option(None, "--gpu", "-g", help="GPU index as nvidia-smi numbers them (default 0; several: 0,1, and each cell runs data-parallel over them: kit run --gpus N). Only these are given to the container; the cpu stack uses none."),
     stack: StackChoice = typer.Option(StackChoice.auto, "--stack", "-s", help="Image stack; auto picks the best one this host can run (no GPU: cpu, and a smoke run)."),
     data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="Host data folder mounted at /data (default ./data or KIT_DATA_DIR)."),
-    results_dir: Optional[Path] = typer.Option(None, "--results-dir", help="Host results folder mounted at /results (default ./results or KIT_RESULTS_DIR)."),
+    results_dir: Optional[Path] = typer.Option(None, "--results-dir", help="Host results folder mounted at /results (default ./results or KIT_RESULTS_DIR). The container runs as its owner: the files it writes are the folder owner's."),
     rebuild: bool = typer.Option(False, "--rebuild", help="Rebuild the image first even if it exists."),
     ca_cert: Optional[Path] = typer.Option(None, "--ca-cert", help="If the image must be built: extra CA certificate (PEM) for a TLS-inspecting proxy."),
     pip_index_url: Optional[str] = typer.Option(None, "--pip-index-url", help="If the image must be built: package index mirror instead of PyPI."),
@@ -39,7 +43,9 @@ def launch(
     run's journal.
 
     Options after `--` go to `kit run` inside the container, e.g.
-    `kit launch --gpu 0 -- --suite cifar -m resnet50 --repeats 5`.
+    `kit launch --gpu 0 -- --suite cifar -m resnet50 --repeats 5`; continue an
+    interrupted run with `kit launch ... -- --resume /results/<run>` (the
+    command an interrupted launch prints).
     """
     from rich.console import Console
 
@@ -55,14 +61,46 @@ def launch(
     outcome = do_launch(
         gpu, stack.value, list(ctx.args), data_dir=data_dir, results_dir=results_dir, rebuild=rebuild,
         skip_checks=skip_checks, build_kwargs=build_kwargs, ui=RichLaunchUI(console), keep_container=keep_container,
+        rerun=how_started(),
     )
     where = f"GPU {','.join(outcome.gpus)}" if outcome.gpus else "the CPU (no GPU was used)"
-    console.print(f"\nDone: {outcome.cells_done} cell(s) on {where}, stack {outcome.stack}. Run folder: {outcome.run_dir}")
+    # soft_wrap: paths stay whole on one line, for a terminal's copy and a script's grep
+    console.print(f"\nDone: {outcome.summary()}, on {where}, stack {outcome.stack}. Run folder: {outcome.run_dir}",
+                  soft_wrap=True, markup=False)
     if outcome.bundle:
-        console.print(f"Bundle: {outcome.bundle}" + (" (exported on the host)" if outcome.bundled_on_host else ""))
+        console.print(f"Bundle: {outcome.bundle}" + (" (exported on the host)" if outcome.bundled_on_host else ""),
+                      soft_wrap=True, markup=False)
     for note in outcome.notes:
         if note.startswith("no bundle"):
             console.print(f"[yellow]{note}[/yellow]")
+
+
+def how_started():
+    """How this `kit launch` was started (kit.launch.launcher.Rerun), for the command it prints
+    to continue a run: through `make run` (the Makefile sets KIT_LAUNCH_VIA=make), as `kit` on
+    PATH, as a path to the command (`.venv/bin/kit`, not on PATH), or as `python -m kit`."""
+    from kit.launch.launcher import Rerun
+
+    if os.environ.get("KIT_LAUNCH_VIA") == "make":
+        return Rerun(make=True)
+    argv0 = sys.argv[0] if sys.argv and sys.argv[0] else "kit"
+    if Path(argv0).name in ("__main__.py", "-m", "-c"):
+        return Rerun(prog=f"{shlex.quote(sys.executable)} -m kit launch")
+    on_path = shutil.which("kit")
+    try:
+        if on_path and os.path.samefile(on_path, argv0):
+            return Rerun()
+    except OSError:
+        pass
+    if Path(argv0).name == argv0:  # a bare name that is not this file on PATH: say `kit`
+        return Rerun()
+    path = Path(argv0)
+    try:
+        shown = str(path.resolve().relative_to(Path.cwd()))
+        shown = shown if "/" in shown else f"./{shown}"
+    except ValueError:
+        shown = str(path.resolve())
+    return Rerun(prog=f"{shlex.quote(shown)} launch")
 
 
 def register(app: typer.Typer) -> None:

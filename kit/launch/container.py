@@ -1,6 +1,6 @@
 """The benchmark container's life: start it (exactly the GPUs asked for, the mounts,
-the invoking user), follow its journal until it exits (Ctrl-C: SIGINT, a grace period,
-then stop), and read the tail of its log."""
+as the owner of the results folder), follow its journal until it exits (Ctrl-C: SIGINT,
+a grace period, then stop), and read the tail of its log."""
 
 from __future__ import annotations
 
@@ -25,13 +25,24 @@ STOP_TIMEOUT_S = 10
 LOG_TAIL_LINES = 30
 
 
+def results_owner(results_dir: Path) -> str | None:
+    """``UID:GID`` of the results folder: the container runs as its owner, so every file it
+    writes there belongs to whoever owns the folder (what the image's entrypoint does for
+    Compose: docker/entrypoint.sh, KIT_RUN_AS_OWNER_OF), whoever started `kit launch`
+    (root under `sudo make run` too). None where the OS has no uids."""
+    if not hasattr(os, "getuid"):
+        return None
+    st = Path(results_dir).stat()
+    return f"{st.st_uid}:{st.st_gid}"
+
+
 def start_container(client: Any, image: str, command: list[str], *, stack: str, gpus: tuple[int, ...], data_dir: Path, results_dir: Path) -> Any:
     from docker.types import DeviceRequest
 
     device_requests = []
     if stack_facts(stack).uses_gpu and gpus:
         device_requests = [DeviceRequest(device_ids=[str(i) for i in gpus], capabilities=[["gpu"]])]
-    user = f"{os.getuid()}:{os.getgid()}" if hasattr(os, "getuid") else None
+    user = results_owner(results_dir)
     name = f"mpkit-{stack}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     try:
         return client.containers.run(
@@ -67,9 +78,13 @@ def start_container(client: Any, image: str, command: list[str], *, stack: str, 
 
 
 def follow(container: Any, follower: JournalFollower, ui: LaunchUI, poll_s: float = 0.5) -> tuple[bool, int]:
-    """Show the run's progress until the container exits. Returns (interrupted, cells done)."""
+    """Show the run's progress until the container exits. Returns (interrupted, cells finished
+    in this session). A resumed run (the follower was given its folder) starts its bar at the
+    cells its earlier sessions finished."""
     cells_done = 0
     interrupted = False
+    if follower.earlier and follower.run_id:
+        ui.run_started(follower.run_id, follower.cells, finished=follower.finished_earlier())
 
     def drain() -> None:
         nonlocal cells_done
@@ -125,5 +140,17 @@ def log_tail(container: Any, lines: int = LOG_TAIL_LINES) -> list[str]:
     try:
         raw = container.logs(tail=lines)
     except Exception:  # noqa: BLE001
+        return []
+    return raw.decode("utf-8", "replace").splitlines()[-lines:]
+
+
+def stdout_tail(container: Any, lines: int = 20) -> list[str]:
+    """The last lines the container wrote to its stdout alone (`kit run` prints only its
+    bundle's path there; progress and messages go to stderr)."""
+    try:
+        raw = container.logs(stdout=True, stderr=False, tail=lines)
+    except Exception:  # noqa: BLE001 -- an engine or a fake without the split: no path from here
+        return []
+    if not isinstance(raw, (bytes, bytearray)):
         return []
     return raw.decode("utf-8", "replace").splitlines()[-lines:]

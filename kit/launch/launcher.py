@@ -15,15 +15,20 @@ Flow (one function per step, top to bottom)::
          container died before that, kit.bundle.export on the host; a non-zero
          exit becomes the same error on the host: kit.launch.exit_status)
 
-The container runs as the invoking user (result files are theirs), on the
-host network, with ./data and ./results bind-mounted at /data and /results.
+The container runs as the owner of the results folder (result files are theirs,
+whoever starts `kit launch`: the rule Compose's entrypoint follows too), on the host
+network, with ./data and ./results bind-mounted at /data and /results. A resume
+(``-- --resume /results/<run>``, or the run folder's host path) follows that run
+folder's journal and ends with its bundle, as a new run does.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
+import time
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Sequence
 
 from kit.errors import DockerError, Interrupted, KitError, Terminated, UsageError
@@ -32,10 +37,10 @@ from kit.launch.build import build_image, image_state
 # the container's life, the display it reports to, and its exit status on the host
 # (re-exported: callers and tests import them from here)
 from kit.launch.container import (INTERRUPT_GRACE_S, LOG_TAIL_LINES, SHM_SIZE, STOP_TIMEOUT_S,  # noqa: F401
-                                  follow, log_tail, start_container)
+                                  follow, log_tail, start_container, stdout_tail)
 from kit.launch.display import LaunchUI, NullLaunchUI, headline  # noqa: F401
 from kit.launch.exit_status import PASSED_THROUGH, clean_error_text, container_error, error_from_log  # noqa: F401
-from kit.launch.follow import JournalFollower, new_bundles, snapshot
+from kit.launch.follow import CONTAINER_RESULTS, JOURNAL_NAME, JournalFollower, bundle_from_output, new_bundles, snapshot
 from kit.launch.stacks import find_source_root, image_spec, read_ca_cert, stack_facts
 from kit.runner.options import RunOptions, check_suite_options, parse_args, to_args
 
@@ -60,6 +65,56 @@ class LaunchOutcome:
     cells_done: int = 0
     log_tail: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: the run's cells by their latest status: ok (measured), skipped, failed
+    counts: dict[str, int] = field(default_factory=dict)
+    #: a resume: the cells its earlier sessions had finished (None: a new run)
+    finished_before: int | None = None
+
+    def summary(self) -> str:
+        """"5 measured, 4 skipped" (and failed, and what a resume found finished)."""
+        c = {"ok": 0, "skipped": 0, "failed": 0, **self.counts}
+        text = f"{c['ok']} measured, {c['skipped']} skipped" + (f", {c['failed']} failed" if c["failed"] else "")
+        if self.finished_before:
+            text += f" ({self.finished_before} of them finished before this resume)"
+        return text
+
+
+@dataclass(frozen=True)
+class Rerun:
+    """How `kit launch` was started, so that the command it prints to continue a run works
+    as printed: ``prog`` is the launcher as typed (``kit launch``, ``.venv/bin/kit launch``,
+    ``python -m kit launch``), ``make``: through `make run` (the Makefile sets KIT_LAUNCH_VIA=make)."""
+
+    prog: str = "kit launch"
+    make: bool = False
+
+
+def resume_command(rerun: Rerun, stack: str, gpu: str | None, run_dir: Path, results: Path, *,
+                   results_given: bool = False, data_dir: Path | None = None, base: str | None = None) -> str:
+    """The command that continues the run in ``run_dir`` (a host folder in ``results``) as the
+    user started this one: the same stack, GPU(s), results folder (``--results-dir`` when it was
+    given, as its host path), data folder and base image; the run's options come from its journal."""
+    inside = "/results/" + run_dir.relative_to(results).as_posix()
+    uses_gpu = stack_facts(stack).uses_gpu
+    launch_opts: list[str] = []
+    if results_given:
+        launch_opts += ["--results-dir", str(results)]
+    if data_dir is not None:
+        launch_opts += ["--data-dir", str(data_dir)]
+    tail = [*launch_opts, "--", "--resume", inside]
+    if rerun.make:
+        words = ["make", "run", f"STACK={stack}"]
+        if uses_gpu and gpu is not None:
+            words.append(f"GPU={gpu}")
+        if base:
+            words.append(f"BASE={base}")
+        return " ".join(shlex.quote(w) for w in words) + " ARGS=" + shlex.quote(" ".join(shlex.quote(w) for w in tail))
+    words = ["--stack", stack]
+    if uses_gpu and gpu is not None:
+        words += ["--gpu", gpu]
+    if base:
+        words += ["--base", base]
+    return rerun.prog + " " + " ".join(shlex.quote(w) for w in [*words, *tail])
 
 
 # -- 1. options ---------------------------------------------------------------
@@ -94,12 +149,16 @@ def container_command(stack: str, run_args: RunOptions | Sequence[str], smoke_de
     (kit.runner.options.to_args: the options given, in their order).
 
     No options: the CPU smoke run on the cpu stack, the full suite on a GPU stack.
+    A resume (--resume) gets no other option: the run's own, from its journal, apply.
     Without --device, the cpu stack gets --device cpu and GPU stacks cuda:0,
     which inside the container is the first GPU given with --gpu. Several GPUs
     (``gpu_count`` > 1) on a GPU stack, without --gpus: the cells run data-parallel
     over all of them (``--gpus N --device cuda``).
     """
     options = run_options(run_args)
+    if options.resume is not None:
+        # a resume runs with the options in its journal: none are added
+        return ["run", *to_args(options)]
     if not options.given:
         if smoke_default or stack == "cpu":
             return ["run", *to_args(SMOKE_RUN)]
@@ -115,6 +174,58 @@ def container_command(stack: str, run_args: RunOptions | Sequence[str], smoke_de
 def runs_on_cpu(options: RunOptions) -> bool:
     """Whether the `kit run` options ask for the CPU (``--device cpu``)."""
     return options.device == "cpu"
+
+
+def resume_folder(resume: Path | str, results: Path, results_given: bool) -> tuple[str, Path, Path]:
+    """A resumed run's folder: (its path in the container, its host path, the results folder
+    to mount). ``--resume`` takes the container's path (``/results/<run>``, what an interrupted
+    `kit launch` prints) or the folder's host path: inside the results folder, or, without
+    ``--results-dir``, anywhere (its parent is then mounted at /results, where the run's bundle
+    lands beside it). UsageError (exit 2, before any container starts) when it is no run folder."""
+    text = str(resume)
+    posix = PurePosixPath(text)
+    if posix.parts[:2] == CONTAINER_RESULTS.parts and len(posix.parts) > 2:
+        rel = posix.relative_to(CONTAINER_RESULTS)
+        host = results.joinpath(*rel.parts).resolve()
+    else:
+        host = Path(text).expanduser().resolve()
+        try:
+            rel = PurePosixPath(host.relative_to(results).as_posix())
+        except ValueError:
+            if results_given:
+                raise UsageError(
+                    f"--resume {text}: {host} is not in the results folder {results} (--results-dir), "
+                    "which is what the container sees.",
+                    remedy=f"Give its path in the container (/results/<run>), or --results-dir {host.parent}.",
+                ) from None
+            results = host.parent
+            rel = PurePosixPath(host.name)
+    if ".." in rel.parts or not rel.parts or (str(rel) == "."):
+        raise UsageError(f"--resume {text}: give a run folder in the results folder, /results/<run>.")
+    remedy = ("Pass the run folder the interrupted `kit launch` printed (Continue with: ...), with the same "
+              "--results-dir; `ls` that folder to see the runs.")
+    if not host.is_dir():
+        raise UsageError(f"--resume {text}: {host} does not exist or is not a folder.", remedy=remedy)
+    if not (host / JOURNAL_NAME).is_file():
+        raise UsageError(f"--resume {text}: {host} has no {JOURNAL_NAME}, so it is not a run folder, or its run never started.",
+                         remedy=remedy)
+    return str(CONTAINER_RESULTS / rel), host, results
+
+
+def make_folder(path: Path) -> None:
+    """Make ``path`` (and missing parents). Made by root (`sudo make run`), each new folder gets the
+    owner of the folder it is made in, so a new ./results in a user's checkout is the user's, and so
+    is everything the container writes there (it runs as the results folder's owner)."""
+    missing = []
+    p = path
+    while not p.exists() and p != p.parent:
+        missing.append(p)
+        p = p.parent
+    path.mkdir(parents=True, exist_ok=True)
+    if missing and hasattr(os, "geteuid") and os.geteuid() == 0:
+        st = p.stat()
+        for made in reversed(missing):
+            os.chown(made, st.st_uid, st.st_gid)
 
 
 # -- 2. environment -----------------------------------------------------------
@@ -199,7 +310,7 @@ def bundle_on_host(run_dir: Path, results_dir: Path) -> Path | None:
 
 
 def launch(
-    gpu: str | int = "0",
+    gpu: str | int | None = None,
     stack: str = "auto",
     run_args: RunOptions | Sequence[str] = (),
     *,
@@ -213,20 +324,34 @@ def launch(
     ui: LaunchUI | None = None,
     keep_container: bool = False,
     poll_s: float = 0.5,
+    rerun: Rerun | None = None,
 ) -> LaunchOutcome:
-    """Run `kit run` in the stack's image on GPU(s) ``gpu``; see the module docstring.
+    """Run `kit run` in the stack's image on GPU(s) ``gpu`` (None: GPU 0, not given); see the
+    module docstring.
 
     Raises Interrupted after Ctrl-C (finished cells and a bundle are kept),
     RunFailed when the container exits non-zero (its last log lines are in
     the message), and DockerError / EnvironmentCheckError before anything
-    starts when the host cannot run it.
+    starts when the host cannot run it. ``rerun`` says how the user started it, for the
+    command printed to continue an interrupted or failed run.
     """
     ui = ui or NullLaunchUI()
+    rerun = rerun or Rerun()
     if stack != "auto":
         stack_facts(stack)  # unknown names fail here, before any probing
-    gpus = parse_gpus(gpu)
+    gpu_given = None if gpu is None else str(gpu)
+    gpus = parse_gpus("0" if gpu is None else gpu)
     options = run_options(run_args)  # options that do not parse fail here too
     notes: list[str] = []
+
+    results_given = results_dir is not None
+    data = Path(data_dir or os.environ.get("KIT_DATA_DIR") or "data").resolve()
+    results = Path(results_dir or os.environ.get("KIT_RESULTS_DIR") or "results").resolve()
+    resume_host: Path | None = None
+    if options.resume is not None:
+        # checked here, before the checks and a build; the container gets its own path
+        inside, resume_host, results = resume_folder(options.resume, results, results_given)
+        options = options.with_options(resume=Path(inside))
 
     client = client or engine.connect()
     if skip_checks:
@@ -247,7 +372,8 @@ def launch(
     if not stack_facts(resolved).uses_gpu:
         notes.append(
             "No GPU was used: the cpu stack runs PyTorch on the CPU. This checks the kit end to end; its numbers are not GPU results."
-            if stack == "auto" else "The cpu stack does not use a GPU (--gpu is ignored)."
+            if stack == "auto" else
+            "The cpu stack does not use a GPU" + (" (--gpu is ignored)." if gpu_given is not None else ".")
         )
     for n in notes:
         ui.note(n)
@@ -256,13 +382,13 @@ def launch(
     image = ensure_image(client, resolved, ui, rebuild=rebuild, build_kwargs=build_kwargs)
     command = container_command(resolved, options, smoke_default, len(gpus) if uses_gpu else 1)
 
-    data = Path(data_dir or os.environ.get("KIT_DATA_DIR") or "data").resolve()
-    results = Path(results_dir or os.environ.get("KIT_RESULTS_DIR") or "results").resolve()
-    # Made here, by the invoking user, so Docker does not create them as root.
-    data.mkdir(parents=True, exist_ok=True)
-    results.mkdir(parents=True, exist_ok=True)
+    # Made here, not by Docker (which would make them as root); under sudo, with the owner
+    # of the folder they are made in (make_folder).
+    make_folder(data)
+    make_folder(results)
     before = snapshot(results)
-    follower = JournalFollower(results, before)
+    follower = JournalFollower(results, before, run_dir=resume_host)
+    started_at = time.time()
 
     container = start_container(client, image, command, stack=resolved, gpus=gpus if uses_gpu else (), data_dir=data, results_dir=results)
     ui.started(container.name, image, command)
@@ -275,6 +401,7 @@ def launch(
             container.reload()
             exit_code = int(container.attrs.get("State", {}).get("ExitCode", 1))
         tail = log_tail(container)
+        printed = stdout_tail(container)
     finally:
         ui.close()
         if not keep_container:
@@ -284,30 +411,42 @@ def launch(
                 pass
 
     outcome = LaunchOutcome(resolved, image, tuple(str(g) for g in gpus) if uses_gpu else (), exit_code,
-                            follower.run_dir, None, interrupted, False, cells_done, tail, notes)
-    bundles = new_bundles(results, before)
-    if bundles:
-        outcome.bundle = bundles[-1]
-    elif outcome.run_dir is not None:
+                            follower.run_dir, None, interrupted, False, cells_done, tail, notes,
+                            counts=follower.counts(), finished_before=follower.finished_earlier() if resume_host else None)
+    # the bundle the run printed (a resume's may reuse an earlier bundle's name), else the newest
+    # written since the container started
+    outcome.bundle = bundle_from_output(printed, results)
+    if outcome.bundle is None:
+        bundles = new_bundles(results, before, since=started_at)
+        if bundles:
+            outcome.bundle = bundles[-1]
+    if outcome.bundle is None and outcome.run_dir is not None:
+        # the container died before it could write the bundle (or its export failed there)
         try:
             outcome.bundle = bundle_on_host(outcome.run_dir, results)
             outcome.bundled_on_host = outcome.bundle is not None
         except KitError as exc:
             outcome.notes.append(f"no bundle: {exc.message}")
 
+    base = (build_kwargs or {}).get("base")
+    # --results-dir in the printed command when it was given, or when a resume's folder chose it
+    name_results = results_given or results != Path(os.environ.get("KIT_RESULTS_DIR") or "results").resolve()
+    resume = (resume_command(rerun, resolved, gpu_given, outcome.run_dir, results, results_given=name_results,
+                             data_dir=data if data_dir is not None else None, base=base)
+              if outcome.run_dir is not None else None)
     if interrupted or exit_code in (130, 143):
         # 143: the container's kit got SIGTERM (`docker stop` from outside): it kept its
         # finished cells and ended as kit run does, so the host says the same
         terminated = exit_code == 143 and not interrupted
+        kept = outcome.counts["ok"] + outcome.counts["skipped"]
         where = f" in {outcome.run_dir}" if outcome.run_dir else ""
         raise (Terminated if terminated else Interrupted)(
             ("Terminated (the container got SIGTERM)" if terminated else "Interrupted")
-            + f": {cells_done} finished cell(s) kept{where}" + (f"; bundle {outcome.bundle}" if outcome.bundle else "") + ".",
-            remedy=(f"Continue with: kit launch --stack {resolved} --gpu {gpu} -- --resume /results/{outcome.run_dir.name}"
-                    if outcome.run_dir else None),
+            + f": {kept} finished cell(s) kept{where}" + (f"; bundle {outcome.bundle}" if outcome.bundle else "") + ".",
+            remedy=f"Continue with: {resume}" if resume else None,
         )
     if exit_code != 0:
-        raise container_error(exit_code, resolved, gpu, tail, outcome.run_dir, outcome.bundle)
+        raise container_error(exit_code, resolved, tail, outcome.run_dir, outcome.bundle, resume=resume)
     if outcome.run_dir is None:
         raise DockerError("The container exited without starting a run (no run folder appeared in the results folder).",
                           remedy="Check the options after `--`; `kit run --help` lists them.")

@@ -80,18 +80,21 @@ class RichLaunchUI:
         return RichBuildUI(self.console)
 
     def started(self, container_name: str, image: str, command: list[str]) -> None:
-        self.console.print(f"Started container {container_name} from {image}: kit {' '.join(command)}", markup=False)
+        self.console.print(f"Started container {container_name} from {image}: kit {' '.join(command)}", markup=False, soft_wrap=True)
         self.console.print("Following the run's journal (Ctrl-C stops it and keeps finished cells)...", markup=False)
 
-    def run_started(self, run_id: str, cells: list[str]) -> None:
+    def run_started(self, run_id: str, cells: list[str], finished: int = 0) -> None:
+        """The run's cells; ``finished``: how many a resumed run's earlier sessions finished
+        (the bar starts there)."""
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        self.console.print(f"Run {run_id}: {len(cells)} cell(s)", markup=False)
+        self.console.print(f"Run {run_id}: {len(cells)} cell(s)" + (f", {finished} finished before this resume" if finished else ""),
+                           markup=False)
         self.progress = Progress(
             TextColumn("cells"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=self.console, transient=True,
         )
         self.progress.start()
-        self.task = self.progress.add_task("cells", total=len(cells) or None)
+        self.task = self.progress.add_task("cells", total=len(cells) or None, completed=finished)
 
     def cell_done(self, cell_id: str, headline: str, status: str) -> None:
         from rich.text import Text

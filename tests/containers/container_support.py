@@ -98,6 +98,24 @@ def check_bundle(bundle: Path, owner: int) -> None:
 
 
 
+def give_results_away(results: Path) -> int:
+    """Make ``results`` and return the uid its files must have: the invoking user's, or, as root
+    (CI), another user's (4321) that the folder is given to, so that the rule "files in the
+    results folder belong to its owner" is tested against an owner who did not start the run."""
+    results.mkdir(parents=True, exist_ok=True)
+    owner = os.getuid()
+    if owner == 0:
+        owner = 4321
+        os.chown(results, owner, owner)
+    return owner
+
+
+def assert_all_owned(results: Path, owner: int) -> None:
+    """Every file and folder under ``results`` belongs to ``owner``."""
+    wrong = [f"{p.relative_to(results)} (uid {p.lstat().st_uid})" for p in results.rglob("*") if p.lstat().st_uid != owner]
+    assert not wrong, f"not owned by uid {owner}: {wrong[:10]}"
+
+
 def build_stack_image(stack: str, options: list[str]) -> str:
     """`kit image build --stack STACK OPTIONS`; returns the tag it printed last."""
     proc = run_cmd(KIT + ["image", "build", "--stack", stack, *options], timeout=BUILD_TIMEOUT_S, env=kit_env())
@@ -135,14 +153,10 @@ def compose_run(files: list[str], tmp_path: Path, **env_extra: str) -> tuple[sub
     `down`; returns (the process, the results folder, the owner its files must have)."""
     assert shutil.which("docker"), "the docker CLI is needed for Compose"
     results, data = tmp_path / "results", tmp_path / "data"
-    results.mkdir()
     data.mkdir()
-    owner = os.getuid()
-    if owner == 0:
-        # As root (CI), hand the folder to another user: the entrypoint must
-        # switch to the folder's owner, so the bundle must end up theirs.
-        owner = 4321
-        os.chown(results, owner, owner)
+    # As root (CI), the folder is another user's: the entrypoint must switch to the folder's
+    # owner, so every file must end up theirs.
+    owner = give_results_away(results)
     env = kit_env(KIT_RESULTS_DIR=str(results), KIT_DATA_DIR=str(data), KIT_PIP_EXTRA_INDEX_URL=MIRROR, **env_extra)
     ca_copy = ROOT / "docker" / "extra-ca.pem"
     made_ca = False
@@ -170,6 +184,7 @@ def compose_up(files: list[str], tmp_path: Path, **env_extra: str) -> tuple[Path
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     bundles = sorted(results.glob("*.tar.gz"))
     assert len(bundles) == 1, sorted(p.name for p in results.iterdir())
+    assert_all_owned(results, owner)
     return bundles[0], owner, proc.stdout + proc.stderr
 
 

@@ -4,14 +4,20 @@ engine errors a user meets without a GPU (which need an image to try).
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shlex
+import signal
+import subprocess
+import tarfile
+import time
 
 import pytest
 
 from container_support import (
-    BASE, BUILD_TIMEOUT_S, CA_CERT, KIT, ROOT, RUN_TIMEOUT_S, build_options, check_bundle,
-    compose_run, compose_up, docker_client, kit_env, run_cmd, stack_image,
+    BASE, BUILD_TIMEOUT_S, CA_CERT, KIT, ROOT, RUN_TIMEOUT_S, assert_all_owned, build_options, check_bundle,
+    compose_run, compose_up, docker_client, give_results_away, kit_env, run_cmd, stack_image,
 )
 
 pytestmark = pytest.mark.docker
@@ -39,8 +45,11 @@ def test_cpu_image_is_labelled_and_runs_as_a_non_root_user(cpu_image):
     assert cpu_image in listing.stdout and "(current)" in listing.stdout
 
 
-def test_kit_launch_cpu_writes_a_verified_bundle_owned_by_the_user(cpu_image, tmp_path):
+def test_kit_launch_cpu_writes_a_verified_bundle_owned_by_the_results_folders_owner(cpu_image, tmp_path):
+    """The files belong to the results folder's owner, whoever starts `kit launch` (as root in
+    CI, the folder is another user's: the container runs as that user)."""
     results, data = tmp_path / "results", tmp_path / "data"
+    owner = give_results_away(results)
     proc = run_cmd(
         # the same build options as `kit image build` (--base: no Docker Hub here); the image
         # the fixture built on that base is current, so it is used as it is
@@ -53,10 +62,67 @@ def test_kit_launch_cpu_writes_a_verified_bundle_owned_by_the_user(cpu_image, tm
     assert "Building" not in proc.stderr, "kit launch rebuilt the image the fixture had just built"
     bundles = sorted(results.glob("*.tar.gz"))
     assert len(bundles) == 1, sorted(p.name for p in results.iterdir())
-    check_bundle(bundles[0], owner=os.getuid())
+    check_bundle(bundles[0], owner=owner)
     run_dirs = [p for p in results.iterdir() if p.is_dir()]
-    assert len(run_dirs) == 1 and (run_dirs[0] / "journal.jsonl").stat().st_uid == os.getuid()
+    assert len(run_dirs) == 1 and (run_dirs[0] / "journal.jsonl").stat().st_uid == owner
+    assert_all_owned(results, owner)
+    # the closing line counts what was measured and what was skipped
+    assert re.search(r"Done: \d+ measured, \d+ skipped, on the CPU", proc.stderr), proc.stderr[-2000:]
+    assert "--gpu is ignored" in proc.stderr  # it was given (--gpu 0)
     assert not docker_client().containers.list(all=True, filters={"label": "mpkit.launch=1"}), "the launcher left its container behind"
+
+
+def _first_cell_end(results, proc, timeout_s: float) -> None:
+    """Wait until a run folder's journal has its first finished cell (the launcher still running)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "the launcher ended before the first cell finished"
+        for journal in results.glob("*/journal.jsonl"):
+            if any(json.loads(ln).get("event") == "cell_end" for ln in journal.read_text().splitlines() if ln.strip()):
+                return
+        time.sleep(0.5)
+    raise AssertionError(f"no cell finished within {timeout_s} s")
+
+
+def test_ctrl_c_then_the_printed_command_resumes_the_run_to_its_bundle(cpu_image, tmp_path):
+    """Ctrl-C (SIGINT to `kit launch`) after the first cell; the command it prints, run as
+    printed, resumes that run through `kit launch`: progress from the resumed journal, exit 0,
+    the complete run's bundle; every file the results folder owner's."""
+    results, data = tmp_path / "results", tmp_path / "data"
+    owner = give_results_away(results)
+    cmd = KIT + ["launch", "--stack", "cpu", "--results-dir", str(results), "--data-dir", str(data), *build_options()]
+    print("$", " ".join(cmd), flush=True)
+    first = subprocess.Popen(cmd, cwd=ROOT, env=kit_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _first_cell_end(results, first, RUN_TIMEOUT_S)
+        first.send_signal(signal.SIGINT)
+        out, err = first.communicate(timeout=300)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    print(out[-3000:], err[-6000:], sep="\n", flush=True)
+    assert first.returncode == 130, err[-3000:]
+    (run_dir,) = [p for p in results.iterdir() if p.is_dir()]
+    hint = re.search(r"^what to do: Continue with: (.+)$", err, re.M)
+    assert hint, err[-3000:]
+    words = shlex.split(hint.group(1))
+    assert words[words.index("--results-dir") + 1] == str(results.resolve())
+    assert words[-2:] == ["--resume", f"/results/{run_dir.name}"] and "--gpu" not in words
+
+    resumed = run_cmd(words, timeout=RUN_TIMEOUT_S, env=kit_env())  # as printed
+    assert resumed.returncode == 0, resumed.stderr[-4000:]
+    assert "finished before this resume" in resumed.stderr  # the bar starts at the kept cells
+    assert re.search(r"Done: \d+ measured, \d+ skipped[^\n]*finished before this resume", resumed.stderr), resumed.stderr[-2000:]
+    found = re.search(r"^Bundle: (.+)$", resumed.stderr, re.M)
+    assert found, resumed.stderr[-2000:]
+    bundle = results.resolve() / os.path.basename(found.group(1))
+    assert str(bundle) == found.group(1)
+    check_bundle(bundle, owner=owner)
+    with tarfile.open(bundle) as tf:
+        member = next(m for m in tf.getmembers() if m.name.endswith("manifest.json"))
+        manifest = json.load(tf.extractfile(member))
+    assert manifest["run_id"] == run_dir.name and manifest["run_status"] == "complete", manifest
+    assert_all_owned(results, owner)
 
 
 
