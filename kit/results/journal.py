@@ -86,10 +86,14 @@ def read_journal(path: str | os.PathLike) -> Iterator[dict]:
     A garbled line anywhere else means the file was edited or damaged, and is
     reported rather than skipped.
     """
+    yield from parse_journal(Path(path).read_bytes(), Path(path))
+
+
+def parse_journal(data: bytes, path: str | os.PathLike = JOURNAL_NAME) -> Iterator[dict]:
+    """:func:`read_journal` of a journal's bytes already read (``path`` names it in errors)."""
     from kit.errors import SchemaError
 
-    path = Path(path)
-    lines = path.read_bytes().split(b"\n")
+    lines = data.split(b"\n")
     # A file that ends in "\n" yields a final empty element.
     last_index = len(lines) - 1
     for i, raw in enumerate(lines):
@@ -98,7 +102,7 @@ def read_journal(path: str | os.PathLike) -> Iterator[dict]:
         try:
             obj = json.loads(raw)
         except ValueError:
-            if i >= last_index - 1 and not path.read_bytes().endswith(b"\n"):
+            if i >= last_index - 1 and not data.endswith(b"\n"):
                 return  # the writer died mid-line: ignore the fragment
             raise SchemaError(f"{path}: line {i + 1} of the journal is not valid JSON; the file was damaged or edited.")
         if not isinstance(obj, dict) or "event" not in obj:
