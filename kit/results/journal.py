@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
+from kit.errors import DiskFull
+
 JOURNAL_NAME = "journal.jsonl"
 _DURABLE = {"run_start", "run_end", "cell_start", "cell_end", "epoch", "run_interrupted", "note"}
 
@@ -58,10 +60,14 @@ class Journal:
             record = {"seq": self._seq, "time": round(time.time(), 6), "event": event, "cell_id": cell_id}
             record.update(fields)
             self._seq += 1
-            self._fh.write(json.dumps(record, separators=(",", ":"), default=str) + "\n")
-            self._fh.flush()
-            if event in _DURABLE:
-                os.fsync(self._fh.fileno())
+            try:
+                self._fh.write(json.dumps(record, separators=(",", ":"), default=str) + "\n")
+                self._fh.flush()
+                if event in _DURABLE:
+                    os.fsync(self._fh.fileno())
+            except OSError as exc:
+                # a full disk: one line naming the folder; read_journal ignores a half-written last line
+                raise DiskFull.from_os_error(exc, self.path.parent) or exc from None
         for listener in self.listeners:
             listener(record)
         return record
@@ -69,8 +75,18 @@ class Journal:
     def close(self) -> None:
         with self._lock:
             if not self._fh.closed:
-                self._fh.flush()
-                os.fsync(self._fh.fileno())
+                try:
+                    self._fh.flush()
+                    os.fsync(self._fh.fileno())
+                except OSError as exc:
+                    full = DiskFull.from_os_error(exc, self.path.parent)
+                    if full is None:
+                        raise
+                    try:
+                        self._fh.close()  # what did not fit is lost; the lines before it are whole
+                    except OSError:
+                        pass
+                    raise full from None
                 self._fh.close()
 
     def __enter__(self) -> "Journal":

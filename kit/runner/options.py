@@ -27,7 +27,7 @@ from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 from typing import List, Optional, Tuple
 
-from kit.errors import UsageError
+from kit.errors import DiskFull, UsageError
 from kit.results.schema import COMPILE_CHOICES, DEFAULT_FASTAI_LEARNER, RunConfig
 
 SUITES = ("cifar", "lstm", "gpt", "all")
@@ -503,8 +503,9 @@ def check_results_dir(path, create: bool = False) -> None:
         with tempfile.TemporaryFile(dir=str(p)):
             pass
     except OSError as exc:
-        raise UsageError(f"{flag}: cannot create a folder or write a file there ({exc.strerror or exc}).",
-                         remedy=_results_remedy()) from None
+        raise DiskFull.from_os_error(exc, nearest_existing(p)) or UsageError(
+            f"{flag}: cannot create a folder or write a file there ({exc.strerror or exc}).",
+            remedy=_results_remedy()) from None
     finally:
         for folder in reversed(made):
             try:
