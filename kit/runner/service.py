@@ -210,8 +210,14 @@ def ensure_real_data(config: RunConfig, console, progress: bool = True) -> None:
     names = SUITE_DATASETS[config.suite]
     for name in names:
         d = describe(config.data_dir, name, "real", dataset_splits(config, name))
-        # a folder placed by hand is used as it is: the loader checks its published token counts
-        if d.get("present") and (not d.get("problem") or d.get("placed_by_hand")):
+        if d.get("placed_by_hand"):
+            # a folder placed by hand is used as it is, once its published token counts check out:
+            # checked here, before a run folder exists (exit 3), not by the first cell
+            from kit.data.wikitext import SPLITS, check_wikitext2
+
+            check_wikitext2(config.data_dir, tuple(dataset_splits(config, name) or SPLITS))
+            continue
+        if d.get("present") and not d.get("problem"):
             continue
         console.print(fetch_reason(d))
         fetch_dataset(name, config.data_dir, progress=progress)
