@@ -1,4 +1,5 @@
-"""Make a bundle from a run folder: ``<machine>_<gpu>_<stack>_<YYYYmmdd-HHMMSS>.tar.gz``.
+"""Make a bundle from a run folder: ``<machine>_<gpu>_<stack>_<YYYYmmdd-HHMMSS>.tar.gz``
+(``....interrupted.tar.gz`` for a run that did not finish: the plain name is a complete run's).
 
 A bundle holds, under one top-level folder named like the file::
 
@@ -45,6 +46,8 @@ REPORT_NAME = "report.html"
 #: Logs and journals past this size keep only their tail (safe_open refuses
 #: members over 64 MiB; the whole bundle must stay far below 256 MiB).
 MAX_LOG_BYTES = 16 * 1024 * 1024
+#: in the name of an interrupted run's bundle, before .tar.gz (the plain name is a complete run's)
+INTERRUPTED_MARK = ".interrupted"
 
 
 @dataclass
@@ -202,7 +205,8 @@ def bundle_stem(folder: RunFolder) -> str:
 Renderer = Callable[[RunFolder, str], Dict[str, bytes]]
 
 
-def build_bundle(folder: RunFolder, stem: str, render: Renderer, created_at: float | None = None) -> bytes:
+def build_bundle(folder: RunFolder, stem: str, render: Renderer, created_at: float | None = None,
+                 resumed_from: list[str] | None = None) -> bytes:
     """The bundle's bytes (.tar.gz) for a loaded run folder, with ``render``'s files."""
     created_at = time.time() if created_at is None else created_at
     files: dict[str, bytes] = {RESULTS_NAME: (json.dumps(folder.results.to_dict(), indent=2) + "\n").encode("utf-8")}
@@ -223,6 +227,8 @@ def build_bundle(folder: RunFolder, stem: str, render: Renderer, created_at: flo
         "run_status": folder.results.status,
         "interrupted": folder.interrupted,
         "rebuilt_from_journal": folder.rebuilt_from_journal,
+        # the bundles of this run's earlier, interrupted sessions found beside this one
+        "resumed_from": list(resumed_from or []),
         "files": {
             name: {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)} for name, data in sorted(files.items())
         },
@@ -254,8 +260,9 @@ def _targz(top: str, files: dict[str, bytes], mtime: int) -> bytes:
 def export_run(run_dir: Path, results_root: Path, render: Renderer) -> Path:
     """Write the bundle for ``run_dir`` into ``results_root`` and return its path.
 
-    Works on interrupted runs too (see :func:`load_run_folder`). Never
-    overwrites an existing bundle: a name clash gets ``-2``, ``-3``... added.
+    Works on interrupted runs too (see :func:`load_run_folder`); their bundle is named
+    ``<stem>.interrupted.tar.gz``. Never overwrites an existing bundle: a name clash gets
+    ``-2``, ``-3``... added.
     """
     return write_bundle(load_run_folder(run_dir), results_root, render)
 
@@ -267,12 +274,17 @@ def write_bundle(folder: RunFolder, results_root: Path, render: Renderer) -> Pat
     results_root = Path(results_root)
     if results_root.exists() and not results_root.is_dir():
         raise UsageError(f"--out {results_root} is a file, not a folder.")
-    target = results_root / f"{stem}.tar.gz"
+    # an interrupted run's bundle is marked in its name, so the plain name is always a complete
+    # run's: after a resume, X.interrupted.tar.gz (what had finished) beside X.tar.gz (the whole run)
+    base = f"{stem}{INTERRUPTED_MARK}" if folder.interrupted else stem
+    target = results_root / f"{base}.tar.gz"
     n = 2
     while target.exists():
-        target = results_root / f"{stem}-{n}.tar.gz"
+        target = results_root / f"{base}-{n}.tar.gz"
         n += 1
-    data = build_bundle(folder, target.name[: -len(".tar.gz")], render)
+    resumed_from = [] if folder.interrupted else sorted(
+        p.name for p in results_root.glob(f"{stem}{INTERRUPTED_MARK}*.tar.gz") if p.is_file())
+    data = build_bundle(folder, target.name[: -len(".tar.gz")], render, resumed_from=resumed_from)
     try:
         return atomic_write_bytes(target, data)
     except (PermissionError, NotADirectoryError, FileExistsError) as exc:
