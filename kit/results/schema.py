@@ -162,7 +162,8 @@ class CellResult:
     ``final_metric`` and ``metrics`` (per-epoch accuracy or perplexity).
     ``summary`` maps each scalar metric to Stats (n, median, mean, min, max,
     stdev, cv). ``telemetry`` holds the NVML summary, or a dict with
-    ``available: false`` and the reason.
+    ``available: false`` and the reason. ``host``: the host's load average and CPU steal
+    around the cell (kit.env.hostload), and whether that made it "busy".
     """
 
     workload: str
@@ -181,6 +182,8 @@ class CellResult:
     notes: list[str] = field(default_factory=list)
     started_at: float | None = None
     finished_at: float | None = None
+    #: how busy the host was around the cell (kit.env.hostload: load average, CPU steal, "busy")
+    host: dict[str, Any] | None = None
 
     @property
     def cell_id(self) -> str:

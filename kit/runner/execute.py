@@ -339,6 +339,9 @@ def _execute_locked(config: RunConfig, run_id: str, run_dir: Path, results_root:
 
     environment = env_record.collect(config)
     environment["data_provenance"] = _data_provenance(config)
+    from kit.env.hostload import snapshot
+
+    environment["host_load"] = snapshot()
     if resumed:
         _keep_earlier_session(run_dir, environment, [c for c in plan.cell_ids if c in done])
     atomic_write_json(run_dir / ENV_NAME, environment)
@@ -470,6 +473,9 @@ def _run_one(bench, spec: CellSpec, config: RunConfig, device: str, run_dir: Pat
     )
     ui.cell_start(spec)
     log.info("cell %s: started", spec.cell_id)
+    from kit.env import hostload
+
+    host = hostload.start()
     sampler = telemetry.start_for_devices(cell_devices(spec, device))
     started = time.time()
     try:
@@ -489,6 +495,10 @@ def _run_one(bench, spec: CellSpec, config: RunConfig, device: str, run_dir: Pat
                             params=spec.params, reason=f"{exc.__class__.__name__}: {exc}")
     tele = sampler.stop(timed_spans(result))
     result.started_at, result.finished_at = started, time.time()
+    result.host = host.stop()
+    if result.host.get("busy"):
+        log.warning("cell %s: the host was busy (%s); its times include waiting for the CPU", spec.cell_id,
+                    result.host["busy"])
     if result.status == "ok":
         result.telemetry = tele
         telemetry.attach_energy(result)
