@@ -118,3 +118,13 @@ def test_resume_accepts_the_runs_own_values_and_the_options_that_shape_no_run(in
           "--skip-checks", "--dry-run"])
     out = capsys.readouterr()
     assert "resnet50" in out.out and "error:" not in out.err
+
+
+def test_the_cuda10_front_end_refuses_a_conflicting_resume_option_too(interrupted_run, monkeypatch):
+    import kit.runner.execute
+    from kit.runner import legacy
+
+    monkeypatch.setattr(kit.runner.execute, "execute", lambda *a, **kw: pytest.fail("the resume ran"))
+    argv = ["--resume", str(interrupted_run), "--repeats", "1"]
+    with pytest.raises(UsageError, match="--repeats 1 conflicts with the resumed run's --repeats 3"):
+        legacy.run(parse_args(argv, legacy=True), argv)
