@@ -8,6 +8,8 @@ class's ``exit_code``. The codes are documented in docs/troubleshooting.md ("Exi
 
 from __future__ import annotations
 
+import errno
+import os
 import re
 
 
@@ -82,6 +84,47 @@ class RegressionDetected(KitError):
     exit_code = 9
 
 
+class DiskFull(KitError):
+    """No space left (ENOSPC) or over the quota (EDQUOT) where the kit writes. Every file the
+    kit writes is written whole or not at all (kit.results.atomic) and the journal loses at
+    most its last line, so what was written before stays valid."""
+
+    exit_code = 10
+    #: the errno values that mean "the disk (or the user's quota) is full"
+    ERRNOS = frozenset(e for e in (getattr(errno, "ENOSPC", None), getattr(errno, "EDQUOT", None)) if e is not None)
+
+    @classmethod
+    def from_os_error(cls, exc: BaseException, folder: "str | os.PathLike | None" = None) -> "DiskFull | None":
+        """The one-line error for ``exc`` when it is a full disk or quota, naming ``folder`` (else
+        the folder of the file the error names) and its free space; None for any other error."""
+        if not isinstance(exc, OSError) or exc.errno not in cls.ERRNOS:
+            return None
+        if folder is None and exc.filename:
+            folder = os.path.dirname(os.path.abspath(os.fsdecode(exc.filename)))
+        what = "over the disk quota" if exc.errno == getattr(errno, "EDQUOT", None) else "no space left on the device"
+        where = f" writing in {folder}" if folder else ""
+        free = _free_space(folder) if folder else None
+        return cls(f"{what}{where}" + (f" ({free} free)" if free else "") + "; what was written before stays valid.",
+                   remedy="Free some space (or choose another folder) and run again; an interrupted run "
+                          "continues with: kit run --resume <run folder>.")
+
+
+def _free_space(folder: "str | os.PathLike") -> str | None:
+    import shutil
+
+    try:
+        free = shutil.disk_usage(os.fspath(folder)).free
+    except OSError:
+        return None
+    if free < 1024:
+        return f"{free} bytes"
+    for unit in ("KiB", "MiB", "GiB"):
+        free /= 1024
+        if free < 1024 or unit == "GiB":
+            break
+    return f"{free:.1f} {unit}"
+
+
 class Interrupted(KitError):
     """The user pressed Ctrl-C (SIGINT); finished results were kept."""
 
@@ -105,6 +148,7 @@ EXIT_CODES: dict[int, str] = {
     7: "Docker engine unreachable, or an image build / container run failed",
     8: "a benchmark run failed (partial results kept)",
     9: "compare --fail-if-slower found a significant slowdown",
+    10: "no space left on the device (or over the disk quota) where the kit writes; what was written stays valid",
     130: "interrupted with Ctrl-C, SIGINT (finished results kept)",
     143: "terminated by SIGTERM (finished results kept; the journal names the signal)",
 }

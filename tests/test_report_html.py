@@ -282,7 +282,7 @@ def test_a_cpu_run_does_not_claim_cuda_or_cudnn_were_used():
     rows = dict(re.findall(r"<tr><td>(.*?)</td><td>(.*?)</td></tr>", env_table))
     assert rows["GPU"] == "CPU only"
     assert rows["CUDA"] == "not used (CPU run); torch built with 13.0"
-    assert rows["cuDNN"] == "not used (CPU run); torch built with 91900"
+    assert rows["cuDNN"] == "not used (CPU run); torch built with 9.19.0"
     assert rows["driver"] == "none (CPU run)"
     gpu_env = _report(standard_cells(models=("resnet18",)))
     assert "not used (CPU run)" not in gpu_env

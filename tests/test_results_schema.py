@@ -128,7 +128,8 @@ def _valid_results() -> dict:
 
 #: Fields the schema allows to be null (optional in the dataclasses; measured numbers that may be missing).
 NULLABLE = {"started_at", "finished_at", "config.epochs", "config.steps", "config.max_batches", "config.batch_size",
-            "config.tolerance", "config.gpus", "config.global_batch_size", "cells[0].reason", "cells[0].telemetry", "cells[0].started_at", "cells[0].finished_at"}
+            "config.tolerance", "config.gpus", "config.global_batch_size", "cells[0].reason", "cells[0].telemetry", "cells[0].started_at", "cells[0].finished_at",
+            "cells[0].host"}
 
 
 def _nullable(path: str) -> bool:

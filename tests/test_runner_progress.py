@@ -178,11 +178,12 @@ def test_the_estimate_uses_the_rates_of_the_runs_device():
     spec = _smoke_plan().cells[0]
     cpu = estimate_seconds(spec, 1, device="cpu")
     gpu = estimate_seconds(spec, 1, device="cuda")
-    assert cpu > 1.2 * gpu  # a CPU trains ResNet-18 far slower than an H200
-    # a CPU cell of 4 steps of 32 images took 10-21 s on the development VM (kit/facts/estimates.py)
-    assert 5 < cpu < 60
+    # a CPU cell of 4 steps of 32 images took 5.35 s at the least on the development VM
+    # (kit/facts/estimates.py, [VM 2026-12-03]); so small a cell is nearly all fixed cost on either device
+    assert 2 < cpu < 20 and cpu != gpu
     big = CellSpec("cifar", "resnet50", "fp32", "torch", dict(spec.params, steps=100, batch_size=256))
-    assert estimate_seconds(big, 3, device="cpu") > 50 * estimate_seconds(big, 3, device="cuda")
+    # a large cell is work, not fixed cost: a 2-core CPU (about 0.06 effective TFLOP/s) far behind an H200
+    assert estimate_seconds(big, 3, device="cpu") > 20 * estimate_seconds(big, 3, device="cuda")
 
 
 def test_the_plan_says_which_rates_its_estimate_rests_on():

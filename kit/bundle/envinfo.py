@@ -17,6 +17,8 @@ from typing import Any, Iterable
 from kit.bundle.inert import inert
 
 UNKNOWN = "unknown"
+#: the driver of a run that used no GPU, in every view (compare, `kit bundle show`, report.html)
+NO_DRIVER = "none (CPU run)"
 
 
 @dataclass(frozen=True)
@@ -115,6 +117,23 @@ def _library(env: dict, name: str) -> str:
     )
 
 
+def cudnn_version(value: Any) -> str:
+    """cuDNN's version in one format, "major.minor.patch": torch's integer (92400 -> "9.24.0",
+    8907 -> "8.9.7"; kit.facts.cuda.CUDNN_V9_FIRST_CODE) or the nvidia-cudnn wheel's version
+    ("9.19.0.56" -> "9.19.0"); anything else as it is, "unknown" when absent."""
+    from kit.facts.cuda import CUDNN_V9_FIRST_CODE
+
+    text = _text(value)
+    if text is None:
+        return UNKNOWN
+    if re.fullmatch(r"[0-9]{4,6}", text):
+        code = int(text)
+        major, rest = divmod(code, 10000 if code >= CUDNN_V9_FIRST_CODE else 1000)
+        return f"{major}.{rest // 100}.{rest % 100}"
+    m = re.fullmatch(r"([0-9]+\.[0-9]+\.[0-9]+)(\.[0-9]+)*", text)
+    return m.group(1) if m else text
+
+
 def summarise_environment(env: dict | None, config: Any = None, cells: Iterable[Any] = ()) -> EnvSummary:
     """Read the headline facts out of an environment record.
 
@@ -134,6 +153,8 @@ def summarise_environment(env: dict | None, config: Any = None, cells: Iterable[
     driver = _first(env, ("nvml.driver_version", "driver", "driver_version", "nvidia.driver", "nvidia_driver", "gpu.driver"))
     if driver == UNKNOWN and gpus:
         driver = next((t for t in (_text(g.get("driver")) or _text(g.get("driver_version")) for g in gpus) if t), UNKNOWN)
+    if driver == UNKNOWN and gpu == "CPU only":
+        driver = NO_DRIVER
     data_source = _first(env, ("data.source", "data_source", "data"))
     if data_source == UNKNOWN and config is not None:
         data_source = _text(config.get("data") if isinstance(config, dict) else getattr(config, "data", None)) or UNKNOWN
@@ -156,7 +177,8 @@ def summarise_environment(env: dict | None, config: Any = None, cells: Iterable[
         image=_first(env, ("container.image_digest", "container.image_id", "container.image", "image", "image.tag",
                            "image.id", "image_tag", "image_id", "launch.image")),
         torch=_library(env, "torch"),
-        cudnn=_first(env, ("cuda_runtime.cudnn", "cudnn", "cudnn_version", "versions.cudnn", "libraries.cudnn", "packages.cudnn")),
+        cudnn=cudnn_version(_first(env, ("cuda_runtime.cudnn", "cudnn", "cudnn_version", "versions.cudnn", "libraries.cudnn",
+                                         "packages.cudnn"))),
         fastai=_library(env, "fastai"),
         python=_first(env, ("python.version", "python", "python_version", "versions.python")),
         data_source=data_source,

@@ -1,4 +1,5 @@
-"""Make a bundle from a run folder: ``<machine>_<gpu>_<stack>_<YYYYmmdd-HHMMSS>.tar.gz``.
+"""Make a bundle from a run folder: ``<machine>_<gpu>_<stack>_<YYYYmmdd-HHMMSS>.tar.gz``
+(``....interrupted.tar.gz`` for a run that did not finish: the plain name is a complete run's).
 
 A bundle holds, under one top-level folder named like the file::
 
@@ -19,10 +20,13 @@ all :mod:`kit.bundle.safe_open` accepts.
 
 from __future__ import annotations
 
+import errno
 import gzip
 import hashlib
 import io
 import json
+import os
+import stat
 import tarfile
 import time
 from dataclasses import dataclass, field
@@ -32,9 +36,9 @@ from typing import Callable, Dict
 from kit import __version__
 from kit.bundle.envinfo import safe_name, summarise_environment
 from kit.bundle.safe_open import BUNDLE_FORMAT, ENV_NAME, MANIFEST_NAME, RESULTS_NAME
-from kit.errors import KitError, SchemaError, UsageError
+from kit.errors import BundleError, KitError, SchemaError, UsageError
 from kit.results.atomic import atomic_write_bytes
-from kit.results.journal import JOURNAL_NAME, read_journal
+from kit.results.journal import JOURNAL_NAME, parse_journal
 from kit.results.schema import SCHEMA_VERSION, CellResult, RunConfig, RunResults
 
 LOG_NAME = "run.log"
@@ -42,6 +46,8 @@ REPORT_NAME = "report.html"
 #: Logs and journals past this size keep only their tail (safe_open refuses
 #: members over 64 MiB; the whole bundle must stay far below 256 MiB).
 MAX_LOG_BYTES = 16 * 1024 * 1024
+#: in the name of an interrupted run's bundle, before .tar.gz (the plain name is a complete run's)
+INTERRUPTED_MARK = ".interrupted"
 
 
 @dataclass
@@ -60,8 +66,37 @@ class RunFolder:
         return self.results.status != "complete"
 
 
-def _journal_events(path: Path) -> list[dict]:
-    return list(read_journal(path)) if path.exists() else []
+MEMBER_REMEDY = ("A bundle takes only regular files inside the run folder; replace the link with the run's own "
+                 "file (or remove it) and export again.")
+
+
+def read_member(run_dir: Path, name: str) -> bytes | None:
+    """The bytes of the run folder's file ``name`` (a plain name, no folders), or None when
+    it does not exist. A symbolic link (even a dangling one) or anything but a regular file
+    is refused (BundleError): the file is opened without following links (O_NOFOLLOW) and
+    checked on the open descriptor, so a link swapped in after the check is refused too,
+    and a stranger's link in a shared sweep folder cannot put /etc/shadow in a bundle."""
+    path = run_dir / name
+    try:
+        before = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(before.st_mode):
+        raise BundleError(f"{path} is a symbolic link; refused (not a regular file inside the run folder).",
+                          remedy=MEMBER_REMEDY)
+    if not stat.S_ISREG(before.st_mode):
+        raise BundleError(f"{path} is not a regular file; refused.", remedy=MEMBER_REMEDY)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # replaced by a link since the lstat
+            raise BundleError(f"{path} is a symbolic link; refused (not a regular file inside the run folder).",
+                              remedy=MEMBER_REMEDY) from None
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            raise BundleError(f"{path} is not a regular file; refused.", remedy=MEMBER_REMEDY)
+        return fh.read()
 
 
 def load_run_folder(run_dir: str | Path) -> RunFolder:
@@ -78,17 +113,19 @@ def load_run_folder(run_dir: str | Path) -> RunFolder:
     if not run_dir.is_dir():
         raise UsageError(f"{run_dir} is not a folder; `kit bundle export` takes a run folder (results/<run id>/).")
     results_path, journal_path = run_dir / RESULTS_NAME, run_dir / JOURNAL_NAME
-    if not results_path.exists() and not journal_path.exists():
+    members = {name: read_member(run_dir, name) for name in (RESULTS_NAME, JOURNAL_NAME, ENV_NAME, LOG_NAME)}
+    if members[RESULTS_NAME] is None and members[JOURNAL_NAME] is None:
         raise UsageError(
             f"{run_dir} has neither {RESULTS_NAME} nor {JOURNAL_NAME}: it is not a run folder.",
             remedy="Pass the folder `kit run` printed (results/<run id>/).",
         )
-    events = _journal_events(journal_path)
+    journal_bytes = members[JOURNAL_NAME]
+    events = list(parse_journal(journal_bytes, journal_path)) if journal_bytes is not None else []
     results: RunResults | None = None
     rebuilt = False
-    if results_path.exists():
+    if members[RESULTS_NAME] is not None:
         try:
-            obj = json.loads(results_path.read_text(encoding="utf-8"))
+            obj = json.loads(members[RESULTS_NAME].decode("utf-8"))
         except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             raise SchemaError(f"{results_path}: not valid JSON ({exc})") from None
         results = RunResults.from_dict(obj, source=str(results_path))
@@ -129,9 +166,8 @@ def load_run_folder(run_dir: str | Path) -> RunFolder:
 
     raw: dict[str, bytes] = {}
     environment: dict = {}
-    env_path = run_dir / ENV_NAME
-    if env_path.exists():
-        raw[ENV_NAME] = env_path.read_bytes()
+    if members[ENV_NAME] is not None:
+        raw[ENV_NAME] = members[ENV_NAME]
         try:
             loaded = json.loads(raw[ENV_NAME].decode("utf-8"))
             environment = loaded if isinstance(loaded, dict) else {}
@@ -142,9 +178,8 @@ def load_run_folder(run_dir: str | Path) -> RunFolder:
     if rebuilt and not results.environment:
         results.environment = environment
     for name in (JOURNAL_NAME, LOG_NAME):
-        p = run_dir / name
-        if p.exists():
-            raw[name] = _tail(p.read_bytes())
+        if members[name] is not None:
+            raw[name] = _tail(members[name])
     return RunFolder(run_dir, results, environment, rebuilt, recovered, raw)
 
 
@@ -170,7 +205,8 @@ def bundle_stem(folder: RunFolder) -> str:
 Renderer = Callable[[RunFolder, str], Dict[str, bytes]]
 
 
-def build_bundle(folder: RunFolder, stem: str, render: Renderer, created_at: float | None = None) -> bytes:
+def build_bundle(folder: RunFolder, stem: str, render: Renderer, created_at: float | None = None,
+                 resumed_from: list[str] | None = None) -> bytes:
     """The bundle's bytes (.tar.gz) for a loaded run folder, with ``render``'s files."""
     created_at = time.time() if created_at is None else created_at
     files: dict[str, bytes] = {RESULTS_NAME: (json.dumps(folder.results.to_dict(), indent=2) + "\n").encode("utf-8")}
@@ -191,6 +227,8 @@ def build_bundle(folder: RunFolder, stem: str, render: Renderer, created_at: flo
         "run_status": folder.results.status,
         "interrupted": folder.interrupted,
         "rebuilt_from_journal": folder.rebuilt_from_journal,
+        # the bundles of this run's earlier, interrupted sessions found beside this one
+        "resumed_from": list(resumed_from or []),
         "files": {
             name: {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)} for name, data in sorted(files.items())
         },
@@ -222,8 +260,9 @@ def _targz(top: str, files: dict[str, bytes], mtime: int) -> bytes:
 def export_run(run_dir: Path, results_root: Path, render: Renderer) -> Path:
     """Write the bundle for ``run_dir`` into ``results_root`` and return its path.
 
-    Works on interrupted runs too (see :func:`load_run_folder`). Never
-    overwrites an existing bundle: a name clash gets ``-2``, ``-3``... added.
+    Works on interrupted runs too (see :func:`load_run_folder`); their bundle is named
+    ``<stem>.interrupted.tar.gz``. Never overwrites an existing bundle: a name clash gets
+    ``-2``, ``-3``... added.
     """
     return write_bundle(load_run_folder(run_dir), results_root, render)
 
@@ -235,12 +274,17 @@ def write_bundle(folder: RunFolder, results_root: Path, render: Renderer) -> Pat
     results_root = Path(results_root)
     if results_root.exists() and not results_root.is_dir():
         raise UsageError(f"--out {results_root} is a file, not a folder.")
-    target = results_root / f"{stem}.tar.gz"
+    # an interrupted run's bundle is marked in its name, so the plain name is always a complete
+    # run's: after a resume, X.interrupted.tar.gz (what had finished) beside X.tar.gz (the whole run)
+    base = f"{stem}{INTERRUPTED_MARK}" if folder.interrupted else stem
+    target = results_root / f"{base}.tar.gz"
     n = 2
     while target.exists():
-        target = results_root / f"{stem}-{n}.tar.gz"
+        target = results_root / f"{base}-{n}.tar.gz"
         n += 1
-    data = build_bundle(folder, target.name[: -len(".tar.gz")], render)
+    resumed_from = [] if folder.interrupted else sorted(
+        p.name for p in results_root.glob(f"{stem}{INTERRUPTED_MARK}*.tar.gz") if p.is_file())
+    data = build_bundle(folder, target.name[: -len(".tar.gz")], render, resumed_from=resumed_from)
     try:
         return atomic_write_bytes(target, data)
     except (PermissionError, NotADirectoryError, FileExistsError) as exc:

@@ -28,8 +28,10 @@ def apex(
     same corpus, same device; prints mode, original tokens/s, kit tokens/s and their ratio."""
     from kit.runner.fidelity import format_table, run_apex_fidelity
 
-    names = [p.strip() for p in presets.split(",") if p.strip()]
-    chosen = [s.strip() for s in settings.split(",") if s.strip()]
+    from kit.runner.options import split_list
+
+    names = split_list(presets, "--presets")
+    chosen = split_list(settings, "--settings")
     report = run_apex_fidelity(apex_src, fp16_utils, presets=names, settings=chosen, corpus=corpus, repeats=repeats,
                                max_batches=max_batches, runs=runs, out=out, max_runs=max_runs, ci=ci)
     typer.echo(format_table(report))

@@ -65,10 +65,10 @@ def submit(
     from kit.fleet import slurm
     from kit.fleet.sweep import SCRIPT_FILE, TASKS_DIR, parse_int_list, parse_name_list, plan_sweep
 
-    sweep = plan_sweep(dir, list(ctx.args), parse_name_list(suites), parse_int_list(gpus_per_task, "--gpus-per-task"),
+    sweep = plan_sweep(dir, list(ctx.args), parse_name_list(suites, "--suites"), parse_int_list(gpus_per_task, "--gpus-per-task"),
                        python=python, partition=partition, time_limit=time_limit, cpus_per_task=cpus_per_task,
                        container=container, image=image, sbatch_args=list(sbatch_arg or []),
-                       stacks=parse_name_list(stacks))
+                       stacks=parse_name_list(stacks, "--stacks"))
     script = slurm.render_script(sweep)
     if dry_run:
         typer.echo(script, nl=False)

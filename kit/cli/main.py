@@ -13,7 +13,7 @@ import typer
 
 from kit import __version__
 from kit.cli import bundle, compare, data, doctor, fidelity, fleet, image, index, launch, run
-from kit.errors import EXIT_CODES, KitError, without_parser_prefix
+from kit.errors import EXIT_CODES, DiskFull, KitError, without_parser_prefix
 
 app = typer.Typer(
     name="kit",
@@ -82,6 +82,12 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except SystemExit:
         raise
+    except OSError as exc:
+        full = DiskFull.from_os_error(exc)  # a write the library did not convert itself
+        if full is None:
+            raise
+        print_error(full)
+        sys.exit(full.exit_code)
     except Exception as exc:
         # Click's usage errors (Typer may vendor its own copy of Click, so match by shape)
         if hasattr(exc, "show") and hasattr(exc, "exit_code"):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 import sys
 from enum import Enum
+from pathlib import Path
 from typing import Any, List, Optional
 
 import typer
@@ -61,7 +62,9 @@ def _annotation(spec: OptionSpec) -> Any:
         return Optional[bool]
     if spec.kind == "switch":
         return bool
-    return spec.type if spec.default is not None else Optional[spec.type]  # type: ignore[name-defined]
+    # a path as text: RunOptions refuses an empty one (Click's Path("") would be ".")
+    typ = str if spec.type is Path else spec.type
+    return typ if spec.default is not None else Optional[typ]  # type: ignore[name-defined]
 
 
 def _declarations(spec: OptionSpec) -> tuple[str, ...]:

@@ -41,6 +41,8 @@ Key = tuple[str, ...]  # workload, model, precision, engine (+ "bs512" for a bat
 #: warnings are shown.
 HIGH, MEDIUM, LOW = "high", "medium", "low"
 _RANK = {
+    "device": (0, HIGH),
+    "busy": (0, HIGH),
     "same run": (0, HIGH),
     "stack": (1, HIGH),
     "libraries": (2, HIGH),
@@ -351,14 +353,42 @@ def _same_runs(sources: list[Source]) -> list[CompareWarning]:
     return out
 
 
+def _busy_hosts(sources: list[Source]) -> list[CompareWarning]:
+    """Cells measured while the host was busy (load average past its cores, CPU steal;
+    kit.env.hostload's thresholds, applied to the recorded numbers): their times include
+    waiting, so a gap may be the load, not the machine or its image stack."""
+    from kit.bundle.inert import inert
+    from kit.env.hostload import busy_reason
+
+    out = []
+    for s in sources:
+        busy = [(c.cell_id, why) for c in s.results.cells if c.status == "ok"
+                for why in [busy_reason(getattr(c, "host", None))] if why]
+        if busy:
+            shown = "; ".join(f"{inert(cid)}: {why}" for cid, why in busy[:2]) + ("; ..." if len(busy) > 2 else "")
+            out.append(CompareWarning("busy", f"{s.label}: the host was busy during {len(busy)} cell(s) ({shown}): their "
+                                              "times include waiting for the CPU, so a gap may be the load, not the "
+                                              "machine or its image stack; measure again on a quiet host."))
+    return out
+
+
 def _warnings(sources: list[Source], rows: list[Row]) -> list[CompareWarning]:
-    out: list[CompareWarning] = _same_runs(sources)
+    cpu = [s for s in sources if s.env.gpu == "CPU only"]
+    gpu = [s for s in sources if s.env.gpu not in ("CPU only", "unknown")]
+    out: list[CompareWarning] = []
+    if cpu and gpu:  # shown first: every other difference follows from it
+        out.append(CompareWarning("device", f"{', '.join(s.label for s in cpu)} ran on a CPU, "
+                                            f"{', '.join(s.label for s in gpu)} on a GPU: the numbers measure different "
+                                            "hardware (a CPU run is a smoke test, not a GPU result)."))
+    out += _busy_hosts(sources)
+    out += _same_runs(sources)
     for attr, what in (("stack", "image stack"), ("image", "container image")):
         d = _differs(sources, attr)
         if d:
             out.append(CompareWarning("stack", f"different {what}: {_fmt_values(d)}; differences include the software, not only the hardware."))
     for attr, what in (("torch", "torch"), ("cudnn", "cuDNN"), ("fastai", "fastai"), ("cuda", "CUDA")):
-        d = _differs(sources, attr)
+        # a run that used no GPU used no cuDNN or CUDA (torch was only built with them)
+        d = _differs([s for s in sources if s not in cpu] if attr in ("cudnn", "cuda") else sources, attr)
         if d:
             out.append(CompareWarning("libraries", f"different {what} versions: {_fmt_values(d)}."))
     data_by_source: dict[str, set[str]] = {}

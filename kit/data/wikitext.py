@@ -88,6 +88,15 @@ def load_wikitext2(
     return Corpus(dictionary, arrays["train"], arrays["valid"], arrays["test"], vocab_size, info)
 
 
+def check_wikitext2(data_dir: str | os.PathLike | None = None, splits: tuple[str, ...] = SPLITS,
+                    facts: DatasetFacts = WIKITEXT2) -> None:
+    """DataError (exit 3) when the loader would refuse the real data (a folder placed by hand with
+    the wrong token counts, a zip that is not the published one): what ``kit run`` checks before
+    it makes a run folder. Reads and tokenises the files of ``splits`` (no numpy, no torch)."""
+    token_dir, _ = prepare_wikitext2(resolve_data_dir(data_dir), facts, _check_splits(splits))
+    read_corpus(token_dir, facts, _check_splits(splits))
+
+
 def split_members(facts: DatasetFacts, splits=SPLITS) -> list[str]:
     """The file names of ``splits`` (``wiki.valid.tokens``, ...), in the published order."""
     return [m for split, m in zip(SPLITS, facts.members) if split in splits]

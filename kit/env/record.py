@@ -241,6 +241,18 @@ def cpu_info() -> dict:
     return out
 
 
+def cpu_has_native_bf16() -> bool | None:
+    """True/False from the Linux CPU flags (AVX512-BF16 or AMX-BF16); None if unknown. Without
+    them the kit skips amp-bf16 cells on the CPU (PyTorch would emulate bf16), and the plan's
+    estimate counts them as skipped (kit.runner.plan.runs_on_cpu)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            flags = f.read()
+    except OSError:
+        return None
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
 def memory_info() -> dict:
     out: dict[str, Any] = {}
     try:

@@ -136,3 +136,10 @@ def version_at_least(have: str, need: str) -> bool:
 def cuda_version_from_nvml(value: int) -> str:
     """NVML reports the driver's CUDA version as 1000*major + 10*minor: 12080 -> '12.8'."""
     return f"{value // 1000}.{(value % 1000) // 10}"
+
+
+#: How cuDNN writes its version as one integer (what torch.backends.cudnn.version() returns),
+#: from cuDNN's cudnn_version.h: from cuDNN 9 on ``CUDNN_MAJOR * 10000 + CUDNN_MINOR * 100 +
+#: CUDNN_PATCHLEVEL`` (9.1.0 -> 90100, 9.24.0 -> 92400); up to cuDNN 8 ``CUDNN_MAJOR * 1000 +
+#: CUDNN_MINOR * 100 + CUDNN_PATCHLEVEL`` (8.9.7 -> 8907). Codes from this one up are cuDNN 9+.
+CUDNN_V9_FIRST_CODE = 90000

@@ -14,7 +14,7 @@ from kit import __version__
 from kit.errors import SchemaError, UsageError
 from kit.results import schema
 from kit.results.atomic import atomic_write_json
-from kit.runner.options import check_suite_options, options_for_suite, parse_args, to_args
+from kit.runner.options import check_suite_options, options_for_suite, parse_args, split_list, to_args
 
 SWEEP_FORMAT = 1
 SWEEP_FILE = "sweep.json"
@@ -196,13 +196,14 @@ def parse_int_list(text: Optional[str], flag: str) -> List[int]:
     if text is None:
         return []
     try:
-        return [int(x) for x in str(text).split(",") if x.strip()]
+        return [int(x) for x in split_list(text, flag)]
     except ValueError:
         raise UsageError(f"{flag} {text!r}: give whole numbers, comma-separated (e.g. 1,2,4).") from None
 
 
-def parse_name_list(text: Optional[str]) -> List[str]:
-    return [x.strip() for x in str(text or "").split(",") if x.strip()]
+def parse_name_list(text: Optional[str], flag: str) -> List[str]:
+    """A comma list option's names ([] when not given), by kit run's one rule (split_list)."""
+    return [] if text is None else split_list(text, flag)
 
 
 def task_summary(tasks: List[Any]) -> str:

@@ -37,6 +37,28 @@ def verify_lines(bundle: Bundle) -> list[str]:
     return [inert(line) for line in lines]  # the manifest's and results' fields are a stranger's text
 
 
+def run_status(bundle: Bundle) -> str:
+    """The run's state as `kit bundle show` says it: "interrupted" (or "failed"), "complete", or
+    "complete, resumed from <the interrupted session's bundle>" (the manifest's resumed_from;
+    without those, how often the journal says it was resumed). Bundle text made inert."""
+    from kit.bundle.inert import inert
+    from kit.errors import KitError
+    from kit.results.journal import parse_journal
+
+    status = bundle.results.status
+    if status != "complete" or bundle.interrupted:
+        return inert(status if status != "complete" else "interrupted")
+    earlier = [inert(n) for n in bundle.manifest.get("resumed_from") or [] if isinstance(n, str)]
+    if earlier:
+        return "complete, resumed from " + ", ".join(earlier)
+    try:
+        resumes = sum(1 for e in parse_journal(bundle.files.get("journal.jsonl", b""), "journal.jsonl")
+                      if e.get("event") == "note" and e.get("resumed") is True)
+    except KitError:
+        resumes = 0
+    return f"complete, resumed {resumes} time{'s' if resumes > 1 else ''}" if resumes else "complete"
+
+
 def print_show(bundle: Bundle, console) -> None:
     from rich import box
     from rich.table import Table
@@ -59,7 +81,7 @@ def print_show(bundle: Bundle, console) -> None:
     driver = "none (CPU run)" if cpu_only(env) and env.driver == "unknown" else env.driver
     for k, v in (("machine", env.machine), ("GPU", gpus), ("driver", driver), ("stack", env.stack),
                  ("torch", env.torch), ("cuDNN", used_or_built(env.cudnn, env)), ("fastai", env.fastai), ("data", env.data_source),
-                 ("run", f"{res.run_id} ({res.status})"), ("kit", bundle.manifest.get("kit_version", "unknown"))):
+                 ("run", f"{res.run_id} ({run_status(bundle)})"), ("kit", bundle.manifest.get("kit_version", "unknown"))):
         head.add_row(k, escape(str(v)))
     for k, v in earlier_session_rows(bundle.environment):  # a resumed run's sessions before the last
         head.add_row(k, escape(v))

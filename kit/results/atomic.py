@@ -3,7 +3,8 @@
 The data go to a temporary file in the same folder, are flushed and fsynced,
 and the temporary file is renamed over the target with ``os.replace`` (atomic
 on POSIX within one file system). A writer killed at any point leaves the old
-file or no file, never a truncated one.
+file or no file, never a truncated one; a full disk (ENOSPC, EDQUOT) raises
+:class:`kit.errors.DiskFull` (exit 10) naming the folder, with the old file kept.
 
 Every file written here gets the usual mode for a new file (0666 minus the
 user's umask), like the journal and run.log that are opened normally: one rule
@@ -14,10 +15,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator
+
+from kit.errors import DiskFull
 
 
 @contextlib.contextmanager
@@ -27,8 +32,11 @@ def atomic_open(path: str | os.PathLike, public: bool = True) -> Iterator[Binary
     temporary file is removed. The file gets 0666 minus the umask (``public``
     is kept for callers that still pass it; every file gets that mode)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise DiskFull.from_os_error(exc, path.parent) or exc
     try:
         with os.fdopen(fd, "wb") as fh:
             yield fh
@@ -36,11 +44,15 @@ def atomic_open(path: str | os.PathLike, public: bool = True) -> Iterator[Binary
             os.fsync(fh.fileno())
         os.chmod(tmp, 0o666 & ~current_umask())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        # a full disk: one line naming the folder (the old file, if any, is untouched)
+        full = DiskFull.from_os_error(exc, path.parent)
+        if full is not None:
+            raise full from None
         raise
     fsync_dir(path.parent)
 
@@ -78,3 +90,15 @@ def fsync_dir(folder: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+class LogFileHandler(logging.FileHandler):
+    """run.log's handler: a line that does not fit on a full disk (ENOSPC, EDQUOT) is dropped
+    without logging's "--- Logging error ---" traceback on the terminal (the journal and
+    results.json, written through this module, say in one line that the disk is full);
+    any other error is reported as logging reports it."""
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        if DiskFull.from_os_error(sys.exc_info()[1]) is not None:
+            return
+        super().handleError(record)

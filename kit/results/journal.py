@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
+from kit.errors import DiskFull
+
 JOURNAL_NAME = "journal.jsonl"
 _DURABLE = {"run_start", "run_end", "cell_start", "cell_end", "epoch", "run_interrupted", "note"}
 
@@ -58,10 +60,14 @@ class Journal:
             record = {"seq": self._seq, "time": round(time.time(), 6), "event": event, "cell_id": cell_id}
             record.update(fields)
             self._seq += 1
-            self._fh.write(json.dumps(record, separators=(",", ":"), default=str) + "\n")
-            self._fh.flush()
-            if event in _DURABLE:
-                os.fsync(self._fh.fileno())
+            try:
+                self._fh.write(json.dumps(record, separators=(",", ":"), default=str) + "\n")
+                self._fh.flush()
+                if event in _DURABLE:
+                    os.fsync(self._fh.fileno())
+            except OSError as exc:
+                # a full disk: one line naming the folder; read_journal ignores a half-written last line
+                raise DiskFull.from_os_error(exc, self.path.parent) or exc from None
         for listener in self.listeners:
             listener(record)
         return record
@@ -69,8 +75,18 @@ class Journal:
     def close(self) -> None:
         with self._lock:
             if not self._fh.closed:
-                self._fh.flush()
-                os.fsync(self._fh.fileno())
+                try:
+                    self._fh.flush()
+                    os.fsync(self._fh.fileno())
+                except OSError as exc:
+                    full = DiskFull.from_os_error(exc, self.path.parent)
+                    if full is None:
+                        raise
+                    try:
+                        self._fh.close()  # what did not fit is lost; the lines before it are whole
+                    except OSError:
+                        pass
+                    raise full from None
                 self._fh.close()
 
     def __enter__(self) -> "Journal":
@@ -86,10 +102,14 @@ def read_journal(path: str | os.PathLike) -> Iterator[dict]:
     A garbled line anywhere else means the file was edited or damaged, and is
     reported rather than skipped.
     """
+    yield from parse_journal(Path(path).read_bytes(), Path(path))
+
+
+def parse_journal(data: bytes, path: str | os.PathLike = JOURNAL_NAME) -> Iterator[dict]:
+    """:func:`read_journal` of a journal's bytes already read (``path`` names it in errors)."""
     from kit.errors import SchemaError
 
-    path = Path(path)
-    lines = path.read_bytes().split(b"\n")
+    lines = data.split(b"\n")
     # A file that ends in "\n" yields a final empty element.
     last_index = len(lines) - 1
     for i, raw in enumerate(lines):
@@ -98,7 +118,7 @@ def read_journal(path: str | os.PathLike) -> Iterator[dict]:
         try:
             obj = json.loads(raw)
         except ValueError:
-            if i >= last_index - 1 and not path.read_bytes().endswith(b"\n"):
+            if i >= last_index - 1 and not data.endswith(b"\n"):
                 return  # the writer died mid-line: ignore the fragment
             raise SchemaError(f"{path}: line {i + 1} of the journal is not valid JSON; the file was damaged or edited.")
         if not isinstance(obj, dict) or "event" not in obj:

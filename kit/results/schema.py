@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import functools
 import json
+import math
+import re
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -165,7 +167,8 @@ class CellResult:
     ``final_metric`` and ``metrics`` (per-epoch accuracy or perplexity).
     ``summary`` maps each scalar metric to Stats (n, median, mean, min, max,
     stdev, cv). ``telemetry`` holds the NVML summary, or a dict with
-    ``available: false`` and the reason.
+    ``available: false`` and the reason. ``host``: the host's load average and CPU steal
+    around the cell (kit.env.hostload), and whether that made it "busy".
     """
 
     workload: str
@@ -184,6 +187,8 @@ class CellResult:
     notes: list[str] = field(default_factory=list)
     started_at: float | None = None
     finished_at: float | None = None
+    #: how busy the host was around the cell (kit.env.hostload: load average, CPU steal, "busy")
+    host: dict[str, Any] | None = None
 
     @property
     def cell_id(self) -> str:
@@ -456,6 +461,11 @@ REPEAT_NUMBERS = (
     "steady_seconds", "steady_items", "steady_tokens", "warmup_steps", "warmup_batches", "steps",
     "achieved_tflops", "items_per_j", "fit_seconds", "train_batches_per_epoch", "num_workers", "seed", "repeat",
 )
+#: Per-repeat measures no run can produce as zero, negative, NaN or infinite (a time or a rate:
+#: the timer and the counters give a positive finite number, or null where nothing was timed).
+#: A results file holding another value was damaged or made by hand: refused, naming the field.
+REPEAT_POSITIVE = ("epoch_seconds_median", "throughput_items_per_s", "steady_seconds", "time_to_first_step_s",
+                   "fit_seconds", "epoch_seconds")
 #: Per-repeat metrics that are a list of numbers (one per epoch)...
 REPEAT_NUMBER_LISTS = ("epoch_seconds",)
 #: ... or either a number or such a list.
@@ -511,6 +521,12 @@ def check_cell(d: Any, source: str = "cell", path: str = "cell") -> None:
         for key in REPEAT_NUMBERS:
             if key in rep and rep[key] is not None and not _is_number(rep[key]):
                 _fail(source, f"{path}.repeats[{i}].{key}", "a number or null", rep[key])
+        for key in REPEAT_POSITIVE:
+            values = rep.get(key)
+            items = enumerate(values) if isinstance(values, list) else [(None, values)]
+            for j, x in items:
+                if _is_number(x) and not (math.isfinite(x) and x > 0):
+                    _impossible(source, f"{path}.repeats[{i}].{key}" + ("" if j is None else f"[{j}]"), d, x)
         for key in REPEAT_NUMBER_LISTS + REPEAT_NUMBER_OR_LISTS:
             v = rep.get(key)
             if key not in rep or (v is None and key in REPEAT_NUMBER_OR_LISTS):
@@ -532,6 +548,28 @@ def check_cell(d: Any, source: str = "cell", path: str = "cell") -> None:
         for key in STATS_NUMBERS:
             if key in stats and stats[key] is not None and not _is_number(stats[key]):
                 _fail(source, f"{where}.{key}", "a number or null", stats[key])
+            x = stats.get(key)
+            if metric in REPEAT_POSITIVE and _is_number(x):
+                spread = key in ("stdev", "cv")  # zero for identical repeats
+                if not math.isfinite(x) or x < 0 or (x == 0 and not spread):
+                    _impossible(source, f"{where}.{key}", d, x)
+
+
+_PLAIN_ID = re.compile(r"[A-Za-z0-9._/@=+-]{1,200}")
+
+
+def _impossible(source: str, path: str, cell: dict, value: float) -> None:
+    """SchemaError (exit 4) for a time or rate no run can produce (zero, negative, NaN, infinite)."""
+    try:
+        name = cell_id(cell["workload"], cell["model"], cell["precision"], cell["engine"], cell.get("params"))
+    except (KeyError, TypeError, AttributeError):
+        name = ""
+    # a stranger's file: its cell id is shown only when it is plain (letters, digits, . _ / -)
+    shown = f" (cell {name})" if _PLAIN_ID.fullmatch(name) else ""
+    raise SchemaError(
+        f"{source}: impossible value at {path}{shown}: {value!r}; a time or a rate is positive and finite",
+        remedy="The file was damaged or edited by hand; use the results.json or bundle the kit wrote.",
+    )
 
 
 def check_results(d: Any, source: str = "results") -> None:

@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Callable
 
 from kit import __version__
-from kit.errors import Interrupted, KitError, SchemaError, Terminated, UsageError
-from kit.results.atomic import atomic_write_json
+from kit.errors import DiskFull, Interrupted, KitError, SchemaError, Terminated, UsageError
+from kit.results.atomic import LogFileHandler, atomic_write_json
 from kit.results.derive import derive
 from kit.results.journal import JOURNAL_NAME, Journal, read_journal
 from kit.results.schema import CellResult, RunConfig, RunResults, CellSpec
@@ -273,8 +273,8 @@ def make_run_dir(run_dir: Path) -> Path:
     try:
         run_dir.mkdir(parents=True, exist_ok=False)
     except OSError as exc:
-        raise UsageError(f"cannot create the run folder {run_dir}: {exc.strerror or exc}.",
-                         remedy=RESULTS_DIR_REMEDY) from None
+        raise DiskFull.from_os_error(exc, run_dir.parent) or UsageError(
+            f"cannot create the run folder {run_dir}: {exc.strerror or exc}.", remedy=RESULTS_DIR_REMEDY) from None
     return run_dir
 
 
@@ -339,6 +339,9 @@ def _execute_locked(config: RunConfig, run_id: str, run_dir: Path, results_root:
 
     environment = env_record.collect(config)
     environment["data_provenance"] = _data_provenance(config)
+    from kit.env.hostload import snapshot
+
+    environment["host_load"] = snapshot()
     if resumed:
         _keep_earlier_session(run_dir, environment, [c for c in plan.cell_ids if c in done])
     atomic_write_json(run_dir / ENV_NAME, environment)
@@ -390,10 +393,11 @@ def _execute_locked(config: RunConfig, run_id: str, run_dir: Path, results_root:
         signal_name, reason = _stop_reason()
         log.warning("run %s", reason)
         journal.write("run_interrupted", message=reason, signal=signal_name)
-    except BaseException:
+    except BaseException as exc:
         status = "failed"
         log.error("run failed:\n%s", traceback.format_exc())
-        journal.write("note", message="run failed", error=traceback.format_exc())
+        if not isinstance(exc, DiskFull):  # nothing more fits on a full disk; it is said in one line
+            journal.write("note", message="run failed", error=traceback.format_exc())
         raise
     finally:
         if previous_term is not None:
@@ -401,13 +405,18 @@ def _execute_locked(config: RunConfig, run_id: str, run_dir: Path, results_root:
         results.status = status if status != "complete" or len(results.cells) == len(plan.cells) else "interrupted"
         results.finished_at = time.time()
         results.derived = derive(results.cells, config.mode, config.tolerance, results.environment.get("peak_tflops_measured"))
-        journal.write("run_end", status=results.status)
-        journal.close()
-        atomic_write_json(run_dir / RESULTS_NAME, results.to_dict())
-        counts = {s: sum(c.status == s for c in results.cells) for s in ("ok", "skipped", "failed")}
-        log.info("run ended %s: %d cell(s) ok, %d skipped, %d failed, %d not run; results in %s", results.status,
-                 counts["ok"], counts["skipped"], counts["failed"], len(plan.cells) - len(results.cells), run_dir / RESULTS_NAME)
-        _detach_log()
+        try:
+            journal.write("run_end", status=results.status)
+        finally:  # a full disk (DiskFull) still closes the journal and the log
+            try:
+                journal.close()
+                atomic_write_json(run_dir / RESULTS_NAME, results.to_dict())
+                counts = {s: sum(c.status == s for c in results.cells) for s in ("ok", "skipped", "failed")}
+                log.info("run ended %s: %d cell(s) ok, %d skipped, %d failed, %d not run; results in %s", results.status,
+                         counts["ok"], counts["skipped"], counts["failed"], len(plan.cells) - len(results.cells),
+                         run_dir / RESULTS_NAME)
+            finally:
+                _detach_log()
 
     bundle, bundle_error = None, None
     if make_bundle:
@@ -464,6 +473,9 @@ def _run_one(bench, spec: CellSpec, config: RunConfig, device: str, run_dir: Pat
     )
     ui.cell_start(spec)
     log.info("cell %s: started", spec.cell_id)
+    from kit.env import hostload
+
+    host = hostload.start()
     sampler = telemetry.start_for_devices(cell_devices(spec, device))
     started = time.time()
     try:
@@ -483,6 +495,10 @@ def _run_one(bench, spec: CellSpec, config: RunConfig, device: str, run_dir: Pat
                             params=spec.params, reason=f"{exc.__class__.__name__}: {exc}")
     tele = sampler.stop(timed_spans(result))
     result.started_at, result.finished_at = started, time.time()
+    result.host = host.stop()
+    if result.host.get("busy"):
+        log.warning("cell %s: the host was busy (%s); its times include waiting for the CPU", spec.cell_id,
+                    result.host["busy"])
     if result.status == "ok":
         result.telemetry = tele
         telemetry.attach_energy(result)
@@ -509,6 +525,8 @@ def _bundle(run_dir: Path, results_root: Path) -> tuple[Path | None, str | None]
         from kit.report.export import export_run
 
         return export_run(run_dir, Path(results_root)), None
+    except DiskFull:
+        raise  # results.json is safe; the run ends with the full disk's one line and exit code
     except KitError as exc:
         log.error("bundle export failed: %s", exc)
         return None, exc.message
@@ -522,7 +540,7 @@ _handler: logging.Handler | None = None
 
 def _attach_log(path: Path) -> None:
     global _handler
-    _handler = logging.FileHandler(path, encoding="utf-8")
+    _handler = LogFileHandler(path, encoding="utf-8")
     _handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger("kit")
     root.setLevel(logging.INFO)

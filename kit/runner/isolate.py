@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from kit import errors
+from kit.results.atomic import LogFileHandler
 from kit.results.schema import CellResult, CellSpec
 from kit.bench.context import CellContext
 
@@ -372,7 +373,7 @@ def _child_main(call: str, spec_dict: dict, ctx_fields: dict, messages: Any, sto
         os.environ.clear()
         os.environ.update(env)
     if log_path:
-        handler = logging.FileHandler(log_path, encoding="utf-8")
+        handler = LogFileHandler(log_path, encoding="utf-8")
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s [cell process]: %(message)s"))
         root = logging.getLogger("kit")
         root.setLevel(logging.INFO)

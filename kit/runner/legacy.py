@@ -75,6 +75,11 @@ def run(options: RunOptions, argv: list) -> int:
     from kit.runner.service import ensure_real_data, outcome_summary, raise_if_cells_failed
 
     resume = options.resume
+    if resume:  # the same rule as `kit run --resume`: an option that changes the run is refused (exit 2)
+        from kit.runner.execute import read_resume_state
+        from kit.runner.options import check_resume_options
+
+        check_resume_options(options, read_resume_state(Path(resume)).config, Path(resume))
     config = None if resume else config_from_options(options, argv)
     results_dir = Path(resume).resolve().parent if resume else Path(options.results_dir)
     if config is not None:

@@ -27,7 +27,7 @@ from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 from typing import List, Optional, Tuple
 
-from kit.errors import UsageError
+from kit.errors import DiskFull, UsageError
 from kit.results.schema import COMPILE_CHOICES, DEFAULT_FASTAI_LEARNER, RunConfig
 
 SUITES = ("cifar", "lstm", "gpt", "all")
@@ -61,7 +61,12 @@ def option(default=MISSING, help="", names=(), off="", choices=(), lstm=False, h
 
 
 def _env_path(variable: str, fallback: str):
-    return lambda: Path(os.environ.get(variable, fallback))
+    # the text as set: RunOptions turns it into a Path, or refuses it when empty (Path("") is ".")
+    return lambda: os.environ.get(variable, fallback)
+
+
+#: path options -> the environment variable that sets the default (None: none)
+PATH_OPTIONS = {"data_dir": "KIT_DATA_DIR", "results_dir": "KIT_RESULTS_DIR", "resume": None}
 
 
 @dataclass
@@ -116,6 +121,20 @@ class RunOptions:
     dry_run: bool = option(False, "Print the cells the run would measure and a rough duration on stdout, then stop (options are checked; nothing is fetched or written).", host_only=True)
     #: the options set on the command line, in their order (what `kit launch` forwards)
     given: Tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        # One rule for every path option, whichever front end built the options: an empty path
+        # is refused (as Path it would silently be the current folder).
+        for name, variable in PATH_OPTIONS.items():
+            value = getattr(self, name)
+            if value is None or isinstance(value, Path):
+                continue
+            if not str(value).strip():
+                flag = "--" + name.replace("_", "-")
+                said = flag if name in self.given or variable is None else f"{variable} (the default of {flag})"
+                raise UsageError(f"{said} is empty; it needs a folder.",
+                                 remedy=f"Leave {flag} out for its default, or name a folder, e.g. {flag} ./{name.split('_')[0]}")
+            setattr(self, name, Path(value))
 
     def with_options(self, **values) -> "RunOptions":
         """A copy with these options set, as if given on the command line (after those given)."""
@@ -203,8 +222,8 @@ def argument_parser(prog: str = "kit run", legacy: bool = False) -> argparse.Arg
         elif spec.kind == "yes-no":
             p.add_argument(*spec.names, dest=spec.name, action="store_true")
             p.add_argument(spec.off, dest=spec.name, action="store_false")
-        else:
-            p.add_argument(*spec.names, dest=spec.name, type=spec.type)
+        else:  # a path as text: RunOptions refuses an empty one (Path("") would be ".")
+            p.add_argument(*spec.names, dest=spec.name, type=str if spec.type is Path else spec.type)
     return p
 
 
@@ -380,10 +399,7 @@ def split_names(values, flag: str) -> List[str]:
     one thing twice, is a UsageError: a cell measured twice under one id is lost in a compare."""
     if values is None:
         return []
-    out = split_list(values)
-    if not out:
-        raise UsageError(f"{flag} is empty; it needs at least one name.",
-                         remedy=f"Leave {flag} out to run them all, or name them, comma-separated.")
+    out = split_list(values, flag)
     twice = sorted({x for x in out if out.count(x) > 1})
     if twice:
         raise UsageError(f"{flag} names {', '.join(twice)} more than once; each is measured once per run.",
@@ -409,10 +425,7 @@ def parse_batch_sizes(values) -> List[int]:
     twice (its point would be measured twice under one cell id)."""
     if values is None:
         return []
-    texts = split_list(values)
-    if not texts:
-        raise UsageError("--batch-sizes is empty; it needs at least one batch size.",
-                         remedy="Leave --batch-sizes out for one batch size, or list them, e.g. --batch-sizes 256,512,1024")
+    texts = split_list(values, "--batch-sizes")
     sizes: List[int] = []
     for text in texts:
         if not re.fullmatch(r"[+-]?[0-9]+", text):
@@ -430,12 +443,22 @@ def parse_batch_sizes(values) -> List[int]:
     return sorted(sizes)
 
 
-def split_list(values) -> List[str]:
-    """A list option's items, repeated and/or comma-separated, blanks dropped."""
-    out: List[str] = []
-    for v in values:
-        out.extend(x.strip() for x in str(v).split(",") if x.strip())
-    return out
+def split_list(values, flag: str) -> List[str]:
+    """A list option's items, repeated and/or comma-separated, spaces around each dropped: the
+    one rule of every comma list of the kit. Nothing in it at all (``''``, ``,``) is "empty"; an
+    empty item among others (``fp32,,amp-bf16``, a comma at an end) is refused too (UsageError,
+    exit 2): it is a typo, and the run would not be what the command line says."""
+    texts = [values] if isinstance(values, str) else list(values)
+    items = [x.strip() for v in texts for x in str(v).split(",")]
+    if not any(items):
+        raise UsageError(f"{flag} is empty; it needs at least one name.",
+                         remedy=f"Leave {flag} out for its default, or name them, comma-separated.")
+    if "" in items:
+        shown = ",".join(str(v) for v in texts)
+        raise UsageError(f"{flag} {shown!r} has an empty item (two commas in a row, or one at an end); "
+                         "name each item, comma-separated.",
+                         remedy=f"e.g. {flag} {','.join(x for x in items if x)}")
+    return items
 
 
 def check_batch_curve(options: RunOptions) -> None:
@@ -480,6 +503,75 @@ def options_for_suite(options: RunOptions, suite: str) -> Tuple[RunOptions, List
     kept = replace(options, given=tuple(n for n in options.given if n not in names),
                    **{spec.name: spec.default for spec in foreign})
     return kept, [spec.flag for spec in foreign]
+
+
+#: Options that shape no run (what this command does, not what the run measures): given with
+#: --resume they keep their meaning. Every other option given with --resume must equal the
+#: resumed run's own value (from its journal), or is refused: a resume measures the rest of the
+#: run it continues, so its cells stay comparable with the finished ones.
+RESUME_NEUTRAL = ("resume", "skip_checks", "dry_run")
+_NO_FIELD = object()
+
+
+def _run_value(config: RunConfig, name: str):
+    """The resumed run's value of option ``name`` as RunConfig keeps it (_NO_FIELD: it keeps none)."""
+    if name in LSTM_OVERRIDES:
+        return config.lstm.get(name)
+    if name in GPT_OVERRIDES:
+        return config.gpt.get(name)
+    if name == "smoke":  # a preset of many fields, not a field
+        return _NO_FIELD
+    return getattr(config, name, _NO_FIELD)
+
+
+def _given_value(options: RunOptions, name: str):
+    """Option ``name`` as RunConfig would keep it (lists split and checked, the device normalised)."""
+    spec = next(s for s in option_specs() if s.name == name)
+    value = getattr(options, name)
+    if name == "batch_sizes":
+        return parse_batch_sizes(value)
+    if spec.kind == "list":
+        return split_names(value, spec.flag)
+    if name == "device":
+        return normalise_device(value)
+    if name == "data_dir":
+        return str(value)
+    if name == "isolate":
+        return value or "apex"
+    return value
+
+
+def _shown(value) -> str:
+    return ",".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
+def check_resume_options(options: RunOptions, config: RunConfig, run_dir: Path) -> None:
+    """``kit run --resume DIR`` with other options: each must equal the resumed run's own
+    (RESUME_NEUTRAL aside), else UsageError (exit 2) naming the option and the run's value.
+    ``--results-dir`` must be the run folder's parent (a resumed run's bundle lands beside it)."""
+    specs = {s.name: s for s in option_specs()}
+    for name in options.given:
+        if name in RESUME_NEUTRAL or name not in specs:
+            continue
+        flag = specs[name].flag
+        remedy = f"Leave {flag} out: kit run --resume {run_dir} continues the run with its own options."
+        if name == "results_dir":
+            parent = Path(run_dir).resolve().parent
+            if Path(options.results_dir).resolve() != parent:
+                raise UsageError(f"--results-dir {options.results_dir} conflicts with the resumed run's folder: its "
+                                 f"bundle goes beside it, in {parent}.", remedy=remedy)
+            continue
+        run = _run_value(config, name)
+        if run is _NO_FIELD:
+            raise UsageError(f"{flag} conflicts with the resumed run's options (from its journal: "
+                             f"{' '.join(config.command_line[1:]) or 'not recorded'}); a resume keeps them.", remedy=remedy)
+        given = _given_value(options, name)
+        if isinstance(run, list) and isinstance(given, list) and not given and not run:
+            continue
+        if given != run:
+            shown = "off" if run is False else ("unset" if run is None or run == [] else _shown(run))
+            raise UsageError(f"{flag} {_shown(given)} conflicts with the resumed run's {flag} {shown}; "
+                             "a resume measures the rest of the run with its own options.", remedy=remedy)
 
 
 def check_options(options: RunOptions) -> None:
@@ -530,8 +622,9 @@ def check_results_dir(path, create: bool = False) -> None:
         with tempfile.TemporaryFile(dir=str(p)):
             pass
     except OSError as exc:
-        raise UsageError(f"{flag}: cannot create a folder or write a file there ({exc.strerror or exc}).",
-                         remedy=_results_remedy()) from None
+        raise DiskFull.from_os_error(exc, nearest_existing(p)) or UsageError(
+            f"{flag}: cannot create a folder or write a file there ({exc.strerror or exc}).",
+            remedy=_results_remedy()) from None
     finally:
         for folder in reversed(made):
             try:

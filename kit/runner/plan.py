@@ -188,6 +188,32 @@ def estimate_source(kind: str) -> str:
     return estimate_facts.SOURCES[kind]
 
 
+#: Precisions the kit measures on a CPU (kit.bench.precision.unavailable_reason on "cpu"; every
+#: other one is skipped in a fraction of a second). amp-bf16 runs only on a CPU with bf16
+#: instructions (kit.env.record.cpu_has_native_bf16), else it is skipped too.
+CPU_PRECISIONS = ("fp32", "amp-bf16")
+
+
+def runs_on_cpu(precision: str) -> bool:
+    """Whether a cell of ``precision`` trains on this host's CPU (the plan's estimate counts
+    the others at kit.facts.estimates.SKIPPED_CELL_S). Never imports torch."""
+    if precision not in CPU_PRECISIONS:
+        return False
+    if precision == "amp-bf16":
+        from kit.env.record import cpu_has_native_bf16
+
+        return cpu_has_native_bf16() is not False
+    return True
+
+
+def estimate_plan_seconds(plan: Plan, todo: "list[CellSpec] | None" = None) -> float:
+    """The plan's rough estimate (``kit run``'s printout): the sum of :func:`estimate_seconds`
+    over the cells still to run (``todo``, default all) on the plan's device kind."""
+    kind = device_kind(plan.config.device)
+    cells = plan.cells if todo is None else todo
+    return sum(estimate_seconds(c, plan.config.repeats, mode=plan.config.mode, device=kind) for c in cells)
+
+
 def estimate_seconds(spec: CellSpec, repeats: int, tflops: float | None = None, mode: str = "throughput",
                      device: str = "cuda") -> float:
     """A rough wall-time guess for the plan printout and the progress ETA's weights
@@ -196,8 +222,11 @@ def estimate_seconds(spec: CellSpec, repeats: int, tflops: float | None = None, 
     A fixed cost per cell plus the model's training FLOPs (kit.facts.models) over the
     repeats at the effective rate of kit.facts.estimates for the device kind
     (``device``: 'cuda' or 'cpu', see :func:`device_kind`) and engine; ``tflops``
-    replaces that rate.
+    replaces that rate. On the CPU a precision it cannot run (:func:`runs_on_cpu`) costs only
+    kit.facts.estimates.SKIPPED_CELL_S.
     """
+    if device == "cpu" and not runs_on_cpu(spec.precision):
+        return estimate_facts.SKIPPED_CELL_S
     if spec.workload == "cifar":
         p = spec.params
         per_image = model_facts.train_flops_per_image(spec.model, p.get("image_size", 32))

@@ -49,12 +49,12 @@ def print_plan(console, plan: "Plan", done: dict) -> None:
     `kit run --dry-run`."""
     from rich.table import Table
 
-    from kit.runner.plan import device_kind, estimate_seconds, estimate_source
+    from kit.runner.plan import device_kind, estimate_plan_seconds, estimate_source
     from kit.results.schema import cell_label
 
     kind = device_kind(plan.config.device)
     todo = [c for c in plan.cells if c.cell_id not in done]
-    est = sum(estimate_seconds(c, plan.config.repeats, mode=plan.config.mode, device=kind) for c in todo)
+    est = estimate_plan_seconds(plan, todo)
     table = Table(title=f"Plan: {len(plan.cells)} cells x {plan.config.repeats} repeats", show_lines=False)
     for col in ("workload", "model", "engine", "precisions"):
         table.add_column(col)

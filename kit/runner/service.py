@@ -21,7 +21,8 @@ from pathlib import Path
 
 from kit.errors import EnvironmentCheckError, UsageError
 from kit.results.schema import RunConfig
-from kit.runner.options import RunOptions, check_gpt_settings, check_lstm_settings, check_results_dir, config_from_options
+from kit.runner.options import (RunOptions, check_gpt_settings, check_lstm_settings, check_results_dir, check_resume_options,
+                                config_from_options)
 
 BENCH_STACK_REMEDY = ("Install it with: pip install 'mpkit[bench]' (torch, torchvision, fastai), "
                       "or run in the kit's container instead: kit launch.")
@@ -47,7 +48,7 @@ def check_bench_stack() -> None:
                                     remedy=BENCH_STACK_REMEDY)
 
 
-RESUME_NOTE = "Resuming: the run's own options (from its journal) apply; other run options are ignored."
+RESUME_NOTE = "Resuming: the run's own options (from its journal) apply."
 
 
 def run_from_cli(options: RunOptions, argv: list[str] | None = None) -> None:
@@ -61,6 +62,7 @@ def run_from_cli(options: RunOptions, argv: list[str] | None = None) -> None:
     if options.resume:
         resume_dir = Path(options.resume)
         state = read_resume_state(resume_dir)  # exit 2 when it is no run folder
+        check_resume_options(options, state.config, resume_dir)  # exit 2: an option that changes the run
         if options.dry_run:
             console.print(RESUME_NOTE)
             show_plan(state.config, state.done, Console())
@@ -231,8 +233,14 @@ def ensure_real_data(config: RunConfig, console, progress: bool = True) -> None:
         d = describe(config.data_dir, name, "real", splits)
         if name == "wikitext2" and config.suite in ("lstm", "all"):
             _say_lstm_training_split(config, console, d, splits)
-        # a folder placed by hand is used as it is: the loader checks its published token counts
-        if d.get("present") and (not d.get("problem") or d.get("placed_by_hand")):
+        if d.get("placed_by_hand"):
+            # a folder placed by hand is used as it is, once its published token counts check out:
+            # checked here, before a run folder exists (exit 3), not by the first cell
+            from kit.data.wikitext import SPLITS, check_wikitext2
+
+            check_wikitext2(config.data_dir, tuple(splits or SPLITS))
+            continue
+        if d.get("present") and not d.get("problem"):
             continue
         console.print(fetch_reason(d))
         fetch_dataset(name, config.data_dir, progress=progress)

@@ -19,6 +19,7 @@ from kit.bench import flops as flops_mod
 from kit.bench.cifar import batch_search, fastai_engine, models, torch_engine
 from kit.bench.cifar.torch_engine import TrainConfig
 from kit.bench.precision import unavailable_reason
+from kit.env.record import cpu_has_native_bf16
 from kit.results.schema import DEFAULT_FASTAI_LEARNER, CellResult, CellSpec, curve_batch
 from kit.results.stats import summarise_repeats
 from kit.bench.context import CellContext
@@ -91,16 +92,6 @@ def train_config(spec: CellSpec, ctx: CellContext) -> TrainConfig:
         static_loss_scale=float(p.get("static_loss_scale") or 512.0),
         learner=p.get("learner") or DEFAULT_FASTAI_LEARNER,
     )
-
-
-def cpu_has_native_bf16() -> bool | None:
-    """True/False from the Linux CPU flags (AVX512-BF16 or AMX-BF16); None if unknown."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            flags = f.read()
-    except OSError:
-        return None
-    return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
 def skip_reason(spec: CellSpec, device: str) -> str | None:

@@ -1,0 +1,69 @@
+"""The plan's rough estimate against the README's CPU commands as measured on the 2-core VM
+(kit.facts.estimates.MEASURED, from references/cpu-vm/estimates/measurements.json): within 3x.
+No timing here: the measurements are data, recorded with their source."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kit.facts import estimates
+from kit.runner.options import config_from_options, parse_args
+from kit.runner.plan import build_plan, estimate_plan_seconds, runs_on_cpu
+
+REPO = Path(__file__).resolve().parents[1]
+RECORD = REPO / "references" / "cpu-vm" / "estimates" / "measurements.json"
+
+
+def _estimate(argv) -> float:
+    config = config_from_options(parse_args(list(argv)), list(argv))
+    return estimate_plan_seconds(build_plan(config))
+
+
+@pytest.mark.parametrize("measured", estimates.MEASURED, ids=lambda m: " ".join(m.argv[:4]))
+def test_the_estimate_of_a_readme_cpu_command_is_within_3x_of_its_measurement(monkeypatch, measured):
+    import kit.env.record
+
+    monkeypatch.setattr(kit.env.record, "cpu_has_native_bf16", lambda: False)  # the VM's CPU has no bf16
+    est = _estimate(measured.argv)
+    assert measured.cells_s / 3 <= est <= measured.cells_s * 3, (est, measured)
+    assert measured.wall_s / 3 <= est <= measured.wall_s * 3, (est, measured)
+
+
+def test_the_recorded_figures_are_the_minimum_of_the_committed_measurements():
+    record = json.loads(RECORD.read_text())
+    by_command = {}
+    for rnd in record["rounds"]:
+        for run in rnd.values():
+            assert run["exit_code"] == 0
+            by_command.setdefault(run["command"], []).append(run)
+    assert len(record["rounds"]) >= 2
+    for m in estimates.MEASURED:
+        runs = by_command["kit " + " ".join(m.argv)]
+        assert m.wall_s == min(r["wall_s"] for r in runs)
+        assert m.cells_s == pytest.approx(min(sum(c["seconds"] for c in r["cells"]) for r in runs), abs=0.01)
+
+
+def test_a_cpu_counts_the_cells_it_skips_at_a_fraction_of_a_second(monkeypatch):
+    import kit.env.record
+
+    monkeypatch.setattr(kit.env.record, "cpu_has_native_bf16", lambda: False)
+    argv = ["run", "--suite", "cifar", "--data", "synthetic", "--device", "cpu", "--models", "resnet18"]
+    all_precisions = _estimate(argv + ["--precisions", "fp32,tf32,amp-fp16,amp-bf16,fp16-master"])
+    fp32_only = _estimate(argv + ["--precisions", "fp32"])
+    assert all_precisions == pytest.approx(fp32_only + 2 * 4 * estimates.SKIPPED_CELL_S)
+    monkeypatch.setattr(kit.env.record, "cpu_has_native_bf16", lambda: True)
+    assert _estimate(argv + ["--precisions", "fp32,amp-bf16"]) > 1.9 * fp32_only
+
+
+def test_the_cpu_precisions_are_those_the_benchmark_runs_on_a_cpu():
+    pytest.importorskip("torch")
+    from kit.bench.precision import unavailable_reason
+    from kit.results.schema import PRECISIONS
+
+    for precision in PRECISIONS:
+        runs = unavailable_reason(precision, "cpu") is None
+        assert runs == (precision in ("fp32", "amp-bf16")), precision
+    assert not runs_on_cpu("tf32") and runs_on_cpu("fp32")
