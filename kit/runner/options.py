@@ -495,7 +495,7 @@ def options_for_suite(options: RunOptions, suite: str) -> Tuple[RunOptions, List
                if spec.suites and spec.name in options.given and not set(spec.suites) & set(run)]
     # --engines names each suite's own engines (torch, fastai; kit, graphed): a suite none of whose
     # engines it names runs its defaults, as if it had not been given
-    if "engines" in options.given and not any(engines_of_suite(split_list(options.engines or []), s) for s in run):
+    if "engines" in options.given and not any(engines_of_suite(split_list(options.engines or [], "--engines"), s) for s in run):
         foreign += [spec for spec in option_specs() if spec.name == "engines" and spec not in foreign]
     if not foreign:
         return options, []
