@@ -216,3 +216,43 @@ def test_loading_the_cli_or_the_report_modules_loads_neither_scipy_nor_matplotli
             "print(sorted(m for m in ('scipy', 'matplotlib', 'numpy', 'torch') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_ratio_estimate_to_dict_is_the_dataclass_fields_in_order():
+    """to_dict writes the fields itself (no dataclasses.asdict deep copy): the same keys, order and values."""
+    import dataclasses
+
+    from kit.compare.stats import Sample, ratio_estimate
+
+    est = ratio_estimate(Sample.of([10.0, 10.5, 9.8]), Sample.of([8.0, 8.1, 7.9]))
+    d = est.to_dict()
+    assert list(d)[:len(dataclasses.fields(est))] == [f.name for f in dataclasses.fields(est)]
+    assert {k: d[k] for k in dataclasses.asdict(est)} == dataclasses.asdict(est)
+
+
+def test_json_text_is_the_same_json_value_with_rows_on_one_line_each():
+    import json
+
+    from kit.compare.render import json_text
+
+    value = {"method": "m", "rows": [{"cell_id": "a/b", "machines": {"A": {"x": [1, 2.5, None]}}}, {"cell_id": "c"}],
+             "empty": [], "none": None, "nested": {"deep": {"deeper": [1, {"k": "v"}]}}, 3: True}
+    text = json_text(value)
+    assert json.loads(text) == json.loads(json.dumps(value))
+    lines = text.splitlines()
+    assert '    {"cell_id": "a/b", "machines": {"A": {"x": [1, 2.5, null]}}},' in lines
+    assert '  "3": true' in lines
+
+
+def test_sample_cache_gives_what_sample_and_metric_values_give():
+    from kit.compare import measures
+    from kit.results import ratios
+    from kit.results.schema import CellResult
+
+    cell = CellResult("cifar", "resnet18", "fp32", "torch", "ok", throughput_unit="images",
+                      repeats=[{"throughput_items_per_s": v, "epoch_seconds_median": 60.0 / v} for v in (100.0, 104.0, 98.0)])
+    cache = measures.SampleCache()
+    for metric in (measures.THROUGHPUT, measures.EPOCH_S, measures.ENERGY):
+        assert cache.sample(cell, metric) == measures.sample(cell, metric)
+        assert cache.sample(cell, metric) is cache.sample(cell, metric)  # computed once
+        assert cache.values(cell, metric) == ratios.metric_values(cell, metric)

@@ -224,16 +224,17 @@ class Comparison:
         }
 
 
-def _speed_ratio(cell: CellResult, base: CellResult) -> RatioEstimate | None:
+def _speed_ratio(cell: CellResult, base: CellResult, cache: measures.SampleCache | None = None) -> RatioEstimate | None:
     """This machine's speed / the baseline's (ratio of medians): throughput when
     both have it, else the inverse ratio of epoch times."""
-    a, b = measures.sample(cell, measures.THROUGHPUT), measures.sample(base, measures.THROUGHPUT)
+    cache = cache or measures.SampleCache()
+    a, b = cache.sample(cell, measures.THROUGHPUT), cache.sample(base, measures.THROUGHPUT)
     if a and b:
-        point = ratios.ratio_of_medians(ratios.metric_values(cell, measures.THROUGHPUT), ratios.metric_values(base, measures.THROUGHPUT))
+        point = ratios.ratio_of_medians(cache.values(cell, measures.THROUGHPUT), cache.values(base, measures.THROUGHPUT))
         return ratio_estimate(a, b, point)
-    ta, tb = measures.sample(cell, measures.EPOCH_S), measures.sample(base, measures.EPOCH_S)
+    ta, tb = cache.sample(cell, measures.EPOCH_S), cache.sample(base, measures.EPOCH_S)
     if ta and tb:
-        point = ratios.ratio_of_medians(ratios.metric_values(base, measures.EPOCH_S), ratios.metric_values(cell, measures.EPOCH_S))
+        point = ratios.ratio_of_medians(cache.values(base, measures.EPOCH_S), cache.values(cell, measures.EPOCH_S))
         return ratio_estimate(tb, ta, point)
     return None
 
@@ -245,13 +246,12 @@ def converged(src: Source) -> bool:
 
 
 def _machine_cell(cell: CellResult, src: Source, speedups: dict, base_cell: CellResult | None, is_base: bool,
-                  parity: dict, base_converged: bool) -> MachineCell:
-    key = key_of(cell)
+                  parity: dict, base_converged: bool, key: Key, cache: measures.SampleCache) -> MachineCell:
     mc = MachineCell(
         status="ok",
-        epoch_s=measures.sample(cell, measures.EPOCH_S),
-        throughput=measures.sample(cell, measures.THROUGHPUT),
-        energy_j_per_epoch=measures.energy_per_epoch(cell),
+        epoch_s=cache.sample(cell, measures.EPOCH_S),
+        throughput=cache.sample(cell, measures.THROUGHPUT),
+        energy_j_per_epoch=measures.energy_per_epoch(cell, cache),
         vs_fp32=speedups.get(key),
         params=dict(cell.params or {}),
     )
@@ -259,14 +259,14 @@ def _machine_cell(cell: CellResult, src: Source, speedups: dict, base_cell: Cell
     if learner:  # a fastai cell recorded before the option existed: the plain Learner
         mc.params["learner"] = learner
     if base_cell is not None and not is_base:
-        mc.vs_baseline = _speed_ratio(cell, base_cell)
+        mc.vs_baseline = _speed_ratio(cell, base_cell, cache)
     if converged(src):
-        mc.final_metric = measures.sample(cell, measures.FINAL_METRIC)
+        mc.final_metric = cache.sample(cell, measures.FINAL_METRIC)
         mc.parity = parity.get(key)
-        ref = measures.sample(base_cell, measures.FINAL_METRIC) if base_cell is not None and base_converged else None
+        ref = cache.sample(base_cell, measures.FINAL_METRIC) if base_cell is not None and base_converged else None
         if mc.final_metric and ref and not is_base:
             mc.quality_vs_baseline = quality_gap(cell.workload, mc.final_metric.median, ref.median)
-    mc.flags.extend(measures.high_cv_flags(cell))
+    mc.flags.extend(measures.high_cv_flags(cell, cache))
     if measures.throttled(cell):
         mc.flags.append("throttled")
     source = (cell.data or {}).get("source") if isinstance(cell.data, dict) else None
@@ -275,10 +275,12 @@ def _machine_cell(cell: CellResult, src: Source, speedups: dict, base_cell: Cell
 
 
 def build_comparison(sources: list[Source]) -> Comparison:
+    cache = measures.SampleCache()  # each cell's samples, computed once for the whole comparison
     per_source = [{key_of(c): c for c in s.results.cells} for s in sources]
-    speedups = [measures.speedup_vs_fp32(s.results) for s in sources]
+    speedups = [measures.speedup_vs_fp32(s.results, cache) for s in sources]
     parities = [{measures.parity_key(r): r for r in measures.parity_rows(s.results)} for s in sources]
     all_keys = sorted({k for cells in per_source for k in cells}, key=measures.order_key)
+    base_converged = converged(sources[0])
     rows: list[Row] = []
     not_compared: list[NotCompared] = []
     for key in all_keys:
@@ -304,7 +306,7 @@ def build_comparison(sources: list[Source]) -> Comparison:
                 machines.append(MachineCell(status=inert(cell.status), reason=None if cell.reason is None else inert(cell.reason)))
             else:
                 machines.append(_machine_cell(cell, src, speedups[i], base_cell, i == 0, parities[i],
-                                              converged(sources[0])))
+                                              base_converged, key, cache))
         unit = next((measures.unit_of(c) for c in present if c is not None and c.status == "ok"), "items")
         rows.append(Row(key, unit, machines))
     warnings = _warnings(sources, rows)

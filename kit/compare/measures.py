@@ -35,8 +35,38 @@ def sample(cell: CellResult, metric: str) -> Sample | None:
     return s
 
 
-def _median_of(cell: CellResult, metric: str) -> float | None:
-    s = sample(cell, metric)
+class SampleCache:
+    """Each cell's :func:`sample` and :func:`kit.results.ratios.metric_values` per metric, computed
+    once: a comparison reads each cell's throughput for its own figures, its speedup over fp32, its
+    ratio to the baseline (the baseline's cell once per machine) and its CV flags. The same values as
+    calling the functions each time; the cache holds its cells (so their ids stay theirs) and is meant
+    to live as long as one comparison is being built."""
+
+    def __init__(self) -> None:
+        self._samples: dict = {}
+        self._values: dict = {}
+
+    def sample(self, cell: CellResult, metric: str) -> Sample | None:
+        key = (id(cell), metric)
+        hit = self._samples.get(key)
+        if hit is None:
+            hit = self._samples[key] = (cell, sample(cell, metric))
+        return hit[1]
+
+    def values(self, cell: CellResult, metric: str) -> list[float]:
+        key = (id(cell), metric)
+        hit = self._values.get(key)
+        if hit is None:
+            hit = self._values[key] = (cell, ratios.metric_values(cell, metric))
+        return hit[1]
+
+
+def _sampler(cache: SampleCache | None):
+    return cache.sample if cache is not None else sample
+
+
+def _median_of(cell: CellResult, metric: str, cache: SampleCache | None = None) -> float | None:
+    s = _sampler(cache)(cell, metric)
     return s.median if s else None
 
 
@@ -74,9 +104,9 @@ def util_pct(cell: CellResult) -> float | None:
     return None
 
 
-def energy_per_epoch(cell: CellResult) -> float | None:
+def energy_per_epoch(cell: CellResult, cache: SampleCache | None = None) -> float | None:
     """Joules per epoch (median over repeats) where the run recorded energy."""
-    v = _median_of(cell, ENERGY)
+    v = _median_of(cell, ENERGY, cache)
     if v is not None:
         return v
     t = telemetry(cell) or {}
@@ -97,7 +127,7 @@ def data_wait_fraction(cell: CellResult) -> float | None:
     return wait / (wait + compute)
 
 
-def high_cvs(cell: CellResult) -> dict[str, float]:
+def high_cvs(cell: CellResult, cache: SampleCache | None = None) -> dict[str, float]:
     """Each CV (by its name, "epoch-time CV" / "throughput CV") that is >= 10% (pyperf's threshold).
 
     Epoch times are compared only between repeats that did the same work: where the repeats
@@ -109,8 +139,9 @@ def high_cvs(cell: CellResult) -> dict[str, float]:
     out: dict[str, float] = {}
     warmups = {r.get("warmup_steps") for r in (cell.repeats or []) if isinstance(r, dict)}
     like_for_like = len(warmups - {None}) <= 1
+    get = _sampler(cache)
     for metric in (EPOCH_S, THROUGHPUT) if like_for_like else (THROUGHPUT,):
-        s = sample(cell, metric)
+        s = get(cell, metric)
         if s and s.n > 1 and s.cv >= HIGH_CV:
             out[CV_NAMES[metric]] = s.cv
     return out
@@ -122,9 +153,9 @@ def high_cv(cell: CellResult) -> float | None:
     return max(cvs.values()) if cvs else None
 
 
-def high_cv_flags(cell: CellResult) -> list[str]:
+def high_cv_flags(cell: CellResult, cache: SampleCache | None = None) -> list[str]:
     """``["high epoch-time CV 157%"]``: one flag per CV at or over the threshold, each named."""
-    return [f"high {name} {cv:.0%}" for name, cv in high_cvs(cell).items()]
+    return [f"high {name} {cv:.0%}" for name, cv in high_cvs(cell, cache).items()]
 
 
 def fmt_scaling(efficiency: float) -> str:
@@ -251,12 +282,12 @@ def ok_cells(results: RunResults) -> dict[tuple[str, ...], CellResult]:
     return {key_of(c): c for c in results.cells if c.status == "ok"}
 
 
-def speedup_vs_fp32(results: RunResults) -> dict[tuple[str, ...], RatioEstimate]:
+def speedup_vs_fp32(results: RunResults, cache: SampleCache | None = None) -> dict[tuple[str, ...], RatioEstimate]:
     """Per ok cell that is not fp32: the speedup over fp32 (the 2019 article's
     "performance ratio", defined in :mod:`kit.results.ratios`: median
     throughput ÷ fp32's median throughput), with the CI and verdict of
     :func:`kit.compare.stats.ratio_estimate`."""
-    return speedup_vs(results, BASE_PRECISION)
+    return speedup_vs(results, BASE_PRECISION, cache)
 
 
 #: The GPT suite's second base: fp8 (and fp16) against bf16, today's mixed precision
@@ -264,7 +295,8 @@ def speedup_vs_fp32(results: RunResults) -> dict[tuple[str, ...], RatioEstimate]
 BF16_BASE = "amp-bf16"
 
 
-def speedup_vs(results: RunResults, base_precision: str) -> dict[tuple[str, ...], RatioEstimate]:
+def speedup_vs(results: RunResults, base_precision: str,
+               cache: SampleCache | None = None) -> dict[tuple[str, ...], RatioEstimate]:
     """Per ok cell of another precision: its throughput ÷ ``base_precision``'s in the same model,
     engine and point (kit.results.ratios' one ratio of medians), with the CI and verdict."""
     cells = ok_cells(results)
@@ -274,8 +306,10 @@ def speedup_vs(results: RunResults, base_precision: str) -> dict[tuple[str, ...]
         base = cells.get((w, m, base_precision, e) + key[4:])  # a curve's point: the base at its batch size
         if p == base_precision or base is None:
             continue
-        num, den = sample(cell, THROUGHPUT), sample(base, THROUGHPUT)
-        point = ratios.speedup_over_fp32(cell, base)
+        get = _sampler(cache)
+        num, den = get(cell, THROUGHPUT), get(base, THROUGHPUT)
+        point = (ratios.speedup_over_fp32(cell, base) if cache is None  # the same ratio of medians:
+                 else ratios.ratio_of_medians(cache.values(cell, THROUGHPUT), cache.values(base, THROUGHPUT)))
         if num and den and point is not None:
             est = ratio_estimate(num, den, point)
             if est:

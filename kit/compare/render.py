@@ -341,7 +341,28 @@ def to_json(cmp: Comparison, view=None) -> str:
         from kit.compare.fleet import summarise_fleet
 
         d["fleet"] = summarise_fleet(cmp, view.group_by, view.outlier_pct).to_dict()
-    return json.dumps(d, indent=2) + "\n"
+    return json_text(d) + "\n"
+
+
+def _json_key(key) -> str:
+    """A key as ``json.dumps`` writes it (a number or None becomes a string as it does)."""
+    return json.dumps(key) if isinstance(key, str) else json.dumps({key: 0})[1:].rsplit(": ", 1)[0]
+
+
+def json_text(value, depth: int = 0) -> str:
+    """JSON with the outer two levels indented (2 spaces) and each item below them on one line:
+    every row of a comparison (and each source, warning, fleet cell) is one line. The same JSON
+    value as ``json.dumps(value, indent=2)``, written by ``json``'s C encoder, which ``indent``
+    turns off: for 200 machines x 156 cells (48 MB indented) that is seconds saved."""
+    pad = "  " * (depth + 1)
+    if depth < 2 and isinstance(value, dict) and value:
+        items = (f"{pad}{_json_key(k)}: {json_text(v, depth + 1)}" for k, v in value.items())
+    elif depth < 2 and isinstance(value, list) and value:
+        items = (pad + json_text(v, depth + 1) for v in value)
+    else:
+        return json.dumps(value)
+    opening, closing = ("{", "}") if isinstance(value, dict) else ("[", "]")
+    return opening + "\n" + ",\n".join(items) + "\n" + "  " * depth + closing
 
 
 # --- Markdown --------------------------------------------------------------------------------

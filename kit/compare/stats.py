@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Iterable
 
 from kit.results.ratios import ratio_of_medians
@@ -174,7 +174,10 @@ class RatioEstimate:
         return f"[{self.ci_low:.{decimals}f}, {self.ci_high:.{decimals}f}]"
 
     def to_dict(self) -> dict:
-        d = asdict(self)
+        # the fields in order (dataclasses.asdict's dict, without its deep copy: every field is a
+        # number, None or a string, and a fleet's JSON has tens of thousands of these)
+        d = {"ratio": self.ratio, "ci_low": self.ci_low, "ci_high": self.ci_high, "p_value": self.p_value,
+             "df": self.df, "verdict": self.verdict, "mean_ratio": self.mean_ratio}
         d["point_estimate"] = "ratio of medians"
         d["ci_of"] = "ratio of means (Fieller, 95%)"
         d["median_outside_ci"] = self.outside_ci
