@@ -64,6 +64,15 @@ def test_kit_help_runs_without_importing_torch():
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
 
 
+def test_the_compare_package_has_a_no_circle_contract():
+    """kit.compare's modules import each other in one direction only: import-linter checks it
+    (function-level imports included), so a circle fails the build instead of hiding in a function."""
+    import tomllib
+
+    contracts = tomllib.loads((ROOT.parent / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    assert any(c["type"] == "acyclic_siblings" and "kit.compare" in c.get("ancestors", []) for c in contracts)
+
+
 def test_the_package_layers_hold():
     """The import-linter contracts in pyproject.toml (layers, no circles, torch only in kit.bench)."""
     import importlib.util

@@ -28,6 +28,7 @@ from typing import Any
 
 from kit.bundle.inert import inert
 from kit.compare import measures
+from kit.compare.fmt import fmt_vs_baseline
 from kit.compare.load import Refused, Source, load_sources_keep_going
 from kit.compare.stats import METHOD, RatioEstimate, Sample, ratio_estimate
 from kit.errors import RegressionDetected
@@ -469,8 +470,6 @@ def compare_paths(paths: list[str | Path], baseline: str | None = None) -> Compa
 def check_regressions(comparison: Comparison, pct: float) -> None:
     """Raise RegressionDetected when any input is significantly slower than the
     baseline by more than ``pct`` percent on any cell."""
-    from kit.compare.render import fmt_vs_baseline
-
     regs = comparison.regressions(pct)
     if regs:
         base = comparison.baseline_source

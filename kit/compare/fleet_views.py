@@ -16,7 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from kit.compare.engine import Comparison, MachineCell, Row
 from kit.compare.fleet import FleetSummary, GroupCell, View, group_phrase, summarise_fleet
-from kit.compare.fmt import fmt_speedup_estimate, fmt_vs_baseline
+from kit.compare.console import natural_width
+from kit.compare.fmt import _UNIT_SHORT, fmt_speedup_estimate, fmt_throughput, fmt_time, fmt_vs_baseline, speed_verdict
 from kit.compare.load import Source
 from kit.compare.measures import EPOCH_S
 from kit.compare.stats import RatioEstimate
@@ -62,17 +63,9 @@ class Line:
     key: tuple  # sort key: fastest (or lowest energy) first; machines without a value last
 
 
-def _speed_verdict(est: RatioEstimate | None) -> str:
-    from kit.compare.render import speed_verdict
-
-    return speed_verdict(est)
-
-
 def metric_lines(cmp: Comparison, row: Row, metric: str, members: list[Source] | None = None,
                  vs_rest: dict[int, RatioEstimate | None] | None = None) -> list[Line]:
     """One :class:`Line` per machine (``members``: those of one group) for ``row``, sorted."""
-    from kit.compare.render import fmt_throughput, fmt_time
-
     base = cmp.baseline_source
     out = []
     for s in members if members is not None else cmp.sources:
@@ -83,10 +76,10 @@ def metric_lines(cmp: Comparison, row: Row, metric: str, members: list[Source] |
             continue
         if vs_rest is not None:
             est = vs_rest.get(s.index)
-            ratio, verdict = (fmt_vs_baseline(est), _speed_verdict(est)) if est else ("—", "")
+            ratio, verdict = (fmt_vs_baseline(est), speed_verdict(est)) if est else ("—", "")
         else:
             est = mc.vs_baseline
-            ratio, verdict = ((fmt_vs_baseline(est), _speed_verdict(est)) if est
+            ratio, verdict = ((fmt_vs_baseline(est), speed_verdict(est)) if est
                               else ("baseline", "") if s is base else ("—", ""))
         if metric == "throughput" and mc.throughput is not None:
             out.append(Line(s, fmt_throughput(mc.throughput, row.unit), ratio, verdict, (0, -mc.throughput.median, s.index)))
@@ -139,8 +132,6 @@ def explanation(cmp: Comparison, view: View) -> str:
 
 def spread_text(gc: GroupCell, unit: str) -> str:
     """``median 51,800 img/s; min–max 31,000–53,100; IQR 50,200–52,700``."""
-    from kit.compare.render import _UNIT_SHORT
-
     if gc.metric == EPOCH_S:
         f, u = (lambda v: f"{v:.3g}"), "s/epoch"
     else:
@@ -202,8 +193,6 @@ def print_inputs_compact(cmp: Comparison, console) -> None:
             t.add_row(Text(label_of(cmp, s)), *(Text(f[i]) for i, _ in cols),
                       *([Text(input_file(s))] if with_file else []))
         return t
-
-    from kit.compare.render import natural_width
 
     table = build(True)
     if natural_width(console, table) > console.width:

@@ -43,3 +43,28 @@ def fmt_cv(s: Sample | None, metric: str) -> str:
     if s is None or s.n < 2:
         return ""
     return f"{CV_NAMES[metric]} {s.cv:.1%}"
+
+
+_UNIT_SHORT = {"images": "img/s", "tokens": "tok/s"}
+
+
+def fmt_time(s: Sample | None) -> str:
+    if s is None:
+        return "—"
+    v = s.median
+    return f"{v:.3f} s" if v < 1 else f"{v:.2f} s" if v < 10 else f"{v:.1f} s" if v < 1000 else f"{v:,.0f} s"
+
+
+def fmt_throughput(s: Sample | None, unit: str) -> str:
+    if s is None:
+        return "—"
+    return f"{s.median:,.0f} {_UNIT_SHORT.get(unit, unit + '/s')}" if s.median >= 100 else f"{s.median:.3g} {_UNIT_SHORT.get(unit, unit + '/s')}"
+
+
+def speed_verdict(est: RatioEstimate | None) -> str:
+    """"faster" / "slower" when significant, else the stats verdict."""
+    if est is None:
+        return ""
+    if est.significant:
+        return "faster" if est.ratio > 1 else "slower"
+    return est.verdict

@@ -20,11 +20,14 @@ from typing import Iterable
 
 from kit.bundle.inert import markdown_text
 from kit.compare.engine import Comparison, MachineCell, Row
-from kit.compare.fmt import fmt_cv, fmt_ratio, fmt_speedup_estimate, fmt_vs_baseline  # noqa: F401 (re-exported)
+from kit.compare import fleet_views
+from kit.compare.console import fits, natural_width  # noqa: F401 (re-exported)
+from kit.compare.fleet import View, summarise_fleet
+from kit.compare.fmt import (  # noqa: F401 (re-exported: every view prints figures through them)
+    _UNIT_SHORT, fmt_cv, fmt_ratio, fmt_speedup_estimate, fmt_throughput, fmt_time, fmt_vs_baseline, speed_verdict,
+)
 from kit.compare.measures import EPOCH_S, PARITY_METRIC, THROUGHPUT, fmt_parity_gap, fmt_quality_gap
 from kit.compare.stats import OUTSIDE_NOTE, RatioEstimate, Sample
-
-_UNIT_SHORT = {"images": "img/s", "tokens": "tok/s"}
 
 SPEEDUP_TITLE = (
     "Speedup over fp32 on each machine (median throughput ÷ fp32's = fp32 time ÷ this precision's; "
@@ -32,31 +35,9 @@ SPEEDUP_TITLE = (
 )
 
 
-def fmt_time(s: Sample | None) -> str:
-    if s is None:
-        return "—"
-    v = s.median
-    return f"{v:.3f} s" if v < 1 else f"{v:.2f} s" if v < 10 else f"{v:.1f} s" if v < 1000 else f"{v:,.0f} s"
-
-
-def fmt_throughput(s: Sample | None, unit: str) -> str:
-    if s is None:
-        return "—"
-    return f"{s.median:,.0f} {_UNIT_SHORT.get(unit, unit + '/s')}" if s.median >= 100 else f"{s.median:.3g} {_UNIT_SHORT.get(unit, unit + '/s')}"
-
-
 def any_outside_ci(cmp: Comparison) -> bool:
     return any(est is not None and est.outside_ci for r in cmp.rows for mc in r.machines if mc
                for est in (mc.vs_fp32, mc.vs_baseline))
-
-
-def speed_verdict(est: RatioEstimate | None) -> str:
-    """"faster" / "slower" when significant, else the stats verdict."""
-    if est is None:
-        return ""
-    if est.significant:
-        return "faster" if est.ratio > 1 else "slower"
-    return est.verdict
 
 
 def _status_text(mc: MachineCell | None) -> str:
@@ -201,20 +182,6 @@ def _column_tables(cmp: Comparison) -> list:
     return out
 
 
-def natural_width(console, renderable) -> int:
-    """The width ``renderable`` takes with nothing wrapped (rich's measurement, not capped at the console)."""
-    from rich.measure import Measurement
-
-    return Measurement.get(console, console.options.update_width(1_000_000), renderable).maximum
-
-
-def fits(console, renderables) -> bool:
-    """Every table's natural width is within the console's (a pipe: 80 columns)."""
-    from rich.table import Table
-
-    return all(natural_width(console, r) <= console.width for r in renderables if isinstance(r, Table))
-
-
 #: no machine's column in the column tables is narrower than this (its figures: "n=3, throughput CV 0.2%")
 MIN_COLUMN = 16
 
@@ -223,9 +190,6 @@ def print_rich(cmp: Comparison, console, verbose: bool = False, view=None) -> No
     """Inputs, method, warnings, then the tables: one column per machine where they fit the
     console, else (or when ``view`` asks for a metric or groups) machines as rows
     (:mod:`kit.compare.fleet_views`)."""
-    from kit.compare import fleet_views
-    from kit.compare.fleet import View
-
     view = view or View()
     inputs = _inputs_table(cmp)
     if fits(console, [inputs]):
@@ -338,8 +302,6 @@ def to_json(cmp: Comparison, view=None) -> str:
     """The comparison as JSON; with ``--group-by``, the fleet's groups and findings under ``"fleet"``."""
     d = cmp.to_dict()
     if view is not None and view.group_by:
-        from kit.compare.fleet import summarise_fleet
-
         d["fleet"] = summarise_fleet(cmp, view.group_by, view.outlier_pct).to_dict()
     return json_text(d) + "\n"
 
@@ -381,9 +343,6 @@ def _md_table(header: Iterable[str], rows: Iterable[Iterable[str]]) -> str:
 
 
 def to_markdown(cmp: Comparison, verbose: bool = False, view=None) -> str:
-    from kit.compare import fleet_views
-    from kit.compare.fleet import View
-
     view = view or View()
     md = markdown_text
     base = cmp.baseline_source
