@@ -13,6 +13,7 @@ import pytest
 from fixtures.cli import run_main
 from fixtures.results.factory import bundle_members, write_bundle
 from test_index_fixtures import fleet, make_bundle
+from kit.index.db import SCHEMA_VERSION
 
 
 def _rows(index: Path) -> list[tuple]:
@@ -84,7 +85,7 @@ def test_a_file_that_is_not_the_kits_index_is_refused_in_one_line_and_left_as_it
         code, out, err = run_main(args, capsys, monkeypatch)
         assert code == 2, (args, err)
         assert len(err.strip().splitlines()) == 2 and err.startswith("error:") and "Traceback" not in err
-        assert ("newer than this kit reads (v1)" in err) if kind == "newer-schema" else ("not a results index" in err)
+        assert (f"newer than this kit reads (v{SCHEMA_VERSION})" in err) if kind == "newer-schema" else ("not a results index" in err)
     assert index.read_bytes() == before
 
 

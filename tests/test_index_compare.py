@@ -129,7 +129,7 @@ def test_a_damaged_copy_in_the_index_is_a_schema_error_not_a_traceback(indexed, 
     copy = tmp_path / "copy.sqlite"
     copy.write_bytes(index.read_bytes())
     con = sqlite3.connect(copy)
-    con.execute("UPDATE bundles SET results_z = ? WHERE id = (SELECT MIN(id) FROM bundles)", (b"not zlib",))
+    con.execute("UPDATE bundles SET compare_z = ? WHERE id = (SELECT MIN(id) FROM bundles)", (b"not zlib",))
     con.commit()
     con.close()
     code, out, err = run_main(["compare", "--index", str(copy)], capsys, monkeypatch)

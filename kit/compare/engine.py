@@ -34,7 +34,7 @@ from kit.compare.stats import METHOD, RatioEstimate, Sample, ratio_estimate
 from kit.errors import RegressionDetected
 from kit.results import ratios
 from kit.results.derive import quality_gap
-from kit.results.schema import CellResult, cell_label, cell_learner, key_of
+from kit.results.schema import CellResult, cell_label, cell_learner
 
 Key = tuple[str, ...]  # workload, model, precision, engine (+ "bs512" for a batch curve's point: cell_key)
 
@@ -277,7 +277,7 @@ def _machine_cell(cell: CellResult, src: Source, speedups: dict, base_cell: Cell
 
 def build_comparison(sources: list[Source]) -> Comparison:
     cache = measures.SampleCache()  # each cell's samples, computed once for the whole comparison
-    per_source = [{key_of(c): c for c in s.results.cells} for s in sources]
+    per_source = [{cache.key(c): c for c in s.results.cells} for s in sources]
     speedups = [measures.speedup_vs_fp32(s.results, cache) for s in sources]
     parities = [{measures.parity_key(r): r for r in measures.parity_rows(s.results)} for s in sources]
     all_keys = sorted({k for cells in per_source for k in cells}, key=measures.order_key)

@@ -203,11 +203,34 @@ def print_inputs_compact(cmp: Comparison, console) -> None:
         console.print(table)
 
 
+def plain_table(header: list[str], rows: list[list[str]], right: set[int], fold: int,
+                width: int) -> tuple[list[str], list[list[str]]]:
+    """A table as fixed-width lines, laid out as rich's SIMPLE_HEAD tables are (a leading space, two
+    between columns, a rule under the header), without rich's per-cell measuring: a fleet's per-cell
+    tables are thousands of rows. Columns ``right`` are right-aligned; no column is cut, only the
+    ``fold`` column's long values fold onto more lines when the table is wider than ``width``.
+    Returns the header's lines (the rule included) and each row's lines."""
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(header)]
+    total = 1 + sum(widths) + 2 * (len(widths) - 1)
+    if total > width:
+        widths[fold] = max(len(header[fold]), 8, widths[fold] - (total - width))
+
+    def line(cells: list[str]) -> list[str]:
+        parts = [[c[k:k + widths[i]] for k in range(0, len(c), widths[i])] or [""] if i == fold else [c]
+                 for i, c in enumerate(cells)]
+        out = []
+        for j in range(max(len(x) for x in parts)):
+            out.append(" " + "  ".join((x[j] if j < len(x) else "").rjust(widths[i]) if i in right
+                                       else (x[j] if j < len(x) else "").ljust(widths[i])
+                                       for i, x in enumerate(parts)).rstrip())
+        return out
+
+    head = line(header) + [" " + "─" * (sum(widths) + 2 * (len(widths) - 1))]
+    return head, [line(r) for r in rows]
+
+
 def print_rows(cmp: Comparison, console, view: View) -> None:
     """The per-cell tables (and, with ``--group-by``, the findings) of the rows layout."""
-    from rich import box
-    from rich.markup import escape
-    from rich.table import Table
     from rich.text import Text
 
     fleet = fleet_of(cmp, view)
@@ -220,27 +243,28 @@ def print_rows(cmp: Comparison, console, view: View) -> None:
         console.print(f"No cell has {'an' if view.metric[0] in 'aeiou' else 'a'} {view.metric} figure on any machine.", markup=False, highlight=False)
     value_h, ratio_h, verdict_h = headers(cmp, view.metric, fleet is not None)
     outliers = fleet.outliers() if fleet else set()
+    header = ["#", "machine", value_h] + ([ratio_h] if ratio_h else []) + ([verdict_h] if verdict_h else [])
     for title, lines in tables(cmp, view, fleet):
-        t = Table(title=escape(title), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-        t.add_column("#", justify="right", no_wrap=True)
-        t.add_column("machine", overflow="fold")
-        t.add_column(value_h, justify="right", no_wrap=True)
-        if ratio_h:
-            t.add_column(ratio_h, no_wrap=True)
-        if verdict_h:
-            t.add_column(verdict_h, no_wrap=True)
+        body, colours = [], []
         for rank, ln in enumerate(lines, 1):
-            colour = "green" if ln.verdict == "faster" else "red" if ln.verdict == "slower" else None
             name = f"{ln.source.label} {ln.source.env.machine}"  # the baseline says so in the ratio column
             verdict = ln.verdict + (", outlier" if ln.source.index in outliers else "")
-            # Text, not markup: nothing to parse (3,000 rows for 500 machines) and nothing to escape
-            cells = [Text(str(rank)), Text(name), Text(ln.value)]
-            if ratio_h:
-                cells.append(Text(ln.ratio))
-            if verdict_h:
-                cells.append(Text(verdict, style=colour or ""))
-            t.add_row(*cells)
-        console.print(t)
+            body.append([str(rank), name, ln.value] + ([ln.ratio] if ratio_h else []) + ([verdict] if verdict_h else []))
+            colours.append("green" if ln.verdict == "faster" else "red" if ln.verdict == "slower" else "")
+        head, row_lines_all = plain_table(header, body, right={0, 2}, fold=1, width=console.width)
+        console.print(title, markup=False, highlight=False)
+        console.print()
+        block = Text("".join(x + "\n" for x in head), no_wrap=True)
+        for row_lines, colour, row in zip(row_lines_all, colours, body):
+            # the verdict in its colour (a terminal's; none in a pipe): it ends the row's first line
+            first = row_lines[0]
+            if colour and verdict_h and first.endswith(row[-1]):
+                block.append(first[:len(first) - len(row[-1])])
+                block.append(row[-1], style=colour)
+            else:
+                block.append(first)
+            block.append("\n" + "".join(x + "\n" for x in row_lines[1:]) if len(row_lines) > 1 else "\n")
+        console.print(block, no_wrap=True, crop=False, overflow="ignore", highlight=False, markup=False)
 
 
 # --- Markdown -----------------------------------------------------------------------------------

@@ -45,6 +45,14 @@ class SampleCache:
     def __init__(self) -> None:
         self._samples: dict = {}
         self._values: dict = {}
+        self._keys: dict = {}
+
+    def key(self, cell: CellResult) -> tuple[str, ...]:
+        """:func:`kit.results.schema.key_of`, once per cell."""
+        hit = self._keys.get(id(cell))
+        if hit is None:
+            hit = self._keys[id(cell)] = (cell, key_of(cell))
+        return hit[1]
 
     def sample(self, cell: CellResult, metric: str) -> Sample | None:
         key = (id(cell), metric)
@@ -277,9 +285,10 @@ def order_key(cell: Any) -> tuple:
     )
 
 
-def ok_cells(results: RunResults) -> dict[tuple[str, ...], CellResult]:
+def ok_cells(results: RunResults, cache: SampleCache | None = None) -> dict[tuple[str, ...], CellResult]:
     """The ok cells by key (kit.results.schema.cell_key: a batch curve's point has a fifth part)."""
-    return {key_of(c): c for c in results.cells if c.status == "ok"}
+    key = cache.key if cache is not None else key_of
+    return {key(c): c for c in results.cells if c.status == "ok"}
 
 
 def speedup_vs_fp32(results: RunResults, cache: SampleCache | None = None) -> dict[tuple[str, ...], RatioEstimate]:
@@ -299,7 +308,7 @@ def speedup_vs(results: RunResults, base_precision: str,
                cache: SampleCache | None = None) -> dict[tuple[str, ...], RatioEstimate]:
     """Per ok cell of another precision: its throughput ÷ ``base_precision``'s in the same model,
     engine and point (kit.results.ratios' one ratio of medians), with the CI and verdict."""
-    cells = ok_cells(results)
+    cells = ok_cells(results, cache)
     out: dict[tuple[str, ...], RatioEstimate] = {}
     for key, cell in cells.items():
         w, m, p, e = key[:4]

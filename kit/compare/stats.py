@@ -62,14 +62,20 @@ ONE_REPEAT = "n/a (1 repeat)"
 # command that never computes an interval never loads it. The code keeps to the API
 # of scipy 1.5 (the cuda10 image renders reports with it, docker/locks/cuda10.txt).
 
+_SPECIAL = None
+
+
 def _special():
     """``scipy.special``: Student's t distribution function and its inverse (``stdtr``, ``stdtrit``),
     the functions ``scipy.stats.t`` computes its ``cdf``, ``sf`` and ``ppf`` with. Called directly:
     the same numbers without the distribution object's argument checks (a tenth of a millisecond a
     call, which a fleet of 500 machines pays thousands of times) or importing all of scipy.stats."""
-    from scipy import special
+    global _SPECIAL
+    if _SPECIAL is None:
+        from scipy import special
 
-    return special
+        _SPECIAL = special  # once: an import statement costs microseconds even when the module is loaded
+    return _SPECIAL
 
 
 def t_two_sided_p(t: float, df: float) -> float:

@@ -5,7 +5,9 @@ What makes a file the kit's index:
 - ``PRAGMA application_id`` is :data:`APPLICATION_ID` (SQLite's field for "which program's file
   is this", in the database header) and the ``meta`` table says ``application = mpkit results index``;
 - ``PRAGMA user_version`` is the schema version, :data:`SCHEMA_VERSION`. A file of a newer schema
-  is refused (a newer kit wrote it); an older one would be migrated here, step by step.
+  is refused (a newer kit wrote it); an older one is migrated when it is opened, step by step
+  (:data:`MIGRATIONS`), in one transaction. A new index is made the same way: the first schema,
+  then every step.
 
 Any other file (another program's database, a text file, a bundle given by mistake) is refused
 with one line (:class:`kit.errors.UsageError`, exit 2), and nothing is written to it.
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import zlib
 from pathlib import Path
 
 from kit import __version__
@@ -32,7 +35,7 @@ from kit.errors import KitError, UsageError
 #: "mpkt" as a big-endian 32-bit integer: SQLite's application id field for this kit's index files
 APPLICATION_ID = 0x6D706B74
 APPLICATION = "mpkit results index"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 #: how long a writer waits for another's transaction before giving up (many nodes may add at once)
 BUSY_TIMEOUT_S = 120.0
 
@@ -82,6 +85,28 @@ CREATE INDEX bundles_host ON bundles(host, run_started);
 CREATE INDEX bundles_gpu ON bundles(gpu);
 CREATE INDEX bundles_started ON bundles(run_started);
 """
+
+
+def _add_projection(con: sqlite3.Connection) -> None:
+    """v1 -> v2: ``bundles.compare_z``, the part of results.json a comparison reads
+    (:func:`kit.compare.projection.project`), made from each stored results.json."""
+    from kit.index.ingest import projection_z
+
+    con.execute("ALTER TABLE bundles ADD COLUMN compare_z BLOB NOT NULL DEFAULT x''")
+    ids = [r[0] for r in con.execute("SELECT id FROM bundles")]
+    for bundle_id in ids:  # one at a time: a large index is not held in memory at once
+        (results_z,) = con.execute("SELECT results_z FROM bundles WHERE id = ?", (bundle_id,)).fetchone()
+        try:
+            results = zlib.decompress(results_z)
+        except zlib.error:
+            continue  # a damaged copy stays damaged: compare says so when it reads it (b"" is not zlib)
+        con.execute("UPDATE bundles SET compare_z = ? WHERE id = ?", (projection_z(results), bundle_id))
+
+
+#: (version it makes, what it does, the step): each changes the schema of the version before it
+MIGRATIONS = (
+    (2, "store the part of each results.json a comparison reads (compare_z)", _add_projection),
+)
 
 
 MOUNTINFO = "/proc/self/mountinfo"
@@ -141,8 +166,8 @@ def _connect(path: Path) -> sqlite3.Connection:
     return con
 
 
-def _check(con: sqlite3.Connection, path: Path) -> None:
-    """UsageError unless the file is this kit's index of a schema it reads."""
+def _check(con: sqlite3.Connection, path: Path) -> int:
+    """Its schema version; UsageError unless the file is this kit's index of a schema it reads."""
     try:
         app_id = con.execute("PRAGMA application_id").fetchone()[0]
         version = con.execute("PRAGMA user_version").fetchone()[0]
@@ -171,6 +196,17 @@ def _check(con: sqlite3.Connection, path: Path) -> None:
                 "(its shared memory is not shared between hosts); refused.",
                 remedy="Switch it back on one host, with no other process using it: "
                        f"sqlite3 {path} 'PRAGMA journal_mode=DELETE'")
+    return version
+
+
+def _steps(con: sqlite3.Connection, version: int) -> int:
+    """Apply every migration after ``version`` (inside the caller's transaction); the new version."""
+    for to, _what, step in MIGRATIONS:
+        if to > version:
+            step(con)
+            version = to
+    con.execute(f"PRAGMA user_version = {version}")
+    return version
 
 
 def _create(con: sqlite3.Connection) -> None:
@@ -191,8 +227,35 @@ def _create(con: sqlite3.Connection) -> None:
                 ("created_at", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())),
             ])
             con.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-            con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            _steps(con, 1)  # the first schema, then every step: one way to each version
         con.execute("COMMIT")
+    except BaseException:
+        if con.in_transaction:
+            con.execute("ROLLBACK")
+        raise
+
+
+def _migrate(con: sqlite3.Connection, path: Path, version: int) -> None:
+    """Bring an index of an older schema to :data:`SCHEMA_VERSION`, in one transaction (a process
+    killed halfway leaves it as it was); another process may have done it while this one waited."""
+    import time
+
+    try:
+        con.execute("BEGIN IMMEDIATE")
+        now = con.execute("PRAGMA user_version").fetchone()[0]
+        if now < SCHEMA_VERSION:
+            _steps(con, now)
+            con.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (
+                f"migrated_v{now}_to_v{SCHEMA_VERSION}",
+                f"by kit {__version__} at {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}"))
+        con.execute("COMMIT")
+    except sqlite3.OperationalError as exc:
+        if con.in_transaction:
+            con.execute("ROLLBACK")
+        raise KitError(
+            f"{path}: a results index of schema v{version}; this kit reads v{SCHEMA_VERSION} and updates it once "
+            f"({'; '.join(what for to, what, _ in MIGRATIONS if to > version)}), which needs to write it ({exc}).",
+            remedy=f"Run any `kit index` command on it once where the file can be written, e.g. kit index list --index {path}") from None
     except BaseException:
         if con.in_transaction:
             con.execute("ROLLBACK")
@@ -221,7 +284,9 @@ def open_index(path: str | Path, create: bool = False) -> sqlite3.Connection:
         if not exists:
             con.execute("PRAGMA journal_mode = DELETE")
             _create(con)
-        _check(con, path)
+        version = _check(con, path)
+        if version < SCHEMA_VERSION:
+            _migrate(con, path, version)
     except sqlite3.OperationalError as exc:
         raise KitError(f"{path}: cannot open the index ({exc}).",
                        remedy="Check the file's permissions and that its folder can be written (SQLite writes a journal beside it).") from None

@@ -5,8 +5,9 @@ such, and is not opened again. Every other bundle is opened with
 :func:`kit.bundle.safe_open.open_bundle` (the one verifier: structure, safety, schema, every file's
 hash); a refused one is reported with its reason and exit code and changes nothing, and the
 others are still added. What a comparison needs is stored (results.json and env.json as the bundle
-holds them, compressed, and the columns the filters and ``history`` read), so ``kit compare
---index`` never reopens a tarball.
+holds them, compressed; the part of results.json a comparison reads,
+:func:`kit.compare.projection.project`; and the columns the filters and ``history`` read), so
+``kit compare --index`` never reopens a tarball and reads a tenth of each run.
 
 Each bundle is one transaction, taken with ``BEGIN IMMEDIATE`` (the write lock first, waiting for
 another writer up to the busy timeout). Verification happens before the lock is taken, so a writer
@@ -28,6 +29,7 @@ from typing import Callable, Iterable, Optional
 from kit.bundle.envinfo import summarise_environment
 from kit.bundle.safe_open import ENV_NAME, RESULTS_NAME, open_bundle
 from kit.compare import measures
+from kit.compare.projection import project
 from kit.errors import BundleError, KitError, UsageError
 from kit.results import ratios
 
@@ -92,6 +94,12 @@ class _Ready:
     cells: list
 
 
+def projection_z(results_json: bytes) -> bytes:
+    """The stored form of :func:`kit.compare.projection.project` of a results.json: compact JSON, zlib."""
+    slim = project(json.loads(results_json))
+    return zlib.compress(json.dumps(slim, separators=(",", ":"), allow_nan=True).encode("utf-8"), 6)
+
+
 def _rows(path: Path, digest: str, size: int, bundle) -> tuple[tuple, list]:
     results = bundle.results
     env = bundle.environment
@@ -109,13 +117,14 @@ def _rows(path: Path, digest: str, size: int, bundle) -> tuple[tuple, list]:
         str(results.status), int(bundle.interrupted), summary.machine, summary.gpu, summary.gpu_count,
         summary.driver, summary.stack, summary.torch, kit_version, len(cells),
         zlib.compress(bundle.files[RESULTS_NAME], 6), zlib.compress(env_bytes, 6),
+        projection_z(bundle.files[RESULTS_NAME]),
     )
     return row, list(cells.values())
 
 
 _INSERT = ("INSERT OR IGNORE INTO bundles (sha256, file_name, path, size_bytes, added_at, run_id, run_started, run_date,"
-           " status, interrupted, host, gpu, gpu_count, driver, stack, torch, kit, n_cells, results_z, env_z)"
-           " VALUES (" + ", ".join("?" * 20) + ")")
+           " status, interrupted, host, gpu, gpu_count, driver, stack, torch, kit, n_cells, results_z, env_z, compare_z)"
+           " VALUES (" + ", ".join("?" * 21) + ")")
 
 
 def _record(con: sqlite3.Connection, ready: list) -> None:

@@ -4,10 +4,11 @@ Every view reads the same rows in the same order: by the run's start (earliest f
 recorded none last), then in the order they were added. ``kit compare --index`` takes the first
 of that order as the baseline unless ``--baseline`` names another.
 
-The sources handed to the comparison are the very objects ``kit compare`` builds from a tarball
-(:class:`kit.compare.load.Source`): the stored results.json parsed and checked by
-:mod:`kit.results.schema`, and the headline facts by
-:func:`kit.bundle.envinfo.summarise_environment`, as :func:`kit.compare.load.load_source` does.
+The sources handed to the comparison are the objects ``kit compare`` builds from a tarball
+(:class:`kit.compare.load.Source`), made from the part of each results.json a comparison reads
+(:mod:`kit.compare.projection`, stored at ingest), parsed and checked by :mod:`kit.results.schema`,
+and the headline facts by :func:`kit.bundle.envinfo.summarise_environment`, as
+:func:`kit.compare.load.load_source` does.
 """
 
 from __future__ import annotations
@@ -115,10 +116,10 @@ def counts(con: sqlite3.Connection) -> dict:
 
 
 def _source(i: int, row: tuple) -> Source:
-    _id, file_name, path, results_z, env_z, interrupted = row
+    _id, file_name, path, compare_z, env_z, interrupted = row
     label = f"{inert(file_name)} (index)"
     try:
-        results_obj = json.loads(zlib.decompress(results_z))
+        results_obj = json.loads(zlib.decompress(compare_z))
         env = json.loads(zlib.decompress(env_z))
     except (zlib.error, ValueError) as exc:
         raise SchemaError(f"the index's copy of {inert(file_name)} is damaged ({exc}).",
@@ -158,7 +159,7 @@ def sources(con: sqlite3.Connection, flt: Optional[Filter] = None, baseline: Opt
     for start in range(0, len(ids), 500):  # SQLite's limit on bound parameters
         chunk = ids[start:start + 500]
         for row in con.execute(
-                f"SELECT id, file_name, path, results_z, env_z, interrupted FROM bundles WHERE id IN ({', '.join('?' * len(chunk))})",
+                f"SELECT id, file_name, path, compare_z, env_z, interrupted FROM bundles WHERE id IN ({', '.join('?' * len(chunk))})",
                 chunk):
             blobs[row[0]] = row
     return [_source(i, blobs[bid]) for i, bid in enumerate(ids)]
