@@ -316,3 +316,14 @@ def test_the_fleet_page_of_200_machines_fits_1280_pixels_in_chromium(tmp_path):
     dom = _browser(tmp_path, probe.as_uri(), "--dump-dom", "--window-size=1280,900", "--virtual-time-budget=5000")
     width = int(re.search(r'data-scroll-width="(\d+)"', dom.stdout).group(1))
     assert 1000 <= width <= 1280
+
+
+def test_a_terminal_sees_the_verdicts_in_colour_and_otherwise_the_same_rows():
+    cmp = _cmp(64)
+    buf = io.StringIO()
+    render.print_rich(cmp, Console(file=buf, width=120, force_terminal=True, color_system="standard"), False)
+    coloured = buf.getvalue()
+    assert "\x1b[32mfaster\x1b[0m" in coloured
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", coloured)
+    start = plain.index(cmp.rows[0].label)
+    assert plain[start:] == _rich(cmp, 120)[_rich(cmp, 120).index(cmp.rows[0].label):]

@@ -254,6 +254,9 @@ def print_rows(cmp: Comparison, console, view: View) -> None:
         head, row_lines_all = plain_table(header, body, right={0, 2}, fold=1, width=console.width)
         console.print(title, markup=False, highlight=False)
         console.print()
+        if console.color_system is None:  # a pipe or a file: nothing to colour, the lines as they are
+            console.file.write("".join(x + "\n" for x in head) + "".join(x + "\n" for rl in row_lines_all for x in rl) + "\n")
+            continue
         block = Text("".join(x + "\n" for x in head), no_wrap=True)
         for row_lines, colour, row in zip(row_lines_all, colours, body):
             # the verdict in its colour (a terminal's; none in a pipe): it ends the row's first line
