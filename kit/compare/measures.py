@@ -28,8 +28,8 @@ MODEL_ORDER = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "ap
 
 def sample(cell: CellResult, metric: str) -> Sample | None:
     """The metric over the cell's repeats, or from its summary when the repeats lack it."""
-    reps = [r for r in (cell.repeats or []) if isinstance(r, dict)]
-    s = Sample.of(r.get(metric) for r in reps) if reps else None
+    values = [r.get(metric) for r in (cell.repeats or []) if isinstance(r, dict)]
+    s = Sample.of(values) if values else None
     if s is None:
         s = Sample.from_stats((cell.summary or {}).get(metric))
     return s

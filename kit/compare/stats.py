@@ -114,7 +114,8 @@ class Sample:
 
     @classmethod
     def of(cls, values: Iterable[float | None]) -> "Sample | None":
-        xs = [float(v) for v in values if v is not None and isinstance(v, (int, float)) and math.isfinite(v)]
+        isfinite = math.isfinite
+        xs = [float(v) for v in values if isinstance(v, (int, float)) and isfinite(v)]
         if not xs:
             return None
         return cls.of_floats(xs)
