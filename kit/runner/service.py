@@ -21,8 +21,9 @@ from pathlib import Path
 
 from kit.errors import EnvironmentCheckError, UsageError
 from kit.results.schema import RunConfig
-from kit.runner.options import (RunOptions, check_gpt_settings, check_lstm_settings, check_results_dir, check_resume_options,
-                                config_from_options)
+from kit.runner.option_checks import check_gpt_settings, check_lstm_settings, check_results_dir, check_resume_options
+from kit.runner.option_config import config_from_options
+from kit.runner.option_fields import RunOptions
 
 BENCH_STACK_REMEDY = ("Install it with: pip install 'mpkit[bench]' (torch, torchvision, fastai), "
                       "or run in the kit's container instead: kit launch.")
