@@ -23,7 +23,8 @@ from kit.env import record as env_record
 from kit.results.curve import KNEE_DEFINITION, WHOLE_CELL, curves, fmt_knee, point_parts
 from kit.results.ratios import SPEEDUP_DEFINITION
 from kit.report.insights import run_insights
-from kit.results.schema import CellResult, RunResults, image_size_part, key_of
+from kit.results.cell_ids import image_size_part, key_of
+from kit.results.schema import CellResult, RunResults
 
 if TYPE_CHECKING:
     from kit.compare.engine import Comparison

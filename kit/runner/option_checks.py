@@ -11,13 +11,14 @@ from pathlib import Path
 from typing import List, Tuple
 
 from kit.errors import DiskFull, UsageError
-from kit.results.schema import COMPILE_CHOICES, RunConfig
+from kit.results.schema import RunConfig
+from kit.results.schema_names import COMPILE_CHOICES
 from kit.runner.option_fields import GPT_OVERRIDES, LSTM_OVERRIDES, RUN_SUITES, RunOptions, option_specs
 from kit.runner.option_parsing import normalise_device, parse_batch_sizes, split_list, split_names
 
 def engines_of_suite(engines, suite: str) -> list:
     """The names in ``engines`` that are engines of ``suite`` (kit.results.schema.SUITE_ENGINES)."""
-    from kit.results.schema import SUITE_ENGINES
+    from kit.results.schema_names import SUITE_ENGINES
 
     return [e for e in engines or () if e in SUITE_ENGINES.get(suite, ())]
 
@@ -25,7 +26,7 @@ def engines_of_suite(engines, suite: str) -> list:
 def check_engines(config: RunConfig) -> None:
     """``--engines`` naming no engine of the run's suites (``--suite lstm --engines torch``) is refused in
     one line (exit 2), not run with the suite's default engines."""
-    from kit.results.schema import SUITE_ENGINES
+    from kit.results.schema_names import SUITE_ENGINES
 
     if not config.engines:
         return

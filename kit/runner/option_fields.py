@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import List, Optional, Tuple
 
 from kit.errors import UsageError
-from kit.results.schema import DEFAULT_FASTAI_LEARNER
+from kit.results.schema_names import DEFAULT_FASTAI_LEARNER
 
 SUITES = ("cifar", "lstm", "gpt", "all")
 #: GPT preset overrides, by their option names (kit.bench.gpt.config.OVERRIDABLE)
