@@ -487,7 +487,7 @@ def render_fleet_page(cmp: "Comparison", view=None) -> str:
     from kit.compare.fleet_views import findings_lines, findings_title, spread_text
     from kit.compare.fmt import fmt_vs_baseline
     from kit.compare.render import not_compared_lines, not_compared_title, speed_verdict
-    from kit.report.svg import RankedBar, bar_end, ranked_bars
+    from kit.report.svg_ranked import RankedBar, bar_end, ranked_bars
 
     view = view or View()
     by = view.group_by or "gpu"
