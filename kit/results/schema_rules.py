@@ -130,7 +130,6 @@ def _check_fields(cls: Any, d: Any, source: str, path: str, may_lack: tuple[str,
         _check_value(d[name], annotation, source, f"{path}.{name}" if path else name)
 
 
-
 _PLAIN_ID = re.compile(r"[A-Za-z0-9._/@=+-]{1,200}")
 
 

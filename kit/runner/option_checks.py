@@ -38,7 +38,6 @@ def check_engines(config: RunConfig) -> None:
                          remedy="CIFAR: torch, fastai; LSTM: kit, graphed.")
 
 
-
 def check_gpt_settings(config: RunConfig) -> None:
     """Reject impossible GPT settings (--d-model not divisible by --n-heads, a --seq-len the
     corpus cannot fill, a precision the suite does not have) before any cell runs or anything

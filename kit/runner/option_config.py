@@ -91,7 +91,6 @@ def gpt_overrides(options: RunOptions) -> dict:
     return {name: getattr(options, name) for name in GPT_OVERRIDES if getattr(options, name) is not None}
 
 
-
 def lstm_overrides(options: RunOptions) -> dict:
     """The LSTM preset's overrides that were set (RunConfig.lstm, keyed as the preset's keys)."""
     return {name: getattr(options, name) for name in LSTM_OVERRIDES if getattr(options, name) is not None}
