@@ -78,7 +78,7 @@ def run(options: RunOptions, argv: list) -> int:
 
     resume = options.resume
     if resume:  # the same rule as `kit run --resume`: an option that changes the run is refused (exit 2)
-        from kit.runner.execute import read_resume_state
+        from kit.runner.resume import read_resume_state
         from kit.runner.option_checks import check_resume_options
 
         check_resume_options(options, read_resume_state(Path(resume)).config, Path(resume))

@@ -57,7 +57,7 @@ def run_from_cli(options: RunOptions, argv: list[str] | None = None) -> None:
     stderr; stdout gets only what a script wants: the bundle's path (the plan with --dry-run)."""
     from rich.console import Console
 
-    from kit.runner.execute import read_resume_state
+    from kit.runner.resume import read_resume_state
 
     console = Console(stderr=True)
     if options.resume:
@@ -95,7 +95,7 @@ def _already_complete(state, resume_dir: Path, console, locked: bool = False) ->
 
 
 def _resume(resume_dir: Path, options: RunOptions, console) -> None:
-    from kit.runner.execute import read_resume_state
+    from kit.runner.resume import read_resume_state
     from kit.runner.lock import RunLock
 
     # a resumed run's bundle lands beside its folder
