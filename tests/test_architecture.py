@@ -86,3 +86,17 @@ def test_the_package_layers_hold():
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     assert "0 broken" in out.stdout
+
+
+MAX_MODULE_LINES = 500
+
+
+def test_no_module_under_kit_exceeds_500_lines():
+    """A module past 500 lines is split along its jobs (pure moves into siblings, the old names re-exported)."""
+    offenders = []
+    for path in sorted(ROOT.rglob("*.py")):
+        with path.open(encoding="utf-8") as f:
+            lines = sum(1 for _ in f)
+        if lines > MAX_MODULE_LINES:
+            offenders.append(f"{path.relative_to(ROOT.parent)}: {lines} lines")
+    assert not offenders, f"modules over {MAX_MODULE_LINES} lines:\n" + "\n".join(offenders)

@@ -76,7 +76,7 @@ def compare(
     render.print_refused(cmp, err)
     if html is not None:
         from kit.results.atomic import atomic_write_text
-        from kit.report.html import render_compare_page
+        from kit.report.html_compare import render_compare_page
 
         page = render_compare_page(cmp, view)
         try:

@@ -16,7 +16,7 @@ from typing import Any, List, Optional
 
 import typer
 
-from kit.runner.options import OptionSpec, RunOptions, option_specs
+from kit.runner.option_fields import OptionSpec, RunOptions, option_specs
 
 
 def run(ctx: typer.Context, **values: Any) -> None:

@@ -14,7 +14,8 @@ from kit import __version__
 from kit.errors import SchemaError, UsageError
 from kit.results import schema
 from kit.results.atomic import atomic_write_json
-from kit.runner.options import check_suite_options, options_for_suite, parse_args, split_list, to_args
+from kit.runner.option_checks import check_suite_options, options_for_suite
+from kit.runner.option_parsing import parse_args, split_list, to_args
 
 SWEEP_FORMAT = 1
 SWEEP_FILE = "sweep.json"

@@ -42,7 +42,9 @@ from kit.launch.display import LaunchUI, NullLaunchUI, headline  # noqa: F401
 from kit.launch.exit_status import PASSED_THROUGH, clean_error_text, container_error, error_from_log  # noqa: F401
 from kit.launch.follow import CONTAINER_RESULTS, JOURNAL_NAME, JournalFollower, bundle_from_output, new_bundles, snapshot
 from kit.launch.stacks import find_source_root, image_spec, read_ca_cert, stack_facts
-from kit.runner.options import RunOptions, check_suite_options, parse_args, to_args
+from kit.runner.option_checks import check_suite_options
+from kit.runner.option_fields import RunOptions
+from kit.runner.option_parsing import parse_args, to_args
 
 #: what the container runs when no `kit run` options follow `--`
 SMOKE_RUN = RunOptions().with_options(smoke=True, suite="all", device="cpu")

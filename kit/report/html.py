@@ -5,6 +5,10 @@ elements. No scripts, no web fonts, no images or links to fetch, so the page
 opens the same offline, in a mail attachment or in a CI artefact viewer. All
 text from results files is HTML-escaped (a bundle from elsewhere is
 untrusted).
+
+This module renders the run's report; the shared skeleton (CSS, page, tables) is
+:mod:`kit.report.html_page`, the compare pages :mod:`kit.report.html_compare` (their public
+names stay importable from here).
 """
 
 from __future__ import annotations
@@ -12,78 +16,21 @@ from __future__ import annotations
 import json
 import time
 from html import escape
-from typing import TYPE_CHECKING, Iterable
 
-from kit import __version__
 from kit.bundle.envinfo import EnvSummary, cell_is_synthetic, summarise_environment
 from kit.compare import measures
-from kit.compare.fmt import fmt_speedup_estimate
-from kit.compare.stats import METHOD, OUTSIDE_NOTE
+from kit.compare.stats import METHOD
 from kit.env import record as env_record
 from kit.results.curve import KNEE_DEFINITION, WHOLE_CELL, curves, fmt_knee, point_parts
 from kit.results.ratios import SPEEDUP_DEFINITION
+from kit.report.html_compare import FLEET_CSS, PAGE_COLUMNS, render_compare_page, render_fleet_page
+from kit.report.html_page import CSS, _outside_note, _page, _table, _verdict_html
 from kit.report.insights import run_insights
-from kit.results.schema import CellResult, RunResults, image_size_part, key_of
+from kit.results.cell_ids import image_size_part, key_of
+from kit.results.schema import CellResult, RunResults
 
-if TYPE_CHECKING:
-    from kit.compare.engine import Comparison
-
-CSS = """
-:root { color-scheme: light; }
-body { font-family: system-ui, -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 0; color: #1d1d1f; background: #f6f7f9; line-height: 1.45; }
-main { max-width: 1120px; margin: 0 auto; padding: 24px 28px 48px; background: #fff; }
-h1 { font-size: 1.6rem; margin: 0 0 4px; }
-h2 { font-size: 1.2rem; margin: 32px 0 10px; border-bottom: 1px solid #e3e3e3; padding-bottom: 4px; }
-.sub { color: #555; margin: 0 0 12px; }
-.badge { display: inline-block; padding: 2px 10px; border-radius: 12px; font-size: .8rem; font-weight: 700; letter-spacing: .04em; margin-right: 6px; vertical-align: middle; }
-.badge.synthetic { background: #fff3cd; color: #7a5200; border: 1px solid #e0b84d; }
-.badge.interrupted { background: #fde2e1; color: #8a1c17; border: 1px solid #e3837d; }
-.badge.complete { background: #e3f4e8; color: #1d6b35; border: 1px solid #8fcf9f; }
-table { border-collapse: collapse; width: 100%; font-size: .86rem; margin: 6px 0 14px; }
-th, td { border-bottom: 1px solid #e6e6e6; padding: 5px 8px; text-align: left; vertical-align: top; }
-th { background: #f0f2f5; font-weight: 600; }
-th.num { text-align: right; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-table.env td:first-child { width: 180px; color: #555; }
-.sig { color: #1d6b35; font-weight: 600; }
-.slower { color: #a3231b; font-weight: 600; }
-.ns { color: #777; }
-.flag { color: #8a5a00; font-size: .8rem; }
-.note { color: #555; font-size: .8rem; }
-ul.findings li { margin-bottom: 6px; }
-ul.warnings li.high { color: #8a1c17; }
-ul.warnings li.medium { color: #7a5200; }
-.charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(500px, 1fr)); gap: 14px 18px; }
-figure { margin: 0; }
-figcaption { font-size: .8rem; color: #555; }
-svg.chart { width: 100%; height: auto; border: 1px solid #eee; }
-details pre { background: #f6f7f9; padding: 10px; overflow-x: auto; font-size: .78rem; }
-footer { margin-top: 36px; font-size: .78rem; color: #666; }
-"""
-
-
-def _page(title: str, body: str, extra_css: str = "") -> str:
-    return (
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-        # No scripts at all, and nothing may be fetched from anywhere.
-        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">\n"
-        f"<title>{escape(title)}</title>\n<style>{CSS}{extra_css}</style>\n</head>\n<body>\n<main>\n{body}\n"
-        f"<footer>Made by mpkit {escape(__version__)} on {escape(time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime()))}. "
-        "Self-contained page: no scripts, no network.</footer>\n</main>\n</body>\n</html>\n"
-    )
-
-
-def _table(header: Iterable[str], rows: Iterable[Iterable[str]], cls: str = "", numeric_from: int = 99) -> str:
-    """Cells are already-escaped HTML fragments."""
-    header = list(header)
-    head = "".join(f'<th class="num">{h}</th>' if i >= numeric_from else f"<th>{h}</th>" for i, h in enumerate(header))
-    thead = f"<thead><tr>{head}</tr></thead>" if any(header) else ""
-    body = []
-    for r in rows:
-        tds = "".join(f'<td class="num">{c}</td>' if i >= numeric_from else f"<td>{c}</td>" for i, c in enumerate(r))
-        body.append(f"<tr>{tds}</tr>")
-    return f'<table class="{cls}">{thead}<tbody>{"".join(body)}</tbody></table>'
+__all__ = ["CSS", "cpu_only", "used_or_built", "earlier_session_rows", "render_run_report", "PAGE_COLUMNS", "FLEET_CSS",
+           "render_compare_page", "render_fleet_page"]
 
 
 def _fmt(v: float | None, fmt: str = "{:.3g}", dash: str = "—") -> str:
@@ -145,20 +92,6 @@ def earlier_session_rows(environment: dict) -> list[tuple[str, str]]:
                      f"{sm['host_id']} ({', '.join(sm['gpu_uuids']) or 'no GPU recorded'}), kit commit "
                      f"{(sm['kit_commit'] or 'unknown')[:12]}"))
     return rows
-
-
-def _verdict_html(est) -> str:
-    """A speedup over fp32 with its interval and verdict (the one formatter: kit.compare.render)."""
-    if est is None:
-        return "—"
-    cls = "sig" if est.significant and est.ratio >= 1 else "slower" if est.significant else "ns"
-    return f'{escape(fmt_speedup_estimate(est))} <span class="{cls}">{escape(est.verdict)}</span>'
-
-
-def _outside_note(estimates) -> str:
-    if any(e is not None and e.outside_ci for e in estimates):
-        return f'<p class="sub">{escape(OUTSIDE_NOTE)}.</p>'
-    return ""
 
 
 def _gib(b: float | None) -> str:
@@ -372,175 +305,3 @@ def render_run_report(
         + "</pre></details>"
     )
     return _page(f"Benchmark report — {env.machine} / {env.gpu}", "\n".join(body))
-
-
-#: up to this many machines the compare page has one column per machine; more make the fleet page
-PAGE_COLUMNS = 4
-
-FLEET_CSS = """
-table.fleet { table-layout: fixed; }
-table.fleet td { overflow-wrap: anywhere; }
-table.fleet th:first-child, table.fleet td:first-child { width: 92px; }
-svg.ranked { width: 100%; height: auto; display: block; margin: 4px 0 12px; }
-.outlier-note { color: #a3231b; font-weight: 600; }
-h3 { font-size: 1rem; margin: 22px 0 4px; overflow-wrap: anywhere; }
-"""
-
-
-def render_compare_page(cmp: "Comparison", view=None) -> str:
-    """The page ``kit compare --html FILE`` writes: one column per machine for a few machines, the
-    fleet page (:func:`render_fleet_page`) for more, or when ``view`` groups them."""
-    if len(cmp.sources) > PAGE_COLUMNS or (view is not None and view.group_by):
-        return render_fleet_page(cmp, view)
-    from kit.compare.render import (
-        QUALITY_TITLE, n_and_cv, fmt_throughput, fmt_time, fmt_vs_baseline, not_compared_lines, not_compared_title,
-        quality_lines, quality_rows, speed_verdict,
-    )
-    from kit.report.charts import comparison_charts
-
-    base = cmp.baseline_source
-    body = [f"<h1>Comparison of {len(cmp.sources)} runs</h1>", f'<p class="sub">Baseline: {escape(base.label)} ({escape(base.short_name)}). Statistics: {escape(cmp.method)}.</p>']
-    body.append("<h2>Inputs</h2>" + _table(
-        ["", "machine", "GPU", "driver", "stack", "torch", "cuDNN", "data", "file"],
-        [[escape(s.label) + (" (baseline)" if s is base else ""), escape(s.env.machine), escape(s.env.gpu), escape(s.env.driver),
-          escape(s.env.stack), escape(s.env.torch), escape(s.env.cudnn),
-          escape(s.env.data_source) + (' <span class="badge synthetic">SYNTHETIC</span>' if s.env.data_source == "synthetic" else ""),
-          escape(s.file_name) + (' <span class="badge interrupted">INTERRUPTED</span>' if s.interrupted else "")]
-         for s in cmp.sources],
-    ))
-    body.append("<h2>Comparability warnings</h2>")
-    if cmp.warnings:
-        body.append('<ul class="warnings">' + "".join(
-            f'<li class="{w.severity}"><strong>{escape(w.severity)}</strong>: {escape(w.message)}</li>' for w in cmp.warnings) + "</ul>")
-    else:
-        body.append("<p>None.</p>")
-
-    def time_cell(row, mc) -> str:
-        if mc is None or mc.status != "ok":
-            return escape(mc.status + (f": {mc.reason}" if mc and mc.reason else "")) if mc else "—"
-        bits = [escape(fmt_time(mc.epoch_s)) + "/epoch", escape(fmt_throughput(mc.throughput, row.unit))]
-        bits += [escape(x) for x in n_and_cv(mc)]
-        if mc.energy_j_per_epoch is not None:
-            bits.append(f"{mc.energy_j_per_epoch:,.0f} J/epoch")
-        if mc.flags:
-            bits.append(f'<span class="flag">⚠ {escape(", ".join(mc.flags))}</span>')
-        return "<br>".join(bits)
-
-    body.append("<h2>Time per epoch and throughput</h2>" + _table(
-        ["cell"] + [escape(s.label) for s in cmp.sources],
-        [[escape(r.label)] + [time_cell(r, mc) for mc in r.machines] for r in cmp.rows], numeric_from=1,
-    ))
-    sp_rows = [r for r in cmp.rows if any(mc and mc.vs_fp32 for mc in r.machines)]
-    if sp_rows:
-        body.append("<h2>Speedup over fp32 on each machine</h2><p class=\"sub\">"
-                    + escape(SPEEDUP_DEFINITION[0].upper() + SPEEDUP_DEFINITION[1:])
-                    + "; [95% CI of the ratio of means].</p>" + _table(
-            ["cell"] + [escape(s.label) for s in cmp.sources],
-            [[escape(r.label)] + [_verdict_html(mc.vs_fp32) if mc else "—" for mc in r.machines] for r in sp_rows], numeric_from=1,
-        ) + _outside_note(mc.vs_fp32 for r in sp_rows for mc in r.machines if mc))
-
-    def vs_cell(mc) -> str:
-        est = mc.vs_baseline if mc else None
-        if est is None:
-            return escape(mc.status) if mc and mc.status != "ok" else "—"
-        v = speed_verdict(est)
-        cls = "sig" if v == "faster" else "slower" if v == "slower" else "ns"
-        return f'{escape(fmt_vs_baseline(est))} <span class="{cls}">{escape(v)}</span>'
-
-    body.append(f"<h2>Throughput relative to {escape(base.label)}</h2>"
-                f'<p class="sub">Median throughput ÷ {escape(base.label)}\'s median; [95% CI of the ratio of means].</p>' + _table(
-        ["cell"] + [f"{escape(s.label)} ÷ {escape(base.label)}" for s in cmp.sources[1:]],
-        [[escape(r.label)] + [vs_cell(mc) for mc in r.machines[1:]] for r in cmp.rows], numeric_from=1,
-    ) + _outside_note(mc.vs_baseline for r in cmp.rows for mc in r.machines[1:] if mc))
-    q_rows = quality_rows(cmp)
-    if q_rows:
-        title, _, sub = QUALITY_TITLE.partition(" (")
-        sub = sub[:1].upper() + sub[1:]
-        body.append(f"<h2>{escape(title)}</h2><p class=\"sub\">{escape(sub.replace('):', ':', 1))}.</p>" + _table(
-            ["cell"] + [escape(s.label) for s in cmp.sources],
-            [[escape(r.label)] + ["<br>".join(escape(x) for x in quality_lines(r, mc, base.label)) for mc in r.machines]
-             for r in q_rows], numeric_from=1,
-        ))
-    charts = comparison_charts(cmp)
-    if charts:
-        body.append('<h2>Charts</h2><div class="charts">')
-        for caption, svg in charts:
-            body.append(f"<figure>{svg}<figcaption>{escape(caption)}</figcaption></figure>")
-        body.append("</div>")
-    if cmp.not_compared:
-        title = not_compared_title(cmp, verbose=True).replace("Not compared: ", "")
-        body.append(f"<h2>Not compared</h2><p class=\"sub\">{escape(title)}, counted by reason:</p><ul>"
-                    + "".join(f"<li>{escape(x)}</li>" for x in not_compared_lines(cmp, verbose=False)) + "</ul>"
-                    + "<details><summary>every cell</summary><ul>"
-                    + "".join(f"<li>{escape(x)}</li>" for x in not_compared_lines(cmp, verbose=True)) + "</ul></details>")
-    return _page(f"Benchmark comparison — {len(cmp.sources)} runs", "\n".join(body))
-
-
-def render_fleet_page(cmp: "Comparison", view=None) -> str:
-    """The compare page for many machines, at the page's fixed width whatever their number: the
-    inputs one line each, the findings (machines slower than the rest of their group, grouped by
-    ``view.group_by`` or the GPU model), and per cell a ranked bar chart per group, each machine's
-    throughput ÷ the baseline's with its 95% CI as whiskers, the outliers in red. No scripts."""
-    from kit.bundle.inert import html_text
-    from kit.compare.fleet import View, group_phrase, summarise_fleet
-    from kit.compare.fleet_views import findings_lines, findings_title, spread_text
-    from kit.compare.fmt import fmt_vs_baseline
-    from kit.compare.render import not_compared_lines, not_compared_title, speed_verdict
-    from kit.report.svg import RankedBar, bar_end, ranked_bars
-
-    view = view or View()
-    by = view.group_by or "gpu"
-    fleet = summarise_fleet(cmp, by, view.outlier_pct)
-    outliers = fleet.outliers()
-    base = cmp.baseline_source
-    h = html_text
-    body = [f"<h1>Comparison of {len(cmp.sources)} runs</h1>",
-            f'<p class="sub">Baseline: {h(base.label)} ({h(base.short_name)}). Statistics: {h(cmp.method)}.</p>']
-    body.append("<h2>Findings</h2>" + f'<p class="sub">{h(findings_title(fleet))}; each machine against the pooled '
-                "repeats of the other machines of its group.</p>"
-                + '<ul class="findings">' + "".join(f"<li>{h(x)}</li>" for x in findings_lines(fleet)) + "</ul>")
-    body.append("<h2>Comparability warnings</h2>")
-    body.append('<ul class="warnings">' + "".join(f'<li class="{h(w.severity)}"><strong>{h(w.severity)}</strong>: {h(w.message)}</li>'
-                                                  for w in cmp.warnings) + "</ul>" if cmp.warnings else "<p>None.</p>")
-    body.append(f"<h2>Throughput relative to {h(base.label)}, per cell</h2>"
-                f'<p class="sub">Each machine\'s median throughput ÷ {h(base.label)}\'s median, fastest first within '
-                f"each group ({h(by)}); whiskers: 95% CI of the ratio of means; "
-                '<span class="outlier-note">red: a machine named in the findings</span>.</p>')
-    for n_row, row in enumerate(cmp.rows):
-        body.append(f"<h3>{h(row.label)}</h3>")
-        charts = []
-        for gc in (c for c in fleet.cells if c.row is row):
-            bars = []
-            for m in gc.members:
-                mc = row.machines[m.source.index]
-                est = mc.vs_baseline if mc else None
-                is_base = m.source is base
-                value = 1.0 if is_base else est.ratio if est else None
-                text = "baseline" if is_base else (fmt_vs_baseline(est) if est else "—")
-                verdict = "" if is_base or est is None else speed_verdict(est)
-                name = f"{m.source.label} {m.source.env.machine}"
-                bars.append(RankedBar(name, value, est.ci_low if est else None, est.ci_high if est else None,
-                                      text, f"{name}: {text} {verdict}".strip() + (" (outlier)" if m.source.index in outliers else ""),
-                                      marked=m.source.index in outliers))
-            charts.append((f"{by} {gc.group}: {group_phrase(by, gc.group, len(gc.members))}; {spread_text(gc, row.unit)}", bars))
-        # one scale for the cell's groups, so that their bars (and the baseline's line) line up; a
-        # whisker past 1.2x the longest bar is cut at the axis' end (the figure beside it is whole)
-        ends = [bar_end(b) for _, bars in charts for b in bars if b.value is not None]
-        longest = max([b.value for _, bars in charts for b in bars if b.value is not None] + [1.0])
-        x_max = min(max(ends + [1.0]), longest * 1.2)
-        for n_group, (caption, bars) in enumerate(charts):
-            body.append(f'<p class="sub">{h(caption)}</p>' + ranked_bars(
-                bars, f"fleet-{n_row}-{n_group}", f"{row.label}: {caption}", reference=1.0,
-                reference_label=f"{base.label} = 1", x_max=x_max))
-    body.append("<h2>Inputs</h2>" + _table(
-        ["", "machine", "GPU", "driver", "stack", "torch", "data", "file"],
-        [[h(s.label) + (" (baseline)" if s is base else ""), h(s.env.machine), h(s.env.gpu), h(s.env.driver),
-          h(s.env.stack), h(s.env.torch), h(s.env.data_source),
-          h(s.file_name) + (' <span class="badge interrupted">INTERRUPTED</span>' if s.interrupted else "")]
-         for s in cmp.sources], cls="fleet"))
-    if cmp.not_compared:
-        body.append(f"<h2>Not compared</h2><p class=\"sub\">{h(not_compared_title(cmp, verbose=False))}:</p><ul>"
-                    + "".join(f"<li>{h(x)}</li>" for x in not_compared_lines(cmp, verbose=False)) + "</ul>")
-    if cmp.refused:
-        body.append("<h2>Refused inputs</h2><ul>" + "".join(f"<li>{h(r.line)}</li>" for r in cmp.refused) + "</ul>")
-    return _page(f"Benchmark comparison — {len(cmp.sources)} runs", "\n".join(body), extra_css=FLEET_CSS)

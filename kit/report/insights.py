@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from kit.compare import measures
 from kit.compare.stats import ONE_REPEAT
 from kit.results.ratios import SPEEDUP_NAME, fmt_speedup
-from kit.results.schema import RunResults, key_of
+from kit.results.cell_ids import key_of
+from kit.results.schema import RunResults
 
 #: Below this speedup over fp32 a precision "gave no speedup" (the
 #: 2019 article's ResNet-101 gain was 1.13-1.18x; under 1.1 is within what

@@ -9,7 +9,7 @@ from kit.compare import measures
 from kit.compare.stats import ONE_REPEAT
 from kit.results.curve import KNEE_DEFINITION, curves, fmt_knee, point_parts
 from kit.results.ratios import fmt_speedup
-from kit.results.schema import cell_learner, key_of
+from kit.results.cell_ids import cell_learner, key_of
 
 
 def escape(text: object) -> str:

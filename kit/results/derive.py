@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from kit.results import ratios
 from kit.results.curve import batch_curves
-from kit.results.schema import CellResult, curve_batch, image_size_part
+from kit.results.cell_ids import curve_batch, image_size_part
+from kit.results.schema import CellResult
 
 #: Default parity tolerances (documented in docs/running.md, "What is measured"):
 #: CIFAR: a reduced-precision run matches fp32 when its final test accuracy is

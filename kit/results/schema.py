@@ -13,121 +13,48 @@ cell so an interrupted run still has one)::
 
 Bump :data:`SCHEMA_VERSION` on any incompatible change; :func:`check_version`
 turns a mismatch into a clear message.
+
+The names a run may use live in :mod:`kit.results.schema_names`, cell ids in
+:mod:`kit.results.cell_ids`, the type rules in :mod:`kit.results.schema_rules`; every public
+name stays importable from here.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import math
-import re
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from kit import __version__
 from kit.errors import SchemaError, UsageError
+from kit.results.cell_ids import (CURVE_PARAM, NATIVE_IMAGE_SIZE, cell_id, cell_key, cell_label, cell_learner,
+                                  curve_batch, image_size_part, key_of)
+from kit.results.schema_names import (CIFAR_ENGINES, CIFAR_MODELS, COMPILE_CHOICES, DEFAULT_FASTAI_LEARNER,
+                                      FASTAI_LEARNERS, GPT_PRESETS, LEARNER_BEFORE_THE_OPTION, LSTM_ENGINES,
+                                      LSTM_PRESETS, PRECISIONS, SUITE_ENGINES, SUITES, WORKLOADS, CellStatus,
+                                      Precision, RunStatus, Workload)
+from kit.results.schema_rules import (PARAM_INTEGERS, REPEAT_NUMBER_LISTS, REPEAT_NUMBER_OR_LISTS, REPEAT_NUMBERS,
+                                      REPEAT_POSITIVE, STATS_NUMBERS, _check_fields, _check_value, _fail,
+                                      _field_names, _impossible, _is_number, _kind)
+
+__all__ = [
+    "SCHEMA_VERSION", "CellSpec", "CellResult", "RunConfig", "RunResults",
+    "check_cell", "check_results", "check_version", "load_results",
+    # schema_names
+    "Workload", "Precision", "PRECISIONS", "WORKLOADS", "SUITES", "CIFAR_MODELS", "CIFAR_ENGINES", "LSTM_PRESETS",
+    "LSTM_ENGINES", "FASTAI_LEARNERS", "DEFAULT_FASTAI_LEARNER", "COMPILE_CHOICES", "SUITE_ENGINES",
+    "LEARNER_BEFORE_THE_OPTION", "GPT_PRESETS", "CellStatus", "RunStatus",
+    # cell_ids
+    "CURVE_PARAM", "curve_batch", "NATIVE_IMAGE_SIZE", "image_size_part", "cell_key", "key_of", "cell_id",
+    "cell_learner", "cell_label",
+    # schema_rules
+    "REPEAT_NUMBERS", "REPEAT_POSITIVE", "REPEAT_NUMBER_LISTS", "REPEAT_NUMBER_OR_LISTS", "STATS_NUMBERS",
+    "PARAM_INTEGERS",
+]
 
 SCHEMA_VERSION = 1
-
-Workload = str  # one of: cifar, lstm, gpt (no typing.Literal: the cuda10 image runs this on Python 3.7)
-Precision = str  # one of: fp32, tf32, amp-fp16, amp-bf16, fp16-master, apex-o1, apex-o2, fp8-tensorwise, fp8-rowwise
-PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "amp-fp16", "amp-bf16", "fp16-master", "apex-o1", "apex-o2",
-                               "fp8-tensorwise", "fp8-rowwise")
-WORKLOADS: tuple[str, ...] = ("cifar", "lstm", "gpt")
-#: ``--suite``: each workload, or "all" = cifar + lstm (the seed's two comparisons; gpt is
-#: heavy and needs a recent GPU, so it runs only when asked for by name)
-SUITES: tuple[str, ...] = ("cifar", "lstm", "gpt", "all")
-CIFAR_MODELS: tuple[str, ...] = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152")
-CIFAR_ENGINES: tuple[str, ...] = ("torch", "fastai")
-LSTM_PRESETS: tuple[str, ...] = ("apex-2018", "tensor-core")
-#: the LSTM engines: ``kit``, faithful to Apex's example (every kernel launched from Python, as its
-#: users ran it); ``graphed``, the whole step of a bptt window replayed as one CUDA graph (what the GPU can do)
-LSTM_ENGINES: tuple[str, ...] = ("kit", "graphed")
-#: how the fastai engines build their Learner (``kit run --learner``): ``create_cnn`` = fastai's
-#: create_cnn / cnn_learner / vision_learner (fastai's head on the torchvision body, the body frozen
-#: as create_cnn leaves it), ``scratch`` = a plain ``Learner`` on the whole torchvision ResNet
-FASTAI_LEARNERS: tuple[str, ...] = ("create_cnn", "scratch")
-DEFAULT_FASTAI_LEARNER = "create_cnn"
-#: --compile: auto (on for CUDA), on, off (no Inductor: the torch engine's captured step keeps
-#: its eager kernels; elsewhere not compiled), eager (nothing captured or compiled)
-COMPILE_CHOICES: tuple[str, ...] = ("auto", "on", "off", "eager")
-#: the engines of each suite that has a choice of them (``--engines``)
-SUITE_ENGINES: dict = {"cifar": CIFAR_ENGINES, "lstm": LSTM_ENGINES}
-#: what the fastai cells recorded before the learner option existed trained: the plain Learner
-LEARNER_BEFORE_THE_OPTION = "scratch"
-GPT_PRESETS: tuple[str, ...] = ("gpt2-small", "gpt-1b", "gpt-2b", "tiny")
-CellStatus = str  # one of: ok, skipped, failed, interrupted
-RunStatus = str  # one of: running, complete, interrupted, failed
-
-
-#: params key that marks a cell as one point of a batch curve (``kit run --batch-sizes``): the
-#: sorted list of the curve's batch sizes; the point's own batch is ``params["batch_size"]``
-CURVE_PARAM = "batch_curve"
-
-
-def curve_batch(params: Any) -> int | None:
-    """The batch size of a batch-curve point (its params carry :data:`CURVE_PARAM`), else None."""
-    if not isinstance(params, dict) or not params.get(CURVE_PARAM):
-        return None
-    b = params.get("batch_size")
-    return b if isinstance(b, int) and not isinstance(b, bool) else None
-
-
-#: CIFAR's own image size: the cells measured at it keep the ids they always had
-NATIVE_IMAGE_SIZE = 32
-
-
-def image_size_part(workload: str, params: Any) -> tuple[str, ...]:
-    """``("224px",)`` for a CIFAR cell measured at another size than the data set's own 32 px
-    (upsampled on the device: another measurement, which must not line up with, or be merged
-    over, the 32 px cell), else ``()``."""
-    size = params.get("image_size") if isinstance(params, dict) else None
-    if workload != "cifar" or not isinstance(size, int) or isinstance(size, bool) or size == NATIVE_IMAGE_SIZE:
-        return ()
-    return (f"{size}px",)
-
-
-def cell_key(workload: str, model: str, precision: str, engine: str, params: Any = None) -> tuple[str, ...]:
-    """What tells cells apart: (workload, model, precision, engine); a CIFAR cell at another image
-    size than 32 px adds it (``"224px"``), and a point of a batch curve its batch (``"bs512"``).
-    ``"/".join(key)`` is the cell's id: ``cifar/resnet50/amp-fp16/torch/224px/bs512``."""
-    b = curve_batch(params)
-    return (workload, model, precision, engine) + image_size_part(workload, params) + (() if b is None else (f"bs{b}",))
-
-
-def key_of(cell: Any) -> tuple[str, ...]:
-    """:func:`cell_key` of a CellSpec or CellResult."""
-    return cell_key(cell.workload, cell.model, cell.precision, cell.engine, getattr(cell, "params", None))
-
-
-def cell_id(workload: str, model: str, precision: str, engine: str, params: Any = None) -> str:
-    """``cifar/resnet18/fp32/torch``; at another image size ``.../torch/224px``; a batch-curve point
-    adds its batch: ``.../torch/bs512`` (cells at 32 px without a curve keep the ids they always
-    had, so old bundles line up; every id is computed from the cell's params, so an old bundle's
-    224 px cells read with today's ids too)."""
-    return "/".join(cell_key(workload, model, precision, engine, params))
-
-
-def cell_learner(engine: str, params: dict | None) -> str | None:
-    """The fastai learner a cell trained with (its ``params["learner"]``); None for the other
-    engines, which have none. A fastai cell recorded before the option existed trained the
-    plain Learner: ``scratch``."""
-    if engine != "fastai":
-        return None
-    return str((params or {}).get("learner") or LEARNER_BEFORE_THE_OPTION)
-
-
-def cell_label(cell_id_: str, learners: Any) -> str:
-    """A cell's id as the reports and ``kit compare`` show it: with its learner for fastai cells,
-    ``cifar/resnet18/fp32/fastai (create_cnn)``; ``learners`` is one name, None, or the names of
-    several machines' cells (shown joined, in the machines' order, when they differ). The id itself
-    never changes."""
-    names = [learners] if learners is None or isinstance(learners, str) else list(learners)
-    names = list(dict.fromkeys(n for n in names if n))
-    if not names:
-        return cell_id_
-    return f"{cell_id_} ({' / '.join(names)})" if len(names) == 1 else f"{cell_id_} (learners differ: {' / '.join(names)})"
 
 
 @dataclass
@@ -392,124 +319,6 @@ class RunResults:
         )
 
 
-# --- type checks: one rule per field, read from the dataclasses' annotations ----------------------
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-#: annotation (as written in the dataclasses above) -> (test, what it expects)
-_RULES: dict[str, tuple[Any, str]] = {
-    "str": (lambda v: isinstance(v, str), "a string"),
-    "int": (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
-    "float": (_is_number, "a number"),
-    "bool": (lambda v: isinstance(v, bool), "true or false"),
-    "dict": (lambda v: isinstance(v, dict), "an object"),
-    "list": (lambda v: isinstance(v, list), "a list"),
-}
-#: containers: annotation -> (outer rule, rule for each element)
-_CONTAINERS: dict[str, tuple[str, str | None]] = {
-    "dict[str, Any]": ("dict", None),
-    "dict[str, dict]": ("dict", "dict"),
-    "list[str]": ("list", "str"),
-    "list[int]": ("list", "int"),
-    "list[dict]": ("list", "dict"),
-}
-
-
-def _check_value(value: Any, annotation: str, source: str, path: str) -> None:
-    optional = annotation.endswith(" | None")
-    base = annotation[: -len(" | None")] if optional else annotation
-    if value is None and optional:
-        return
-    outer, inner = _CONTAINERS.get(base, (base, None))
-    rule = _RULES.get(outer)
-    if rule is None:
-        return  # a dataclass-typed field: checked by its own rules
-    if not rule[0](value):
-        what = {"list[str]": "a list of strings", "list[dict]": "a list of objects",
-                "dict[str, dict]": "an object of objects"}.get(base, rule[1])
-        _fail(source, path, what + (" or null" if optional else ""), value)
-    if inner is not None:
-        test, what = _RULES[inner]
-        items = value.items() if isinstance(value, dict) else enumerate(value)
-        for key, item in items:
-            if not test(item):
-                _fail(source, f"{path}.{key}" if isinstance(value, dict) else f"{path}[{key}]", what, item)
-
-
-#: Per-repeat metrics the reports and comparisons read: numbers (or null where not measured).
-REPEAT_NUMBERS = (
-    "epoch_seconds_median", "throughput_items_per_s", "time_to_first_step_s", "data_wait_s", "compute_s",
-    "peak_memory_bytes", "overflow_steps", "nan_losses", "final_loss", "final_metric", "loss_scale_final",
-    "steady_seconds", "steady_items", "steady_tokens", "warmup_steps", "warmup_batches", "steps",
-    "achieved_tflops", "items_per_j", "fit_seconds", "train_batches_per_epoch", "num_workers", "seed", "repeat",
-)
-#: Per-repeat measures no run can produce as zero, negative, NaN or infinite (a time or a rate:
-#: the timer and the counters give a positive finite number, or null where nothing was timed).
-#: A results file holding another value was damaged or made by hand: refused, naming the field.
-REPEAT_POSITIVE = ("epoch_seconds_median", "throughput_items_per_s", "steady_seconds", "time_to_first_step_s",
-                   "fit_seconds", "epoch_seconds")
-#: Per-repeat metrics that are a list of numbers (one per epoch)...
-REPEAT_NUMBER_LISTS = ("epoch_seconds",)
-#: ... or either a number or such a list.
-REPEAT_NUMBER_OR_LISTS = ("energy_j_per_epoch",)
-STATS_NUMBERS = ("median", "mean", "min", "max", "stdev", "cv")
-#: A cell's knobs that comparisons line up across machines: integers (or null).
-PARAM_INTEGERS = ("batch_size", "image_size", "epochs", "steps", "max_batches", "bptt", "seq_len")
-
-
-def _fail(source: str, path: str, expected: str, value: Any) -> None:
-    raise SchemaError(
-        f"{source}: malformed results at {path}: expected {expected}, found {_kind(value)}",
-        remedy="The file was damaged or edited by hand; use the results.json or bundle the kit wrote.",
-    )
-
-
-@functools.lru_cache(maxsize=None)
-def _field_rules(cls: Any) -> tuple[tuple[str, str, bool], ...]:
-    """(name, annotation as written, required) of each field of a dataclass, read once per class."""
-    return tuple(
-        (f.name, f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type)),
-         f.default is MISSING and f.default_factory is MISSING)  # type: ignore[misc]
-        for f in fields(cls))
-
-
-@functools.lru_cache(maxsize=None)
-def _field_names(cls: Any) -> frozenset:
-    return frozenset(name for name, _, _ in _field_rules(cls))
-
-
-def _check_fields(cls: Any, d: Any, source: str, path: str, may_lack: tuple[str, ...] = ()) -> None:
-    """Each dataclass field present in ``d`` has its annotated type; required ones
-    (but those in ``may_lack``) are present."""
-    if not isinstance(d, dict):
-        _fail(source, path, "an object", d)
-    for name, annotation, required in _field_rules(cls):
-        if name not in d:
-            if required and name not in may_lack:
-                raise SchemaError(f"{source}: malformed results at {path or 'the top level'}: "
-                                  f"'{name}' is missing")
-            continue
-        _check_value(d[name], annotation, source, f"{path}.{name}" if path else name)
-
-
 def check_cell(d: Any, source: str = "cell", path: str = "cell") -> None:
     """SchemaError unless ``d`` is a well-typed cell (its repeats' and summary's numbers included)."""
     _check_fields(CellResult, d, source, path)
@@ -553,23 +362,6 @@ def check_cell(d: Any, source: str = "cell", path: str = "cell") -> None:
                 spread = key in ("stdev", "cv")  # zero for identical repeats
                 if not math.isfinite(x) or x < 0 or (x == 0 and not spread):
                     _impossible(source, f"{where}.{key}", d, x)
-
-
-_PLAIN_ID = re.compile(r"[A-Za-z0-9._/@=+-]{1,200}")
-
-
-def _impossible(source: str, path: str, cell: dict, value: float) -> None:
-    """SchemaError (exit 4) for a time or rate no run can produce (zero, negative, NaN, infinite)."""
-    try:
-        name = cell_id(cell["workload"], cell["model"], cell["precision"], cell["engine"], cell.get("params"))
-    except (KeyError, TypeError, AttributeError):
-        name = ""
-    # a stranger's file: its cell id is shown only when it is plain (letters, digits, . _ / -)
-    shown = f" (cell {name})" if _PLAIN_ID.fullmatch(name) else ""
-    raise SchemaError(
-        f"{source}: impossible value at {path}{shown}: {value!r}; a time or a rate is positive and finite",
-        remedy="The file was damaged or edited by hand; use the results.json or bundle the kit wrote.",
-    )
 
 
 def check_results(d: Any, source: str = "results") -> None:

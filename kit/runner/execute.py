@@ -16,6 +16,10 @@ journal (fsynced) and in results.json before the next starts. ``--resume RUN_DIR
 reads the journal back and skips finished cells; a run that had already ended
 complete is left as it is. One process at a time writes a run folder
 (kit.runner.lock): a second one is refused.
+
+The steps of a run live beside it: reading an earlier run back (kit.runner.resume), one cell
+(kit.runner.cell_run), SIGTERM (kit.runner.stop_signals), the run's log (kit.runner.run_log);
+their public names stay importable from here.
 """
 
 from __future__ import annotations
@@ -35,22 +39,28 @@ from pathlib import Path
 from typing import Callable
 
 from kit import __version__
-from kit.errors import DiskFull, Interrupted, KitError, SchemaError, Terminated, UsageError
-from kit.results.atomic import LogFileHandler, atomic_write_json
+from kit.errors import DiskFull, Interrupted, KitError, Terminated, UsageError
+from kit.results.atomic import atomic_write_json
 from kit.results.derive import derive
-from kit.results.journal import JOURNAL_NAME, Journal, read_journal
-from kit.results.schema import CellResult, RunConfig, RunResults, CellSpec
-from kit.results.stats import summarise_repeats
-from kit.bench.context import CellContext
-from kit.runner.isolate import run_isolated, run_parallel_cell, wants_isolation
+from kit.results.journal import JOURNAL_NAME, Journal
+from kit.results.schema import CellResult, RunConfig, RunResults
+from kit.runner.cell_run import _run_one, cell_devices, timed_spans
 from kit.runner.lock import RunLock
 from kit.runner.plan import build_plan
+from kit.runner.resume import ResumeState, find_bundle, load_resume_state, read_resume_state
+from kit.runner.run_log import LOG_NAME, _attach_log, _detach_log
+from kit.runner.stop_signals import _StopFlag, _install_sigterm_handler, _signals_received, _stop_reason
+
+__all__ = [
+    "RESULTS_NAME", "ENV_NAME", "LOG_NAME", "RESULTS_DIR_REMEDY", "RunOutcome", "ResumeState", "new_run_id",
+    "read_resume_state", "load_resume_state", "execute", "make_run_dir", "already_complete", "find_bundle",
+    "timed_spans", "cell_devices",
+]
 
 log = logging.getLogger("kit.run")
 
 RESULTS_NAME = "results.json"
 ENV_NAME = "env.json"
-LOG_NAME = "run.log"
 
 
 @dataclass
@@ -64,71 +74,9 @@ class RunOutcome:
     already_complete: bool = False
 
 
-@dataclass
-class ResumeState:
-    """What an earlier run's journal says: its options, id, finished cells and how it ended."""
-
-    config: RunConfig
-    run_id: str
-    done: dict[str, CellResult]
-    started_at: float | None
-    #: status of the last ``run_end`` ("complete", "interrupted", "failed"), None when the run never ended
-    ended: str | None = None
-
-    def is_complete(self) -> bool:
-        """The run ended complete with every planned cell finished (ok or skipped); a run
-        with failed cells is not complete: a resume measures those again."""
-        return self.ended == "complete" and all(c in self.done for c in build_plan(self.config).cell_ids)
-
-
 def new_run_id(suite: str) -> str:
     host = socket.gethostname().split(".")[0] or "host"
     return f"{time.strftime('%Y%m%d-%H%M%S')}-{host}-{suite}-{secrets.token_hex(2)}"
-
-
-_RESUME_REMEDY = "Pass the run folder an earlier `kit run` printed (results/<run id>/), or start a new run without --resume."
-
-
-def read_resume_state(run_dir: Path) -> ResumeState:
-    """The earlier run's state from its journal; UsageError (exit 2) when ``run_dir`` is no run folder."""
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        what = "is not a folder" if run_dir.exists() else "does not exist"
-        raise UsageError(f"--resume {run_dir}: {what}.", remedy=_RESUME_REMEDY)
-    jpath = run_dir / JOURNAL_NAME
-    if not jpath.is_file():
-        raise UsageError(f"--resume {run_dir}: it has no {JOURNAL_NAME}, so it is not a run folder, or its run never started.",
-                         remedy=_RESUME_REMEDY)
-    config = None
-    run_id = None
-    started_at = None
-    ended = None
-    events = 0
-    done: dict[str, CellResult] = {}
-    for ev in read_journal(jpath):
-        events += 1
-        if ev["event"] == "run_start":
-            config = RunConfig.from_dict(ev["config"])
-            run_id = ev["run_id"]
-            started_at = ev.get("time")
-        elif ev["event"] == "cell_end" and ev.get("result", {}).get("status") in ("ok", "skipped"):
-            res = CellResult.from_dict(ev["result"])
-            done[res.cell_id] = res
-        elif ev["event"] == "run_end":
-            ended = ev.get("status")
-        elif ev["event"] == "note" and ev.get("resumed"):
-            ended = None  # a resume started after that end
-    if not events:
-        raise UsageError(f"--resume {run_dir}: its {JOURNAL_NAME} is empty; the run never started.", remedy=_RESUME_REMEDY)
-    if config is None or run_id is None:
-        raise SchemaError(f"{jpath}: no run_start event; cannot resume this run.")
-    return ResumeState(config, run_id, done, started_at, ended)
-
-
-def load_resume_state(run_dir: Path) -> tuple[RunConfig, str, dict[str, CellResult], float | None]:
-    """Config, run id, finished cells and start time from an interrupted run's journal."""
-    state = read_resume_state(run_dir)
-    return state.config, state.run_id, state.done, state.started_at
 
 
 def _keep_earlier_session(run_dir: Path, environment: dict, finished: list) -> None:
@@ -159,70 +107,6 @@ def _keep_earlier_session(run_dir: Path, environment: dict, finished: list) -> N
                 "machine's record under earlier_sessions")
         log.warning(note)
         print(f"note: {note}", file=sys.stderr)
-
-
-#: names of the stop signals (SIGTERM) that arrived during the run in this process
-_signals_received: list[str] = []
-
-
-def _stop_reason() -> tuple[str, str]:
-    """(signal name, the words for the journal and the message) for the interrupt just caught."""
-    if _signals_received:
-        name = _signals_received[-1]
-        return name, f"terminated ({name})"
-    return "SIGINT", "interrupted (Ctrl-C)"
-
-
-def _raise_interrupt(signum, frame) -> None:
-    _signals_received.append(signal.Signals(signum).name)
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
-def _ours() -> bool:
-    return signal.getsignal(signal.SIGTERM) is _raise_interrupt
-
-
-def _before_fork() -> None:
-    # hold SIGTERM back across fork(): one that arrived in the child before the
-    # reset below would still meet the inherited handler
-    if _ours():
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-
-
-def _after_fork_in_parent() -> None:
-    if _ours():
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
-
-
-def _after_fork_in_child() -> None:
-    """In a forked child (a DataLoader worker), SIGTERM kills again.
-
-    PyTorch stops a worker that is slow to exit with SIGTERM; a worker that had
-    inherited :func:`_raise_interrupt` turned that into a KeyboardInterrupt at an
-    arbitrary point (once inside ``logging``'s at-fork hook) and could die in a
-    way its parent reported as "DataLoader worker exited unexpectedly".
-    """
-    if _ours():
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
-
-
-_AT_FORK_REGISTERED = False
-
-
-def _install_sigterm_handler():
-    """SIGTERM -> KeyboardInterrupt in this process only; returns the previous handler."""
-    global _AT_FORK_REGISTERED
-    if not _AT_FORK_REGISTERED:
-        os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
-                            after_in_child=_after_fork_in_child)
-        _AT_FORK_REGISTERED = True
-    return signal.signal(signal.SIGTERM, _raise_interrupt)
-
-
-class _StopFlag:
-    def __init__(self) -> None:
-        self.stop = False
 
 
 def execute(
@@ -294,32 +178,6 @@ def already_complete(state: ResumeState, run_dir: Path, results_root: Path, lock
         RunLock(run_dir).check_not_in_use()
     error = None if bundle else f"no bundle of this run found in {results_root}"
     return RunOutcome(run_dir, results, bundle, error, already_complete=True)
-
-
-def find_bundle(run_dir: Path, results_root: Path, run_id: str) -> Path | None:
-    """The newest complete bundle of run ``run_id`` in ``results_root`` (named as kit.bundle.export
-    names it: the bundle of an interrupted run and that of its resume share a name, the later with
-    -2, -3...), or None."""
-    try:
-        from kit.bundle.export import bundle_stem, load_run_folder
-        from kit.bundle.safe_open import open_bundle
-
-        stem = bundle_stem(load_run_folder(run_dir))
-    except Exception:  # an unreadable folder has no bundle to point at
-        return None
-    names = [results_root / f"{stem}.tar.gz"] + sorted(results_root.glob(f"{stem}-*.tar.gz"))
-    found = None
-    for path in names:
-        try:
-            if not path.is_file():
-                continue
-            manifest = open_bundle(path).manifest
-            if manifest.get("run_id") == run_id and manifest.get("run_status") == "complete":
-                if found is None or path.stat().st_mtime >= found.stat().st_mtime:
-                    found = path
-        except (KitError, OSError):
-            continue
-    return found
 
 
 def _execute_locked(config: RunConfig, run_id: str, run_dir: Path, results_root: Path, done: dict[str, CellResult],
@@ -434,82 +292,6 @@ def _execute_locked(config: RunConfig, run_id: str, run_dir: Path, results_root:
     return outcome
 
 
-def timed_spans(result: CellResult) -> list | None:
-    """Every repeat's steady-state spans ([start, end] on time.monotonic, kit.bench.timing.StepClock),
-    taken out of the repeats: the telemetry turns them into the GPU's energy over the timed steps,
-    and the results keep that energy, not the clock readings."""
-    spans = []
-    for rep in result.repeats or []:
-        windows = rep.pop("steady_windows", None) if isinstance(rep, dict) else None
-        if isinstance(windows, list):
-            spans.extend(w for w in windows if isinstance(w, (list, tuple)) and len(w) == 2)
-    return spans or None
-
-
-def cell_devices(spec: CellSpec, device: str) -> list[str]:
-    """The devices a cell runs on, for its telemetry: a data-parallel cell's ranks use GPUs
-    0..N-1 (kit.runner.isolate.run_parallel_cell); every other cell, ``device``."""
-    world = spec.params.get("world_size") or 1
-    if world > 1 and device.startswith("cuda"):
-        return [f"cuda:{rank}" for rank in range(world)]
-    return [device]
-
-
-def _run_one(bench, spec: CellSpec, config: RunConfig, device: str, run_dir: Path, journal: Journal, ui, stop) -> CellResult:
-    from kit.env import telemetry
-
-    journal.write("cell_start", spec.cell_id, spec=spec.to_dict())
-    ctx = CellContext(
-        device=device,
-        data_dir=Path(config.data_dir),
-        data_source=config.data,
-        seed=config.seed,
-        repeats=config.repeats,
-        mode=config.mode,
-        event=lambda kind, **f: journal.write(kind, spec.cell_id, **f),
-        progress=lambda done, total, desc="": ui.cell_progress(spec, done, total, desc),
-        should_stop=lambda: stop.stop,
-        extra={"run_dir": str(run_dir)},
-    )
-    ui.cell_start(spec)
-    log.info("cell %s: started", spec.cell_id)
-    from kit.env import hostload
-
-    host = hostload.start()
-    sampler = telemetry.start_for_devices(cell_devices(spec, device))
-    started = time.time()
-    try:
-        if spec.params.get("world_size"):  # kit run --gpus N: one process per rank
-            result = run_parallel_cell(spec, ctx, run_dir / LOG_NAME, run_dir)
-        elif wants_isolation(spec, config.isolate):
-            # a cell that will only say "skipped" needs no process of its own
-            result = bench.skipped_cell(spec, device) or run_isolated(spec, ctx, run_dir / LOG_NAME)
-        else:
-            result = bench.run_cell(spec, ctx)
-    except (KeyboardInterrupt, KitError):
-        sampler.stop()  # Ctrl-C or a user-facing error: let it propagate
-        raise
-    except Exception as exc:  # one broken cell must not cost the others
-        log.error("cell %s failed:\n%s", spec.cell_id, traceback.format_exc())
-        result = CellResult(spec.workload, spec.model, spec.precision, spec.engine, "failed",
-                            params=spec.params, reason=f"{exc.__class__.__name__}: {exc}")
-    tele = sampler.stop(timed_spans(result))
-    result.started_at, result.finished_at = started, time.time()
-    result.host = host.stop()
-    if result.host.get("busy"):
-        log.warning("cell %s: the host was busy (%s); its times include waiting for the CPU", spec.cell_id,
-                    result.host["busy"])
-    if result.status == "ok":
-        result.telemetry = tele
-        telemetry.attach_energy(result)
-        if not result.summary:
-            result.summary = summarise_repeats(result.repeats)
-    from kit.runner.progress import describe_result
-
-    log.info("cell %s: %s (%.1f s)", spec.cell_id, describe_result(result), result.finished_at - started)
-    return result
-
-
 def _data_provenance(config: RunConfig) -> dict:
     """Which data each suite used: real (with checksums) or synthetic."""
     from kit.data import describe
@@ -533,23 +315,3 @@ def _bundle(run_dir: Path, results_root: Path) -> tuple[Path | None, str | None]
     except Exception as exc:  # results.json is already safe on disk
         log.error("bundle export failed:\n%s", traceback.format_exc())
         return None, f"{exc.__class__.__name__}: {exc}"
-
-
-_handler: logging.Handler | None = None
-
-
-def _attach_log(path: Path) -> None:
-    global _handler
-    _handler = LogFileHandler(path, encoding="utf-8")
-    _handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger("kit")
-    root.setLevel(logging.INFO)
-    root.addHandler(_handler)
-
-
-def _detach_log() -> None:
-    global _handler
-    if _handler is not None:
-        logging.getLogger("kit").removeHandler(_handler)
-        _handler.close()
-        _handler = None

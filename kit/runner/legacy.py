@@ -24,7 +24,8 @@ from pathlib import Path
 
 from kit import __version__
 from kit.errors import Interrupted, KitError, UsageError
-from kit.runner.options import RunOptions, argument_parser, parse_args
+from kit.runner.option_fields import RunOptions
+from kit.runner.option_parsing import argument_parser, parse_args
 
 PROG = "kit run (cuda10 stack)"
 
@@ -71,13 +72,14 @@ class PlainUI:
 
 def run(options: RunOptions, argv: list) -> int:
     from kit.runner.execute import execute
-    from kit.runner.options import check_lstm_settings, config_from_options
+    from kit.runner.option_checks import check_lstm_settings
+    from kit.runner.option_config import config_from_options
     from kit.runner.service import ensure_real_data, outcome_summary, raise_if_cells_failed
 
     resume = options.resume
     if resume:  # the same rule as `kit run --resume`: an option that changes the run is refused (exit 2)
-        from kit.runner.execute import read_resume_state
-        from kit.runner.options import check_resume_options
+        from kit.runner.resume import read_resume_state
+        from kit.runner.option_checks import check_resume_options
 
         check_resume_options(options, read_resume_state(Path(resume)).config, Path(resume))
     config = None if resume else config_from_options(options, argv)

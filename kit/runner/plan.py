@@ -11,15 +11,9 @@ from dataclasses import dataclass
 
 from kit.facts import estimates as estimate_facts
 from kit.facts import models as model_facts
-from kit.results.schema import (
-    CIFAR_ENGINES,
-    CIFAR_MODELS,
-    CURVE_PARAM,
-    LSTM_ENGINES,
-    LSTM_PRESETS,
-    CellSpec,
-    RunConfig,
-)
+from kit.results.cell_ids import CURVE_PARAM
+from kit.results.schema import CellSpec, RunConfig
+from kit.results.schema_names import CIFAR_ENGINES, CIFAR_MODELS, LSTM_ENGINES, LSTM_PRESETS
 
 DEFAULT_CIFAR_PRECISIONS = ["fp32", "tf32", "amp-fp16", "amp-bf16", "fp16-master", "apex-o1", "apex-o2"]
 DEFAULT_LSTM_PRECISIONS = ["fp32", "tf32", "amp-fp16", "amp-bf16", "fp16-master", "apex-o1", "apex-o2"]

@@ -50,7 +50,7 @@ def print_plan(console, plan: "Plan", done: dict) -> None:
     from rich.table import Table
 
     from kit.runner.plan import device_kind, estimate_plan_seconds, estimate_source
-    from kit.results.schema import cell_label
+    from kit.results.cell_ids import cell_label
 
     kind = device_kind(plan.config.device)
     todo = [c for c in plan.cells if c.cell_id not in done]
@@ -83,7 +83,7 @@ def skip_kind(spec) -> tuple:
     (workload, precision). A batch-curve point skipped past the GPU's memory says nothing about
     other models or smaller batches: its kind is ("curve", workload, model, precision, engine,
     batch), and it predicts only the same cell at larger batches."""
-    from kit.results.schema import curve_batch
+    from kit.results.cell_ids import curve_batch
 
     batch = curve_batch(spec.params)
     if batch is None:

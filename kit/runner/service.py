@@ -21,8 +21,9 @@ from pathlib import Path
 
 from kit.errors import EnvironmentCheckError, UsageError
 from kit.results.schema import RunConfig
-from kit.runner.options import (RunOptions, check_gpt_settings, check_lstm_settings, check_results_dir, check_resume_options,
-                                config_from_options)
+from kit.runner.option_checks import check_gpt_settings, check_lstm_settings, check_results_dir, check_resume_options
+from kit.runner.option_config import config_from_options
+from kit.runner.option_fields import RunOptions
 
 BENCH_STACK_REMEDY = ("Install it with: pip install 'mpkit[bench]' (torch, torchvision, fastai), "
                       "or run in the kit's container instead: kit launch.")
@@ -56,7 +57,7 @@ def run_from_cli(options: RunOptions, argv: list[str] | None = None) -> None:
     stderr; stdout gets only what a script wants: the bundle's path (the plan with --dry-run)."""
     from rich.console import Console
 
-    from kit.runner.execute import read_resume_state
+    from kit.runner.resume import read_resume_state
 
     console = Console(stderr=True)
     if options.resume:
@@ -94,7 +95,7 @@ def _already_complete(state, resume_dir: Path, console, locked: bool = False) ->
 
 
 def _resume(resume_dir: Path, options: RunOptions, console) -> None:
-    from kit.runner.execute import read_resume_state
+    from kit.runner.resume import read_resume_state
     from kit.runner.lock import RunLock
 
     # a resumed run's bundle lands beside its folder

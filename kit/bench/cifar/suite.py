@@ -20,7 +20,9 @@ from kit.bench.cifar import batch_search, fastai_engine, models, torch_engine
 from kit.bench.cifar.torch_engine import TrainConfig
 from kit.bench.precision import unavailable_reason
 from kit.env.record import cpu_has_native_bf16
-from kit.results.schema import DEFAULT_FASTAI_LEARNER, CellResult, CellSpec, curve_batch
+from kit.results.cell_ids import curve_batch
+from kit.results.schema import CellResult, CellSpec
+from kit.results.schema_names import DEFAULT_FASTAI_LEARNER
 from kit.results.stats import summarise_repeats
 from kit.bench.context import CellContext
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kit.results.schema import COMPILE_CHOICES, DEFAULT_FASTAI_LEARNER, FASTAI_LEARNERS
+from kit.results.schema_names import COMPILE_CHOICES, DEFAULT_FASTAI_LEARNER, FASTAI_LEARNERS
 
 
 @dataclass

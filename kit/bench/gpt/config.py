@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from kit.errors import UsageError
 from kit.facts.datasets import WIKITEXT2
 from kit.facts.models import GPT_PAD_VOCAB_TO, GPT_PRESETS
-from kit.results.schema import COMPILE_CHOICES
+from kit.results.schema_names import COMPILE_CHOICES
 
 #: Keys a user may override from the command line (kit.runner.service.GPT_OVERRIDES).
 OVERRIDABLE = ("d_model", "n_layers", "n_heads", "seq_len", "lr", "train_split")

@@ -1,0 +1,185 @@
+"""The page ``kit compare --html`` writes: one column per machine for a few machines, or the
+fleet page (ranked bars per cell and group, outliers named) for many."""
+
+from __future__ import annotations
+
+from html import escape
+from typing import TYPE_CHECKING
+
+from kit.report.html_page import _outside_note, _page, _table, _verdict_html
+from kit.results.ratios import SPEEDUP_DEFINITION
+
+if TYPE_CHECKING:
+    from kit.compare.engine import Comparison
+
+
+#: up to this many machines the compare page has one column per machine; more make the fleet page
+PAGE_COLUMNS = 4
+
+FLEET_CSS = """
+table.fleet { table-layout: fixed; }
+table.fleet td { overflow-wrap: anywhere; }
+table.fleet th:first-child, table.fleet td:first-child { width: 92px; }
+svg.ranked { width: 100%; height: auto; display: block; margin: 4px 0 12px; }
+.outlier-note { color: #a3231b; font-weight: 600; }
+h3 { font-size: 1rem; margin: 22px 0 4px; overflow-wrap: anywhere; }
+"""
+
+
+def render_compare_page(cmp: "Comparison", view=None) -> str:
+    """The page ``kit compare --html FILE`` writes: one column per machine for a few machines, the
+    fleet page (:func:`render_fleet_page`) for more, or when ``view`` groups them."""
+    if len(cmp.sources) > PAGE_COLUMNS or (view is not None and view.group_by):
+        return render_fleet_page(cmp, view)
+    from kit.compare.render import (
+        QUALITY_TITLE, n_and_cv, fmt_throughput, fmt_time, fmt_vs_baseline, not_compared_lines, not_compared_title,
+        quality_lines, quality_rows, speed_verdict,
+    )
+    from kit.report.charts import comparison_charts
+
+    base = cmp.baseline_source
+    body = [f"<h1>Comparison of {len(cmp.sources)} runs</h1>", f'<p class="sub">Baseline: {escape(base.label)} ({escape(base.short_name)}). Statistics: {escape(cmp.method)}.</p>']
+    body.append("<h2>Inputs</h2>" + _table(
+        ["", "machine", "GPU", "driver", "stack", "torch", "cuDNN", "data", "file"],
+        [[escape(s.label) + (" (baseline)" if s is base else ""), escape(s.env.machine), escape(s.env.gpu), escape(s.env.driver),
+          escape(s.env.stack), escape(s.env.torch), escape(s.env.cudnn),
+          escape(s.env.data_source) + (' <span class="badge synthetic">SYNTHETIC</span>' if s.env.data_source == "synthetic" else ""),
+          escape(s.file_name) + (' <span class="badge interrupted">INTERRUPTED</span>' if s.interrupted else "")]
+         for s in cmp.sources],
+    ))
+    body.append("<h2>Comparability warnings</h2>")
+    if cmp.warnings:
+        body.append('<ul class="warnings">' + "".join(
+            f'<li class="{w.severity}"><strong>{escape(w.severity)}</strong>: {escape(w.message)}</li>' for w in cmp.warnings) + "</ul>")
+    else:
+        body.append("<p>None.</p>")
+
+    def time_cell(row, mc) -> str:
+        if mc is None or mc.status != "ok":
+            return escape(mc.status + (f": {mc.reason}" if mc and mc.reason else "")) if mc else "—"
+        bits = [escape(fmt_time(mc.epoch_s)) + "/epoch", escape(fmt_throughput(mc.throughput, row.unit))]
+        bits += [escape(x) for x in n_and_cv(mc)]
+        if mc.energy_j_per_epoch is not None:
+            bits.append(f"{mc.energy_j_per_epoch:,.0f} J/epoch")
+        if mc.flags:
+            bits.append(f'<span class="flag">⚠ {escape(", ".join(mc.flags))}</span>')
+        return "<br>".join(bits)
+
+    body.append("<h2>Time per epoch and throughput</h2>" + _table(
+        ["cell"] + [escape(s.label) for s in cmp.sources],
+        [[escape(r.label)] + [time_cell(r, mc) for mc in r.machines] for r in cmp.rows], numeric_from=1,
+    ))
+    sp_rows = [r for r in cmp.rows if any(mc and mc.vs_fp32 for mc in r.machines)]
+    if sp_rows:
+        body.append("<h2>Speedup over fp32 on each machine</h2><p class=\"sub\">"
+                    + escape(SPEEDUP_DEFINITION[0].upper() + SPEEDUP_DEFINITION[1:])
+                    + "; [95% CI of the ratio of means].</p>" + _table(
+            ["cell"] + [escape(s.label) for s in cmp.sources],
+            [[escape(r.label)] + [_verdict_html(mc.vs_fp32) if mc else "—" for mc in r.machines] for r in sp_rows], numeric_from=1,
+        ) + _outside_note(mc.vs_fp32 for r in sp_rows for mc in r.machines if mc))
+
+    def vs_cell(mc) -> str:
+        est = mc.vs_baseline if mc else None
+        if est is None:
+            return escape(mc.status) if mc and mc.status != "ok" else "—"
+        v = speed_verdict(est)
+        cls = "sig" if v == "faster" else "slower" if v == "slower" else "ns"
+        return f'{escape(fmt_vs_baseline(est))} <span class="{cls}">{escape(v)}</span>'
+
+    body.append(f"<h2>Throughput relative to {escape(base.label)}</h2>"
+                f'<p class="sub">Median throughput ÷ {escape(base.label)}\'s median; [95% CI of the ratio of means].</p>' + _table(
+        ["cell"] + [f"{escape(s.label)} ÷ {escape(base.label)}" for s in cmp.sources[1:]],
+        [[escape(r.label)] + [vs_cell(mc) for mc in r.machines[1:]] for r in cmp.rows], numeric_from=1,
+    ) + _outside_note(mc.vs_baseline for r in cmp.rows for mc in r.machines[1:] if mc))
+    q_rows = quality_rows(cmp)
+    if q_rows:
+        title, _, sub = QUALITY_TITLE.partition(" (")
+        sub = sub[:1].upper() + sub[1:]
+        body.append(f"<h2>{escape(title)}</h2><p class=\"sub\">{escape(sub.replace('):', ':', 1))}.</p>" + _table(
+            ["cell"] + [escape(s.label) for s in cmp.sources],
+            [[escape(r.label)] + ["<br>".join(escape(x) for x in quality_lines(r, mc, base.label)) for mc in r.machines]
+             for r in q_rows], numeric_from=1,
+        ))
+    charts = comparison_charts(cmp)
+    if charts:
+        body.append('<h2>Charts</h2><div class="charts">')
+        for caption, svg in charts:
+            body.append(f"<figure>{svg}<figcaption>{escape(caption)}</figcaption></figure>")
+        body.append("</div>")
+    if cmp.not_compared:
+        title = not_compared_title(cmp, verbose=True).replace("Not compared: ", "")
+        body.append(f"<h2>Not compared</h2><p class=\"sub\">{escape(title)}, counted by reason:</p><ul>"
+                    + "".join(f"<li>{escape(x)}</li>" for x in not_compared_lines(cmp, verbose=False)) + "</ul>"
+                    + "<details><summary>every cell</summary><ul>"
+                    + "".join(f"<li>{escape(x)}</li>" for x in not_compared_lines(cmp, verbose=True)) + "</ul></details>")
+    return _page(f"Benchmark comparison — {len(cmp.sources)} runs", "\n".join(body))
+
+
+def render_fleet_page(cmp: "Comparison", view=None) -> str:
+    """The compare page for many machines, at the page's fixed width whatever their number: the
+    inputs one line each, the findings (machines slower than the rest of their group, grouped by
+    ``view.group_by`` or the GPU model), and per cell a ranked bar chart per group, each machine's
+    throughput ÷ the baseline's with its 95% CI as whiskers, the outliers in red. No scripts."""
+    from kit.bundle.inert import html_text
+    from kit.compare.fleet import View, group_phrase, summarise_fleet
+    from kit.compare.fleet_views import findings_lines, findings_title, spread_text
+    from kit.compare.fmt import fmt_vs_baseline
+    from kit.compare.render import not_compared_lines, not_compared_title, speed_verdict
+    from kit.report.svg_ranked import RankedBar, bar_end, ranked_bars
+
+    view = view or View()
+    by = view.group_by or "gpu"
+    fleet = summarise_fleet(cmp, by, view.outlier_pct)
+    outliers = fleet.outliers()
+    base = cmp.baseline_source
+    h = html_text
+    body = [f"<h1>Comparison of {len(cmp.sources)} runs</h1>",
+            f'<p class="sub">Baseline: {h(base.label)} ({h(base.short_name)}). Statistics: {h(cmp.method)}.</p>']
+    body.append("<h2>Findings</h2>" + f'<p class="sub">{h(findings_title(fleet))}; each machine against the pooled '
+                "repeats of the other machines of its group.</p>"
+                + '<ul class="findings">' + "".join(f"<li>{h(x)}</li>" for x in findings_lines(fleet)) + "</ul>")
+    body.append("<h2>Comparability warnings</h2>")
+    body.append('<ul class="warnings">' + "".join(f'<li class="{h(w.severity)}"><strong>{h(w.severity)}</strong>: {h(w.message)}</li>'
+                                                  for w in cmp.warnings) + "</ul>" if cmp.warnings else "<p>None.</p>")
+    body.append(f"<h2>Throughput relative to {h(base.label)}, per cell</h2>"
+                f'<p class="sub">Each machine\'s median throughput ÷ {h(base.label)}\'s median, fastest first within '
+                f"each group ({h(by)}); whiskers: 95% CI of the ratio of means; "
+                '<span class="outlier-note">red: a machine named in the findings</span>.</p>')
+    for n_row, row in enumerate(cmp.rows):
+        body.append(f"<h3>{h(row.label)}</h3>")
+        charts = []
+        for gc in (c for c in fleet.cells if c.row is row):
+            bars = []
+            for m in gc.members:
+                mc = row.machines[m.source.index]
+                est = mc.vs_baseline if mc else None
+                is_base = m.source is base
+                value = 1.0 if is_base else est.ratio if est else None
+                text = "baseline" if is_base else (fmt_vs_baseline(est) if est else "—")
+                verdict = "" if is_base or est is None else speed_verdict(est)
+                name = f"{m.source.label} {m.source.env.machine}"
+                bars.append(RankedBar(name, value, est.ci_low if est else None, est.ci_high if est else None,
+                                      text, f"{name}: {text} {verdict}".strip() + (" (outlier)" if m.source.index in outliers else ""),
+                                      marked=m.source.index in outliers))
+            charts.append((f"{by} {gc.group}: {group_phrase(by, gc.group, len(gc.members))}; {spread_text(gc, row.unit)}", bars))
+        # one scale for the cell's groups, so that their bars (and the baseline's line) line up; a
+        # whisker past 1.2x the longest bar is cut at the axis' end (the figure beside it is whole)
+        ends = [bar_end(b) for _, bars in charts for b in bars if b.value is not None]
+        longest = max([b.value for _, bars in charts for b in bars if b.value is not None] + [1.0])
+        x_max = min(max(ends + [1.0]), longest * 1.2)
+        for n_group, (caption, bars) in enumerate(charts):
+            body.append(f'<p class="sub">{h(caption)}</p>' + ranked_bars(
+                bars, f"fleet-{n_row}-{n_group}", f"{row.label}: {caption}", reference=1.0,
+                reference_label=f"{base.label} = 1", x_max=x_max))
+    body.append("<h2>Inputs</h2>" + _table(
+        ["", "machine", "GPU", "driver", "stack", "torch", "data", "file"],
+        [[h(s.label) + (" (baseline)" if s is base else ""), h(s.env.machine), h(s.env.gpu), h(s.env.driver),
+          h(s.env.stack), h(s.env.torch), h(s.env.data_source),
+          h(s.file_name) + (' <span class="badge interrupted">INTERRUPTED</span>' if s.interrupted else "")]
+         for s in cmp.sources], cls="fleet"))
+    if cmp.not_compared:
+        body.append(f"<h2>Not compared</h2><p class=\"sub\">{h(not_compared_title(cmp, verbose=False))}:</p><ul>"
+                    + "".join(f"<li>{h(x)}</li>" for x in not_compared_lines(cmp, verbose=False)) + "</ul>")
+    if cmp.refused:
+        body.append("<h2>Refused inputs</h2><ul>" + "".join(f"<li>{h(r.line)}</li>" for r in cmp.refused) + "</ul>")
+    return _page(f"Benchmark comparison — {len(cmp.sources)} runs", "\n".join(body), extra_css=FLEET_CSS)

@@ -1,0 +1,260 @@
+"""The checks of `kit run`'s options that RunConfig cannot make itself (exit 2 before anything is
+written): options of another suite, engines, batch curve, GPT and LSTM settings, paths, and the
+options given with ``--resume``; and :func:`options_for_suite`, the suite rule's other use.
+
+Python 3.7 syntax (the cuda10 image imports this module): typing's ``Optional``/``List``.
+"""
+
+import os
+from dataclasses import replace
+from pathlib import Path
+from typing import List, Tuple
+
+from kit.errors import DiskFull, UsageError
+from kit.results.schema import RunConfig
+from kit.results.schema_names import COMPILE_CHOICES
+from kit.runner.option_fields import GPT_OVERRIDES, LSTM_OVERRIDES, RUN_SUITES, RunOptions, option_specs
+from kit.runner.option_parsing import normalise_device, parse_batch_sizes, split_list, split_names
+
+def engines_of_suite(engines, suite: str) -> list:
+    """The names in ``engines`` that are engines of ``suite`` (kit.results.schema.SUITE_ENGINES)."""
+    from kit.results.schema_names import SUITE_ENGINES
+
+    return [e for e in engines or () if e in SUITE_ENGINES.get(suite, ())]
+
+
+def check_engines(config: RunConfig) -> None:
+    """``--engines`` naming no engine of the run's suites (``--suite lstm --engines torch``) is refused in
+    one line (exit 2), not run with the suite's default engines."""
+    from kit.results.schema_names import SUITE_ENGINES
+
+    if not config.engines:
+        return
+    suites = RUN_SUITES.get(config.suite, ())
+    if not any(engines_of_suite(config.engines, s) for s in suites):
+        allowed = [e for s in suites for e in SUITE_ENGINES.get(s, ())]
+        raise UsageError(f"--engines {','.join(config.engines)}: no engine of --suite {config.suite}"
+                         + (f"; choose from {', '.join(allowed)}" if allowed else " (its cells have one engine)"),
+                         remedy="CIFAR: torch, fastai; LSTM: kit, graphed.")
+
+
+def check_gpt_settings(config: RunConfig) -> None:
+    """Reject impossible GPT settings (--d-model not divisible by --n-heads, a --seq-len the
+    corpus cannot fill, a precision the suite does not have) before any cell runs or anything
+    is written: exit 2. fp8 belongs to the GPT suite only (the other suites would run it as
+    plain bf16 under an fp8 name)."""
+    from kit.runner.plan import DEFAULT_GPT_PRECISIONS
+
+    if config.suite != "gpt":
+        fp8 = [p for p in config.precisions if p.startswith("fp8-")]
+        if fp8:
+            raise UsageError(f"--precisions {','.join(fp8)}: fp8 training is measured by the gpt suite only.",
+                             remedy="Run it with --suite gpt, or leave fp8 out for cifar, lstm and all.")
+        return
+    foreign = [p for p in config.precisions if p not in DEFAULT_GPT_PRECISIONS]
+    if foreign:
+        raise UsageError(f"--precisions {','.join(foreign)}: not a precision of the gpt suite (the fp16-master and Apex schemes are the 2019 comparisons').",
+                         remedy=f"Choose from {', '.join(DEFAULT_GPT_PRECISIONS)}.")
+    from kit.bench.gpt.config import resolve  # torch-free: presets and validation only
+    from kit.runner.plan import build_plan
+
+    for spec in build_plan(config).cells:
+        resolve(spec.params, config.mode)
+
+
+def check_batch_curve(options: RunOptions) -> None:
+    """``--batch-sizes`` belongs to the CIFAR cells and replaces ``--batch-size``."""
+    if options.batch_sizes is None:
+        return
+    if options.batch_size is not None:
+        raise UsageError("--batch-size and --batch-sizes both given; a batch curve measures each cell at the sizes of --batch-sizes.",
+                         remedy="Give one: --batch-size N for one size, or --batch-sizes N,M,... for a curve.")
+    if options.suite not in ("cifar", "all"):
+        raise UsageError(f"--batch-sizes measures the CIFAR cells; --suite {options.suite} has none.",
+                         remedy="Use it with --suite cifar (or all: the LSTM cells keep their batch size).")
+    parse_batch_sizes(options.batch_sizes)
+
+
+def check_suite_options(options: RunOptions) -> None:
+    """An option of another suite (--seq-len with --suite cifar, --models with --suite gpt) is
+    refused, not silently ignored: the run would not measure what its command line says."""
+    run = RUN_SUITES.get(options.suite, ())
+    for spec in option_specs():
+        if spec.suites and spec.name in options.given and not set(spec.suites) & set(run):
+            owner = " and ".join(spec.suites)
+            usable = [name for name, suites in RUN_SUITES.items() if set(spec.suites) & set(suites)]
+            raise UsageError(f"{spec.flag} is an option of the {owner} suite{'s' if len(spec.suites) > 1 else ''}; --suite {options.suite} has no cell that reads it.",
+                             remedy=f"Leave {spec.flag} out, or use it with --suite {', '.join(usable[:-1]) + ' or ' if len(usable) > 1 else ''}{usable[-1]}.")
+
+
+def options_for_suite(options: RunOptions, suite: str) -> Tuple[RunOptions, List[str]]:
+    """``options`` with those of other suites than ``suite`` left out (back to their defaults, no
+    longer given), and the flags left out: what one suite's task of a sweep that shares its options
+    between suites runs (kit.fleet.sweep). ``suite`` itself is not set."""
+    run = RUN_SUITES.get(suite, ())
+    foreign = [spec for spec in option_specs()
+               if spec.suites and spec.name in options.given and not set(spec.suites) & set(run)]
+    # --engines names each suite's own engines (torch, fastai; kit, graphed): a suite none of whose
+    # engines it names runs its defaults, as if it had not been given
+    if "engines" in options.given and not any(engines_of_suite(split_list(options.engines or [], "--engines"), s) for s in run):
+        foreign += [spec for spec in option_specs() if spec.name == "engines" and spec not in foreign]
+    if not foreign:
+        return options, []
+    names = {spec.name for spec in foreign}
+    kept = replace(options, given=tuple(n for n in options.given if n not in names),
+                   **{spec.name: spec.default for spec in foreign})
+    return kept, [spec.flag for spec in foreign]
+
+
+#: Options that shape no run (what this command does, not what the run measures): given with
+#: --resume they keep their meaning. Every other option given with --resume must equal the
+#: resumed run's own value (from its journal), or is refused: a resume measures the rest of the
+#: run it continues, so its cells stay comparable with the finished ones.
+RESUME_NEUTRAL = ("resume", "skip_checks", "dry_run")
+_NO_FIELD = object()
+
+
+def _run_value(config: RunConfig, name: str):
+    """The resumed run's value of option ``name`` as RunConfig keeps it (_NO_FIELD: it keeps none)."""
+    if name in LSTM_OVERRIDES:
+        return config.lstm.get(name)
+    if name in GPT_OVERRIDES:
+        return config.gpt.get(name)
+    if name == "smoke":  # a preset of many fields, not a field
+        return _NO_FIELD
+    return getattr(config, name, _NO_FIELD)
+
+
+def _given_value(options: RunOptions, name: str):
+    """Option ``name`` as RunConfig would keep it (lists split and checked, the device normalised)."""
+    spec = next(s for s in option_specs() if s.name == name)
+    value = getattr(options, name)
+    if name == "batch_sizes":
+        return parse_batch_sizes(value)
+    if spec.kind == "list":
+        return split_names(value, spec.flag)
+    if name == "device":
+        return normalise_device(value)
+    if name == "data_dir":
+        return str(value)
+    if name == "isolate":
+        return value or "apex"
+    return value
+
+
+def _shown(value) -> str:
+    return ",".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
+def check_resume_options(options: RunOptions, config: RunConfig, run_dir: Path) -> None:
+    """``kit run --resume DIR`` with other options: each must equal the resumed run's own
+    (RESUME_NEUTRAL aside), else UsageError (exit 2) naming the option and the run's value.
+    ``--results-dir`` must be the run folder's parent (a resumed run's bundle lands beside it)."""
+    specs = {s.name: s for s in option_specs()}
+    for name in options.given:
+        if name in RESUME_NEUTRAL or name not in specs:
+            continue
+        flag = specs[name].flag
+        remedy = f"Leave {flag} out: kit run --resume {run_dir} continues the run with its own options."
+        if name == "results_dir":
+            parent = Path(run_dir).resolve().parent
+            if Path(options.results_dir).resolve() != parent:
+                raise UsageError(f"--results-dir {options.results_dir} conflicts with the resumed run's folder: its "
+                                 f"bundle goes beside it, in {parent}.", remedy=remedy)
+            continue
+        run = _run_value(config, name)
+        if run is _NO_FIELD:
+            raise UsageError(f"{flag} conflicts with the resumed run's options (from its journal: "
+                             f"{' '.join(config.command_line[1:]) or 'not recorded'}); a resume keeps them.", remedy=remedy)
+        given = _given_value(options, name)
+        if isinstance(run, list) and isinstance(given, list) and not given and not run:
+            continue
+        if given != run:
+            shown = "off" if run is False else ("unset" if run is None or run == [] else _shown(run))
+            raise UsageError(f"{flag} {_shown(given)} conflicts with the resumed run's {flag} {shown}; "
+                             "a resume measures the rest of the run with its own options.", remedy=remedy)
+
+
+def check_options(options: RunOptions) -> None:
+    """The checks RunConfig cannot make itself (it has no flags, paths or ranges of the CLI)."""
+    check_suite_options(options)
+    check_batch_curve(options)
+    if options.compile not in COMPILE_CHOICES:
+        raise UsageError(f"--compile must be {', '.join(COMPILE_CHOICES[:-1])} or {COMPILE_CHOICES[-1]}")
+    if options.seed is not None and not 0 <= options.seed < 2 ** 31:
+        raise UsageError(f"--seed {options.seed}: must be from 0 to 2147483647.")
+    if options.tolerance is not None and options.tolerance < 0:
+        raise UsageError(f"--tolerance {options.tolerance}: must be 0 or more.")
+    data_dir = Path(options.data_dir)
+    existing = nearest_existing(data_dir)
+    if not existing.is_dir():
+        where = "is a file" if existing == data_dir.absolute() else f"is under {existing}, a file"
+        raise UsageError(f"--data-dir {data_dir}: {where}, not a folder.",
+                         remedy="Point --data-dir (or KIT_DATA_DIR) at a folder; it is created if missing.")
+    check_results_dir(options.results_dir)
+
+
+def check_results_dir(path, create: bool = False) -> None:
+    """A UsageError (exit 2) when runs cannot be written under ``path``.
+
+    Without ``create`` nothing is touched: ``path`` (or its nearest existing parent)
+    must be a folder this user may write in. With ``create`` the missing folders are
+    made and a file written and removed there, which finds what a permission check
+    cannot (``/proc``, a read-only mount); folders made for the probe are removed again,
+    so a run that stops at a later check leaves nothing behind.
+    """
+    p = Path(path)
+    flag = f"--results-dir {path}"
+    existing = nearest_existing(p)
+    if not existing.is_dir():
+        raise UsageError(f"{flag}: {existing} is a file, not a folder.", remedy=_results_remedy())
+    if not os.access(str(existing), os.W_OK | os.X_OK):
+        raise UsageError(f"{flag}: {existing} is not writable by this user.", remedy=_results_remedy())
+    if not create:
+        return
+    import tempfile
+
+    made: List[Path] = []
+    try:
+        for folder in reversed([p.absolute(), *p.absolute().parents]):
+            if not folder.exists():
+                folder.mkdir()
+                made.append(folder)
+        with tempfile.TemporaryFile(dir=str(p)):
+            pass
+    except OSError as exc:
+        raise DiskFull.from_os_error(exc, nearest_existing(p)) or UsageError(
+            f"{flag}: cannot create a folder or write a file there ({exc.strerror or exc}).",
+            remedy=_results_remedy()) from None
+    finally:
+        for folder in reversed(made):
+            try:
+                folder.rmdir()
+            except OSError:
+                pass
+
+
+def nearest_existing(path: Path) -> Path:
+    """``path`` itself when it exists, else its nearest parent that does."""
+    existing = path.absolute()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    return existing
+
+
+def _results_remedy() -> str:
+    from kit.runner.execute import RESULTS_DIR_REMEDY
+
+    return RESULTS_DIR_REMEDY
+
+
+def check_lstm_settings(config: RunConfig) -> None:
+    """Reject bad LSTM overrides (e.g. --dropout 1.5) before any cell runs, not after the CIFAR cells."""
+    if config.suite not in ("lstm", "all"):
+        return
+    from kit.bench.lstm.config import resolve  # torch-free: presets and validation only
+    from kit.runner.plan import build_plan
+
+    for spec in build_plan(config).cells:
+        if spec.workload == "lstm":
+            resolve(spec.params, config.mode)

@@ -1,0 +1,182 @@
+"""`kit run`'s options as fields: :class:`RunOptions` (one typed field per option, made by
+:func:`option`) and :class:`OptionSpec`, what the front ends read of each field (:func:`option_specs`).
+
+Python 3.7 syntax (the cuda10 image imports this module): typing's ``Optional``/``List``.
+"""
+
+import os
+import typing
+from dataclasses import MISSING, dataclass, field, fields, replace
+from pathlib import Path
+from typing import List, Optional, Tuple
+
+from kit.errors import UsageError
+from kit.results.schema_names import DEFAULT_FASTAI_LEARNER
+
+SUITES = ("cifar", "lstm", "gpt", "all")
+#: GPT preset overrides, by their option names (kit.bench.gpt.config.OVERRIDABLE)
+GPT_OVERRIDES = ("seq_len", "d_model", "n_layers", "n_heads", "train_split")
+#: the suites a run of each --suite measures
+RUN_SUITES = {"cifar": ("cifar",), "lstm": ("lstm",), "gpt": ("gpt",), "all": ("cifar", "lstm")}
+CIFAR_ONLY, LSTM_ONLY, GPT_ONLY = ("cifar",), ("lstm",), ("gpt",)
+
+
+def option(default=MISSING, help="", names=(), off="", choices=(), lstm=False, host_only=False,
+           default_factory=MISSING, suites=()):
+    """A field of RunOptions: its default and what the command line shows of it.
+
+    names     the flags, long one first (default ``--`` + the field's name with dashes);
+    off       for a yes/no/unset option (``Optional[bool]``), the flag that says no;
+    choices   offered as a fixed menu by `kit run` (Typer shows and checks them); the other
+              front ends leave the check to RunConfig;
+    lstm      an override of the LSTM preset (it goes to RunConfig.lstm under its name);
+    host_only not taken by the cuda10 image's front end (it has no use there);
+    suites    the suites whose cells read it (empty: every suite); given to a run of none of
+              them it is refused (exit 2), not silently ignored (:func:`check_suite_options`).
+    """
+    if lstm and not suites:
+        suites = LSTM_ONLY
+    meta = {"option": {"help": help, "names": tuple(names), "off": off, "choices": tuple(choices),
+                       "lstm": lstm, "host_only": host_only, "suites": tuple(suites)}}
+    if default_factory is not MISSING:
+        return field(default_factory=default_factory, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def _env_path(variable: str, fallback: str):
+    # the text as set: RunOptions turns it into a Path, or refuses it when empty (Path("") is ".")
+    return lambda: os.environ.get(variable, fallback)
+
+
+#: path options -> the environment variable that sets the default (None: none)
+PATH_OPTIONS = {"data_dir": "KIT_DATA_DIR", "results_dir": "KIT_RESULTS_DIR", "resume": None}
+
+
+@dataclass
+class RunOptions:
+    """The options of `kit run`, as given (``given``: the names set on the command line, in order)."""
+
+    suite: str = option("cifar", "Which comparison: CIFAR-100 ResNets, the Wikitext-2 LSTM, both (all), or the GPT-style transformer (gpt; not in all).", choices=SUITES)
+    data: str = option("real", "'real' (downloaded CIFAR-100 / WikiText-2) or 'synthetic' (same shapes, generated; throughput only).")
+    device: str = option("auto", "auto, cpu, cuda or cuda:N.")
+    models: Optional[List[str]] = option(None, "ResNets to run (repeat or comma-separate): resnet18, resnet34, resnet50, resnet101, resnet152. Default: all five.", names=("--models", "-m"), suites=CIFAR_ONLY)
+    precisions: Optional[List[str]] = option(None, "fp32, tf32, amp-fp16, amp-bf16, fp16-master, apex-o1, apex-o2, fp8-tensorwise, fp8-rowwise. Default: all the suite's (unsupported ones are recorded as skipped).", names=("--precisions", "-p"))
+    engines: Optional[List[str]] = option(None, "CIFAR engines: torch (GPU-bound) and/or fastai (faithful); default both. LSTM engines: kit (faithful to Apex's example) and/or graphed (the whole step as one CUDA graph); default both on a GPU, kit on the CPU.", names=("--engines", "-e"), suites=("cifar", "lstm"))
+    presets: Optional[List[str]] = option(None, "LSTM presets: apex-2018, tensor-core. Default: both.", names=("--preset",), suites=LSTM_ONLY)
+    gpt_presets: Optional[List[str]] = option(None, "GPT presets: gpt2-small, gpt-1b, gpt-2b, tiny. Default: the first three.", suites=GPT_ONLY)
+    seq_len: Optional[int] = option(None, "GPT: tokens per sequence (the preset's: 1024).", suites=GPT_ONLY)
+    d_model: Optional[int] = option(None, "GPT: model width (overrides the preset).", suites=GPT_ONLY)
+    n_layers: Optional[int] = option(None, "GPT: transformer blocks.", suites=GPT_ONLY)
+    n_heads: Optional[int] = option(None, "GPT: attention heads (must divide --d-model).", suites=GPT_ONLY)
+    train_split: Optional[str] = option(None, "GPT and LSTM: the WikiText-2 split to train on: train (default; GPT's held-out loss on valid) or valid (GPT: held-out loss on test; LSTM: its first 90% trains, the rest validates, test perplexity on test), for a machine with only the real valid and test splits.", lstm=True, suites=("lstm", "gpt"))
+    epochs: Optional[int] = option(None, "Epochs per repeat (default: 1 in throughput mode; the preset's in convergence mode).", suites=("cifar", "lstm"))
+    steps: Optional[int] = option(None, "CIFAR: steps per epoch in throughput mode (default 100). GPT: timed steps per repeat (the preset's), or all steps in convergence mode.")
+    max_batches: Optional[int] = option(None, "LSTM: stop each epoch after this many batches.", suites=LSTM_ONLY)
+    batch_size: Optional[int] = option(None, "Batch size (default: 256 for CIFAR, 32 with --device cpu; the preset's for the LSTM and GPT).")
+    batch_sizes: Optional[List[str]] = option(None, "CIFAR: a batch curve: measure each cell at each of these batch sizes (comma-separated, e.g. 256,512,1024; instead of --batch-size); reports throughput per batch size, the knee and the speedup over fp32 at each size.")
+    image_size: int = option(32, "CIFAR image size: 32 (native), or 64/128/224 upsampled on the device.", suites=CIFAR_ONLY)
+    repeats: int = option(3, "Repeats per cell (median and spread are reported).")
+    seed: int = option(0, "Base random seed (recorded).")
+    mode: str = option("throughput", "throughput (fixed steps, synthetic allowed) or convergence (full epochs on real data, accuracy parity).")
+    find_max_batch: bool = option(False, "CIFAR: also find the largest batch that fits, per model and precision.", suites=CIFAR_ONLY)
+    compile: str = option("auto", "torch engine: the step captured as one CUDA graph with the model compiled by Inductor inside (auto = on for CUDA; falls back with the reason), off = no Inductor (the captured step with eager kernels), eager = neither; GPT: torch.compile per block: auto, on, off or eager.")
+    gpus: Optional[int] = option(None, "Data-parallel: run each cell over N ranks with DistributedDataParallel (GPUs 0..N-1, NCCL; with --device cpu, N gloo processes). --batch-size is per GPU; --gpus 1 is the data-parallel path on one GPU.")
+    global_batch_size: Optional[int] = option(None, "Data-parallel: the global batch, split evenly over --gpus (instead of --batch-size per GPU).")
+    scaling: bool = option(False, "Data-parallel: also measure each cell on one rank first, and record the scaling efficiency.")
+    isolate: str = option("apex", "Cells run in a process of their own, so one cell's global state (Apex amp's patches of torch) cannot reach the next: apex (the Apex cells), all, or none.")
+    tolerance: Optional[float] = option(None, "Convergence parity tolerance (accuracy points for CIFAR, relative perplexity for the LSTM).")
+    emsize: Optional[int] = option(None, "LSTM: embedding size (overrides the preset).", lstm=True)
+    nhid: Optional[int] = option(None, "LSTM: hidden units per layer.", lstm=True)
+    nlayers: Optional[int] = option(None, "LSTM: layers.", lstm=True)
+    lr: Optional[float] = option(None, "LSTM: initial learning rate.", lstm=True)
+    clip: Optional[float] = option(None, "LSTM: gradient clipping norm.", lstm=True)
+    bptt: Optional[int] = option(None, "LSTM: sequence length.", lstm=True)
+    dropout: Optional[float] = option(None, "LSTM: dropout.", lstm=True)
+    tied: Optional[bool] = option(None, "LSTM: tie encoder and decoder weights.", names=("--tied",), off="--untied", lstm=True)
+    static_loss_scale: Optional[float] = option(None, "fp16-master: static loss scale (the example's --static-loss-scale).", lstm=True, suites=("cifar", "lstm"))
+    dynamic_loss_scale: Optional[bool] = option(None, "fp16-master: dynamic loss scaling.", off="--no-dynamic-loss-scale", lstm=True, suites=("cifar", "lstm"))
+    learner: str = option(DEFAULT_FASTAI_LEARNER, "fastai engines: create_cnn (fastai's create_cnn learner: its head on the torchvision body, the body frozen; random weights) or scratch (a plain Learner on the whole ResNet). The torch engine ignores it.", suites=CIFAR_ONLY)
+    data_dir: Path = option(help="Data cache folder (env KIT_DATA_DIR).", default_factory=_env_path("KIT_DATA_DIR", "data"))
+    results_dir: Path = option(help="Where run folders and bundles go (env KIT_RESULTS_DIR).", default_factory=_env_path("KIT_RESULTS_DIR", "results"))
+    resume: Optional[Path] = option(None, "Continue an interrupted run from its folder, skipping finished cells (refused while another process writes the folder; a complete run is left as it is).")
+    smoke: bool = option(False, "A one-minute sanity run: resnet18, fp32 + amp-bf16 + fp16-master, 1 epoch of 4 steps, 1 repeat, synthetic data, plus a 5-batch LSTM.")
+    skip_checks: bool = option(False, "Do not run the driver/GPU checks first.")
+    dry_run: bool = option(False, "Print the cells the run would measure and a rough duration on stdout, then stop (options are checked; nothing is fetched or written).", host_only=True)
+    #: the options set on the command line, in their order (what `kit launch` forwards)
+    given: Tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        # One rule for every path option, whichever front end built the options: an empty path
+        # is refused (as Path it would silently be the current folder).
+        for name, variable in PATH_OPTIONS.items():
+            value = getattr(self, name)
+            if value is None or isinstance(value, Path):
+                continue
+            if not str(value).strip():
+                flag = "--" + name.replace("_", "-")
+                said = flag if name in self.given or variable is None else f"{variable} (the default of {flag})"
+                raise UsageError(f"{said} is empty; it needs a folder.",
+                                 remedy=f"Leave {flag} out for its default, or name a folder, e.g. {flag} ./{name.split('_')[0]}")
+            setattr(self, name, Path(value))
+
+    def with_options(self, **values) -> "RunOptions":
+        """A copy with these options set, as if given on the command line (after those given)."""
+        given = self.given + tuple(name for name in values if name not in self.given)
+        return replace(self, given=given, **values)
+
+
+# -- what the front ends read from the fields ------------------------------------------
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """One option as the command line sees it, from a RunOptions field."""
+
+    name: str          # the field's name
+    kind: str          # "value" | "list" (repeatable) | "switch" (a flag) | "yes-no" (on/off flags, or unset)
+    type: type         # of a value or list item: str, int, float or Path
+    names: Tuple[str, ...]
+    off: str
+    help: str
+    choices: Tuple[str, ...]
+    lstm: bool
+    host_only: bool
+    default: object    # for default_factory fields, what it gives now
+    suites: Tuple[str, ...] = ()  # the suites that read it (empty: all)
+
+    @property
+    def flag(self) -> str:
+        return self.names[0]
+
+
+def option_specs() -> List[OptionSpec]:
+    """The options of `kit run`, in the order `kit run --help` lists them."""
+    hints = typing.get_type_hints(RunOptions)
+    specs = []
+    for f in fields(RunOptions):
+        meta = f.metadata.get("option")
+        if meta is None:
+            continue
+        kind, typ = _kind(hints[f.name])
+        default = f.default_factory() if f.default is MISSING else f.default  # type: ignore[misc]
+        specs.append(OptionSpec(f.name, kind, typ, meta["names"] or ("--" + f.name.replace("_", "-"),), meta["off"],
+                                meta["help"], meta["choices"], meta["lstm"], meta["host_only"], default,
+                                meta["suites"]))
+    return specs
+
+
+def _kind(annotation) -> Tuple[str, type]:
+    args = [a for a in getattr(annotation, "__args__", ()) or () if a is not type(None)]
+    if getattr(annotation, "__origin__", None) is typing.Union:  # Optional[X]
+        (annotation,) = args
+        if annotation is bool:
+            return "yes-no", bool
+        args = list(getattr(annotation, "__args__", ()) or ())
+    if getattr(annotation, "__origin__", None) in (list, List):
+        return "list", args[0]
+    if annotation is bool:
+        return "switch", bool
+    return "value", annotation
+
+
+LSTM_OVERRIDES = tuple(spec.name for spec in option_specs() if spec.lstm)

@@ -1,0 +1,71 @@
+"""SIGTERM (``docker stop``, kill) turned into a KeyboardInterrupt for the run's process only,
+never for its forked children, and the name of the signal that stopped the run."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+
+#: names of the stop signals (SIGTERM) that arrived during the run in this process
+_signals_received: list[str] = []
+
+
+def _stop_reason() -> tuple[str, str]:
+    """(signal name, the words for the journal and the message) for the interrupt just caught."""
+    if _signals_received:
+        name = _signals_received[-1]
+        return name, f"terminated ({name})"
+    return "SIGINT", "interrupted (Ctrl-C)"
+
+
+def _raise_interrupt(signum, frame) -> None:
+    _signals_received.append(signal.Signals(signum).name)
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _ours() -> bool:
+    return signal.getsignal(signal.SIGTERM) is _raise_interrupt
+
+
+def _before_fork() -> None:
+    # hold SIGTERM back across fork(): one that arrived in the child before the
+    # reset below would still meet the inherited handler
+    if _ours():
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+
+
+def _after_fork_in_parent() -> None:
+    if _ours():
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+
+
+def _after_fork_in_child() -> None:
+    """In a forked child (a DataLoader worker), SIGTERM kills again.
+
+    PyTorch stops a worker that is slow to exit with SIGTERM; a worker that had
+    inherited :func:`_raise_interrupt` turned that into a KeyboardInterrupt at an
+    arbitrary point (once inside ``logging``'s at-fork hook) and could die in a
+    way its parent reported as "DataLoader worker exited unexpectedly".
+    """
+    if _ours():
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+
+
+_AT_FORK_REGISTERED = False
+
+
+def _install_sigterm_handler():
+    """SIGTERM -> KeyboardInterrupt in this process only; returns the previous handler."""
+    global _AT_FORK_REGISTERED
+    if not _AT_FORK_REGISTERED:
+        os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                            after_in_child=_after_fork_in_child)
+        _AT_FORK_REGISTERED = True
+    return signal.signal(signal.SIGTERM, _raise_interrupt)
+
+
+class _StopFlag:
+    def __init__(self) -> None:
+        self.stop = False
