@@ -28,6 +28,7 @@ from typing import Any
 
 from kit.bundle.inert import inert
 from kit.compare import measures
+from kit.compare.comparability import HIGH, LOW, MEDIUM, CompareWarning, warnings_for  # noqa: F401 (re-exported)
 from kit.compare.fmt import fmt_vs_baseline
 from kit.compare.load import Refused, Source, load_sources_keep_going
 from kit.compare.stats import METHOD, RatioEstimate, Sample, ratio_estimate
@@ -37,25 +38,6 @@ from kit.results.derive import quality_gap
 from kit.results.schema import CellResult, cell_label, cell_learner
 
 Key = tuple[str, ...]  # workload, model, precision, engine (+ "bs512" for a batch curve's point: cell_key)
-
-#: Severity ranks (lower = more severe) and their names, in the order the
-#: warnings are shown.
-HIGH, MEDIUM, LOW = "high", "medium", "low"
-_RANK = {
-    "device": (0, HIGH),
-    "busy": (0, HIGH),
-    "same run": (0, HIGH),
-    "stack": (1, HIGH),
-    "libraries": (2, HIGH),
-    "data": (3, MEDIUM),
-    "params": (4, MEDIUM),
-    "throttled": (5, MEDIUM),
-    "noisy": (6, LOW),
-    "interrupted": (7, LOW),
-    "unknown": (8, LOW),
-    "kit": (9, LOW),
-}
-
 
 @dataclass
 class MachineCell:
@@ -119,23 +101,6 @@ class Row:
         """The cell id as the tables show it: with the fastai cells' learner (several when the
         machines' cells differ), ``cifar/resnet18/fp32/fastai (create_cnn)``."""
         return inert(cell_label(self.cell_id, [mc.params.get("learner") for mc in self.machines if mc and mc.params]))
-
-
-@dataclass(frozen=True)
-class CompareWarning:
-    kind: str
-    message: str
-
-    @property
-    def rank(self) -> int:
-        return _RANK.get(self.kind, (99, LOW))[0]
-
-    @property
-    def severity(self) -> str:
-        return _RANK.get(self.kind, (99, LOW))[1]
-
-    def to_dict(self) -> dict:
-        return {"severity": self.severity, "kind": self.kind, "message": self.message}
 
 
 @dataclass(frozen=True)
@@ -310,7 +275,7 @@ def build_comparison(sources: list[Source]) -> Comparison:
                                               base_converged, key, cache))
         unit = next((measures.unit_of(c) for c in present if c is not None and c.status == "ok"), "items")
         rows.append(Row(key, unit, machines))
-    warnings = _warnings(sources, rows)
+    warnings = warnings_for(sources, rows)
     return Comparison(sources, rows, not_compared, warnings)
 
 
@@ -320,141 +285,6 @@ def _summarise_problems(problems: list[str]) -> str:
     if len(problems) <= 6:
         return "; ".join(problems)
     return "; ".join(problems[:3]) + f"; and {len(problems) - 3} more inputs"
-
-
-def _differs(sources: list[Source], attr: str) -> dict[str, list[str]] | None:
-    values: dict[str, list[str]] = {}
-    for s in sources:
-        values.setdefault(getattr(s.env, attr), []).append(s.label)
-    known = {v for v in values if v != "unknown"}
-    return values if len(known) > 1 else None
-
-
-def _fmt_labels(labels: list[str]) -> str:
-    """``A+B``; for many inputs ``A+B+C and 61 more`` (a warning stays one readable line)."""
-    return "+".join(labels) if len(labels) <= 6 else "+".join(labels[:3]) + f" and {len(labels) - 3} more"
-
-
-def _fmt_values(values: dict[str, list[str]]) -> str:
-    return ", ".join(f"{_fmt_labels(labels)} {v}" for v, labels in values.items())
-
-
-def _same_runs(sources: list[Source]) -> list[CompareWarning]:
-    """Inputs that are copies of one run (same run id): they agree by construction."""
-    by_run: dict[str, list[Source]] = {}
-    for s in sources:
-        rid = str(s.results.run_id or "")
-        if rid and rid != "unknown":
-            by_run.setdefault(rid, []).append(s)
-    out = []
-    for rid, same in by_run.items():
-        if len(same) > 1:
-            names = " and ".join(f"{s.label} ({s.file_name})" for s in same)
-            out.append(CompareWarning(
-                "same run", f"{names} are the same run (run id {rid}): their numbers agree by construction, "
-                "so this comparison says nothing about machines or changes."))
-    return out
-
-
-def _busy_hosts(sources: list[Source]) -> list[CompareWarning]:
-    """Cells measured while the host was busy (load average past its cores, CPU steal;
-    kit.env.hostload's thresholds, applied to the recorded numbers): their times include
-    waiting, so a gap may be the load, not the machine or its image stack."""
-    from kit.bundle.inert import inert
-    from kit.env.hostload import busy_reason
-
-    out = []
-    for s in sources:
-        busy = [(c.cell_id, why) for c in s.results.cells if c.status == "ok"
-                for why in [busy_reason(getattr(c, "host", None))] if why]
-        if busy:
-            shown = "; ".join(f"{inert(cid)}: {why}" for cid, why in busy[:2]) + ("; ..." if len(busy) > 2 else "")
-            out.append(CompareWarning("busy", f"{s.label}: the host was busy during {len(busy)} cell(s) ({shown}): their "
-                                              "times include waiting for the CPU, so a gap may be the load, not the "
-                                              "machine or its image stack; measure again on a quiet host."))
-    return out
-
-
-def _warnings(sources: list[Source], rows: list[Row]) -> list[CompareWarning]:
-    cpu = [s for s in sources if s.env.gpu == "CPU only"]
-    gpu = [s for s in sources if s.env.gpu not in ("CPU only", "unknown")]
-    out: list[CompareWarning] = []
-    if cpu and gpu:  # shown first: every other difference follows from it
-        out.append(CompareWarning("device", f"{', '.join(s.label for s in cpu)} ran on a CPU, "
-                                            f"{', '.join(s.label for s in gpu)} on a GPU: the numbers measure different "
-                                            "hardware (a CPU run is a smoke test, not a GPU result)."))
-    out += _busy_hosts(sources)
-    out += _same_runs(sources)
-    for attr, what in (("stack", "image stack"), ("image", "container image")):
-        d = _differs(sources, attr)
-        if d:
-            out.append(CompareWarning("stack", f"different {what}: {_fmt_values(d)}; differences include the software, not only the hardware."))
-    for attr, what in (("torch", "torch"), ("cudnn", "cuDNN"), ("fastai", "fastai"), ("cuda", "CUDA")):
-        # a run that used no GPU used no cuDNN or CUDA (torch was only built with them)
-        d = _differs([s for s in sources if s not in cpu] if attr in ("cudnn", "cuda") else sources, attr)
-        if d:
-            out.append(CompareWarning("libraries", f"different {what} versions: {_fmt_values(d)}."))
-    data_by_source: dict[str, set[str]] = {}
-    for s, idx in zip(sources, range(len(sources))):
-        flags = set()
-        for row in rows:
-            mc = row.machines[idx]
-            if mc and mc.status == "ok":
-                flags.add(mc.data_source)
-        data_by_source[s.label] = flags or {s.env.data_source}
-    kinds = set().union(*data_by_source.values()) - {"unknown"}
-    if {"real", "synthetic"} <= kinds:
-        if len(data_by_source) <= 6:
-            desc = ", ".join(f"{label} {'+'.join(sorted(v))}" for label, v in data_by_source.items())
-        else:  # a fleet: the inputs grouped by what they used
-            by_kind: dict[str, list[str]] = {}
-            for label, v in data_by_source.items():
-                by_kind.setdefault("+".join(sorted(v)), []).append(label)
-            desc = _fmt_values(by_kind)
-        out.append(CompareWarning("data", f"real and synthetic data are mixed ({desc}): loader costs differ; compare throughput with care."))
-    for param in ("batch_size", "image_size", "steps", "bptt", "learner"):
-        diff_cells = []
-        for row in rows:
-            vals = {(mc.params or {}).get(param) for mc in row.machines if mc and mc.status == "ok"}
-            if len(vals) > 1:
-                diff_cells.append(row.cell_id)
-        if diff_cells:
-            example = diff_cells[0]
-            row = next(r for r in rows if r.cell_id == example)
-            pairs = [(s.label, mc.params.get(param)) for s, mc in zip(sources, row.machines) if mc and mc.status == "ok"]
-            if len(pairs) <= 6:
-                detail = ", ".join(f"{label} {v}" for label, v in pairs)
-            else:  # a fleet: the inputs grouped by the value
-                by_value: dict[str, list[str]] = {}
-                for label, v in pairs:
-                    by_value.setdefault(str(v), []).append(label)
-                detail = _fmt_values(by_value)
-            more = f" and {len(diff_cells) - 1} more" if len(diff_cells) > 1 else ""
-            out.append(CompareWarning("params", f"different {param} in {example} ({detail}){more}: these cells measure different work."))
-    for flag, kind, text in (("throttled", "throttled", "the GPU throttled (power or thermal) during"), ("high ", "noisy", "repeats varied by 10% or more (epoch-time or throughput CV) in")):
-        flagged = []
-        for s, idx in zip(sources, range(len(sources))):
-            hits = [r.cell_id for r in rows if r.machines[idx] and any(f.startswith(flag) for f in r.machines[idx].flags)]
-            if hits:
-                more = f" and {len(hits) - 3} more" if len(hits) > 3 else ""
-                flagged.append((s.label, hits, CompareWarning(kind, f"{s.label}: {text} {', '.join(hits[:3])}{more}.")))
-        if len(flagged) <= 6:
-            out.extend(w for _, _, w in flagged)
-        else:  # a fleet: one line for all of them (each input's flags are in --json and --csv)
-            cells = sum(len(h) for _, h, _ in flagged)
-            out.append(CompareWarning(kind, f"{len(flagged)} inputs ({_fmt_labels([label for label, _, _ in flagged])}): "
-                                            f"{text} {cells} cells in all (--csv lists each input's flags)."))
-    for s in sources:
-        if s.interrupted:
-            out.append(CompareWarning("interrupted", f"{s.label} ({s.file_name}) is from an interrupted run: some cells may be missing."))
-        missing = [what for what, v in (("stack", s.env.stack), ("torch version", s.env.torch), ("GPU", s.env.gpu)) if v == "unknown"]
-        if missing:
-            out.append(CompareWarning("unknown", f"{s.label} does not record its {', '.join(missing)}; comparability cannot be fully checked."))
-    d = _differs(sources, "kit_version")
-    if d:
-        out.append(CompareWarning("kit", f"made by different kit versions: {_fmt_values(d)}."))
-    # a message quotes a bundle's text (cell ids, parameters): inert, whatever view prints it
-    return sorted((CompareWarning(w.kind, inert(w.message)) for w in out), key=lambda w: w.rank)
 
 
 def compare_paths(paths: list[str | Path], baseline: str | None = None) -> Comparison:
