@@ -33,8 +33,7 @@ REPEAT_FIELDS = MEASURES + ("warmup_steps",)
 #: what a comparison reads of the telemetry (kit.compare.measures: telemetry, throttled, energy_per_epoch)
 TELEMETRY_FIELDS = ("available", "reason", "throttled", "energy_j", "energy_basis", "items_per_j", ENERGY)
 #: the cell's fields kept whole (small: a few keys each)
-CELL_FIELDS = ("workload", "model", "precision", "engine", "status", "params", "reason", "throughput_unit", "host",
-               "started_at", "finished_at", "cell_id")
+CELL_FIELDS = ("workload", "model", "precision", "engine", "status", "params", "reason", "throughput_unit", "host")
 #: the run's fields kept whole
 RUN_FIELDS = ("schema_version", "kit_version", "run_id", "status", "started_at", "finished_at", "config")
 
