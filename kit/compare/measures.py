@@ -14,6 +14,7 @@ from kit.compare.fmt import CV_NAMES
 from kit.compare.stats import RatioEstimate, Sample, ratio_estimate
 from kit.results import ratios
 from kit.results.ratios import BASE_PRECISION, EPOCH_S, THROUGHPUT
+from kit.results.stats import HIGH_CV
 from kit.results.schema import PRECISIONS, CellResult, RunResults, key_of
 
 ENERGY = "energy_j_per_epoch"
@@ -142,8 +143,6 @@ def high_cvs(cell: CellResult, cache: SampleCache | None = None) -> dict[str, fl
     warmed up for different numbers of steps (the GPT suite's first repeat warms up and
     compiles for the preset's warm-up steps, the later ones for one step), their epoch times
     differ by design, not by noise, and only the steady-state throughput's CV speaks."""
-    from kit.results.stats import HIGH_CV
-
     out: dict[str, float] = {}
     warmups = {r.get("warmup_steps") for r in (cell.repeats or []) if isinstance(r, dict)}
     like_for_like = len(warmups - {None}) <= 1
