@@ -157,9 +157,13 @@ def _launch(results, client, **kw):
 def test_gpu_option_accepts_indices_and_rejects_the_rest():
     assert parse_gpus("0") == (0,)
     assert parse_gpus("1,3") == (1, 3)
-    for bad in ("", "x", "-1", "0,0", "gpu0"):
+    assert parse_gpus(" 1 , 3 ") == (1, 3)
+    for bad in ("", "x", "-1", "0,0", "gpu0", ","):
         with pytest.raises(UsageError):
             parse_gpus(bad)
+    for typo in ("0,,1", "0,", ",1"):  # an empty item is a typo, as in every comma list of the kit
+        with pytest.raises(UsageError, match="empty item"):
+            parse_gpus(typo)
 
 
 def test_container_command_defaults():

@@ -44,7 +44,7 @@ from kit.launch.follow import CONTAINER_RESULTS, JOURNAL_NAME, JournalFollower, 
 from kit.launch.stacks import find_source_root, image_spec, read_ca_cert, stack_facts
 from kit.runner.option_checks import check_suite_options
 from kit.runner.option_fields import RunOptions
-from kit.runner.option_parsing import parse_args, to_args
+from kit.runner.option_parsing import parse_args, split_list, to_args
 
 #: what the container runs when no `kit run` options follow `--`
 SMOKE_RUN = RunOptions().with_options(smoke=True, suite="all", device="cpu")
@@ -125,8 +125,9 @@ def resume_command(rerun: Rerun, stack: str, gpu: str | None, run_dir: Path, res
 def parse_gpus(gpu: str | int) -> tuple[int, ...]:
     """'0' -> (0,); '0,2' -> (0, 2). Indices as nvidia-smi numbers them."""
     text = str(gpu).strip()
+    items = split_list(text, "--gpu")  # the kit's one comma-list rule: "0,,1" is a typo, refused
     try:
-        ids = tuple(int(x) for x in text.split(",") if x.strip() != "")
+        ids = tuple(int(x) for x in items)
     except ValueError:
         raise UsageError(f"--gpu {text!r}: give a GPU index as nvidia-smi numbers them (0, 1, ...), or several as 0,1") from None
     if not ids or any(i < 0 for i in ids):

@@ -41,8 +41,6 @@ steady steps (``gpu_busy_fraction`` in each repeat): near 1 when the GPU, not th
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 from kit.bench import caps, timing
@@ -51,7 +49,7 @@ from kit.bench.lstm.batching import chunk_starts, get_batch
 from kit.bench.lstm.config import LSTMConfig
 from kit.bench.lstm.model import LSTMModel
 from kit.bench.lstm.train import (PROGRESS_EVERY, WARMUP_BATCHES, BestCheckpoint, Hooks, SplitData, _finite,
-                                  anneal_lr, evaluate, lm_loss, loss_in_fp32, perplexity)
+                                  anneal_lr, evaluate, lm_loss, loss_in_fp32, perplexity, repeat_record)
 from kit.bench.precision import GRADSCALER_INIT_SCALE, Precision
 from kit.bench.timing import StepClock, warmup_steps_for
 
@@ -353,43 +351,14 @@ def run_repeat(cfg: LSTMConfig, data: SplitData, precision_mode: str, device: st
     test_loss = evaluate(step.model, step.core, data.test, cfg.bptt, step.prec, cfg.max_batches)
     counters = step.counters()
     peak = timing.peak_memory_bytes(device)
-    test_ppl = perplexity(test_loss)
-    diverged = not all(math.isfinite(x) for x in train_losses + val_losses + [test_loss])
     times = clock.summary()
     steady = times["steady_seconds"]
-    return {
-        "seed": seed,
-        "epoch_seconds": times["epoch_seconds"],
-        "epoch_seconds_median": times["epoch_seconds_median"],
-        "throughput_items_per_s": times["throughput_items_per_s"],
-        "steady_tokens": times["steady_items"],
-        "steady_seconds": steady,
-        "steady_windows": times["steady_windows"],
-        "warmup_batches": times["warmup_steps"],
-        "train_batches_per_epoch": n_batches,
-        "time_to_first_step_s": times["time_to_first_step_s"],
-        "peak_memory_bytes": peak,
-        "overflow_steps": counters["overflow_steps"],
-        "nan_losses": counters["nan_losses"],
-        "loss_scale_final": counters["loss_scale_final"],
-        "steps": counters["steps"],
-        "graph_replays": step.replays,
-        "gpu_busy_seconds": busy.busy_s if busy.on else None,
-        "gpu_busy_fraction": (busy.busy_s / steady) if busy.on and steady else None,
-        "final_loss": _finite(train_losses[-1]),
-        "final_metric": _finite(test_ppl),
-        "diverged": diverged,
-        "metrics": {
-            "train_loss": [_finite(x) for x in train_losses],
-            "val_loss": [_finite(x) for x in val_losses],
-            "val_perplexity": [_finite(perplexity(x)) for x in val_losses],
-            "lr": lrs,
-            "test_loss": _finite(test_loss),
-            "test_perplexity": _finite(test_ppl),
-            "test_model_epoch": best.epoch,
-        },
-        "precision": step.describe(),
-    }
+    return repeat_record(seed, times, n_batches, peak, counters, train_losses, val_losses, lrs, test_loss, best.epoch,
+                         step.describe(), extra={
+                             "graph_replays": step.replays,
+                             "gpu_busy_seconds": busy.busy_s if busy.on else None,
+                             "gpu_busy_fraction": (busy.busy_s / steady) if busy.on and steady else None,
+                         })
 
 
 def _record_losses(step: GraphedStep, out: list) -> None:

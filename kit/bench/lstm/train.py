@@ -229,9 +229,17 @@ def run_repeat(cfg: LSTMConfig, data: SplitData, precision_mode: str, device: st
     counters = prec.counters()
     peak = timing.peak_memory_bytes(device)
 
+    return repeat_record(seed, clock.summary(), n_batches, peak, counters, train_losses, val_losses, lrs, test_loss,
+                         best.epoch, prec.describe())
+
+
+def repeat_record(seed: int, times: dict, n_batches: int, peak, counters: dict, train_losses: list, val_losses: list,
+                  lrs: list, test_loss: float, best_epoch, precision: dict, extra: dict | None = None) -> dict:
+    """One repeat's record as results.json stores it, the same for both LSTM engines (``extra``: an
+    engine's own fields, after the step counters): times from the step clock, the precision's
+    counters, the losses per epoch and the test perplexity of the best-validation model."""
     test_ppl = perplexity(test_loss)
     diverged = not all(math.isfinite(x) for x in train_losses + val_losses + [test_loss])
-    times = clock.summary()
     return {
         "seed": seed,
         "epoch_seconds": times["epoch_seconds"],
@@ -248,6 +256,7 @@ def run_repeat(cfg: LSTMConfig, data: SplitData, precision_mode: str, device: st
         "nan_losses": counters["nan_losses"],
         "loss_scale_final": counters["loss_scale_final"],
         "steps": counters["steps"],
+        **(extra or {}),
         "final_loss": _finite(train_losses[-1]),
         "final_metric": _finite(test_ppl),
         "diverged": diverged,
@@ -258,7 +267,7 @@ def run_repeat(cfg: LSTMConfig, data: SplitData, precision_mode: str, device: st
             "lr": lrs,
             "test_loss": _finite(test_loss),
             "test_perplexity": _finite(test_ppl),
-            "test_model_epoch": best.epoch,
+            "test_model_epoch": best_epoch,
         },
-        "precision": prec.describe(),
+        "precision": precision,
     }
