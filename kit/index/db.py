@@ -97,10 +97,10 @@ def _add_projection(con: sqlite3.Connection) -> None:
     for bundle_id in ids:  # one at a time: a large index is not held in memory at once
         (results_z,) = con.execute("SELECT results_z FROM bundles WHERE id = ?", (bundle_id,)).fetchone()
         try:
-            results = zlib.decompress(results_z)
-        except zlib.error:
+            projected = projection_z(zlib.decompress(results_z))
+        except (zlib.error, ValueError, TypeError, AttributeError):
             continue  # a damaged copy stays damaged: compare says so when it reads it (b"" is not zlib)
-        con.execute("UPDATE bundles SET compare_z = ? WHERE id = ?", (projection_z(results), bundle_id))
+        con.execute("UPDATE bundles SET compare_z = ? WHERE id = ?", (projected, bundle_id))
 
 
 #: (version it makes, what it does, the step): each changes the schema of the version before it
