@@ -24,12 +24,14 @@ which some shared file systems do not provide (docs/results-index.md lists them)
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import zlib
 from pathlib import Path
 
 from kit import __version__
+from kit.compare.projection import project
 from kit.errors import KitError, UsageError
 
 #: "mpkt" as a big-endian 32-bit integer: SQLite's application id field for this kit's index files
@@ -87,11 +89,15 @@ CREATE INDEX bundles_started ON bundles(run_started);
 """
 
 
+def projection_z(results_json: bytes) -> bytes:
+    """The stored form of :func:`kit.compare.projection.project` of a results.json: compact JSON, zlib."""
+    slim = project(json.loads(results_json))
+    return zlib.compress(json.dumps(slim, separators=(",", ":"), allow_nan=True).encode("utf-8"), 6)
+
+
 def _add_projection(con: sqlite3.Connection) -> None:
     """v1 -> v2: ``bundles.compare_z``, the part of results.json a comparison reads
     (:func:`kit.compare.projection.project`), made from each stored results.json."""
-    from kit.index.ingest import projection_z
-
     con.execute("ALTER TABLE bundles ADD COLUMN compare_z BLOB NOT NULL DEFAULT x''")
     ids = [r[0] for r in con.execute("SELECT id FROM bundles")]
     for bundle_id in ids:  # one at a time: a large index is not held in memory at once

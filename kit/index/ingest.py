@@ -29,8 +29,8 @@ from typing import Callable, Iterable, Optional
 from kit.bundle.envinfo import summarise_environment
 from kit.bundle.safe_open import ENV_NAME, RESULTS_NAME, open_bundle
 from kit.compare import measures
-from kit.compare.projection import project
 from kit.errors import BundleError, KitError, UsageError
+from kit.index.db import projection_z
 from kit.results import ratios
 
 ADDED, PRESENT, REFUSED = "added", "already in the index", "refused"
@@ -92,12 +92,6 @@ class _Ready:
     outcome: AddOutcome
     row: tuple
     cells: list
-
-
-def projection_z(results_json: bytes) -> bytes:
-    """The stored form of :func:`kit.compare.projection.project` of a results.json: compact JSON, zlib."""
-    slim = project(json.loads(results_json))
-    return zlib.compress(json.dumps(slim, separators=(",", ":"), allow_nan=True).encode("utf-8"), 6)
 
 
 def _rows(path: Path, digest: str, size: int, bundle) -> tuple[tuple, list]:
