@@ -5,6 +5,7 @@ machine's history marks software changes and flags only the significant change p
 from __future__ import annotations
 
 import json
+import zlib
 from pathlib import Path
 
 import pytest
@@ -122,18 +123,58 @@ def test_history_of_an_unknown_host_or_cell_is_one_line(indexed, capsys, monkeyp
     assert code == 2 and "has no such cell" in err
 
 
-def test_a_damaged_copy_in_the_index_is_a_schema_error_not_a_traceback(indexed, capsys, monkeypatch, tmp_path):
+def _edited_figures(index, edit) -> bytes:
+    """The first run's stored figures with ``edit`` applied to their JSON (the damage under test)."""
+    import sqlite3
+    import zlib
+
+    con = sqlite3.connect(index)
+    (blob,) = con.execute("SELECT figures_z FROM bundles WHERE id = (SELECT MIN(id) FROM bundles)").fetchone()
+    con.close()
+    doc = json.loads(zlib.decompress(blob))
+    edit(doc)
+    return zlib.compress(json.dumps(doc).encode())
+
+
+def _ok_row(doc) -> list:
+    return next(c for c in doc["cells"] if c[1] == "ok")
+
+
+DAMAGES = {
+    "not zlib": lambda index: b"not zlib",
+    "empty": lambda index: b"",
+    "not the form": lambda index: zlib.compress(b'{"cells": 3}'),
+    "another format": lambda index: _edited_figures(index, lambda d: d.update(format=99)),
+    "a cell cut short": lambda index: _edited_figures(index, lambda d: _ok_row(d).pop()),
+    "text for a number": lambda index: _edited_figures(index, lambda d: _ok_row(d)[7].__setitem__(1, "fast")),
+    "a count that is not one": lambda index: _edited_figures(index, lambda d: _ok_row(d)[7].__setitem__(0, 2.5)),
+    "an unknown verdict": lambda index: _edited_figures(
+        index, lambda d: next(c for c in d["cells"] if len(c) > 4 and c[16])[16].__setitem__(5, "<b>sure</b>")),
+    "params out of the table": lambda index: _edited_figures(index, lambda d: _ok_row(d).__setitem__(5, 99)),
+    "text among the values": lambda index: _edited_figures(index, lambda d: _ok_row(d)[12].append("NaN")),
+    "a value that is not finite": lambda index: _edited_figures(index, lambda d: _ok_row(d)[12].append(float("inf"))),
+    "a key of one part": lambda index: _edited_figures(index, lambda d: _ok_row(d).__setitem__(0, ["cifar"])),
+    "flags that are not text": lambda index: _edited_figures(index, lambda d: _ok_row(d).__setitem__(11, [1])),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGES))
+def test_a_damaged_copy_in_the_index_is_a_schema_error_not_a_traceback(indexed, capsys, monkeypatch, tmp_path, damage):
+    """The stored figures are checked as they are read (kit.index.figures_codec.decode): each kind of
+    damage is named, exit 4, never a traceback, in every view."""
     import sqlite3
 
     index, _ = indexed
     copy = tmp_path / "copy.sqlite"
     copy.write_bytes(index.read_bytes())
+    blob = DAMAGES[damage](index)
     con = sqlite3.connect(copy)
-    con.execute("UPDATE bundles SET compare_z = ? WHERE id = (SELECT MIN(id) FROM bundles)", (b"not zlib",))
+    con.execute("UPDATE bundles SET figures_z = ? WHERE id = (SELECT MIN(id) FROM bundles)", (blob,))
     con.commit()
     con.close()
-    code, out, err = run_main(["compare", "--index", str(copy)], capsys, monkeypatch)
-    assert code == 4 and "is damaged" in err and "Traceback" not in err
+    for view in ([], ["--json"], ["--group-by", "gpu"]):
+        code, out, err = run_main(["compare", "--index", str(copy), *view], capsys, monkeypatch)
+        assert code == 4 and "is damaged" in err and "Traceback" not in err, (damage, view, err)
 
 
 def test_where_matches_a_whole_word_of_the_field_and_host_the_exact_name():

@@ -70,7 +70,7 @@ def _same_runs(sources: list[Source]) -> list[CompareWarning]:
     """Inputs that are copies of one run (same run id): they agree by construction."""
     by_run: dict[str, list[Source]] = {}
     for s in sources:
-        rid = str(s.results.run_id or "")
+        rid = str(s.figures.run_id or "")
         if rid and rid != "unknown":
             by_run.setdefault(rid, []).append(s)
     out = []
@@ -88,12 +88,10 @@ def _busy_hosts(sources: list[Source]) -> list[CompareWarning]:
     kit.env.hostload's thresholds, applied to the recorded numbers): their times include
     waiting, so a gap may be the load, not the machine or its image stack."""
     from kit.bundle.inert import inert
-    from kit.env.hostload import busy_reason
 
     out = []
     for s in sources:
-        busy = [(c.cell_id, why) for c in s.results.cells if c.status == "ok"
-                for why in [busy_reason(getattr(c, "host", None))] if why]
+        busy = [(c.cell_id, c.busy) for c in s.figures.cells if c.ok and c.busy]
         if busy:
             shown = "; ".join(f"{inert(cid)}: {why}" for cid, why in busy[:2]) + ("; ..." if len(busy) > 2 else "")
             out.append(CompareWarning("busy", f"{s.label}: the host was busy during {len(busy)} cell(s) ({shown}): their "

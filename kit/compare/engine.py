@@ -29,13 +29,14 @@ from typing import Any
 from kit.bundle.inert import inert
 from kit.compare import measures
 from kit.compare.comparability import HIGH, LOW, MEDIUM, CompareWarning, warnings_for  # noqa: F401 (re-exported)
+from kit.compare.figures import CellFigures
 from kit.compare.fmt import fmt_vs_baseline
 from kit.compare.load import Refused, Source, load_sources_keep_going
 from kit.compare.stats import METHOD, RatioEstimate, Sample, ratio_estimate
 from kit.errors import RegressionDetected
 from kit.results import ratios
 from kit.results.derive import quality_gap
-from kit.results.schema import CellResult, cell_label, cell_learner
+from kit.results.schema import cell_label
 
 Key = tuple[str, ...]  # workload, model, precision, engine (+ "bs512" for a batch curve's point: cell_key)
 
@@ -190,76 +191,64 @@ class Comparison:
         }
 
 
-def _speed_ratio(cell: CellResult, base: CellResult, cache: measures.SampleCache | None = None) -> RatioEstimate | None:
+def _speed_ratio(cell: CellFigures, base: CellFigures) -> RatioEstimate | None:
     """This machine's speed / the baseline's (ratio of medians): throughput when
     both have it, else the inverse ratio of epoch times."""
-    cache = cache or measures.SampleCache()
-    a, b = cache.sample(cell, measures.THROUGHPUT), cache.sample(base, measures.THROUGHPUT)
-    if a and b:
-        point = ratios.ratio_of_medians(cache.values(cell, measures.THROUGHPUT), cache.values(base, measures.THROUGHPUT))
-        return ratio_estimate(a, b, point)
-    ta, tb = cache.sample(cell, measures.EPOCH_S), cache.sample(base, measures.EPOCH_S)
+    a, b = cell.throughput, base.throughput
+    if a and b:  # the ratio of medians (kit.results.ratios), each cell's median taken once
+        return ratio_estimate(a, b, ratios.ratio_of(cell.throughput_median, base.throughput_median))
+    ta, tb = cell.epoch_s, base.epoch_s
     if ta and tb:
-        point = ratios.ratio_of_medians(cache.values(base, measures.EPOCH_S), cache.values(cell, measures.EPOCH_S))
-        return ratio_estimate(tb, ta, point)
+        return ratio_estimate(tb, ta, ratios.ratio_of(base.epoch_median, cell.epoch_median))
     return None
 
 
 def converged(src: Source) -> bool:
     """A convergence run: its cells' final metric is the quality parity compares (a throughput
     run's is only the last training loss, or none)."""
-    return getattr(src.results.config, "mode", None) == "convergence"
+    return src.figures.converged
 
 
-def _machine_cell(cell: CellResult, src: Source, speedups: dict, base_cell: CellResult | None, is_base: bool,
-                  parity: dict, base_converged: bool, key: Key, cache: measures.SampleCache) -> MachineCell:
+def _machine_cell(cell: CellFigures, src: Source, base_cell: CellFigures | None, is_base: bool,
+                  base_converged: bool) -> MachineCell:
     mc = MachineCell(
         status="ok",
-        epoch_s=cache.sample(cell, measures.EPOCH_S),
-        throughput=cache.sample(cell, measures.THROUGHPUT),
-        energy_j_per_epoch=measures.energy_per_epoch(cell, cache),
-        vs_fp32=speedups.get(key),
-        params=dict(cell.params or {}),
+        epoch_s=cell.epoch_s,
+        throughput=cell.throughput,
+        energy_j_per_epoch=cell.energy_j_per_epoch,
+        vs_fp32=cell.vs_fp32,
+        params=cell.params,  # the run's figures' own (no view changes them)
+        flags=list(cell.flags),
+        data_source=str(cell.data_source or src.env.data_source),
     )
-    learner = cell_learner(cell.engine, cell.params)
-    if learner:  # a fastai cell recorded before the option existed: the plain Learner
-        mc.params["learner"] = learner
     if base_cell is not None and not is_base:
-        mc.vs_baseline = _speed_ratio(cell, base_cell, cache)
-    if converged(src):
-        mc.final_metric = cache.sample(cell, measures.FINAL_METRIC)
-        mc.parity = parity.get(key)
-        ref = cache.sample(base_cell, measures.FINAL_METRIC) if base_cell is not None and base_converged else None
+        mc.vs_baseline = _speed_ratio(cell, base_cell)
+    if src.figures.converged:
+        mc.final_metric = cell.final_metric
+        mc.parity = cell.parity
+        ref = base_cell.final_metric if base_cell is not None and base_converged else None
         if mc.final_metric and ref and not is_base:
-            mc.quality_vs_baseline = quality_gap(cell.workload, mc.final_metric.median, ref.median)
-    mc.flags.extend(measures.high_cv_flags(cell, cache))
-    if measures.throttled(cell):
-        mc.flags.append("throttled")
-    source = (cell.data or {}).get("source") if isinstance(cell.data, dict) else None
-    mc.data_source = str(source or src.env.data_source)
+            mc.quality_vs_baseline = quality_gap(cell.key[0], mc.final_metric.median, ref.median)
     return mc
 
 
 def build_comparison(sources: list[Source]) -> Comparison:
-    cache = measures.SampleCache()  # each cell's samples, computed once for the whole comparison
-    per_source = [{cache.key(c): c for c in s.results.cells} for s in sources]
-    speedups = [measures.speedup_vs_fp32(s.results, cache) for s in sources]
-    parities = [{measures.parity_key(r): r for r in measures.parity_rows(s.results)} for s in sources]
+    per_source = [s.figures.by_key() for s in sources]
     all_keys = sorted({k for cells in per_source for k in cells}, key=measures.order_key)
-    base_converged = converged(sources[0])
+    base_converged = sources[0].figures.converged
     rows: list[Row] = []
     not_compared: list[NotCompared] = []
     for key in all_keys:
         cid = "/".join(key)
         present = [cells.get(key) for cells in per_source]
         ok = [c is not None and c.status == "ok" for c in present]
-        problems = []
-        for src, cell in zip(sources, present):
-            if cell is None:
-                problems.append(f"missing in {src.label}")
-            elif cell.status != "ok":
-                problems.append(f"{cell.status} in {src.label}" + (f" ({cell.reason})" if cell.reason else ""))
-        if problems:
+        if not all(ok):
+            problems = []
+            for src, cell in zip(sources, present):
+                if cell is None:
+                    problems.append(f"missing in {src.label}")
+                elif cell.status != "ok":
+                    problems.append(f"{cell.status} in {src.label}" + (f" ({cell.reason})" if cell.reason else ""))
             not_compared.append(NotCompared(inert(cid), inert(_summarise_problems(problems))))
         if sum(ok) < 2:
             continue
@@ -271,9 +260,8 @@ def build_comparison(sources: list[Source]) -> Comparison:
             elif cell.status != "ok":
                 machines.append(MachineCell(status=inert(cell.status), reason=None if cell.reason is None else inert(cell.reason)))
             else:
-                machines.append(_machine_cell(cell, src, speedups[i], base_cell, i == 0, parities[i],
-                                              base_converged, key, cache))
-        unit = next((measures.unit_of(c) for c in present if c is not None and c.status == "ok"), "items")
+                machines.append(_machine_cell(cell, src, base_cell, i == 0, base_converged))
+        unit = next(c.unit for c in present if c is not None and c.status == "ok")
         rows.append(Row(key, unit, machines))
     warnings = warnings_for(sources, rows)
     return Comparison(sources, rows, not_compared, warnings)

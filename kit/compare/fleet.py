@@ -31,7 +31,6 @@ from kit.compare.engine import Comparison, Row
 from kit.compare.load import Source
 from kit.compare.stats import RatioEstimate, Sample, ratio_estimate
 from kit.errors import UsageError
-from kit.results import ratios
 
 GROUP_BY = ("gpu", "driver", "stack", "host")
 METRICS = ("throughput", "speedup", "epoch-time", "energy")
@@ -171,8 +170,8 @@ class FleetSummary:
 
 
 def _speed_metric(cells: list) -> str:
-    """Throughput when every machine's cell records it, else epoch time."""
-    if all(measures.sample(c, measures.THROUGHPUT) for c in cells):
+    """Throughput when every machine's cell records it, else epoch time (cells: CellFigures)."""
+    if all(c.throughput for c in cells):
         return measures.THROUGHPUT
     return measures.EPOCH_S
 
@@ -215,7 +214,7 @@ def summarise_fleet(cmp: Comparison, by: str = "gpu", outlier_pct: float = DEFAU
     groups: dict[str, list[Source]] = {}
     for s in cmp.sources:
         groups.setdefault(group_of(s, by), []).append(s)
-    ok = [measures.ok_cells(s.results) for s in cmp.sources]
+    ok = [s.figures.ok_cells() for s in cmp.sources]
     summary = FleetSummary(by, outlier_pct, groups)
     for row in cmp.rows:
         for group, members in groups.items():
@@ -224,7 +223,7 @@ def summarise_fleet(cmp: Comparison, by: str = "gpu", outlier_pct: float = DEFAU
             if not cells:
                 continue
             metric = _speed_metric([c for _, c in cells])
-            values = [ratios.metric_values(c, metric) for _, c in cells]
+            values = [c.throughput_values if metric == measures.THROUGHPUT else c.epoch_values for _, c in cells]
             keep = [(s, v) for (s, _), v in zip(cells, values) if v]
             if not keep:
                 continue

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Optional
 
 from kit.bundle.envinfo import EnvSummary, summarise_environment
 from kit.bundle.inert import inert
+from kit.compare.figures import RunFigures, run_figures
 from kit.errors import KitError, UsageError
 from kit.results.schema import RunResults
 
@@ -16,11 +18,31 @@ class Source:
     index: int
     label: str  # "A", "B", ... in the order given (baseline first)
     path: Path
-    kind: str  # "bundle" | "run folder" | "results file"
-    results: RunResults
+    kind: str  # "bundle" | "run folder" | "results file" | "index"
+    #: the run's results; None for a source from the index until a view asks for them (run_results)
+    results: Optional[RunResults]
     environment: dict
     env: EnvSummary
     interrupted: bool
+    #: what a comparison reads of the run (kit.compare.figures): computed from ``results`` when first
+    #: asked for, or given (the index stores them)
+    given_figures: Optional[RunFigures] = None
+    #: reads the results of a source given without them (the index's copy of its results.json)
+    load_results: Optional[Callable[[], RunResults]] = None
+
+    @property
+    def figures(self) -> RunFigures:
+        if self.given_figures is None:
+            self.given_figures = run_figures(self.run_results())
+        return self.given_figures
+
+    def run_results(self) -> RunResults:
+        """The run's results (what the per-run charts draw): read now if the source was given without them."""
+        if self.results is None:
+            if self.load_results is None:
+                raise ValueError(f"source {self.label} has neither results nor a way to read them")
+            self.results = self.load_results()
+        return self.results
 
     @property
     def short_name(self) -> str:
@@ -36,7 +58,7 @@ class Source:
             "label": self.label,
             "path": str(self.path),
             "kind": self.kind,
-            "run_id": self.results.run_id,
+            "run_id": self.figures.run_id,
             "interrupted": self.interrupted,
             **self.env.to_dict(),
         }

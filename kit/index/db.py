@@ -31,13 +31,12 @@ import zlib
 from pathlib import Path
 
 from kit import __version__
-from kit.compare.projection import project
 from kit.errors import KitError, UsageError
 
 #: "mpkt" as a big-endian 32-bit integer: SQLite's application id field for this kit's index files
 APPLICATION_ID = 0x6D706B74
 APPLICATION = "mpkit results index"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: how long a writer waits for another's transaction before giving up (many nodes may add at once)
 BUSY_TIMEOUT_S = 120.0
 
@@ -89,29 +88,44 @@ CREATE INDEX bundles_started ON bundles(run_started);
 """
 
 
-def projection_z(results_json: bytes) -> bytes:
-    """The stored form of :func:`kit.compare.projection.project` of a results.json: compact JSON, zlib."""
-    slim = project(json.loads(results_json))
-    return zlib.compress(json.dumps(slim, separators=(",", ":"), allow_nan=True).encode("utf-8"), 6)
+def figures_z(results_json: bytes) -> bytes:
+    """The stored form of a run's figures (kit.compare.figures.run_figures of its results.json,
+    checked by kit.results.schema; kit.index.figures_codec.encode). Raises the schema's error for a
+    results.json that is not the kit's."""
+    from kit.compare.figures import run_figures
+    from kit.index.figures_codec import encode
+    from kit.results.schema import RunResults
+
+    return encode(run_figures(RunResults.from_dict(json.loads(results_json), source="results.json")))
 
 
 def _add_projection(con: sqlite3.Connection) -> None:
-    """v1 -> v2: ``bundles.compare_z``, the part of results.json a comparison reads
-    (:func:`kit.compare.projection.project`), made from each stored results.json."""
+    """v1 -> v2: ``bundles.compare_z``. Kits of schema v2 stored there the part of each results.json a
+    comparison read; from v3 on nothing reads it (the figures replace it) and it is left empty."""
     con.execute("ALTER TABLE bundles ADD COLUMN compare_z BLOB NOT NULL DEFAULT x''")
+
+
+def _add_figures(con: sqlite3.Connection) -> None:
+    """v2 -> v3: ``bundles.figures_z``, each run's figures (what a comparison reads of it, computed
+    once: kit.compare.figures), made from each stored results.json; compare_z is emptied."""
+    from kit.errors import KitError
+
+    con.execute("ALTER TABLE bundles ADD COLUMN figures_z BLOB NOT NULL DEFAULT x''")
+    con.execute("UPDATE bundles SET compare_z = x''")
     ids = [r[0] for r in con.execute("SELECT id FROM bundles")]
     for bundle_id in ids:  # one at a time: a large index is not held in memory at once
         (results_z,) = con.execute("SELECT results_z FROM bundles WHERE id = ?", (bundle_id,)).fetchone()
         try:
-            projected = projection_z(zlib.decompress(results_z))
-        except (zlib.error, ValueError, TypeError, AttributeError):
-            continue  # a damaged copy stays damaged: compare says so when it reads it (b"" is not zlib)
-        con.execute("UPDATE bundles SET compare_z = ? WHERE id = ?", (projected, bundle_id))
+            figures = figures_z(zlib.decompress(results_z))
+        except (zlib.error, ValueError, TypeError, AttributeError, KitError):
+            continue  # a damaged copy stays damaged: compare names it when it reads it (b"" is not the form)
+        con.execute("UPDATE bundles SET figures_z = ? WHERE id = ?", (figures, bundle_id))
 
 
 #: (version it makes, what it does, the step): each changes the schema of the version before it
 MIGRATIONS = (
-    (2, "store the part of each results.json a comparison reads (compare_z)", _add_projection),
+    (2, "add compare_z (read by the kits of schema v2 only)", _add_projection),
+    (3, "store each run's figures, what a comparison reads of it (figures_z)", _add_figures),
 )
 
 

@@ -5,9 +5,10 @@ such, and is not opened again. Every other bundle is opened with
 :func:`kit.bundle.safe_open.open_bundle` (the one verifier: structure, safety, schema, every file's
 hash); a refused one is reported with its reason and exit code and changes nothing, and the
 others are still added. What a comparison needs is stored (results.json and env.json as the bundle
-holds them, compressed; the part of results.json a comparison reads,
-:func:`kit.compare.projection.project`; and the columns the filters and ``history`` read), so
-``kit compare --index`` never reopens a tarball and reads a tenth of each run.
+holds them, compressed; the run's figures, what a comparison reads of it, computed once here
+(:func:`kit.compare.figures.run_figures`, stored by :mod:`kit.index.figures_codec`); and the columns
+the filters and ``history`` read), so ``kit compare --index`` never reopens a tarball nor
+re-derives a run's figures.
 
 Each bundle is one transaction, taken with ``BEGIN IMMEDIATE`` (the write lock first, waiting for
 another writer up to the busy timeout). Verification happens before the lock is taken, so a writer
@@ -29,8 +30,9 @@ from typing import Callable, Iterable, Optional
 from kit.bundle.envinfo import summarise_environment
 from kit.bundle.safe_open import ENV_NAME, RESULTS_NAME, open_bundle
 from kit.compare import measures
+from kit.compare.figures import run_figures
 from kit.errors import BundleError, KitError, UsageError
-from kit.index.db import projection_z
+from kit.index.figures_codec import encode
 from kit.results import ratios
 
 ADDED, PRESENT, REFUSED = "added", "already in the index", "refused"
@@ -111,13 +113,13 @@ def _rows(path: Path, digest: str, size: int, bundle) -> tuple[tuple, list]:
         str(results.status), int(bundle.interrupted), summary.machine, summary.gpu, summary.gpu_count,
         summary.driver, summary.stack, summary.torch, kit_version, len(cells),
         zlib.compress(bundle.files[RESULTS_NAME], 6), zlib.compress(env_bytes, 6),
-        projection_z(bundle.files[RESULTS_NAME]),
+        encode(run_figures(results)),
     )
     return row, list(cells.values())
 
 
 _INSERT = ("INSERT OR IGNORE INTO bundles (sha256, file_name, path, size_bytes, added_at, run_id, run_started, run_date,"
-           " status, interrupted, host, gpu, gpu_count, driver, stack, torch, kit, n_cells, results_z, env_z, compare_z)"
+           " status, interrupted, host, gpu, gpu_count, driver, stack, torch, kit, n_cells, results_z, env_z, figures_z)"
            " VALUES (" + ", ".join("?" * 21) + ")")
 
 

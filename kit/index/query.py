@@ -5,10 +5,10 @@ recorded none last), then in the order they were added. ``kit compare --index`` 
 of that order as the baseline unless ``--baseline`` names another.
 
 The sources handed to the comparison are the objects ``kit compare`` builds from a tarball
-(:class:`kit.compare.load.Source`), made from the part of each results.json a comparison reads
-(:mod:`kit.compare.projection`, stored at ingest), parsed and checked by :mod:`kit.results.schema`,
-and the headline facts by :func:`kit.bundle.envinfo.summarise_environment`, as
-:func:`kit.compare.load.load_source` does.
+(:class:`kit.compare.load.Source`), made from each run's figures (:mod:`kit.compare.figures`,
+computed at ingest and stored by :mod:`kit.index.figures_codec`, checked as they are read) and its
+env.json, with the headline facts of :func:`kit.bundle.envinfo.summarise_environment`. A run's
+results.json is read from the index only if a view asks for it (the HTML page's per-run charts).
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional
 
-from kit.bundle.envinfo import summarise_environment
 from kit.bundle.inert import inert
 from kit.compare.load import Source, _label
 from kit.compare.stats import RatioEstimate, Sample, ratio_estimate
 from kit.errors import SchemaError, UsageError
+from kit.index.figures_codec import Damaged, decode
 from kit.results import ratios
 from kit.results.schema import RunResults
 
@@ -115,19 +115,44 @@ def counts(con: sqlite3.Connection) -> dict:
     return {"bundles": n, "hosts": hosts, "gpus": gpus}
 
 
-def _source(i: int, row: tuple) -> Source:
-    _id, file_name, path, compare_z, env_z, interrupted = row
-    label = f"{inert(file_name)} (index)"
+def _results_loader(index_path: str, bundle_id: int, label: str):
+    """Reads one run's results.json from the index when a view asks for it (the per-run charts of the
+    HTML page): a connection of its own, the schema's check, the index's error for a damaged copy."""
+    def load() -> RunResults:
+        con = sqlite3.connect(f"file:{index_path}?mode=ro", uri=True)
+        try:
+            (results_z,) = con.execute("SELECT results_z FROM bundles WHERE id = ?", (bundle_id,)).fetchone()
+        finally:
+            con.close()
+        try:
+            obj = json.loads(zlib.decompress(results_z))
+        except (zlib.error, ValueError) as exc:
+            raise _damaged(label, exc) from None
+        return RunResults.from_dict(obj, source=f"{label} (results.json)")
+    return load
+
+
+def _damaged(label: str, exc: Exception) -> SchemaError:
+    return SchemaError(f"the index's copy of {label} is damaged ({exc}).",
+                       remedy="Add the bundle to a new index: kit index add --index NEW.sqlite BUNDLE")
+
+
+def _source(i: int, row: tuple, index_path: str) -> Source:
+    bundle_id, file_name, path, figures_z, env_z, interrupted = row
+    label = inert(file_name)
     try:
-        results_obj = json.loads(zlib.decompress(compare_z))
+        figures = decode(figures_z)
         env = json.loads(zlib.decompress(env_z))
-    except (zlib.error, ValueError) as exc:
-        raise SchemaError(f"the index's copy of {inert(file_name)} is damaged ({exc}).",
-                          remedy="Add the bundle to a new index: kit index add --index NEW.sqlite BUNDLE") from None
-    results = RunResults.from_dict(results_obj, source=f"{label} (results.json)")
-    env = env if isinstance(env, dict) and env else (results.environment if isinstance(results.environment, dict) else {})
-    summary = summarise_environment(env, results.config, results.cells)
-    return Source(i, _label(i), Path(path), "index", results, env, summary, bool(interrupted))
+    except (Damaged, zlib.error, ValueError) as exc:
+        raise _damaged(label, exc) from None
+    src = Source(i, _label(i), Path(path), "index", None, env if isinstance(env, dict) else {}, None,
+                 bool(interrupted), figures, _results_loader(index_path, bundle_id, f"{label} (index)"))
+    if not src.environment:
+        # a bundle with an empty env.json: its results.json's environment, as a tarball reads it
+        results_env = src.run_results().environment
+        src.environment = results_env if isinstance(results_env, dict) else {}
+    src.env = figures.environment_summary(src.environment)
+    return src
 
 
 def _pick_baseline(runs: list[dict], baseline: str) -> int:
@@ -159,10 +184,11 @@ def sources(con: sqlite3.Connection, flt: Optional[Filter] = None, baseline: Opt
     for start in range(0, len(ids), 500):  # SQLite's limit on bound parameters
         chunk = ids[start:start + 500]
         for row in con.execute(
-                f"SELECT id, file_name, path, compare_z, env_z, interrupted FROM bundles WHERE id IN ({', '.join('?' * len(chunk))})",
+                f"SELECT id, file_name, path, figures_z, env_z, interrupted FROM bundles WHERE id IN ({', '.join('?' * len(chunk))})",
                 chunk):
             blobs[row[0]] = row
-    return [_source(i, blobs[bid]) for i, bid in enumerate(ids)]
+    index_path = con.execute("PRAGMA database_list").fetchone()[2]
+    return [_source(i, blobs[bid], index_path) for i, bid in enumerate(ids)]
 
 
 # ----------------------------------------------------------------------------- history

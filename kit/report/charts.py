@@ -240,7 +240,7 @@ def comparison_charts(comparison: "Comparison") -> list[tuple[str, str]]:
             )
             out.append((f"Each machine against the baseline, {_group_title(workload, engine)}", svg))
     for src in comparison.sources:
-        for name, svg in run_charts(src.results, suffix=f" — {src.label}: {src.short_name}", id_prefix=f"{src.label}-").items():
+        for name, svg in run_charts(src.run_results(), suffix=f" — {src.label}: {src.short_name}", id_prefix=f"{src.label}-").items():
             if name.endswith("-throughput.svg"):
                 continue  # the time chart carries the same information per machine
             out.append((f"{src.label}: {src.short_name}", svg))

@@ -64,15 +64,23 @@ def metric_values(cell: Any, metric: str) -> List[float]:
     return []
 
 
+def median_of(values: Iterable[Any]) -> Optional[float]:
+    """The median of the finite numbers among ``values``; None when there are none."""
+    xs = finite_values(values)
+    return statistics.median(xs) if xs else None
+
+
 def ratio_of_medians(num: Iterable[Any], den: Iterable[Any]) -> Optional[float]:
     """median(num) ÷ median(den), or None when either is empty or den's median is 0."""
-    a, b = finite_values(num), finite_values(den)
-    if not a or not b:
+    return ratio_of(median_of(num), median_of(den))
+
+
+def ratio_of(a: Optional[float], b: Optional[float]) -> Optional[float]:
+    """``a / b`` for two medians already taken (:func:`median_of`): :func:`ratio_of_medians` when a
+    caller holds the medians (a fleet's comparison divides every machine's by the baseline's)."""
+    if a is None or b is None or b == 0:
         return None
-    mb = statistics.median(b)
-    if mb == 0:
-        return None
-    return statistics.median(a) / mb
+    return a / b
 
 
 def speedup_over_fp32(cell: Any, fp32_cell: Any) -> Optional[float]:

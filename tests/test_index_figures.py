@@ -1,7 +1,7 @@
-"""The index stores only the part of each results.json a comparison reads (kit.compare.projection):
-every view of `kit compare` is the same from the index as from the tarballs, on the committed H200
-references (measured runs of every suite: CIFAR with its batch curves, GPT and the LSTM, in
-throughput and convergence mode, on both LSTM engines)."""
+"""The index stores each run's figures (kit.compare.figures, computed at ingest) and `kit compare
+--index` reads them instead of the results: every view of `kit compare` is the same from the index
+as from the tarballs, on the committed H200 references (measured runs of every suite: CIFAR with
+its batch curves, GPT and the LSTM, in throughput and convergence mode, on both LSTM engines)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from fixtures.cli import run_main
-from kit.compare.projection import project
 
 ROOT = Path(__file__).resolve().parents[1]
 H200 = ROOT / "references" / "h200"
@@ -41,7 +40,7 @@ def indexes(tmp_path_factory) -> dict:
     from kit.index.db import open_index
     from kit.index.ingest import add_bundles
 
-    root = tmp_path_factory.mktemp("projection")
+    root = tmp_path_factory.mktemp("figures")
     out = {}
     for name, files in list(PAIRS.items()) + [("all", ALL)]:
         con = open_index(root / f"{name}.sqlite", create=True)
@@ -95,37 +94,46 @@ def test_every_view_from_the_index_is_the_view_of_the_tarballs(name, indexes, ca
         assert from_index["html"].count("<svg") > 2
 
 
-def test_the_projection_is_a_small_part_of_the_results():
-    """What is left out is what no view reads: the H200 reference keeps a few tenths of its size,
-    every cell, and each cell's identity and measures."""
-    import tarfile
+def test_the_stored_figures_read_back_as_computed_and_are_a_small_part_of_the_results():
+    """kit.index.figures_codec: what is stored reads back equal to what kit.compare.figures computed,
+    for every reference run, at a small part of its results.json."""
+    from kit.bundle.safe_open import RESULTS_NAME, open_bundle
+    from kit.compare.figures import run_figures
+    from kit.index.figures_codec import decode, encode
 
-    with tarfile.open(H200 / PAIRS["cifar"][0]) as tar:
-        member = next(m for m in tar.getmembers() if m.name.endswith("/results.json"))
-        raw = tar.extractfile(member).read()
-    full = json.loads(raw)
-    slim = project(full)
-    assert len(json.dumps(slim)) < 0.2 * len(raw)
-    ident = ("workload", "model", "precision", "engine", "status", "params")
-    assert [[c[k] for k in ident] for c in slim["cells"]] == [[c[k] for k in ident] for c in full["cells"]]
-    assert "derived" not in slim and "environment" not in slim and all("notes" not in c for c in slim["cells"])
-    ok = next(c for c in full["cells"] if c["status"] == "ok")
-    kept = slim["cells"][full["cells"].index(ok)]
-    assert [r["throughput_items_per_s"] for r in kept["repeats"]] == [r["throughput_items_per_s"] for r in ok["repeats"]]
+    for name in ALL:
+        bundle = open_bundle(H200 / name)
+        figures = run_figures(bundle.results)
+        blob = encode(figures)
+        assert decode(blob) == figures, name
+        assert len(zlib.decompress(blob)) < 0.15 * len(bundle.files[RESULTS_NAME]), name
+        assert [c.key for c in figures.cells] == [
+            tuple(c.cell_id.split("/")) for c in bundle.results.cells], name
 
 
-def test_an_index_of_the_first_schema_is_migrated_once_and_compares_the_same(indexes, capsys, monkeypatch, tmp_path):
-    """An index made by the kit before the projection (schema v1, no compare_z) is brought to the
-    current schema when it is opened, in one transaction, and compares as a new one does."""
-    from kit.index import db
-
-    old = tmp_path / "v1.sqlite"
-    old.write_bytes(indexes["lstm"].read_bytes())
-    con = sqlite3.connect(old)
-    con.execute("ALTER TABLE bundles DROP COLUMN compare_z")  # what the first schema had
-    con.execute("PRAGMA user_version = 1")
+def _older_schema(index: Path, to: Path, version: int) -> None:
+    """A copy of ``index`` as a kit of schema ``version`` left it: v2 had compare_z and no figures_z
+    (its compare_z is left as this kit keeps it, empty: nothing reads it), v1 neither."""
+    to.write_bytes(index.read_bytes())
+    con = sqlite3.connect(to)
+    con.execute("ALTER TABLE bundles DROP COLUMN figures_z")
+    if version < 2:
+        con.execute("ALTER TABLE bundles DROP COLUMN compare_z")
+    con.execute(f"PRAGMA user_version = {version}")
     con.commit()
     con.close()
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_an_index_of_an_older_schema_is_migrated_once_and_compares_the_same(indexes, capsys, monkeypatch, tmp_path,
+                                                                           version):
+    """An index made by an older kit (schema v1: no compare_z; v2: no figures_z) is brought to the
+    current schema when it is opened, in one transaction: each run's figures computed from the
+    results.json it holds; it then compares as a new one does."""
+    from kit.index import db
+
+    old = tmp_path / f"v{version}.sqlite"
+    _older_schema(indexes["lstm"], old, version)
     code, new_json, err = run_main(["compare", "--index", str(old), "--json"], capsys, monkeypatch)
     assert code == 0, err
     assert new_json == run_main(["compare", "--index", str(indexes["lstm"]), "--json"], capsys, monkeypatch)[1]
@@ -133,26 +141,23 @@ def test_an_index_of_the_first_schema_is_migrated_once_and_compares_the_same(ind
     try:
         assert con.execute("PRAGMA user_version").fetchone()[0] == db.SCHEMA_VERSION
         meta = dict(con.execute("SELECT key, value FROM meta"))
-        assert any(re.fullmatch(r"migrated_v1_to_v\d+", k) for k in meta)
-        stored = [json.loads(zlib.decompress(z)) for (z,) in con.execute("SELECT compare_z FROM bundles")]
-        assert len(stored) == 2 and all(s["cells"] for s in stored)
+        assert f"migrated_v{version}_to_v{db.SCHEMA_VERSION}" in meta
+        stored = [z for (z,) in con.execute("SELECT figures_z FROM bundles")]
+        new = [z for (z,) in sqlite3.connect(indexes["lstm"]).execute("SELECT figures_z FROM bundles")]
+        assert len(stored) == 2 and stored == new
+        assert {z for (z,) in con.execute("SELECT compare_z FROM bundles")} == {b""}
     finally:
         con.close()
 
 
-def test_a_first_schema_index_that_cannot_be_written_is_one_line_naming_the_update(indexes, capsys, monkeypatch, tmp_path):
-    """A v1 index this process may not write (a read-only file or mount: here SQLite's query_only, which
+def test_an_older_schema_index_that_cannot_be_written_is_one_line_naming_the_update(indexes, capsys, monkeypatch, tmp_path):
+    """An older index this process may not write (a read-only file or mount: here SQLite's query_only, which
     refuses every write as a read-only file does, and holds as root too) is one line, exit 1, and
     stays as it was."""
     from kit.index import db
 
     old = tmp_path / "v1.sqlite"
-    old.write_bytes(indexes["lstm"].read_bytes())
-    con = sqlite3.connect(old)
-    con.execute("ALTER TABLE bundles DROP COLUMN compare_z")
-    con.execute("PRAGMA user_version = 1")
-    con.commit()
-    con.close()
+    _older_schema(indexes["lstm"], old, 1)
     before = old.read_bytes()
     connect = db._connect
 
@@ -168,32 +173,24 @@ def test_a_first_schema_index_that_cannot_be_written_is_one_line_naming_the_upda
     assert old.read_bytes() == before
 
 
-def test_a_damaged_copy_in_a_first_schema_index_is_named_after_the_migration_not_a_traceback(indexes, capsys, monkeypatch,
-                                                                                           tmp_path):
-    old = tmp_path / "v1.sqlite"
-    old.write_bytes(indexes["lstm"].read_bytes())
+@pytest.mark.parametrize("damage", [zlib.compress(b"[1, 2]"), b"not zlib"])
+def test_a_damaged_copy_in_an_older_schema_index_is_named_after_the_migration_not_a_traceback(
+        indexes, capsys, monkeypatch, tmp_path, damage):
+    """A stored results.json that is not the kit's (or not even zlib) gets no figures when the index
+    is migrated; the migration completes, and compare names that run's copy damaged (exit 4)."""
+    old = tmp_path / "v2.sqlite"
+    _older_schema(indexes["lstm"], old, 2)
     con = sqlite3.connect(old)
-    con.execute("ALTER TABLE bundles DROP COLUMN compare_z")
-    con.execute("PRAGMA user_version = 1")
-    con.execute("UPDATE bundles SET results_z = ? WHERE id = (SELECT MIN(id) FROM bundles)", (zlib.compress(b"[1, 2]"),))
+    con.execute("UPDATE bundles SET results_z = ? WHERE id = (SELECT MIN(id) FROM bundles)", (damage,))
     con.commit()
     con.close()
     code, out, err = run_main(["compare", "--index", str(old), "--json"], capsys, monkeypatch)
-    # the schema error of the results file, naming the run's bundle (exit 4), as from a tarball
-    assert code == 4 and "(index)" in err and "not a kit results file" in err and "Traceback" not in err
+    assert code == 4 and "is damaged" in err and "Traceback" not in err
     con = sqlite3.connect(old)
     try:  # migrated all the same
         from kit.index.db import SCHEMA_VERSION
 
         assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        assert sorted(len(z) > 0 for (z,) in con.execute("SELECT figures_z FROM bundles")) == [False, True]
     finally:
         con.close()
-    # a copy that is not even zlib stays without a projection, and compare names it damaged
-    con = sqlite3.connect(old)
-    con.execute("UPDATE bundles SET compare_z = x'', results_z = ? WHERE id = (SELECT MIN(id) FROM bundles)", (b"not zlib",))
-    con.execute("ALTER TABLE bundles DROP COLUMN compare_z")
-    con.execute("PRAGMA user_version = 1")
-    con.commit()
-    con.close()
-    code, out, err = run_main(["compare", "--index", str(old), "--json"], capsys, monkeypatch)
-    assert code == 4 and "damaged" in err and "Traceback" not in err
