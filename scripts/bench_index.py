@@ -158,6 +158,8 @@ def main() -> None:
     args = ap.parse_args()
     kit = [sys.executable, "-m", "kit"]
     env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="120")
+    speed = python_speed()
+    print(f"this machine's Python speed: a 10M-step loop in {speed:.2f} s (best of 3)", flush=True)
     work = Path(tempfile.mkdtemp(prefix="kit-bench-index-"))
     try:
         bundles = work / "bundles"
@@ -196,7 +198,7 @@ def main() -> None:
             "bundle_kib_median": round(sorted(sizes)[len(sizes) // 2] / 1024, 1),
             "making_bundles_s": round(made_s, 1),
             "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
-                        "processor": _cpu_name()},
+                        "processor": _cpu_name(), "python_loop_10M_s": speed},
             "best_of_rounds": {
                 "add_s": best("add", "wall_s"), "add_s_per_bundle": round(best("add", "wall_s") / args.bundles, 4),
                 "add_peak_rss_mib": best("add", "peak_rss_mib"), "re_add_no_op_s": best("re_add_no_op", "wall_s"),
@@ -215,6 +217,20 @@ def main() -> None:
         print(f"wrote {target}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def python_speed() -> float:
+    """Seconds for a fixed pure-Python loop (10 million additions), best of 3: how fast this machine
+    runs the interpreter today. The CI kind of machine varies by 2x between days; the figures above
+    scale with this one, so two runs of the benchmark are compared through it."""
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        total = 0
+        for i in range(10_000_000):
+            total += i
+        best = min(best, time.perf_counter() - t0)
+    return round(best, 3)
 
 
 def _cpu_name() -> str:

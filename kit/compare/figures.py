@@ -9,9 +9,9 @@ uses (:mod:`kit.compare.measures`, :mod:`kit.compare.stats`, :func:`kit.results.
 its cell, the gap to its final metric) and the warnings.
 
 ``kit compare`` computes a run's figures when it reads a tarball; ``kit index add`` computes them
-at ingest and the index stores them (:mod:`kit.index.figures_store`), so ``kit compare --index``
+at ingest and the index stores them (:mod:`kit.index.figures_codec`), so ``kit compare --index``
 of 200 runs reads numbers instead of re-deriving them from 200 results.json files.
-``tests/test_index_projection.py`` checks that every view is the same either way.
+``tests/test_index_figures.py`` checks that every view is the same either way.
 """
 
 from __future__ import annotations

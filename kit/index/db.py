@@ -99,7 +99,7 @@ def figures_z(results_json: bytes) -> bytes:
     return encode(run_figures(RunResults.from_dict(json.loads(results_json), source="results.json")))
 
 
-def _add_projection(con: sqlite3.Connection) -> None:
+def _add_compare_column(con: sqlite3.Connection) -> None:
     """v1 -> v2: ``bundles.compare_z``. Kits of schema v2 stored there the part of each results.json a
     comparison read; from v3 on nothing reads it (the figures replace it) and it is left empty."""
     con.execute("ALTER TABLE bundles ADD COLUMN compare_z BLOB NOT NULL DEFAULT x''")
@@ -124,7 +124,7 @@ def _add_figures(con: sqlite3.Connection) -> None:
 
 #: (version it makes, what it does, the step): each changes the schema of the version before it
 MIGRATIONS = (
-    (2, "add compare_z (read by the kits of schema v2 only)", _add_projection),
+    (2, "add compare_z (read by the kits of schema v2 only)", _add_compare_column),
     (3, "store each run's figures, what a comparison reads of it (figures_z)", _add_figures),
 )
 
