@@ -164,7 +164,9 @@ class Comparison:
                     out.append(Regression(row.cell_id, src.label, est))
         return out
 
-    def to_dict(self) -> dict:
+    def to_dict(self, rows: Any = None) -> dict:
+        """Everything, as JSON values; ``rows``: put this under "rows" instead of the rows' dicts
+        (kit.compare.render.to_json passes them already written)."""
         return {
             "method": self.method,
             "baseline": self.baseline_source.label,
@@ -174,20 +176,19 @@ class Comparison:
             "warnings": [w.to_dict() for w in self.warnings],
             "not_comparable": list(self.not_comparable),
             "not_compared_by_reason": [{"reason": r, "cells": n} for r, n in self.not_compared_by_reason()],
-            "rows": [
-                {
-                    "cell_id": r.cell_id,
-                    "workload": r.workload,
-                    "model": r.model,
-                    "precision": r.precision,
-                    "engine": r.engine,
-                    "throughput_unit": r.unit,
-                    "machines": {
-                        s.label: (mc.to_dict() if mc else None) for s, mc in zip(self.sources, r.machines)
-                    },
-                }
-                for r in self.rows
-            ],
+            "rows": [self.row_dict(r) for r in self.rows] if rows is None else rows,
+        }
+
+    def row_dict(self, r: Row) -> dict:
+        """One row as ``to_dict`` lists it."""
+        return {
+            "cell_id": r.cell_id,
+            "workload": r.workload,
+            "model": r.model,
+            "precision": r.precision,
+            "engine": r.engine,
+            "throughput_unit": r.unit,
+            "machines": {s.label: (mc.to_dict() if mc else None) for s, mc in zip(self.sources, r.machines)},
         }
 
 

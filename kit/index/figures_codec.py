@@ -116,11 +116,14 @@ def _cell(row, params: list) -> CellFigures:
     if type(row) is not list or len(row) not in (4, _OK_ROW):
         raise Damaged("a cell is not a row of the kit's form")
     key = row[0]
-    if type(key) is not list or len(key) < 4 or any(type(x) is not str for x in key):
+    try:  # str.join: a TypeError unless every part is text
+        what = "/".join(key) if type(key) is list and len(key) >= 4 else None
+    except TypeError:
+        what = None
+    if what is None:
         raise Damaged("a cell's key is not 4 or more names")
     key = tuple(key)
     status, reason, data_source = row[1], row[2], row[3]
-    what = "/".join(key)
     if type(status) is not str or (status == "ok") != (len(row) == _OK_ROW):
         raise Damaged(f"{what}: the status does not match the row")
     _text(reason, what), _text(data_source, what)
@@ -132,8 +135,11 @@ def _cell(row, params: list) -> CellFigures:
         raise Damaged(f"{what}: its params are not in the table")
     if parity is not None and type(parity) is not dict:
         raise Damaged(f"{what}: its parity row is not an object")
-    if type(flags) is not list or any(type(x) is not str for x in flags):
-        raise Damaged(f"{what}: its flags are not text")
+    try:
+        if type(flags) is not list or type("".join(flags)) is not str:
+            raise TypeError
+    except TypeError:
+        raise Damaged(f"{what}: its flags are not text") from None
     if energy is not None and type(energy) is not float and type(energy) is not int:
         raise Damaged(f"{what}: its energy is not a number")
     _text(unit, what), _text(busy, what)
