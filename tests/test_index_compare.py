@@ -192,3 +192,23 @@ def test_where_gpu_by_its_model_name_alone(indexed, capsys, monkeypatch):
     index, _ = indexed
     cmp = _json(["compare", "--index", str(index), "--where", "gpu=gpu a", "--json"], capsys, monkeypatch)
     assert [s["gpu"] for s in cmp["sources"]] == ["Fixture GPU A"] * 3
+
+
+def test_the_command_line_ends_at_once_with_its_output_whole_and_its_exit_code(indexed, capsys, monkeypatch, tmp_path):
+    """`kit compare` on the command line ends without freeing the comparison (kit.cli.main._exit_now):
+    its output is all there, flushed, the same as in-process, and its exit code is kept (5 here: one
+    input failed verification; the others were compared)."""
+    from test_index_fixtures import kit_cli
+
+    index, bundles = indexed
+    broken = tmp_path / "broken.tar.gz"
+    broken.write_bytes(b"not a gzip file")
+    got = kit_cli("compare", *map(str, bundles), str(broken), "--json")
+    monkeypatch.setenv("COLUMNS", "200")
+    code, out, err = run_main(["compare", *map(str, bundles), str(broken), "--json"], capsys)
+    assert (got.returncode, code) == (5, 5), got.stderr
+    assert json.loads(got.stdout) == json.loads(out) and got.stdout == out
+    assert "refused" in got.stderr and "Traceback" not in got.stderr
+    tables = kit_cli("compare", "--index", str(index))
+    assert tables.returncode == 0 and tables.stdout.rstrip().endswith(
+        run_main(["compare", "--index", str(index)], capsys)[1].rstrip().splitlines()[-1])

@@ -90,6 +90,9 @@ def compare(
             err.print(f"HTML report: {html}")
         if pct is not None:
             check_regressions(cmp, pct)
+        from kit.cli.main import keep_until_exit
+
+        keep_until_exit(cmp)  # the command line ends without freeing it (a fleet's is a million objects)
         if cmp.refused:
             # the others were compared and printed; the exit code still says an input was refused:
             # the first refused input's own (5 for a bundle that fails verification, 4 for a schema error)

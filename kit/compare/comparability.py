@@ -138,10 +138,16 @@ def warnings_for(sources: list[Source], rows: list) -> list[CompareWarning]:
                 by_kind.setdefault("+".join(sorted(v)), []).append(label)
             desc = _fmt_values(by_kind)
         out.append(CompareWarning("data", f"real and synthetic data are mixed ({desc}): loader costs differ; compare throughput with care."))
+    # each row's machines' params, where they are not all equal (mostly they are: one dict comparison)
+    differing = []
+    for row in rows:
+        ps = [mc.params or {} for mc in row.machines if mc and mc.status == "ok"]
+        if any(p != ps[0] for p in ps):
+            differing.append((row, ps))
     for param in ("batch_size", "image_size", "steps", "bptt", "learner"):
         diff_cells = []
-        for row in rows:
-            vals = {(mc.params or {}).get(param) for mc in row.machines if mc and mc.status == "ok"}
+        for row, ps in differing:
+            vals = {p.get(param) for p in ps}
             if len(vals) > 1:
                 diff_cells.append(row.cell_id)
         if diff_cells:
@@ -160,7 +166,8 @@ def warnings_for(sources: list[Source], rows: list) -> list[CompareWarning]:
     for flag, kind, text in (("throttled", "throttled", "the GPU throttled (power or thermal) during"), ("high ", "noisy", "repeats varied by 10% or more (epoch-time or throughput CV) in")):
         flagged = []
         for s, idx in zip(sources, range(len(sources))):
-            hits = [r.cell_id for r in rows if r.machines[idx] and any(f.startswith(flag) for f in r.machines[idx].flags)]
+            hits = [r.cell_id for r in rows
+                    if r.machines[idx] and r.machines[idx].flags and any(f.startswith(flag) for f in r.machines[idx].flags)]
             if hits:
                 more = f" and {len(hits) - 3} more" if len(hits) > 3 else ""
                 flagged.append((s.label, hits, CompareWarning(kind, f"{s.label}: {text} {', '.join(hits[:3])}{more}.")))

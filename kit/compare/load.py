@@ -13,7 +13,7 @@ from kit.errors import KitError, UsageError
 from kit.results.schema import RunResults
 
 
-@dataclass
+@dataclass(eq=False)  # one input: the same source is the same object (never compared field by field)
 class Source:
     index: int
     label: str  # "A", "B", ... in the order given (baseline first)
