@@ -127,13 +127,13 @@ WRAP = ("import json, os, subprocess, sys; p = subprocess.Popen(sys.argv[2:]); _
         "'cpu_s': ru.ru_utime + ru.ru_stime}))")
 
 
-def timed(cmd: list, stdout=subprocess.DEVNULL, env=None) -> dict:
+def timed(cmd: list, stdout=subprocess.DEVNULL, env=None, cwd: Path = ROOT) -> dict:
     """Wall seconds and peak RSS (MiB) of one command in a process of its own."""
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as fh:
         report = Path(fh.name)
     try:
         t0 = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-c", WRAP, str(report), *map(str, cmd)], cwd=ROOT, stdout=stdout,
+        proc = subprocess.run([sys.executable, "-c", WRAP, str(report), *map(str, cmd)], cwd=cwd, stdout=stdout,
                               stderr=subprocess.PIPE, env=env)
         wall = time.perf_counter() - t0
         got = json.loads(report.read_text())
@@ -157,31 +157,39 @@ def main() -> None:
     ap.add_argument("--shape", choices=("small", "h200"), default="small")
     args = ap.parse_args()
     kit = [sys.executable, "-m", "kit"]
-    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="120")
-    speed = python_speed()
-    print(f"this machine's Python speed: a 10M-step loop in {speed:.2f} s (best of 3)", flush=True)
     work = Path(tempfile.mkdtemp(prefix="kit-bench-index-"))
+    # the commands run a copy of the kit's code compiled once, as `pip install` leaves it (where
+    # PYTHONDONTWRITEBYTECODE is set, as on the CI machines, a source checkout is compiled again by
+    # every command; the libraries' own bytecode is the installed one either way)
+    env = dict(os.environ, PYTHONPATH=str(work / "src"), COLUMNS="120")
     try:
+        shutil.copytree(ROOT / "kit", work / "src" / "kit", ignore=shutil.ignore_patterns("__pycache__"))
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(work / "src" / "kit")], check=True,
+                       stdout=subprocess.DEVNULL)
+        speed = python_speed()
+        print(f"this machine's Python speed: a 10M-step loop in {speed:.2f} s (best of 3)", flush=True)
         bundles = work / "bundles"
         made_s = make_bundles(args.shape, args.bundles, args.hosts, bundles)
         sizes = [p.stat().st_size for p in bundles.glob("*.tar.gz")]
         rounds = []
         for r in range(args.rounds):
             index = work / f"index-{r}.sqlite"
-            add = timed(kit + ["index", "add", "--index", str(index), str(bundles)], env=env)
-            again = timed(kit + ["index", "add", "--index", str(index), str(bundles)], env=env)
+            add = timed(kit + ["index", "add", "--index", str(index), str(bundles)], env=env, cwd=work)
+            again = timed(kit + ["index", "add", "--index", str(index), str(bundles)], env=env, cwd=work)
             # the first M runs by date: the index's own order; --since picks them without naming files
             sub = work / f"sub-{r}.sqlite"
             first = sorted(bundles.glob("*.tar.gz"), key=lambda p: (int(p.name.split("_run")[1][:3]), p.name))[:args.compare]
-            timed(kit + ["index", "add", "--index", str(sub), *map(str, first)], env=env)
+            timed(kit + ["index", "add", "--index", str(sub), *map(str, first)], env=env, cwd=work)
+            loop_s = python_speed()  # how fast the machine is just before the compares (it varies)
             with open(work / "compare.json", "wb") as fh:
-                cmp_json = timed(kit + ["compare", "--index", str(sub), "--json"], stdout=fh, env=env)
+                cmp_json = timed(kit + ["compare", "--index", str(sub), "--json"], stdout=fh, env=env, cwd=work)
             with open(work / "compare.txt", "wb") as fh:
-                cmp_text = timed(kit + ["compare", "--index", str(sub)], stdout=fh, env=env)
+                cmp_text = timed(kit + ["compare", "--index", str(sub)], stdout=fh, env=env, cwd=work)
             n_sources = len(json.loads((work / "compare.json").read_text())["sources"])
-            rounds.append({"add": add, "re_add_no_op": again, "compare_json": cmp_json, "compare_terminal": cmp_text,
+            rounds.append({"python_loop_10M_s": loop_s, "add": add, "re_add_no_op": again, "compare_json": cmp_json,
+                           "compare_terminal": cmp_text,
                            "compared_runs": n_sources, "index_mib": round(index.stat().st_size / 2**20, 1)})
-            print(f"round {r + 1}: add {args.bundles} {add['wall_s']:.1f} s ({add['peak_rss_mib']:.0f} MiB), "
+            print(f"round {r + 1} (loop {loop_s:.2f} s): add {args.bundles} {add['wall_s']:.1f} s ({add['peak_rss_mib']:.0f} MiB), "
                   f"no-op re-add {again['wall_s']:.1f} s, compare --index of {n_sources} --json {cmp_json['wall_s']:.2f} s "
                   f"({cmp_json['peak_rss_mib']:.0f} MiB), tables {cmp_text['wall_s']:.2f} s ({cmp_text['peak_rss_mib']:.0f} MiB)",
                   flush=True)
