@@ -306,7 +306,18 @@ def bundle_on_host(run_dir: Path, results_dir: Path) -> Path | None:
         from kit.report.export import export_run
     except ImportError:
         return None
-    return export_run(run_dir, results_dir)
+    bundle = export_run(run_dir, results_dir)
+    give_to_folder_owner(bundle, results_dir)
+    return bundle
+
+
+def give_to_folder_owner(path: Path, folder: Path) -> None:
+    """A file the host wrote as root (`sudo kit launch`) into a results folder another user owns
+    gets that owner, as everything the container writes there has."""
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        st = Path(folder).stat()
+        if st.st_uid != 0:
+            os.chown(path, st.st_uid, st.st_gid)
 
 
 # -- the whole thing ------------------------------------------------------------
