@@ -123,38 +123,66 @@ def test_history_of_an_unknown_host_or_cell_is_one_line(indexed, capsys, monkeyp
     assert code == 2 and "has no such cell" in err
 
 
-def _edited_figures(index, edit) -> bytes:
-    """The first run's stored figures with ``edit`` applied to their JSON (the damage under test)."""
+def _edited_figures(index, edit, trim: int = 0) -> bytes:
+    """The first run's stored figures (kit.index.figures_codec: the JSON part's length, the JSON
+    part, the packed numbers) with ``edit(doc, numbers)`` applied to them and ``trim`` bytes cut off
+    the end (the damage under test)."""
     import sqlite3
+    import struct
     import zlib
+    from array import array
 
     con = sqlite3.connect(index)
     (blob,) = con.execute("SELECT figures_z FROM bundles WHERE id = (SELECT MIN(id) FROM bundles)").fetchone()
     con.close()
-    doc = json.loads(zlib.decompress(blob))
-    edit(doc)
-    return zlib.compress(json.dumps(doc).encode())
+    raw = zlib.decompress(blob)
+    (size,) = struct.unpack_from("<I", raw)
+    doc, nums = json.loads(raw[4:4 + size]), array("d", raw[4 + size:]).tolist()
+    edit(doc, nums)
+    text = json.dumps(doc).encode()
+    raw = struct.pack("<I", len(text)) + text + array("d", nums).tobytes()
+    return zlib.compress(raw[:len(raw) - trim])
 
 
 def _ok_row(doc) -> list:
     return next(c for c in doc["cells"] if c[1] == "ok")
 
 
+def _first_value_infinite(doc, nums) -> None:
+    """The first ok cell's first throughput value (after its samples and energy) made infinite."""
+    for row in doc["cells"]:
+        if row[1] == "ok":
+            tp_n, ep_n, fm_n, n_tp, n_ep, bits = row[10]
+            assert n_tp, "the fixture's first ok cell has throughput values"
+            nums[5 * sum(1 for n in (tp_n, ep_n, fm_n) if n) + (bits & 1)] = float("inf")
+            return
+        # the cells before it store no numbers
+
+
+def _shape(i, value):
+    return lambda d, n: _ok_row(d)[10].__setitem__(i, value)
+
+
 DAMAGES = {
     "not zlib": lambda index: b"not zlib",
     "empty": lambda index: b"",
     "not the form": lambda index: zlib.compress(b'{"cells": 3}'),
-    "another format": lambda index: _edited_figures(index, lambda d: d.update(format=99)),
-    "a cell cut short": lambda index: _edited_figures(index, lambda d: _ok_row(d).pop()),
-    "text for a number": lambda index: _edited_figures(index, lambda d: _ok_row(d)[7].__setitem__(1, "fast")),
-    "a count that is not one": lambda index: _edited_figures(index, lambda d: _ok_row(d)[7].__setitem__(0, 2.5)),
+    "another format": lambda index: _edited_figures(index, lambda d, n: d.update(format=99)),
+    "a cell cut short": lambda index: _edited_figures(index, lambda d, n: _ok_row(d).pop()),
+    "text for a count": lambda index: _edited_figures(index, _shape(0, "3")),
+    "a count that is not one": lambda index: _edited_figures(index, _shape(0, 2.5)),
+    "a negative count": lambda index: _edited_figures(index, _shape(3, -1)),
+    "a shape of five": lambda index: _edited_figures(index, lambda d, n: _ok_row(d)[10].pop()),
+    "unknown presence bits": lambda index: _edited_figures(index, _shape(5, 4096)),
     "an unknown verdict": lambda index: _edited_figures(
-        index, lambda d: next(c for c in d["cells"] if len(c) > 4 and c[16])[16].__setitem__(5, "<b>sure</b>")),
-    "params out of the table": lambda index: _edited_figures(index, lambda d: _ok_row(d).__setitem__(5, 99)),
-    "text among the values": lambda index: _edited_figures(index, lambda d: _ok_row(d)[12].append("NaN")),
-    "a value that is not finite": lambda index: _edited_figures(index, lambda d: _ok_row(d)[12].append(float("inf"))),
-    "a key of one part": lambda index: _edited_figures(index, lambda d: _ok_row(d).__setitem__(0, ["cifar"])),
-    "flags that are not text": lambda index: _edited_figures(index, lambda d: _ok_row(d).__setitem__(11, [1])),
+        index, lambda d, n: next(c for c in d["cells"] if len(c) > 4 and c[8]).__setitem__(8, "<b>sure</b>")),
+    "params out of the table": lambda index: _edited_figures(index, lambda d, n: _ok_row(d).__setitem__(5, 99)),
+    "numbers missing": lambda index: _edited_figures(index, lambda d, n: n.pop()),
+    "numbers left over": lambda index: _edited_figures(index, lambda d, n: n.append(1.0)),
+    "numbers cut mid-way": lambda index: _edited_figures(index, lambda d, n: None, trim=3),
+    "a value that is not finite": lambda index: _edited_figures(index, _first_value_infinite),
+    "a key of one part": lambda index: _edited_figures(index, lambda d, n: _ok_row(d).__setitem__(0, ["cifar"])),
+    "flags that are not text": lambda index: _edited_figures(index, lambda d, n: _ok_row(d).__setitem__(7, [1])),
 }
 
 

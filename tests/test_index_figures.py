@@ -112,11 +112,16 @@ def test_the_stored_figures_read_back_as_computed_and_are_a_small_part_of_the_re
 
 
 def _older_schema(index: Path, to: Path, version: int) -> None:
-    """A copy of ``index`` as a kit of schema ``version`` left it: v2 had compare_z and no figures_z
-    (its compare_z is left as this kit keeps it, empty: nothing reads it), v1 neither."""
+    """A copy of ``index`` as a kit of schema ``version`` left it: v3 stored the figures in their
+    first form (JSON text, format 1: here a stand-in of that format, which no step reads), v2 had
+    compare_z and no figures_z (its compare_z is left as this kit keeps it, empty: nothing reads it),
+    v1 neither."""
     to.write_bytes(index.read_bytes())
     con = sqlite3.connect(to)
-    con.execute("ALTER TABLE bundles DROP COLUMN figures_z")
+    if version == 3:
+        con.execute("UPDATE bundles SET figures_z = ?", (zlib.compress(b'{"format": 1, "cells": []}'),))
+    else:
+        con.execute("ALTER TABLE bundles DROP COLUMN figures_z")
     if version < 2:
         con.execute("ALTER TABLE bundles DROP COLUMN compare_z")
     con.execute(f"PRAGMA user_version = {version}")
@@ -124,12 +129,12 @@ def _older_schema(index: Path, to: Path, version: int) -> None:
     con.close()
 
 
-@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("version", [1, 2, 3])
 def test_an_index_of_an_older_schema_is_migrated_once_and_compares_the_same(indexes, capsys, monkeypatch, tmp_path,
                                                                            version):
-    """An index made by an older kit (schema v1: no compare_z; v2: no figures_z) is brought to the
-    current schema when it is opened, in one transaction: each run's figures computed from the
-    results.json it holds; it then compares as a new one does."""
+    """An index made by an older kit (schema v1: no compare_z; v2: no figures_z; v3: the figures in
+    their first form) is brought to the current schema when it is opened, in one transaction: each
+    run's figures computed from the results.json it holds; it then compares as a new one does."""
     from kit.index import db
 
     old = tmp_path / f"v{version}.sqlite"

@@ -36,7 +36,7 @@ from kit.errors import KitError, UsageError
 #: "mpkt" as a big-endian 32-bit integer: SQLite's application id field for this kit's index files
 APPLICATION_ID = 0x6D706B74
 APPLICATION = "mpkit results index"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 #: how long a writer waits for another's transaction before giving up (many nodes may add at once)
 BUSY_TIMEOUT_S = 120.0
 
@@ -107,18 +107,25 @@ def _add_compare_column(con: sqlite3.Connection) -> None:
 
 def _add_figures(con: sqlite3.Connection) -> None:
     """v2 -> v3: ``bundles.figures_z``, each run's figures (what a comparison reads of it, computed
-    once: kit.compare.figures), made from each stored results.json; compare_z is emptied."""
-    from kit.errors import KitError
-
+    once: kit.compare.figures); compare_z is emptied. The figures themselves are computed by the
+    step to v4, which every migration from v2 or older also takes (computed once, in today's form)."""
     con.execute("ALTER TABLE bundles ADD COLUMN figures_z BLOB NOT NULL DEFAULT x''")
     con.execute("UPDATE bundles SET compare_z = x''")
+
+
+def _store_figures(con: sqlite3.Connection) -> None:
+    """Each run's figures (re)computed from its stored results.json, in today's stored form; a run
+    whose copy is damaged gets none (compare names it when it reads it: b"" is not the form).
+    v3 -> v4: the figures' numbers packed as float64 (kit.index.figures_codec, format 2)."""
+    from kit.errors import KitError
+
     ids = [r[0] for r in con.execute("SELECT id FROM bundles")]
     for bundle_id in ids:  # one at a time: a large index is not held in memory at once
         (results_z,) = con.execute("SELECT results_z FROM bundles WHERE id = ?", (bundle_id,)).fetchone()
         try:
             figures = figures_z(zlib.decompress(results_z))
         except (zlib.error, ValueError, TypeError, AttributeError, KitError):
-            continue  # a damaged copy stays damaged: compare names it when it reads it (b"" is not the form)
+            figures = b""  # a damaged copy stays damaged
         con.execute("UPDATE bundles SET figures_z = ? WHERE id = ?", (figures, bundle_id))
 
 
@@ -126,6 +133,7 @@ def _add_figures(con: sqlite3.Connection) -> None:
 MIGRATIONS = (
     (2, "add compare_z (read by the kits of schema v2 only)", _add_compare_column),
     (3, "store each run's figures, what a comparison reads of it (figures_z)", _add_figures),
+    (4, "store the figures' numbers packed (figures format 2)", _store_figures),
 )
 
 

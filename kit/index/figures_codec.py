@@ -1,53 +1,60 @@
-"""How the index stores a run's figures (kit.compare.figures.RunFigures): compact JSON, zlib, checked
-when read.
+"""How the index stores a run's figures (kit.compare.figures.RunFigures): its numbers packed as
+float64, the rest as compact JSON, zlib, checked when read.
 
 ``kit index add`` computes each run's figures once (:func:`kit.compare.figures.run_figures`, the
 functions every view uses) and stores them in ``bundles.figures_z``; ``kit compare --index`` reads
-them back (:func:`decode`) instead of re-reading and re-deriving 200 results.json files. The form:
+them back (:func:`decode`) instead of re-reading and re-deriving 200 results.json files. The form,
+inside zlib: the length of the JSON part (4 bytes, little-endian), the JSON part, then every number
+of every cell as a little-endian float64 (read back with one ``array.frombytes``: parsing 800,000
+numbers written as text was most of reading 200 runs). The JSON part:
 
-    {"format": 1, "run_id": ..., "mode": ..., "data": ..., "params": [the distinct params dicts],
-     "cells": [[key, status, reason, data_source]                           (a cell not ok)
+    {"format": 2, "run_id": ..., "mode": ..., "data": ..., "params": [the distinct params dicts],
+     "cells": [[key, status, reason, data_source]                                  (a cell not ok)
                [key, status, reason, data_source, unit, params (an index into "params"), busy,
-                throughput, epoch time, final metric (each [n, mean, sd, median, min, max] or null),
-                energy, flags, throughput values, epoch values, their two medians,
-                speedup over fp32 ([ratio, ci_low, ci_high, p, df, verdict, mean_ratio] or null), parity]]}
+                flags, the verdict of the speedup over fp32 (null: none), parity, shape]]}
 
-Floats are written as ``json`` writes them (``repr``: they read back the same). What is read back is
-checked field by field, so a damaged or edited index is named (:class:`kit.errors.SchemaError`),
-never a traceback in a view. A change to what a comparison reads of a run changes
-:data:`FORMAT` and adds a migration (kit.index.db.MIGRATIONS) that recomputes the stored figures.
+where ``shape`` is ``[n of the throughput, of the epoch time, of the final metric (0: no such
+sample), the number of throughput values, of epoch values, presence bits]`` and says which numbers
+the cell has, in this order: each sample's mean, sd, median, min, max; the energy per epoch; the
+throughput values; the epoch values; their two medians; the speedup's ratio, CI low, CI high, p,
+df and ratio of means (:data:`_BITS` names the numbers that may be absent). A float64 holds a
+Python float exactly, so the figures read back equal. What is read back is checked, so a damaged
+or edited index is named (:class:`kit.errors.SchemaError`), never a traceback in a view. A change to
+what a comparison reads of a run changes :data:`FORMAT` and adds a migration
+(kit.index.db.MIGRATIONS) that recomputes the stored figures.
 """
 
 from __future__ import annotations
 
 import json
+import struct
+import sys
 import zlib
+from array import array
 from math import fsum, isfinite
 
 from kit.compare.figures import CellFigures, RunFigures
 from kit.compare.stats import NOT_SIGNIFICANT, ONE_REPEAT, SIGNIFICANT, RatioEstimate, Sample
 
-FORMAT = 1
-_OK_ROW = 18  # the length of an ok cell's row
+FORMAT = 2
+_OK_ROW = 11  # the length of an ok cell's row
 _VERDICTS = frozenset((SIGNIFICANT, NOT_SIGNIFICANT, ONE_REPEAT))
+#: the presence bits of ``shape``: the numbers a cell may lack, in the order they are stored
+_ENERGY, _TP_MEDIAN, _EP_MEDIAN, _CI_LOW, _CI_HIGH, _P, _DF, _MEAN_RATIO = (1 << i for i in range(8))
+_BITS = 255
+_SWAP = sys.byteorder != "little"  # the numbers are stored little-endian on every machine
 
 
 class Damaged(ValueError):
     """The stored figures are not what :func:`encode` writes."""
 
 
-def _sample_out(s: Sample | None):
-    return None if s is None else [s.n, s.mean, s.sd, s.median, s.min, s.max]
-
-
-def _ratio_out(e: RatioEstimate | None):
-    return None if e is None else [e.ratio, e.ci_low, e.ci_high, e.p_value, e.df, e.verdict, e.mean_ratio]
-
-
 def encode(fig: RunFigures) -> bytes:
     params: list = []
     seen: dict = {}
     cells = []
+    nums = array("d")
+    put, extend = nums.append, nums.extend
     for c in fig.cells:
         head = [list(c.key), c.status, c.reason, c.data_source]
         if not c.ok:
@@ -57,18 +64,43 @@ def encode(fig: RunFigures) -> bytes:
         if text not in seen:
             seen[text] = len(params)
             params.append(c.params)
-        cells.append(head + [c.unit, seen[text], c.busy, _sample_out(c.throughput), _sample_out(c.epoch_s),
-                             _sample_out(c.final_metric), c.energy_j_per_epoch, list(c.flags),
-                             list(c.throughput_values), list(c.epoch_values), c.throughput_median, c.epoch_median,
-                             _ratio_out(c.vs_fp32), c.parity])
+        bits = 0
+        for s in (c.throughput, c.epoch_s, c.final_metric):
+            if s is not None:
+                extend((s.mean, s.sd, s.median, s.min, s.max))
+        if c.energy_j_per_epoch is not None:
+            put(c.energy_j_per_epoch)
+            bits |= _ENERGY
+        extend(c.throughput_values)
+        extend(c.epoch_values)
+        for value, bit in ((c.throughput_median, _TP_MEDIAN), (c.epoch_median, _EP_MEDIAN)):
+            if value is not None:
+                put(value)
+                bits |= bit
+        e = c.vs_fp32
+        if e is not None:
+            put(e.ratio)
+            for value, bit in ((e.ci_low, _CI_LOW), (e.ci_high, _CI_HIGH), (e.p_value, _P), (e.df, _DF),
+                               (e.mean_ratio, _MEAN_RATIO)):
+                if value is not None:
+                    put(value)
+                    bits |= bit
+        shape = [s.n if s is not None else 0 for s in (c.throughput, c.epoch_s, c.final_metric)]
+        shape += [len(c.throughput_values), len(c.epoch_values), bits]
+        cells.append(head + [c.unit, seen[text], c.busy, list(c.flags), None if e is None else e.verdict, c.parity,
+                             shape])
     doc = {"format": FORMAT, "run_id": fig.run_id, "mode": fig.mode, "data": fig.data, "params": params, "cells": cells}
-    return zlib.compress(json.dumps(doc, separators=(",", ":"), allow_nan=True).encode("utf-8"), 6)
+    text = json.dumps(doc, separators=(",", ":"), allow_nan=True).encode("utf-8")
+    if _SWAP:
+        nums.byteswap()
+    return zlib.compress(struct.pack("<I", len(text)) + text + nums.tobytes(), 6)
 
 
 # ----------------------------------------------------------------------------- reading, checked
 # The checks run on every cell of every run a comparison reads (31,200 of them for 200 runs of the
-# full CIFAR suite), so they lean on C: math.fsum raises TypeError for anything that is not a number
-# (a bool counts as one, harmlessly), and its sum is finite only if every term is.
+# full CIFAR suite), so they lean on C: a float64 is always a number; math.fsum's sum of a cell's
+# values is finite only if every value is; a shape that is not six counts fails the unpacking or the
+# slicing (caught as the cell's damage); the numbers the shapes claim must be the numbers stored.
 
 def _text(v, what: str):
     if v is None or type(v) is str:
@@ -76,43 +108,8 @@ def _text(v, what: str):
     raise Damaged(f"{what} is not text")
 
 
-def _numbers(v, what: str, finite: bool = False) -> list:
-    if type(v) is not list:
-        raise Damaged(f"{what} is not a list")
-    try:
-        total = fsum(v)
-    except (TypeError, OverflowError, ValueError):
-        raise Damaged(f"{what} holds something other than numbers") from None
-    if finite and not isfinite(total):
-        raise Damaged(f"{what} holds something other than finite numbers")
-    return v
-
-
-def _sample(v, what: str) -> Sample | None:
-    if v is None:
-        return None
-    if type(v) is not list or len(v) != 6 or type(v[0]) is not int or v[0] < 1:
-        raise Damaged(f"{what} is not a sample")
-    _numbers(v, what)
-    return Sample(*v)
-
-
-def _ratio(v, what: str) -> RatioEstimate | None:
-    if v is None:
-        return None
-    if type(v) is not list or len(v) != 7 or v[5] not in _VERDICTS or v[0] is None:
-        raise Damaged(f"{what} is not a ratio estimate of the kit's")
-    _numbers([x for x in (v[0], v[1], v[2], v[3], v[4], v[6]) if x is not None], what)
-    return RatioEstimate(*v)
-
-
-def _median(v, what: str) -> float | None:
-    if v is None or type(v) is float or type(v) is int:
-        return v
-    raise Damaged(f"{what}: a median is not a number")
-
-
-def _cell(row, params: list) -> CellFigures:
+def _cell(row, params: list, nums: list, at: int) -> tuple[CellFigures, int]:
+    """The cell of ``row`` and where the next cell's numbers start."""
     if type(row) is not list or len(row) not in (4, _OK_ROW):
         raise Damaged("a cell is not a row of the kit's form")
     key = row[0]
@@ -128,9 +125,8 @@ def _cell(row, params: list) -> CellFigures:
         raise Damaged(f"{what}: the status does not match the row")
     _text(reason, what), _text(data_source, what)
     if status != "ok":
-        return CellFigures(key, status, reason, data_source=data_source)
-    (unit, p_index, busy, tp, ep, fm, energy, flags, tp_values, ep_values, tp_median, ep_median, vs_fp32,
-     parity) = row[4:]
+        return CellFigures(key, status, reason, data_source=data_source), at
+    unit, p_index, busy, flags, verdict, parity, shape = row[4:]
     if type(p_index) is not int or not 0 <= p_index < len(params):
         raise Damaged(f"{what}: its params are not in the table")
     if parity is not None and type(parity) is not dict:
@@ -140,26 +136,82 @@ def _cell(row, params: list) -> CellFigures:
             raise TypeError
     except TypeError:
         raise Damaged(f"{what}: its flags are not text") from None
-    if energy is not None and type(energy) is not float and type(energy) is not int:
-        raise Damaged(f"{what}: its energy is not a number")
+    if verdict is not None and verdict not in _VERDICTS:
+        raise Damaged(f"{what}: its speedup is not a ratio estimate of the kit's")
     _text(unit, what), _text(busy, what)
+    try:
+        tp_n, ep_n, fm_n, n_tp, n_ep, bits = shape
+        if type(shape) is not list or min(shape) < 0 or bits > _BITS:
+            raise ValueError
+        samples = []
+        for n in (tp_n, ep_n, fm_n):
+            if n:
+                samples.append(Sample(n, *nums[at:at + 5]))
+                at += 5
+            else:
+                samples.append(None)
+        energy = None
+        if bits & _ENERGY:
+            energy = nums[at]
+            at += 1
+        tp_values = nums[at:at + n_tp]
+        at += n_tp
+        ep_values = nums[at:at + n_ep]
+        at += n_ep
+        opt = []
+        for bit in (_TP_MEDIAN, _EP_MEDIAN):
+            if bits & bit:
+                opt.append(nums[at])
+                at += 1
+            else:
+                opt.append(None)
+        vs_fp32 = None
+        if verdict is not None:
+            ratio = nums[at]
+            at += 1
+            fields = []
+            for bit in (_CI_LOW, _CI_HIGH, _P, _DF, _MEAN_RATIO):
+                if bits & bit:
+                    fields.append(nums[at])
+                    at += 1
+                else:
+                    fields.append(None)
+            vs_fp32 = RatioEstimate(ratio, fields[0], fields[1], fields[2], fields[3], verdict, fields[4])
+        if at > len(nums) or type(tp_n) is not int or type(ep_n) is not int or type(fm_n) is not int:
+            raise ValueError
+        finite = isfinite(fsum(tp_values) + fsum(ep_values))
+    except (TypeError, ValueError, IndexError, OverflowError):
+        raise Damaged(f"{what}: its numbers are not of the kit's form") from None
+    if not finite:
+        raise Damaged(f"{what}: its values are not finite numbers")
     return CellFigures(
-        key, status, reason, unit or "items", params[p_index], data_source, busy,
-        _sample(tp, what), _sample(ep, what), _sample(fm, what), energy, flags,
-        _numbers(tp_values, what, True), _numbers(ep_values, what, True), _ratio(vs_fp32, what), parity,
-        _median(tp_median, what), _median(ep_median, what))
+        key, status, reason, unit or "items", params[p_index], data_source, busy, samples[0], samples[1],
+        samples[2], energy, flags, tp_values, ep_values, vs_fp32, parity, opt[0], opt[1]), at
 
 
 def decode(blob: bytes) -> RunFigures:
     """The figures :func:`encode` stored; :class:`Damaged` (with what is wrong) for anything else."""
     try:
-        doc = json.loads(zlib.decompress(blob))
-    except (zlib.error, ValueError) as exc:
+        raw = zlib.decompress(blob)
+        (size,) = struct.unpack_from("<I", raw)
+        doc = json.loads(raw[4:4 + size])
+        packed = array("d")
+        packed.frombytes(raw[4 + size:])
+    except (zlib.error, struct.error, ValueError) as exc:
         raise Damaged(f"not the kit's stored figures ({exc})") from None
     if type(doc) is not dict or doc.get("format") != FORMAT:
         raise Damaged("not the kit's stored figures (format)")
-    params, cells = doc.get("params"), doc.get("cells")
-    if type(params) is not list or any(type(p) is not dict for p in params) or type(cells) is not list:
+    params, rows = doc.get("params"), doc.get("cells")
+    if type(params) is not list or any(type(p) is not dict for p in params) or type(rows) is not list:
         raise Damaged("not the kit's stored figures (params, cells)")
-    return RunFigures(_text(doc.get("run_id"), "the run id"), _text(doc.get("mode"), "the mode"),
-                      [_cell(row, params) for row in cells], _text(doc.get("data"), "the data source"))
+    if _SWAP:
+        packed.byteswap()
+    nums = packed.tolist()
+    cells, at = [], 0
+    for row in rows:
+        cell, at = _cell(row, params, nums, at)
+        cells.append(cell)
+    if at != len(nums):
+        raise Damaged("not the kit's stored figures (the numbers do not match the cells)")
+    return RunFigures(_text(doc.get("run_id"), "the run id"), _text(doc.get("mode"), "the mode"), cells,
+                      _text(doc.get("data"), "the data source"))
