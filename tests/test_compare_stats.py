@@ -16,6 +16,7 @@ from kit.compare.stats import (
     Sample,
     fieller_interval,
     ratio_estimate,
+    ratio_estimates,
     t_cdf,
     t_quantile,
     t_two_sided_p,
@@ -256,3 +257,61 @@ def test_sample_cache_gives_what_sample_and_metric_values_give():
         assert cache.sample(cell, metric) == measures.sample(cell, metric)
         assert cache.sample(cell, metric) is cache.sample(cell, metric)  # computed once
         assert cache.values(cell, metric) == ratios.metric_values(cell, metric)
+
+
+def _by_hand(num: Sample, den: Sample) -> tuple:
+    """Welch's p and Fieller's interval for one pair, in plain floats (the textbook formulas, with
+    scipy's t distribution): what the kit's array code must give for every pair of a batch."""
+    from scipy import stats
+
+    va, vb = num.sd ** 2 / num.n, den.sd ** 2 / den.n
+    p = 2 * stats.t.sf(abs(num.mean - den.mean) / math.sqrt(va + vb),
+                       (va + vb) ** 2 / (va ** 2 / (num.n - 1) + vb ** 2 / (den.n - 1)))
+    r = num.mean / den.mean
+    df = (va + r * r * vb) ** 2 / (va ** 2 / (num.n - 1) + r ** 4 * vb ** 2 / (den.n - 1))
+    t = stats.t.ppf(0.975, df)
+    qa = den.mean ** 2 - t * t * vb
+    root = math.sqrt(t * t * (va * qa + vb * num.mean ** 2))
+    return p, (num.mean * den.mean - root) / qa, (num.mean * den.mean + root) / qa, df
+
+
+def test_a_batch_of_ratios_is_each_pair_on_its_own_and_each_by_hand():
+    """kit.compare.stats.ratio_estimates (the arrays a fleet's 26,000 ratios are computed as): in a
+    batch that mixes every branch (one repeat, no spread, a denominator of mean 0 or near 0, a given
+    point, none) each pair gets what it gets alone, and the ordinary pairs what the formulas give."""
+    import random
+
+    rng = random.Random(7)
+    ordinary = [(Sample.of([rng.gauss(100, 5) for _ in range(rng.randint(2, 6))]),
+                 Sample.of([rng.gauss(80, 4) for _ in range(rng.randint(2, 6))]), None) for _ in range(40)]
+    special = [
+        (Sample.of([12.0]), Sample.of([6.0, 6.1]), None),  # one repeat
+        (Sample.of([2.0, 2.0]), Sample.of([1.0, 1.0]), None),  # no spread, different means
+        (Sample.of([2.0, 2.0]), Sample.of([2.0, 2.0]), None),  # no spread, equal means
+        (Sample.of([5.0, 5.1, 4.9]), Sample.of([0.1, -0.2, 0.3]), None),  # unbounded
+        (Sample.of([5.0, 5.1]), Sample.of([1.0, -1.0]), None),  # a denominator of mean 0
+        (Sample.of([5.0, 5.1]), Sample.of([4.0, 4.2]), 1.25),  # the caller's point
+        (Sample.of([5.0, 5.1]), Sample.of([0.0, 0.0, 1.0]), None),  # a denominator of median 0
+    ]
+    pairs = ordinary[:20] + special + ordinary[20:]
+    batch = ratio_estimates(pairs)
+    assert batch == [ratio_estimate(*pair) for pair in pairs]
+    got = dict(zip(map(id, pairs), batch))
+    assert got[id(special[0])].verdict == ONE_REPEAT
+    assert got[id(special[1])].verdict == SIGNIFICANT and got[id(special[1])].ci_low == 2.0
+    assert got[id(special[2])].verdict == NOT_SIGNIFICANT and got[id(special[2])].p_value == 1.0
+    assert got[id(special[3])].ci_low is None and got[id(special[3])].ci_high is None
+    assert got[id(special[4])] is None and got[id(special[6])] is None
+    assert got[id(special[5])].ratio == 1.25
+    for num, den, _ in ordinary:
+        est = ratio_estimate(num, den)
+        p, low, high, df = _by_hand(num, den)
+        assert est.ratio == num.median / den.median
+        assert (est.p_value, est.ci_low, est.ci_high, est.df) == pytest.approx((p, low, high, df), rel=1e-9)
+        assert est.verdict == (SIGNIFICANT if p < 0.05 else NOT_SIGNIFICANT)
+
+
+def test_a_variance_whose_square_underflows_is_no_traceback():
+    """sd**2 / n of 1e-160 squared is 0 in floats: the degrees of freedom have nothing to divide by."""
+    est = ratio_estimate(Sample(2, 1.0, 1e-160, 1.0, 1.0, 1.0), Sample(2, 1.0, 1e-160, 1.0, 1.0, 1.0))
+    assert est is not None and est.verdict in (SIGNIFICANT, NOT_SIGNIFICANT)

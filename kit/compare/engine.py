@@ -32,7 +32,7 @@ from kit.compare.comparability import HIGH, LOW, MEDIUM, CompareWarning, warning
 from kit.compare.figures import CellFigures
 from kit.compare.fmt import fmt_vs_baseline
 from kit.compare.load import Refused, Source, load_sources_keep_going
-from kit.compare.stats import METHOD, RatioEstimate, Sample, ratio_estimate
+from kit.compare.stats import METHOD, RatioEstimate, Sample, ratio_estimates
 from kit.errors import RegressionDetected
 from kit.results import ratios
 from kit.results.derive import quality_gap
@@ -192,15 +192,16 @@ class Comparison:
         }
 
 
-def _speed_ratio(cell: CellFigures, base: CellFigures) -> RatioEstimate | None:
-    """This machine's speed / the baseline's (ratio of medians): throughput when
-    both have it, else the inverse ratio of epoch times."""
+def _speed_pair(cell: CellFigures, base: CellFigures) -> tuple | None:
+    """What this machine's speed / the baseline's is estimated from (kit.compare.stats.ratio_estimates:
+    numerator, denominator, the ratio of medians): throughput when both have it, else the inverse
+    ratio of epoch times."""
     a, b = cell.throughput, base.throughput
     if a and b:  # the ratio of medians (kit.results.ratios), each cell's median taken once
-        return ratio_estimate(a, b, ratios.ratio_of(cell.throughput_median, base.throughput_median))
+        return a, b, ratios.ratio_of(cell.throughput_median, base.throughput_median)
     ta, tb = cell.epoch_s, base.epoch_s
     if ta and tb:
-        return ratio_estimate(tb, ta, ratios.ratio_of(base.epoch_median, cell.epoch_median))
+        return tb, ta, ratios.ratio_of(base.epoch_median, cell.epoch_median)
     return None
 
 
@@ -212,6 +213,7 @@ def converged(src: Source) -> bool:
 
 def _machine_cell(cell: CellFigures, src: Source, base_cell: CellFigures | None, is_base: bool,
                   base_converged: bool) -> MachineCell:
+    """The machine's cell; its ``vs_baseline`` is set by :func:`build_comparison`, every row's at once."""
     mc = MachineCell(
         status="ok",
         epoch_s=cell.epoch_s,
@@ -222,8 +224,6 @@ def _machine_cell(cell: CellFigures, src: Source, base_cell: CellFigures | None,
         flags=list(cell.flags),
         data_source=str(cell.data_source or src.env.data_source),
     )
-    if base_cell is not None and not is_base:
-        mc.vs_baseline = _speed_ratio(cell, base_cell)
     if src.figures.converged:
         mc.final_metric = cell.final_metric
         mc.parity = cell.parity
@@ -239,6 +239,7 @@ def build_comparison(sources: list[Source]) -> Comparison:
     base_converged = sources[0].figures.converged
     rows: list[Row] = []
     not_compared: list[NotCompared] = []
+    speed: list = []  # (machine cell, what its ratio to the baseline is estimated from)
     for key in all_keys:
         cid = "/".join(key)
         present = [cells.get(key) for cells in per_source]
@@ -261,9 +262,15 @@ def build_comparison(sources: list[Source]) -> Comparison:
             elif cell.status != "ok":
                 machines.append(MachineCell(status=inert(cell.status), reason=None if cell.reason is None else inert(cell.reason)))
             else:
-                machines.append(_machine_cell(cell, src, base_cell, i == 0, base_converged))
+                mc = _machine_cell(cell, src, base_cell, i == 0, base_converged)
+                pair = _speed_pair(cell, base_cell) if base_cell is not None and i else None
+                if pair is not None:
+                    speed.append((mc, pair))
+                machines.append(mc)
         unit = next(c.unit for c in present if c is not None and c.status == "ok")
         rows.append(Row(key, unit, machines))
+    for (mc, _), est in zip(speed, ratio_estimates([pair for _, pair in speed])):
+        mc.vs_baseline = est
     warnings = warnings_for(sources, rows)
     return Comparison(sources, rows, not_compared, warnings)
 

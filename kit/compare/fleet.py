@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from kit.compare import measures
 from kit.compare.engine import Comparison, Row
 from kit.compare.load import Source
-from kit.compare.stats import RatioEstimate, Sample, ratio_estimate
+from kit.compare.stats import RatioEstimate, Sample, ratio_estimates
 from kit.errors import UsageError
 
 GROUP_BY = ("gpu", "driver", "stack", "host")
@@ -176,13 +176,21 @@ def _speed_metric(cells: list) -> str:
     return measures.EPOCH_S
 
 
-def _vs_rest(mine: Sample, rest: Sample, metric: str) -> RatioEstimate | None:
-    """This machine's speed ÷ the rest's: the same estimate as a machine against the baseline
-    (kit.compare.engine._speed_ratio), with the rest's pooled repeats as the baseline. The point is
-    the ratio of the two samples' medians (kit.results.ratios.ratio_of_medians, in ratio_estimate)."""
+def _vs_rest(pairs: list[tuple[Sample, Sample | None]], metric: str) -> list[RatioEstimate | None]:
+    """Each machine's speed ÷ the rest's, for ``(mine, rest)`` pairs: the same estimate as a machine
+    against the baseline (kit.compare.engine._speed_pair), with the rest's pooled repeats as the
+    baseline, all at once (kit.compare.stats.ratio_estimates). The point is the ratio of the two
+    samples' medians (kit.results.ratios.ratio_of_medians, in ratio_estimates); None where there is
+    no rest."""
+    todo = [i for i, (_, rest) in enumerate(pairs) if rest is not None]
     if metric == measures.THROUGHPUT:
-        return ratio_estimate(mine, rest)
-    return ratio_estimate(rest, mine)  # speed = 1 / time
+        asked = [(pairs[i][0], pairs[i][1], None) for i in todo]
+    else:  # speed = 1 / time
+        asked = [(pairs[i][1], pairs[i][0], None) for i in todo]
+    out: list[RatioEstimate | None] = [None] * len(pairs)
+    for i, est in zip(todo, ratio_estimates(asked)):
+        out[i] = est
+    return out
 
 
 def _rest_samples(values: list[list[float]]) -> list[Sample | None]:
@@ -227,10 +235,9 @@ def summarise_fleet(cmp: Comparison, by: str = "gpu", outlier_pct: float = DEFAU
             keep = [(s, v) for (s, _), v in zip(cells, values) if v]
             if not keep:
                 continue
-            out = []
-            for (s, mine), rest in zip(keep, _rest_samples([v for _, v in keep])):
-                own = Sample.of_floats(mine)
-                out.append(Member(s, own.median, _vs_rest(own, rest, metric) if rest else None))
+            owns = [Sample.of_floats(mine) for _, mine in keep]
+            vs = _vs_rest(list(zip(owns, _rest_samples([v for _, v in keep]))), metric)
+            out = [Member(s, own.median, est) for (s, _), own, est in zip(keep, owns, vs)]
             faster_first = metric == measures.THROUGHPUT
             out.sort(key=lambda m: (-m.median if faster_first else m.median, m.source.index))
             med, lo, hi, q1, q3 = _spread([m.median for m in out])

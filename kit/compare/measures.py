@@ -11,7 +11,7 @@ import statistics
 from typing import Any
 
 from kit.compare.fmt import CV_NAMES
-from kit.compare.stats import RatioEstimate, Sample, ratio_estimate
+from kit.compare.stats import RatioEstimate, Sample, ratio_estimates
 from kit.results import ratios
 from kit.results.ratios import BASE_PRECISION, EPOCH_S, THROUGHPUT
 from kit.results.stats import HIGH_CV
@@ -294,7 +294,7 @@ def speedup_vs_fp32(results: RunResults, cache: SampleCache | None = None) -> di
     """Per ok cell that is not fp32: the speedup over fp32 (the 2019 article's
     "performance ratio", defined in :mod:`kit.results.ratios`: median
     throughput ÷ fp32's median throughput), with the CI and verdict of
-    :func:`kit.compare.stats.ratio_estimate`."""
+    :func:`kit.compare.stats.ratio_estimates`."""
     return speedup_vs(results, BASE_PRECISION, cache)
 
 
@@ -308,7 +308,7 @@ def speedup_vs(results: RunResults, base_precision: str,
     """Per ok cell of another precision: its throughput ÷ ``base_precision``'s in the same model,
     engine and point (kit.results.ratios' one ratio of medians), with the CI and verdict."""
     cells = ok_cells(results, cache)
-    out: dict[tuple[str, ...], RatioEstimate] = {}
+    todo: list = []  # (key, (num, den, point)): estimated all at once (kit.compare.stats.ratio_estimates)
     for key, cell in cells.items():
         w, m, p, e = key[:4]
         base = cells.get((w, m, base_precision, e) + key[4:])  # a curve's point: the base at its batch size
@@ -319,10 +319,9 @@ def speedup_vs(results: RunResults, base_precision: str,
         point = (ratios.speedup_over_fp32(cell, base) if cache is None  # the same ratio of medians:
                  else ratios.ratio_of_medians(cache.values(cell, THROUGHPUT), cache.values(base, THROUGHPUT)))
         if num and den and point is not None:
-            est = ratio_estimate(num, den, point)
-            if est:
-                out[key] = est
-    return out
+            todo.append((key, (num, den, point)))
+    estimates = ratio_estimates([pair for _, pair in todo])
+    return {key: est for (key, _), est in zip(todo, estimates) if est}
 
 
 def unit_of(cell: CellResult) -> str:

@@ -27,7 +27,9 @@ Method (stated in every compare output as :data:`METHOD`):
 The Student-t distribution (quantiles, p-values) is ``scipy.stats.t``'s own functions
 (``scipy.special.stdtr`` and ``stdtrit``); the
 formulas above (Welch's statistic and degrees of freedom, Fieller's quadratic)
-are written out here because they *are* the stated method, and
+are written out here because they *are* the stated method, once, on NumPy arrays
+(:func:`ratio_estimates`: a fleet's comparison computes 26,000 ratios at once; one pair is an
+array of one), and
 tests/test_compare_stats.py checks them against ``scipy.stats.ttest_ind`` and a
 Monte Carlo of the interval's coverage.
 """
@@ -80,11 +82,18 @@ def _special():
 
 def t_two_sided_p(t: float, df: float) -> float:
     """P(|T| >= |t|) for Student's t with ``df`` degrees of freedom (``scipy.stats.t.sf``)."""
-    if math.isinf(t):
-        return 0.0
-    if df <= 0 or math.isnan(t):
-        return float("nan")
-    return float(2.0 * _special().stdtr(df, -abs(t)))
+    import numpy as np
+
+    return float(_two_sided_p(np.array([t], dtype=np.float64), np.array([df], dtype=np.float64))[0])
+
+
+def _two_sided_p(t, df):
+    """:func:`t_two_sided_p` of arrays: 0 where |t| is infinite, NaN where df <= 0 or t is NaN."""
+    import numpy as np
+
+    with np.errstate(all="ignore"):
+        p = 2.0 * _special().stdtr(df, -np.abs(t))
+    return np.where(np.isinf(t), 0.0, np.where((df <= 0) | np.isnan(t), np.nan, p))
 
 
 def t_cdf(t: float, df: float) -> float:
@@ -191,52 +200,107 @@ class RatioEstimate:
         return d
 
 
+def _columns(pairs: list) -> tuple:
+    """n, mean and sd of each pair's two samples, as arrays (float64)."""
+    import numpy as np
+
+    return tuple(np.array([(x.n, x.mean, x.sd, y.n, y.mean, y.sd) for x, y in pairs], dtype=np.float64)
+                 .reshape(len(pairs), 6).T)
+
+
+def _welch(na, a, sa, nb, b, sb) -> tuple:
+    """Welch's t, degrees of freedom and two-sided p for mean(a) - mean(b), element by element."""
+    import numpy as np
+
+    with np.errstate(all="ignore"):
+        va, vb = sa**2 / na, sb**2 / nb
+        se2 = va + vb
+        diff = a - b
+        # no spread at all (identical repeats): equal means are not different; different means are as
+        # different as it gets
+        still = se2 == 0.0
+        df = np.where(still, na + nb - 2,
+                      se2**2 / (np.where(va != 0, va**2 / (na - 1), 0.0) + np.where(vb != 0, vb**2 / (nb - 1), 0.0)))
+        t = np.where(still, np.where(diff == 0, 0.0, np.copysign(np.inf, diff)), diff / np.sqrt(se2))
+    p = np.where(still, np.where(diff == 0, 1.0, 0.0), _two_sided_p(t, df))
+    return t, df, p
+
+
+def _fieller(na, a, sa, nb, b, sb, level: float = 0.95) -> tuple:
+    """Fieller's interval of mean(num)/mean(den), element by element: (low, high, df, flat,
+    unbounded); flat: no spread on either side (the interval is the ratio itself); unbounded: the
+    denominator is not clearly away from 0 (no interval)."""
+    import numpy as np
+
+    with np.errstate(all="ignore"):
+        va, vb = sa**2 / na, sb**2 / nb
+        r = a / b
+        flat = (va == 0.0) & (vb == 0.0)
+        denom = np.where(va != 0, va**2 / (na - 1), 0.0) + np.where(vb != 0, r**4 * vb**2 / (nb - 1), 0.0)
+        df = np.where(flat, na + nb - 2, (va + r * r * vb) ** 2 / denom)
+        t = _special().stdtrit(df, np.full(df.shape, 0.5 + level / 2.0))
+        qa = b * b - t * t * vb
+        root = np.sqrt(np.maximum(t * t * (va * qa + vb * a * a), 0.0))
+        lo, hi = (a * b - root) / qa, (a * b + root) / qa
+        low = np.where(flat, r, np.where(hi < lo, hi, lo))  # min() and max() as Python has them
+        high = np.where(flat, r, np.where(hi > lo, hi, lo))
+    return low, high, df, flat, ~flat & (qa <= 0.0)
+
+
 def welch_t_test(a: Sample, b: Sample) -> tuple[float, float, float]:
     """(t, df, two-sided p) for mean(a) - mean(b); both samples need n >= 2."""
-    va, vb = a.sd**2 / a.n, b.sd**2 / b.n
-    se2 = va + vb
-    diff = a.mean - b.mean
-    if se2 == 0.0:
-        # No spread at all (identical repeats): equal means are not different;
-        # different means are as different as it gets.
-        return (0.0 if diff == 0 else math.copysign(math.inf, diff)), float(a.n + b.n - 2), (1.0 if diff == 0 else 0.0)
-    df = se2**2 / ((va**2 / (a.n - 1) if va else 0.0) + (vb**2 / (b.n - 1) if vb else 0.0))
-    t = diff / math.sqrt(se2)
-    return t, df, t_two_sided_p(t, df)
+    t, df, p = _welch(*_columns([(a, b)]))
+    return float(t[0]), float(df[0]), float(p[0])
 
 
 def fieller_interval(num: Sample, den: Sample, level: float = 0.95) -> tuple[float | None, float | None, float]:
     """CI of mean(num)/mean(den) by Fieller's theorem; returns (low, high, df)."""
-    a, b = num.mean, den.mean
-    va, vb = num.sd**2 / num.n, den.sd**2 / den.n
-    r = a / b
-    if va == 0.0 and vb == 0.0:
-        return r, r, float(num.n + den.n - 2)
-    denom = (va**2 / (num.n - 1) if va else 0.0) + (r**4 * vb**2 / (den.n - 1) if vb else 0.0)
-    df = (va + r * r * vb) ** 2 / denom
-    t = t_quantile(0.5 + level / 2.0, df)
-    qa = b * b - t * t * vb
-    if qa <= 0.0:
-        return None, None, df  # the denominator is not clearly away from 0
-    disc = t * t * (va * qa + vb * a * a)
-    root = math.sqrt(max(disc, 0.0))
-    low, high = (a * b - root) / qa, (a * b + root) / qa
-    return min(low, high), max(low, high), df
+    low, high, df, _flat, unbounded = _fieller(*_columns([(num, den)]), level)
+    if unbounded[0]:
+        return None, None, float(df[0])
+    return float(low[0]), float(high[0]), float(df[0])
 
 
 def ratio_estimate(num: Sample, den: Sample, point: float | None = None) -> RatioEstimate | None:
     """The ratio of medians (or ``point``, computed by the caller with the same
     definition from the cells) with the CI of the ratio of means and Welch's
-    verdict; None when a denominator is 0."""
-    if den.mean == 0:
-        return None
-    ratio = point if point is not None else ratio_of_medians([num.median], [den.median])
-    if ratio is None:
-        return None
-    mean_ratio = num.mean / den.mean
-    if num.n < 2 or den.n < 2:
-        return RatioEstimate(ratio, None, None, None, None, ONE_REPEAT, mean_ratio)
-    _t, _df, p = welch_t_test(num, den)
-    low, high, df = fieller_interval(num, den)
-    verdict = SIGNIFICANT if p < ALPHA else NOT_SIGNIFICANT
-    return RatioEstimate(ratio, low, high, p, df, verdict, mean_ratio)
+    verdict; None when a denominator is 0. One pair of :func:`ratio_estimates`."""
+    return ratio_estimates([(num, den, point)])[0]
+
+
+def ratio_estimates(pairs: Iterable[tuple[Sample, Sample, float | None]]) -> list[RatioEstimate | None]:
+    """:func:`ratio_estimate` of each ``(num, den, point)``, computed as arrays (NumPy, and scipy's t
+    distribution on arrays): a fleet's comparison has 26,000 ratios, which one at a time were most of
+    its time. Where a variance is so small that its square underflows, the degrees of freedom come
+    out infinite or NaN rather than as a ZeroDivisionError."""
+    pairs = list(pairs)
+    import numpy as np
+
+    out: list[RatioEstimate | None] = [None] * len(pairs)
+    at, todo, points = [], [], []
+    for i, (num, den, point) in enumerate(pairs):
+        if den.mean == 0:
+            continue
+        ratio = point if point is not None else ratio_of_medians([num.median], [den.median])
+        if ratio is None:
+            continue
+        if num.n < 2 or den.n < 2:
+            out[i] = RatioEstimate(ratio, None, None, None, None, ONE_REPEAT, num.mean / den.mean)
+            continue
+        at.append(i)
+        todo.append((num, den))
+        points.append(ratio)
+    if not at:
+        return out
+    cols = _columns(todo)
+    _t, _df, p = _welch(*cols)
+    low, high, df, _flat, unbounded = _fieller(*cols)
+    na, a, sa, nb, b, sb = cols
+    with np.errstate(all="ignore"):
+        mean_ratio = a / b
+    for i, ratio, p_, df_, mr, low_, high_, none in zip(at, points, p.tolist(), df.tolist(), mean_ratio.tolist(),
+                                                         low.tolist(), high.tolist(), unbounded.tolist()):
+        if none:
+            low_ = high_ = None
+        out[i] = RatioEstimate(ratio, low_, high_, p_, df_, SIGNIFICANT if p_ < ALPHA else NOT_SIGNIFICANT, mr)
+    return out
