@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from kit.compare.engine import Comparison, MachineCell, Row
+from kit.compare.halves import map_text
 from kit.compare.fleet import FleetSummary, GroupCell, View, group_phrase, summarise_fleet
 from kit.compare.console import natural_width
 from kit.compare.fmt import _UNIT_SHORT, fmt_speedup_estimate, fmt_throughput, fmt_time, fmt_vs_baseline, speed_verdict
@@ -140,16 +141,20 @@ def spread_text(gc: GroupCell, unit: str) -> str:
 
 
 def tables(cmp: Comparison, view: View, fleet: FleetSummary | None):
-    """(title, lines) for every table of the rows layout, in order."""
+    """(title, a function giving its lines) for every table of the rows layout, in order: the lines
+    (:func:`metric_lines`) are the work, done where they are written (:func:`print_rows` writes a
+    fleet's tables on two CPUs)."""
+    from functools import partial
+
     for row in metric_rows(cmp, view.metric):
         if fleet is None:
-            yield row.label, metric_lines(cmp, row, view.metric)
+            yield row.label, partial(metric_lines, cmp, row, view.metric)
             continue
         for gc in (c for c in fleet.cells if c.row is row):
             members = fleet.groups[gc.group]
             vs_rest = {m.source.index: m.vs_rest for m in gc.members}
             title = f"{row.label} · {fleet.by} {gc.group}: {group_phrase(fleet.by, gc.group, len(gc.members))}; {spread_text(gc, row.unit)}"
-            yield title, metric_lines(cmp, row, view.metric, members, vs_rest)
+            yield title, partial(metric_lines, cmp, row, view.metric, members, vs_rest)
 
 
 def fleet_of(cmp: Comparison, view: View) -> FleetSummary | None:
@@ -244,19 +249,35 @@ def print_rows(cmp: Comparison, console, view: View) -> None:
     value_h, ratio_h, verdict_h = headers(cmp, view.metric, fleet is not None)
     outliers = fleet.outliers() if fleet else set()
     header = ["#", "machine", value_h] + ([ratio_h] if ratio_h else []) + ([verdict_h] if verdict_h else [])
-    for title, lines in tables(cmp, view, fleet):
+
+    def laid_out(lines_of) -> tuple:
+        """(the header's lines, the rows' cells, their colours, each row's lines) of one table."""
         body, colours = [], []
-        for rank, ln in enumerate(lines, 1):
+        for rank, ln in enumerate(lines_of(), 1):
             name = f"{ln.source.label} {ln.source.env.machine}"  # the baseline says so in the ratio column
             verdict = ln.verdict + (", outlier" if ln.source.index in outliers else "")
             body.append([str(rank), name, ln.value] + ([ln.ratio] if ratio_h else []) + ([verdict] if verdict_h else []))
             colours.append("green" if ln.verdict == "faster" else "red" if ln.verdict == "slower" else "")
         head, row_lines_all = plain_table(header, body, right={0, 2}, fold=1, width=console.width)
+        return head, body, colours, row_lines_all
+
+    def as_text(lines_of) -> str:
+        head, _, _, row_lines_all = laid_out(lines_of)
+        return "".join(x + "\n" for x in head) + "".join(x + "\n" for rl in row_lines_all for x in rl) + "\n"
+
+    specs = list(tables(cmp, view, fleet))
+    if console.color_system is None:  # a pipe or a file: nothing to colour, the lines as they are
+        # a fleet's tables are written on two CPUs (kit.compare.halves: the same text as in one process)
+        texts = map_text(as_text, [lines_of for _, lines_of in specs], len(cmp.sources))
+        for (title, _), text in zip(specs, texts):
+            console.print(title, markup=False, highlight=False)
+            console.print()
+            console.file.write(text)
+        return
+    for title, lines_of in specs:
+        head, body, colours, row_lines_all = laid_out(lines_of)
         console.print(title, markup=False, highlight=False)
         console.print()
-        if console.color_system is None:  # a pipe or a file: nothing to colour, the lines as they are
-            console.file.write("".join(x + "\n" for x in head) + "".join(x + "\n" for rl in row_lines_all for x in rl) + "\n")
-            continue
         block = Text("".join(x + "\n" for x in head), no_wrap=True)
         for row_lines, colour, row in zip(row_lines_all, colours, body):
             # the verdict in its colour (a terminal's; none in a pipe): it ends the row's first line
@@ -290,7 +311,8 @@ def to_markdown_rows(cmp: Comparison, view: View) -> list[str]:
         out += [f"No cell has {'an' if view.metric[0] in 'aeiou' else 'a'} {view.metric} figure on any machine.", ""]
     value_h, ratio_h, verdict_h = headers(cmp, view.metric, fleet is not None)
     outliers = fleet.outliers() if fleet else set()
-    for title, lines in tables(cmp, view, fleet):
+    for title, lines_of in tables(cmp, view, fleet):
+        lines = lines_of()
         header = ["#", "machine", value_h] + ([ratio_h] if ratio_h else []) + ([verdict_h] if verdict_h else [])
         body = []
         for rank, ln in enumerate(lines, 1):
