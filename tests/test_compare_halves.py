@@ -67,3 +67,29 @@ def test_an_error_of_the_work_itself_is_raised_as_in_one_process(forking):
 def test_small_work_stays_in_one_process(monkeypatch):
     monkeypatch.setattr(os, "fork", lambda: pytest.fail("forked for a small job"))
     assert halves.map_text(_text, ITEMS, size=1) == [_text(x) for x in ITEMS]
+
+
+@pytest.mark.parametrize("group_by", [None, "gpu"], ids=["ungrouped", "grouped"])
+def test_a_fleets_tables_in_a_pipe_are_the_text_of_one_process(forking, monkeypatch, group_by):
+    """kit.compare.fleet_views.print_rows writes a pipe's per-cell tables on two CPUs: the same text,
+    grouped or not, as when one process writes them all."""
+    import io
+
+    from rich.console import Console
+
+    from fixtures.fleet import fleet
+    from kit.compare.engine import build_comparison
+    from kit.compare.fleet import View
+    from kit.compare.fleet_views import print_rows
+
+    cmp = build_comparison(fleet(12))
+
+    def text() -> str:
+        out = io.StringIO()
+        print_rows(cmp, Console(file=out, width=100, color_system=None), View(group_by=group_by, rows=True))
+        return out.getvalue()
+
+    forked = text()
+    monkeypatch.setattr(halves, "_cpus", lambda: 1)
+    alone = text()
+    assert forked == alone and forked.count("fixture-node011") >= 6
