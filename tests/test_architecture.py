@@ -31,6 +31,10 @@ def test_only_bench_imports_the_training_stack():
         if rel.parts[0] in ("bench", "data"):
             continue  # kit/bench trains; kit/data's readers import numpy lazily (checked below)
         bad = _imports(path) & HEAVY
+        if rel.as_posix() == "compare/stats.py":
+            # scipy's t distribution (a host dependency) brings NumPy with it; the ratios are computed
+            # on its arrays, imported inside the functions (the CLI's import stays free of it, below)
+            bad -= {"numpy"}
         if bad:
             offenders.append(f"{rel}: {sorted(bad)}")
     assert not offenders, "host-side modules import the training stack:\n" + "\n".join(offenders)
