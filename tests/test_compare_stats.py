@@ -236,13 +236,28 @@ def test_json_text_is_the_same_json_value_with_rows_on_one_line_each():
 
     from kit.compare.render import json_text
 
-    value = {"method": "m", "rows": [{"cell_id": "a/b", "machines": {"A": {"x": [1, 2.5, None]}}}, {"cell_id": "c"}],
-             "empty": [], "none": None, "nested": {"deep": {"deeper": [1, {"k": "v"}]}}, 3: True}
+    value = {"method": "m", "rows": [{"cell_id": "a/b", "machines": {"A": {"x": [1, 2.5, None, 1e16, 0.1 + 0.2]}}},
+                                     {"cell_id": "c"}],
+             "empty": [], "none": None, "nested": {"deep": {"deeper": [1, {"k": "v"}]}}, 3: True, "é": "ü\u2028"}
     text = json_text(value)
-    assert json.loads(text) == json.loads(json.dumps(value))
+    assert json.loads(text) == json.loads(json.dumps(value))  # every float reads back equal
     lines = text.splitlines()
-    assert '    {"cell_id": "a/b", "machines": {"A": {"x": [1, 2.5, null]}}},' in lines
-    assert '  "3": true' in lines
+    assert '    {"cell_id":"a/b","machines":{"A":{"x":[1,2.5,null,1e+16,0.30000000000000004]}}},' in lines
+    assert '  "3": true,' in lines
+
+
+def test_json_text_is_standard_json_where_a_number_is_not_finite():
+    """Python's json writes NaN and Infinity, which JSON does not have (jq, browsers and most
+    parsers refuse them): the comparison writes null there."""
+    import json
+
+    from kit.compare.render import json_text
+
+    def refuse(token):
+        raise ValueError(f"not JSON: {token}")
+
+    text = json_text({"rows": [{"p": float("nan"), "df": float("inf"), "lo": -float("inf"), "ok": 1.5}]})
+    assert json.loads(text, parse_constant=refuse) == {"rows": [{"p": None, "df": None, "lo": None, "ok": 1.5}]}
 
 
 def test_sample_cache_gives_what_sample_and_metric_values_give():
