@@ -42,7 +42,7 @@ smoke: $(VENV)/.test ## a one-minute native run on synthetic data
 bench-h200: $(VENV)/.test ## the performance-target benchmark (see docs/performance.md)
 	KIT="$(BIN)/python -m kit" PY=$(BIN)/python bash scripts/bench_h200.sh
 
-# The host side installs in seconds: typer, rich, docker, nvidia-ml-py.
+# The host side installs in seconds: typer, rich, docker, nvidia-ml-py, scipy, matplotlib, orjson.
 $(VENV)/.host: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q -e .

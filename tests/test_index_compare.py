@@ -240,3 +240,41 @@ def test_the_command_line_ends_at_once_with_its_output_whole_and_its_exit_code(i
     tables = kit_cli("compare", "--index", str(index))
     assert tables.returncode == 0 and tables.stdout.rstrip().endswith(
         run_main(["compare", "--index", str(index)], capsys)[1].rstrip().splitlines()[-1])
+
+
+def test_the_collector_is_back_on_after_a_compare_in_process_and_left_off_when_the_command_line_ends(indexed, capsys,
+                                                                                                     monkeypatch):
+    """`kit compare` pauses the garbage collector while it builds a fleet's million objects. Called
+    in-process (main(argv), as here), it switches it back on; on the command line it leaves it off
+    until the process ends at once (kit.cli.main._exit_now): switched on, its first pass would walk
+    every object of the comparison just before the end."""
+    import gc
+    import sys
+
+    from kit.cli import main as cli_main
+
+    index, _ = indexed
+    assert gc.isenabled()
+    code, out, _ = run_main(["compare", "--index", str(index), "--json"], capsys)
+    assert code == 0 and json.loads(out)["rows"]
+    assert gc.isenabled()
+
+    seen = {}
+
+    class Ended(Exception):
+        pass
+
+    def exit_now(code):
+        seen.update(code=code, collector=gc.isenabled())
+        raise Ended
+
+    monkeypatch.setattr(cli_main, "_exit_now", exit_now)
+    monkeypatch.setattr(sys, "argv", ["kit", "compare", "--index", str(index), "--json"])
+    try:
+        with pytest.raises(Ended):
+            cli_main.main()
+        assert seen == {"code": 0, "collector": False}
+        assert cli_main._KEPT == [] and cli_main._COMMAND_LINE is False
+    finally:
+        gc.enable()
+    capsys.readouterr()

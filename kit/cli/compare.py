@@ -39,7 +39,7 @@ def compare(
     host: Optional[str] = typer.Option(None, "--host", help="With --index: only the runs of the host of exactly this name."),
 ) -> None:
     """Compare runs: median time and throughput per machine, speedup over fp32, ratio to the baseline, with 95% CIs."""
-    with collector_paused():
+    with collector_paused() as paused:
         from rich.console import Console
 
         from kit.compare import render
@@ -92,26 +92,34 @@ def compare(
             check_regressions(cmp, pct)
         from kit.cli.main import keep_until_exit
 
-        keep_until_exit(cmp)  # the command line ends without freeing it (a fleet's is a million objects)
+        # the command line ends without freeing it (a fleet's is a million objects), and so without
+        # the collector: switched back on, its first pass would walk every one of them (0.15 s)
+        paused.resume = paused.resume and not keep_until_exit(cmp)
         if cmp.refused:
             # the others were compared and printed; the exit code still says an input was refused:
             # the first refused input's own (5 for a bundle that fails verification, 4 for a schema error)
             raise typer.Exit(cmp.refused[0].exit_code)
 
 
+class _Paused:
+    resume: bool  # switch the collector back on at the end (it was on, and the process goes on)
+
+
 @contextmanager
-def collector_paused() -> Iterator[None]:
+def collector_paused() -> Iterator[_Paused]:
     """Python's cyclic garbage collector, paused while a comparison is built and printed: a fleet's
     makes millions of small objects (200 runs of the full CIFAR suite: 26,200 machine-cells, each
     with its samples and ratios) that live until the command ends and form no reference cycles, and
     the collector would walk them again and again (a third of the command's time). Reference
-    counting still frees everything that is dropped."""
-    was = gc.isenabled()
+    counting still frees everything that is dropped. It is switched back on at the end unless the
+    block sets ``resume`` to False (the process is about to end)."""
+    paused = _Paused()
+    paused.resume = gc.isenabled()
     gc.disable()
     try:
-        yield
+        yield paused
     finally:
-        if was:
+        if paused.resume:
             gc.enable()
 
 

@@ -71,13 +71,19 @@ def print_error(exc: KitError) -> None:
 
 #: what a command holds until the process ends (:func:`keep_until_exit`)
 _KEPT: list = []
+#: whether :func:`main` runs as the command line (its arguments from ``sys.argv``), which ends with
+#: :func:`_exit_now` where something was kept
+_COMMAND_LINE = False
 
 
-def keep_until_exit(obj: object) -> None:
+def keep_until_exit(obj: object) -> bool:
     """Hold ``obj`` until the process ends, where the command line then ends at once (:func:`_exit_now`)
     instead of freeing it object by object: a fleet's comparison is a million small objects, and
-    freeing them and shutting Python down is a tenth of `kit compare --index`'s time."""
+    freeing them and shutting Python down is a tenth of `kit compare --index`'s time. True where the
+    process does end so (the command line; not ``main(argv)`` in a test): then nothing made before
+    the end needs the garbage collector either."""
     _KEPT.append(obj)
+    return _COMMAND_LINE
 
 
 def _exit_now(code: int) -> None:
@@ -97,6 +103,8 @@ def _exit_now(code: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    global _COMMAND_LINE
+    _COMMAND_LINE = argv is None
     try:
         rv = app(args=argv, prog_name="kit", standalone_mode=False)
         code = rv if isinstance(rv, int) else 0
@@ -132,3 +140,4 @@ def main(argv: list[str] | None = None) -> None:
         raise
     finally:
         _KEPT.clear()
+        _COMMAND_LINE = False
