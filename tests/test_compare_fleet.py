@@ -327,3 +327,55 @@ def test_a_terminal_sees_the_verdicts_in_colour_and_otherwise_the_same_rows():
     plain = re.sub(r"\x1b\[[0-9;]*m", "", coloured)
     start = plain.index(cmp.rows[0].label)
     assert plain[start:] == _rich(cmp, 120)[_rich(cmp, 120).index(cmp.rows[0].label):]
+
+
+def test_a_table_of_each_columns_widest_rows_measures_as_the_whole_table():
+    """kit.compare.console.widest: the Inputs tables are measured on the few machines holding each
+    column's widest text (a fleet's 200 rows measured one by one took 0.15 s); rich makes a column as
+    wide as its widest cell, so the width is the whole table's, wide characters and folded lines too."""
+    from rich.table import Table
+
+    from kit.compare.console import natural_width, widest
+
+    rows = [("A", "node-1", "x" * 3), ("B", "節點-長い名前", "y"), ("C (baseline)", "n", "two\nlines-but-longest-here"),
+            ("D", "node-22", "z" * 12), ("E", "node-22", "q")]
+    console = Console(file=io.StringIO(), width=80)
+
+    def table(of):
+        t = Table(title="Inputs")
+        for col in ("", "machine", "file"):
+            t.add_column(col, overflow="fold")
+        for r in of:
+            t.add_row(*r)
+        return t
+
+    few = widest(rows, lambda r: r)
+    assert few == [rows[1], rows[2]]  # in their order; "C (baseline)", the CJK name and the long line
+    assert natural_width(console, table(few)) == natural_width(console, table(rows))
+
+
+@pytest.mark.parametrize("odd", ["label", "machine", "gpu_model", "file"])
+def test_the_inputs_table_is_chosen_as_before_when_one_machine_has_the_long_text(odd, monkeypatch):
+    """One machine among 40 with a long text in one column: the Inputs table measured on the widest
+    rows makes the same choice (today's table, or the fleet's compact one) as measuring every row."""
+    import dataclasses
+
+    from kit.compare import fleet_views
+
+    sources = fleet(40)
+    s = sources[17]
+    if odd == "label":
+        s.label = "Q" * 30
+    elif odd == "file":
+        s.path = Path("f" * 70 + ".tar.gz")
+    elif odd == "machine":
+        s.env = dataclasses.replace(s.env, machine="長" * 20)
+    else:
+        s.env = dataclasses.replace(s.env, gpu="NVIDIA H200 NVL with a long product name")
+    cmp = build_comparison(sources)
+    for width in (80, 120, 160, 220):
+        fast = _rich(cmp, width)
+        with monkeypatch.context() as m:  # every row measured, as before
+            m.setattr(render, "widest", lambda items, cells: list(items))
+            m.setattr(fleet_views, "widest", lambda items, cells: list(items))
+            assert _rich(cmp, width) == fast, width

@@ -15,3 +15,21 @@ def fits(console, renderables) -> bool:
     from rich.table import Table
 
     return all(natural_width(console, r) <= console.width for r in renderables if isinstance(r, Table))
+
+
+def widest(items, cells) -> list:
+    """The items whose cells (``cells(item)``: the texts one row shows, as the terminal shows them)
+    are the widest of their column, in their order: a table of these rows alone is as wide as the
+    table of all (rich makes a column as wide as its widest cell), so a fleet's table is measured
+    on a handful of rows, not on every machine's."""
+    from rich.cells import cell_len
+
+    best: dict[int, tuple[int, int]] = {}  # column: (width, the index of the item)
+    items = list(items)
+    for n, item in enumerate(items):
+        for col, text in enumerate(cells(item)):
+            width = max(map(cell_len, str(text).split("\n")))
+            if col not in best or width > best[col][0]:
+                best[col] = (width, n)
+    keep = {n for _, n in best.values()}
+    return [item for n, item in enumerate(items) if n in keep]

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from kit.compare.engine import Comparison, MachineCell, Row
 from kit.compare.halves import map_text
 from kit.compare.fleet import FleetSummary, GroupCell, View, group_phrase, summarise_fleet
-from kit.compare.console import natural_width
+from kit.compare.console import natural_width, widest
 from kit.compare.fmt import _UNIT_SHORT, fmt_speedup_estimate, fmt_throughput, fmt_time, fmt_vs_baseline, speed_verdict
 from kit.compare.load import Source
 from kit.compare.measures import EPOCH_S
@@ -186,26 +186,26 @@ def print_inputs_compact(cmp: Comparison, console) -> None:
         console.print("Every input: " + " · ".join(f"{k} {v}" for k, v in shared.items()), markup=False, highlight=False)
     cols = [(i, name) for i, name in enumerate(INPUT_COLUMNS) if name not in shared]
 
-    def build(with_file: bool) -> Table:
+    def build(with_file: bool, sources=None) -> Table:
         t = Table(title=f"Inputs ({len(cmp.sources)})", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
         t.add_column("", no_wrap=True)
         for _, name in cols:
             t.add_column(name, no_wrap=name != "machine", overflow="fold")
         if with_file:
             t.add_column("file", no_wrap=True)
-        for s in cmp.sources:
+        for s in cmp.sources if sources is None else sources:
             f = input_fields(s)
             t.add_row(Text(label_of(cmp, s)), *(Text(f[i]) for i, _ in cols),
                       *([Text(input_file(s))] if with_file else []))
         return t
 
-    table = build(True)
-    if natural_width(console, table) > console.width:
-        table = build(False)
-        console.print(table)
+    # measured on the machines with each column's widest text (as wide as all of them)
+    widest_rows = widest(cmp.sources, lambda s: (label_of(cmp, s), *(input_fields(s)[i] for i, _ in cols), input_file(s)))
+    if natural_width(console, build(True, widest_rows)) > console.width:
+        console.print(build(False))
         console.print("(file names left out to fit the terminal; --json and --csv list them)", highlight=False, markup=False)
     else:
-        console.print(table)
+        console.print(build(True))
 
 
 def plain_table(header: list[str], rows: list[list[str]], right: set[int], fold: int,

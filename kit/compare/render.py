@@ -20,7 +20,7 @@ from typing import Iterable
 from kit.bundle.inert import markdown_text
 from kit.compare.engine import Comparison, MachineCell, Row
 from kit.compare import fleet_views
-from kit.compare.console import fits, natural_width  # noqa: F401 (re-exported)
+from kit.compare.console import fits, natural_width, widest  # noqa: F401 (re-exported)
 from kit.compare.fleet import View, summarise_fleet
 from kit.compare.halves import map_text
 from kit.compare.fmt import (  # noqa: F401 (re-exported: every view prints figures through them)
@@ -115,21 +115,29 @@ def _has_energy(cmp: Comparison) -> bool:
 
 # --- rich --------------------------------------------------------------------------------
 
-def _inputs_table(cmp: Comparison):
+def _inputs_table(cmp: Comparison, sources=None):
+    """The Inputs table, one column per fact; of ``sources`` only, where given (to measure it)."""
     from rich.markup import escape
     from rich.table import Table
 
     inputs = Table(title="Inputs", title_justify="left", show_lines=False)
     for col in ("", "machine", "GPU", "driver", "stack", "torch", "data", "file"):
         inputs.add_column(col, overflow="fold")
-    for s in cmp.sources:
+    for s in cmp.sources if sources is None else sources:
         mark = " (baseline)" if s is cmp.baseline_source else ""
         # text read from bundles is inert (kit.compare.load) and escaped so it cannot inject rich markup
         inputs.add_row(
-            f"[bold]{s.label}[/bold]{mark}", *(escape(x) for x in (s.env.machine, s.env.gpu, s.env.driver, s.env.stack, s.env.torch, s.env.data_source)),
+            f"[bold]{s.label}[/bold]{mark}", *(escape(x) for x in fleet_views.input_fields(s)),
             escape(s.file_name) + (" [yellow](interrupted)[/yellow]" if s.interrupted else ""),
         )
     return inputs
+
+
+def _inputs_fit(cmp: Comparison, console) -> bool:
+    """The Inputs table fits the console: measured on the machines with each column's widest text."""
+    rows = widest(cmp.sources, lambda s: (fleet_views.label_of(cmp, s), *fleet_views.input_fields(s),
+                                          fleet_views.input_file(s)))
+    return fits(console, [_inputs_table(cmp, rows)])
 
 
 def _column_tables(cmp: Comparison) -> list:
@@ -191,9 +199,8 @@ def print_rich(cmp: Comparison, console, verbose: bool = False, view=None) -> No
     console, else (or when ``view`` asks for a metric or groups) machines as rows
     (:mod:`kit.compare.fleet_views`)."""
     view = view or View()
-    inputs = _inputs_table(cmp)
-    if fits(console, [inputs]):
-        console.print(inputs)
+    if _inputs_fit(cmp, console):
+        console.print(_inputs_table(cmp))
     else:
         fleet_views.print_inputs_compact(cmp, console)
     console.print(f"[dim]Statistics: {cmp.method}.[/dim]")
