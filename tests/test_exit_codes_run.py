@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from fixtures.cli import sigint_as_from_a_terminal
 from kit.results.journal import read_journal
 
 REPO = Path(__file__).resolve().parents[1]
@@ -34,19 +35,9 @@ def _env(tmp_path: Path, fake_bench: bool = True, first: Path | None = None, **e
     return env
 
 
-def _sigint_as_from_a_terminal() -> None:
-    """A process started in the background of a shell without job control (`cmd &` in a
-    script) inherits SIGINT ignored, and Python then keeps ignoring it (no KeyboardInterrupt):
-    the kit rightly does too. The runs here start with Ctrl-C's default, as from a terminal,
-    so the Ctrl-C test means the same wherever pytest itself was started."""
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def kit(tmp_path: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "kit", *args], cwd=tmp_path, env=env or _env(tmp_path),
-                          capture_output=True, text=True, timeout=300, preexec_fn=_sigint_as_from_a_terminal)
+                          capture_output=True, text=True, timeout=300, preexec_fn=sigint_as_from_a_terminal)
 
 
 def _fixtures(tmp_path: Path) -> None:

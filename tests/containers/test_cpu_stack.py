@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from fixtures.cli import sigint_as_from_a_terminal
 from container_support import (
     BASE, BUILD_TIMEOUT_S, CA_CERT, KIT, ROOT, RUN_TIMEOUT_S, assert_all_owned, build_options, check_bundle,
     compose_run, compose_up, docker_client, give_results_away, kit_env, run_cmd, stack_image,
@@ -92,7 +93,9 @@ def test_ctrl_c_then_the_printed_command_resumes_the_run_to_its_bundle(cpu_image
     owner = give_results_away(results)
     cmd = KIT + ["launch", "--stack", "cpu", "--results-dir", str(results), "--data-dir", str(data), *build_options()]
     print("$", " ".join(cmd), flush=True)
-    first = subprocess.Popen(cmd, cwd=ROOT, env=kit_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # Ctrl-C's default in the launcher, however pytest was started (`.ci/run &` ignores SIGINT)
+    first = subprocess.Popen(cmd, cwd=ROOT, env=kit_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=sigint_as_from_a_terminal)
     try:
         _first_cell_end(results, first, RUN_TIMEOUT_S)
         first.send_signal(signal.SIGINT)
