@@ -43,7 +43,7 @@ bench-h200: $(VENV)/.test ## the performance-target benchmark (see docs/performa
 	KIT="$(BIN)/python -m kit" PY=$(BIN)/python bash scripts/bench_h200.sh
 
 # The host side installs in seconds: typer, rich, docker, nvidia-ml-py, scipy, matplotlib, orjson.
-$(VENV)/.host: pyproject.toml
+$(VENV)/.host: pyproject.toml kit/__init__.py
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q -e .
 	touch $@

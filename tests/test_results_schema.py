@@ -122,6 +122,9 @@ def _valid_results() -> dict:
     for c in d["cells"]:
         c["started_at"], c["finished_at"] = 1735732800.0, 1735732900.0
     d["cells"][0]["reason"] = "fixture note"
+    for c in d["cells"][:2]:  # how they were measured (kit.results.method): an object, or null
+        c["method"] = {"engine": "cifar/torch", "revision": 6, "settings": {"step": "eager", "batch_size": 256},
+                       "details": {"inductor": "off (fixture)"}}
     d["derived"] = {"performance_ratios": []}
     return d
 
@@ -129,7 +132,7 @@ def _valid_results() -> dict:
 #: Fields the schema allows to be null (optional in the dataclasses; measured numbers that may be missing).
 NULLABLE = {"started_at", "finished_at", "config.epochs", "config.steps", "config.max_batches", "config.batch_size",
             "config.tolerance", "config.gpus", "config.global_batch_size", "cells[0].reason", "cells[0].telemetry", "cells[0].started_at", "cells[0].finished_at",
-            "cells[0].host"}
+            "cells[0].host", "cells[0].method"}
 
 
 def _nullable(path: str) -> bool:
@@ -167,7 +170,8 @@ FREE_FORM = ["environment.gpus", "environment.gpus[0]", "environment.gpus[0].nam
              "environment.driver", "environment.stack", "environment.torch", "cells[0].params.batch_size",
              "cells[0].params", "cells[0].telemetry.throttled", "cells[0].telemetry.util_mean_pct",
              "cells[0].telemetry.energy_j", "cells[0].data.source", "cells[0].repeats[0].metrics",
-             "derived.performance_ratios", "cells[1].reason"]
+             "derived.performance_ratios", "cells[1].reason", "cells[0].method.revision", "cells[0].method.settings",
+             "cells[0].method.engine", "cells[0].method.settings.step"]
 
 
 def _steps(path: str) -> list:

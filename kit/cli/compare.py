@@ -37,6 +37,10 @@ def compare(
     where: Optional[List[str]] = typer.Option(None, "--where", help="With --index: only runs whose FIELD holds VALUE as a word, e.g. gpu=H200 (repeatable; gpu, host, driver, stack, torch, kit)."),
     since: Optional[str] = typer.Option(None, "--since", help="With --index: only runs started on or after this date (YYYY-MM-DD, UTC)."),
     host: Optional[str] = typer.Option(None, "--host", help="With --index: only the runs of the host of exactly this name."),
+    allow_method_change: bool = typer.Option(
+        False, "--allow-method-change",
+        help="Compare cells measured by different methods (engine revision or settings) too, each such ratio marked; "
+             "by default they are left out with a HIGH warning."),
 ) -> None:
     """Compare runs: median time and throughput per machine, speedup over fp32, ratio to the baseline, with 95% CIs."""
     with collector_paused() as paused:
@@ -65,9 +69,9 @@ def compare(
 
             if index is None or paths:
                 raise UsageError("--where, --since and --host go with --index; give --index FILE or files, not both.")
-            cmp = narrow_cells(comparison(index, where, since, host, baseline), view.cells)
+            cmp = narrow_cells(comparison(index, where, since, host, baseline, allow_method_change), view.cells)
         else:
-            cmp = narrow_cells(compare_paths(paths, baseline), view.cells)
+            cmp = narrow_cells(compare_paths(paths, baseline, allow_method_change), view.cells)
         err = Console(stderr=True)
         if csv or json_ or markdown:
             # stdout carries only the data; warnings go to stderr.

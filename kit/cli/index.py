@@ -180,6 +180,7 @@ def history(
                 "run_id": p.run["run_id"], "run_date": p.run["run_date"], "status": p.status,
                 "throughput_median": p.median, "throughput_repeats": p.values, "changed": p.changed,
                 "vs_previous": p.vs_previous.to_dict() if p.vs_previous else None, "flagged": p.flagged,
+                "method": p.method, "method_break": p.method_break,
             } for p in c.points]} for c in cells],
         }, indent=2))
         return
@@ -188,7 +189,7 @@ def history(
                        "* marks a value that changed since the previous run; ! a change in throughput that is "
                        f"significant and at least {min_change:g}%.", style="bold"))
     console.print(Text(f"Statistics: {METHOD}.", style="dim"))
-    flagged = 0
+    flagged = breaks = 0
     for c in cells:
         t = Table(title=f"{_t(c.cell_id)} ({_t(c.unit)}/s, median over repeats)", title_justify="left")
         for col in ("run date (UTC)", "driver", "torch", "kit", f"{_t(c.unit)}/s", "vs previous run", ""):
@@ -200,16 +201,22 @@ def history(
                 return Text(_t(r[name]) + (" *" if name in p.changed else ""), style="bold yellow" if name in p.changed else "")
 
             figure = f"{p.median:,.1f}" if p.median is not None else _t(p.status)
-            vs = fmt_vs_baseline(p.vs_previous) if p.vs_previous else ""
+            vs = (fmt_vs_baseline(p.vs_previous) if p.vs_previous
+                  else Text("method changed: no ratio", style="bold magenta") if p.method_break else "")
+            breaks += p.method_break is not None
             flagged += p.flagged
             t.add_row(_date(r["run_date"]), mark("driver"), mark("torch"), mark("kit"),
                       figure, vs, Text("!", style="bold red") if p.flagged else "")
         console.print(t)
     console.print(f"{flagged} significant change(s) of {min_change:g}% or more." if flagged
                   else f"No significant change of {min_change:g}% or more between consecutive runs.", markup=False)
+    if breaks:
+        console.print(f"{breaks} break(s) in the series: the cell was measured by another method (engine revision or "
+                      "settings) than in the run before, so no change is computed there (kit index history --json "
+                      "names each method).", markup=False)
 
 
-def comparison(index: Path, where, since, host, baseline):
+def comparison(index: Path, where, since, host, baseline, allow_method_change: bool = False):
     """`kit compare --index`: the comparison of the matching runs, from the index alone."""
     from kit.compare.engine import build_comparison
     from kit.index.db import open_index
@@ -221,7 +228,7 @@ def comparison(index: Path, where, since, host, baseline):
         srcs = sources(con, flt, baseline)
     finally:
         con.close()
-    return build_comparison(srcs)
+    return build_comparison(srcs, allow_method_change)
 
 
 def register(main_app: typer.Typer) -> None:

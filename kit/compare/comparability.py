@@ -17,6 +17,7 @@ from kit.compare.load import Source
 #: warnings are shown.
 HIGH, MEDIUM, LOW = "high", "medium", "low"
 _RANK = {
+    "method": (0, HIGH),
     "device": (0, HIGH),
     "busy": (0, HIGH),
     "same run": (0, HIGH),
@@ -100,11 +101,33 @@ def _busy_hosts(sources: list[Source]) -> list[CompareWarning]:
     return out
 
 
-def warnings_for(sources: list[Source], rows: list) -> list[CompareWarning]:
-    """The warnings for a comparison of ``sources`` whose rows (kit.compare.engine.Row) are ``rows``."""
+def _methods(changes: list[tuple[str, str]], allowed: bool) -> list[CompareWarning]:
+    """One HIGH line for the cells whose machines measured them by different methods
+    (kit.results.method.method_change's words, the most common first)."""
+    if not changes:
+        return []
+    by_text: dict[str, list[str]] = {}
+    for cid, text in changes:
+        by_text.setdefault(text, []).append(cid)
+    ranked = sorted(by_text.items(), key=lambda kv: -len(kv[1]))
+    shown = "; ".join(f"{cids[0]}{f' and {len(cids) - 1} more' if len(cids) > 1 else ''}: {text}"
+                      for text, cids in ranked[:2])
+    rest = len(ranked) - 2
+    more = f" ({rest} more kind{'s' if rest != 1 else ''} of difference in --json)" if rest > 0 else ""
+    fate = ("kept by --allow-method-change, each ratio marked \"method differs\"" if allowed else
+            "left out of the ratios and findings (--allow-method-change compares them, marked)")
+    return [CompareWarning("method", f"different method in {len(changes)} cell(s): {shown}{more}; {fate}. "
+                                     "A figure from another engine revision or setting measures the method too "
+                                     "(docs/compare.md, \"How each cell was measured\").")]
+
+
+def warnings_for(sources: list[Source], rows: list, method_changes: list[tuple[str, str]] = (),
+                 allow_method_change: bool = False) -> list[CompareWarning]:
+    """The warnings for a comparison of ``sources`` whose rows (kit.compare.engine.Row) are ``rows``;
+    ``method_changes``: (cell id, what differs) where the machines' methods differ."""
     cpu = [s for s in sources if s.env.gpu == "CPU only"]
     gpu = [s for s in sources if s.env.gpu not in ("CPU only", "unknown")]
-    out: list[CompareWarning] = []
+    out: list[CompareWarning] = _methods(list(method_changes), allow_method_change)
     if cpu and gpu:  # shown first: every other difference follows from it
         out.append(CompareWarning("device", f"{', '.join(s.label for s in cpu)} ran on a CPU, "
                                             f"{', '.join(s.label for s in gpu)} on a GPU: the numbers measure different "

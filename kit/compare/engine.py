@@ -14,7 +14,8 @@ measured successfully. For each machine (input) it holds:
 Ratios come with the 95% CI of the ratio of means and a verdict from
 :mod:`kit.compare.stats`.
 
-Cells missing, skipped or failed on some inputs are listed in
+Cells missing, skipped, failed or measured by another method (:mod:`kit.results.method`) on some
+inputs are listed in
 ``not_compared`` (and counted by reason); differences that make numbers hard to compare (stack,
 library versions, data source, batch size, throttling) are listed in
 ``warnings``, most severe first.
@@ -36,9 +37,15 @@ from kit.compare.stats import METHOD, RatioEstimate, Sample, ratio_estimates
 from kit.errors import RegressionDetected
 from kit.results import ratios
 from kit.results.derive import quality_gap
+from kit.results.method import describe, identity, method_change
 from kit.results.schema import cell_label
 
 Key = tuple[str, ...]  # workload, model, precision, engine (+ "bs512" for a batch curve's point: cell_key)
+
+#: a machine's cell measured by another method than the baseline's (kit.results.method): its status
+#: where it is left out of the ratios, its flag where --allow-method-change keeps it
+OTHER_METHOD = "measured otherwise"
+METHOD_FLAG = "method differs"
 
 @dataclass
 class MachineCell:
@@ -52,6 +59,8 @@ class MachineCell:
     flags: list[str] = field(default_factory=list)
     params: dict = field(default_factory=dict)
     data_source: str = "unknown"  # real / synthetic, from the cell or the run
+    #: how the cell was measured (kit.results.method; None: method unknown)
+    method: dict | None = None
     #: convergence runs only: the final metric over repeats (measures.PARITY_METRIC names it), this
     #: machine's parity row for the cell (kit.results.derive.parity; None for the base precision),
     #: and the gap to the baseline machine's same cell (derive.quality_gap: > 0 = worse)
@@ -79,6 +88,7 @@ class MachineCell:
             "final_metric": s(self.final_metric),
             "parity": dict(self.parity) if self.parity else None,
             "final_metric_gap_vs_baseline": self.quality_vs_baseline,
+            "method": self.method,
         }
 
 
@@ -87,6 +97,9 @@ class Row:
     key: Key
     unit: str
     machines: list[MachineCell | None]  # aligned with Comparison.sources
+    #: where the machines' cells were measured by different methods and --allow-method-change kept
+    #: them: what differs (kit.results.method.method_change); their ratios are marked
+    method_change: str | None = None
 
     workload = property(lambda self: self.key[0])
     model = property(lambda self: self.key[1])
@@ -109,6 +122,8 @@ class Regression:
     cell_id: str
     label: str
     ratio: RatioEstimate
+    #: measured by another method than the baseline's, kept by --allow-method-change
+    method_differs: bool = False
 
     @property
     def slower_pct(self) -> float:
@@ -136,6 +151,10 @@ class Comparison:
     method: str = METHOD
     #: inputs that could not be read, each with its reason (the rest were compared)
     refused: list[Refused] = field(default_factory=list)
+    #: (cell id, what differs) for every cell whose machines' methods differ, kept or left out
+    method_changes: list[tuple[str, str]] = field(default_factory=list)
+    #: --allow-method-change: such cells are compared, their ratios marked
+    allow_method_change: bool = False
 
     @property
     def baseline_source(self) -> Source:
@@ -161,7 +180,7 @@ class Comparison:
             for src, mc in zip(self.sources[1:], row.machines[1:]):
                 est = mc.vs_baseline if mc else None
                 if est and est.significant and est.ratio < 1.0 - pct / 100.0:
-                    out.append(Regression(row.cell_id, src.label, est))
+                    out.append(Regression(row.cell_id, src.label, est, METHOD_FLAG in mc.flags))
         return out
 
     def to_dict(self, rows: Any = None) -> dict:
@@ -188,6 +207,7 @@ class Comparison:
             "precision": r.precision,
             "engine": r.engine,
             "throughput_unit": r.unit,
+            "method_change": r.method_change,
             "machines": {s.label: (mc.to_dict() if mc else None) for s, mc in zip(self.sources, r.machines)},
         }
 
@@ -223,6 +243,7 @@ def _machine_cell(cell: CellFigures, src: Source, base_cell: CellFigures | None,
         params=cell.params,  # the run's figures' own (no view changes them)
         flags=list(cell.flags),
         data_source=str(cell.data_source or src.env.data_source),
+        method=cell.method,
     )
     if src.figures.converged:
         mc.final_metric = cell.final_metric
@@ -233,24 +254,47 @@ def _machine_cell(cell: CellFigures, src: Source, base_cell: CellFigures | None,
     return mc
 
 
-def build_comparison(sources: list[Source]) -> Comparison:
+def _other_methods(sources: list[Source], present: list, ok: list[bool]) -> tuple[str | None, list[bool]]:
+    """Whether the cells of one key were measured the same way (kit.results.method.method_change, the
+    one rule), and which were measured otherwise than the baseline's (else the first measured) cell."""
+    measured = [(src.label, cell.method) for src, cell, k in zip(sources, present, ok) if k]
+    change = method_change(measured) if len(measured) > 1 else None
+    if change is None:
+        return None, [False] * len(present)
+    ref = identity(measured[0][1])
+    return change, [k and identity(cell.method) != ref for cell, k in zip(present, ok)]
+
+
+def build_comparison(sources: list[Source], allow_method_change: bool = False) -> Comparison:
+    """The comparison of ``sources`` (the first is the baseline). Cells whose machines measured them by
+    different methods (kit.results.method) are left out of the ratios, each machine that differs
+    from the baseline's method "measured otherwise", unless ``allow_method_change`` keeps them,
+    marked."""
     per_source = [s.figures.by_key() for s in sources]
     all_keys = sorted({k for cells in per_source for k in cells}, key=measures.order_key)
     base_converged = sources[0].figures.converged
     rows: list[Row] = []
     not_compared: list[NotCompared] = []
+    method_changes: list[tuple[str, str]] = []
     speed: list = []  # (machine cell, what its ratio to the baseline is estimated from)
     for key in all_keys:
         cid = "/".join(key)
         present = [cells.get(key) for cells in per_source]
         ok = [c is not None and c.status == "ok" for c in present]
+        change, other = _other_methods(sources, present, ok)
+        if change is not None:
+            method_changes.append((inert(cid), inert(change)))
+            if not allow_method_change:
+                ok = [k and not o for k, o in zip(ok, other)]
         if not all(ok):
             problems = []
-            for src, cell in zip(sources, present):
+            for src, cell, o in zip(sources, present, other):
                 if cell is None:
                     problems.append(f"missing in {src.label}")
                 elif cell.status != "ok":
                     problems.append(f"{cell.status} in {src.label}" + (f" ({cell.reason})" if cell.reason else ""))
+                elif o and not allow_method_change:
+                    problems.append(f"{OTHER_METHOD} in {src.label}")
             not_compared.append(NotCompared(inert(cid), inert(_summarise_problems(problems))))
         if sum(ok) < 2:
             continue
@@ -261,18 +305,24 @@ def build_comparison(sources: list[Source]) -> Comparison:
                 machines.append(MachineCell(status="missing", reason="not measured"))
             elif cell.status != "ok":
                 machines.append(MachineCell(status=inert(cell.status), reason=None if cell.reason is None else inert(cell.reason)))
+            elif not ok[i]:  # measured, by another method than the baseline's: no ratio
+                machines.append(MachineCell(status=OTHER_METHOD, reason=inert(describe(cell.method, ())),
+                                            method=cell.method))
             else:
                 mc = _machine_cell(cell, src, base_cell, i == 0, base_converged)
+                if other[i]:  # --allow-method-change: compared, and marked
+                    mc.flags.append(METHOD_FLAG)
                 pair = _speed_pair(cell, base_cell) if base_cell is not None and i else None
                 if pair is not None:
                     speed.append((mc, pair))
                 machines.append(mc)
         unit = next(c.unit for c in present if c is not None and c.status == "ok")
-        rows.append(Row(key, unit, machines))
+        rows.append(Row(key, unit, machines, inert(change) if change and allow_method_change else None))
     for (mc, _), est in zip(speed, ratio_estimates([pair for _, pair in speed])):
         mc.vs_baseline = est
-    warnings = warnings_for(sources, rows)
-    return Comparison(sources, rows, not_compared, warnings)
+    warnings = warnings_for(sources, rows, method_changes, allow_method_change)
+    return Comparison(sources, rows, not_compared, warnings, method_changes=method_changes,
+                      allow_method_change=allow_method_change)
 
 
 def _summarise_problems(problems: list[str]) -> str:
@@ -283,12 +333,13 @@ def _summarise_problems(problems: list[str]) -> str:
     return "; ".join(problems[:3]) + f"; and {len(problems) - 3} more inputs"
 
 
-def compare_paths(paths: list[str | Path], baseline: str | None = None) -> Comparison:
+def compare_paths(paths: list[str | Path], baseline: str | None = None,
+                  allow_method_change: bool = False) -> Comparison:
     """Load every input and compare them (the first, or ``baseline``, is the baseline). An input
     that cannot be read is refused with its reason (``Comparison.refused``) and the rest are
     compared, as long as the baseline and one more remain (else the refused input's error)."""
     sources, refused = load_sources_keep_going(paths, baseline)
-    cmp = build_comparison(sources)
+    cmp = build_comparison(sources, allow_method_change)
     cmp.refused = refused
     return cmp
 
@@ -302,6 +353,7 @@ def check_regressions(comparison: Comparison, pct: float) -> None:
         lines = [
             f"{r.label} is {r.slower_pct:.1f}% slower than {base.label} on {r.cell_id} "
             f"(throughput {fmt_vs_baseline(r.ratio)}, p={r.ratio.p_value:.2g})"
+            + (f" [{METHOD_FLAG}: compares methods, not machines]" if r.method_differs else "")
             for r in regs[:20]
         ]
         more = f"\n  ... and {len(regs) - 20} more" if len(regs) > 20 else ""

@@ -21,7 +21,11 @@ from dataclasses import dataclass, field
 from kit.compare import measures
 from kit.compare.stats import RatioEstimate, Sample
 from kit.results import ratios
+from kit.results.method import host_paced, method_of
 from kit.results.schema import CellResult, RunResults, cell_learner
+
+#: the flag of a cell whose engine's loop the host drives step by step (kit.results.method.host_paced)
+HOST_PACED = "host-paced"
 
 Key = tuple  # kit.results.schema.cell_key: workload, model, precision, engine (+ size, + "bs512")
 
@@ -58,6 +62,8 @@ class CellFigures:
     #: denominator, taken once per cell (a fleet's baseline cell divides every machine's)
     throughput_median: float | None = None
     epoch_median: float | None = None
+    #: how the cell was measured (kit.results.method; None: method unknown)
+    method: dict | None = None
 
     @property
     def ok(self) -> bool:
@@ -124,6 +130,9 @@ def run_figures(results: RunResults) -> RunFigures:
         flags = measures.high_cv_flags(cell, cache)
         if measures.throttled(cell):
             flags.append("throttled")
+        method = method_of(cell)
+        if host_paced(method):
+            flags.append(HOST_PACED)
         cells.append(CellFigures(
             key, "ok", None, measures.unit_of(cell), params, _data_source(cell),
             busy_reason(getattr(cell, "host", None)),
@@ -138,6 +147,7 @@ def run_figures(results: RunResults) -> RunFigures:
             epoch_median=ratios.median_of(cache.values(cell, ratios.EPOCH_S)),
             vs_fp32=speedups.get(key),
             parity=parities.get(key),
+            method=method,
         ))
     data = getattr(results.config, "data", None)
     return RunFigures(results.run_id, mode, cells, None if data is None else str(data))

@@ -226,7 +226,10 @@ def summarise_fleet(cmp: Comparison, by: str = "gpu", outlier_pct: float = DEFAU
     summary = FleetSummary(by, outlier_pct, groups)
     for row in cmp.rows:
         for group, members in groups.items():
-            cells = [(s, ok[s.index].get(row.key)) for s in members]
+            # a machine's cell left out of the row (measured by another method: kit.compare.engine) is
+            # left out of its group's findings too
+            cells = [(s, ok[s.index].get(row.key)) for s in members
+                     if row.machines[s.index] is not None and row.machines[s.index].status == "ok"]
             cells = [(s, c) for s, c in cells if c is not None]
             if not cells:
                 continue

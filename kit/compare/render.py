@@ -80,7 +80,7 @@ def not_compared_lines(cmp: Comparison, verbose: bool) -> list[str]:
 def not_compared_title(cmp: Comparison, verbose: bool) -> str:
     n = len(cmp.not_compared)
     tail = "" if verbose else " — counted by reason; --verbose lists every cell"
-    return f"Not compared: {n} cell{'s' if n != 1 else ''} missing, skipped or failed on some inputs{tail}"
+    return f"Not compared: {n} cell{'s' if n != 1 else ''} missing, skipped, failed or measured otherwise on some inputs{tail}"
 
 
 QUALITY_TITLE = (
@@ -208,7 +208,10 @@ def print_rich(cmp: Comparison, console, verbose: bool = False, view=None) -> No
     # a machine's column takes more than MIN_COLUMN characters: past that many, do not build them to measure
     many = len(cmp.sources) * MIN_COLUMN > console.width
     columns = None if many or view.rows or view.group_by or view.metric != "throughput" else _column_tables(cmp)
-    if columns is not None and fits(console, columns):
+    if not cmp.rows:
+        console.print("No cell was measured, the same way, by two inputs: nothing to divide (below, why).",
+                      highlight=False, markup=False)
+    elif columns is not None and fits(console, columns):
         for part in columns:
             console.print(part)
     else:

@@ -102,7 +102,7 @@ def plan_sweep(folder: Path, run_args: List[str], suites: List[str], gpus: List[
     """Every option checked (UsageError, exit 2) and the tasks: stacks x suites x GPU counts.
 
     ``stacks`` need a container runtime: ``image`` names each stack's image with ``{stack}``
-    (``registry#mpkit:{stack}-0.1.0``); natively the nodes' own Python is the one stack."""
+    (``registry#mpkit:{stack}-0.2.0``); natively the nodes' own Python is the one stack."""
     stacks = list(stacks or [])
     run_args = list(run_args)
     if run_args and run_args[0] == "run":
@@ -127,7 +127,7 @@ def plan_sweep(folder: Path, run_args: List[str], suites: List[str], gpus: List[
         raise UsageError(f"--container {container!r}: choose from {', '.join(CONTAINERS)}.")
     if container != "none" and not image:
         raise UsageError(f"--container {container} needs --image (the kit's image as the runtime names it).",
-                         remedy="e.g. --image docker://registry.example/mpkit:cuda12-0.1.0 (pyxis) or --image mpkit.sif (Apptainer)")
+                         remedy="e.g. --image docker://registry.example/mpkit:cuda12-0.2.0 (pyxis) or --image mpkit.sif (Apptainer)")
     for st in stacks:
         if st not in STACKS:
             raise UsageError(f"--stacks {st!r}: choose from {', '.join(STACKS)}.")
@@ -135,9 +135,9 @@ def plan_sweep(folder: Path, run_args: List[str], suites: List[str], gpus: List[
         raise UsageError("--stacks names each stack once.")
     if stacks and container == "none":
         raise UsageError("--stacks needs --container pyxis or apptainer: natively the nodes' own Python is the stack.",
-                         remedy="Add --container pyxis --image 'registry#mpkit:{stack}-0.1.0' (one image per stack).")
+                         remedy="Add --container pyxis --image 'registry#mpkit:{stack}-0.2.0' (one image per stack).")
     if len(stacks) > 1 and "{stack}" not in (image or ""):
-        raise UsageError("several --stacks need {stack} in --image, e.g. --image 'registry#mpkit:{stack}-0.1.0'.")
+        raise UsageError("several --stacks need {stack} in --image, e.g. --image 'registry#mpkit:{stack}-0.2.0'.")
     if time_limit is not None and not _SLURM_TIME.fullmatch(time_limit):
         raise UsageError(f"--time {time_limit!r}: use Slurm's forms, e.g. 30, 1:30:00 or 1-00:00:00.")
     if cpus_per_task is not None and cpus_per_task < 1:

@@ -36,7 +36,7 @@ from kit.errors import KitError, UsageError
 #: "mpkt" as a big-endian 32-bit integer: SQLite's application id field for this kit's index files
 APPLICATION_ID = 0x6D706B74
 APPLICATION = "mpkit results index"
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 #: how long a writer waits for another's transaction before giving up (many nodes may add at once)
 BUSY_TIMEOUT_S = 120.0
 
@@ -116,7 +116,8 @@ def _add_figures(con: sqlite3.Connection) -> None:
 def _store_figures(con: sqlite3.Connection) -> None:
     """Each run's figures (re)computed from its stored results.json, in today's stored form; a run
     whose copy is damaged gets none (compare names it when it reads it: b"" is not the form).
-    v3 -> v4: the figures' numbers packed as float64 (kit.index.figures_codec, format 2)."""
+    v3 -> v4: the figures' numbers packed as float64 (kit.index.figures_codec, format 2); v4 -> v5: with
+    each cell's method record (format 3)."""
     from kit.errors import KitError
 
     ids = [r[0] for r in con.execute("SELECT id FROM bundles")]
@@ -134,6 +135,7 @@ MIGRATIONS = (
     (2, "add compare_z (read by the kits of schema v2 only)", _add_compare_column),
     (3, "store each run's figures, what a comparison reads of it (figures_z)", _add_figures),
     (4, "store the figures' numbers packed (figures format 2)", _store_figures),
+    (5, "store each cell's method record with its figures (figures format 3)", _store_figures),
 )
 
 
@@ -228,11 +230,13 @@ def _check(con: sqlite3.Connection, path: Path) -> int:
 
 
 def _steps(con: sqlite3.Connection, version: int) -> int:
-    """Apply every migration after ``version`` (inside the caller's transaction); the new version."""
-    for to, _what, step in MIGRATIONS:
-        if to > version:
+    """Apply every migration after ``version`` (inside the caller's transaction); the new version. A
+    step the next one repeats (the figures recomputed in a newer form) runs once, as the last."""
+    todo = [(to, step) for to, _what, step in MIGRATIONS if to > version]
+    for i, (to, step) in enumerate(todo):
+        if i + 1 == len(todo) or todo[i + 1][1] is not step:
             step(con)
-            version = to
+        version = to
     con.execute(f"PRAGMA user_version = {version}")
     return version
 

@@ -8,10 +8,12 @@ inside zlib: the length of the JSON part (4 bytes, little-endian), the JSON part
 of every cell as a little-endian float64 (read back with one ``array.frombytes``: parsing 800,000
 numbers written as text was most of reading 200 runs). The JSON part:
 
-    {"format": 2, "run_id": ..., "mode": ..., "data": ..., "params": [the distinct params dicts],
+    {"format": 3, "run_id": ..., "mode": ..., "data": ..., "params": [the distinct params dicts],
+     "methods": [the distinct method records (kit.results.method)],
      "cells": [[key, status, reason, data_source]                                  (a cell not ok)
                [key, status, reason, data_source, unit, params (an index into "params"), busy,
-                flags, the verdict of the speedup over fp32 (null: none), parity, shape]]}
+                flags, the verdict of the speedup over fp32 (null: none), parity, shape,
+                method (an index into "methods", or -1: method unknown)]]}
 
 where ``shape`` is ``[n of the throughput, of the epoch time, of the final metric (0: no such
 sample), the number of throughput values, of epoch values, presence bits]`` and says which numbers
@@ -34,10 +36,11 @@ from array import array
 from math import fsum, isfinite
 
 from kit.compare.figures import CellFigures, RunFigures
+from kit.results.method import method_of
 from kit.compare.stats import NOT_SIGNIFICANT, ONE_REPEAT, SIGNIFICANT, RatioEstimate, Sample
 
-FORMAT = 2
-_OK_ROW = 11  # the length of an ok cell's row
+FORMAT = 3
+_OK_ROW = 12  # the length of an ok cell's row
 _VERDICTS = frozenset((SIGNIFICANT, NOT_SIGNIFICANT, ONE_REPEAT))
 #: the presence bits of ``shape``: the numbers a cell may lack, in the order they are stored
 _ENERGY, _TP_MEDIAN, _EP_MEDIAN, _CI_LOW, _CI_HIGH, _P, _DF, _MEAN_RATIO = (1 << i for i in range(8))
@@ -52,6 +55,8 @@ class Damaged(ValueError):
 def encode(fig: RunFigures) -> bytes:
     params: list = []
     seen: dict = {}
+    methods: list = []
+    seen_methods: dict = {}
     cells = []
     nums = array("d")
     put, extend = nums.append, nums.extend
@@ -87,9 +92,17 @@ def encode(fig: RunFigures) -> bytes:
                     bits |= bit
         shape = [s.n if s is not None else 0 for s in (c.throughput, c.epoch_s, c.final_metric)]
         shape += [len(c.throughput_values), len(c.epoch_values), bits]
+        m = -1
+        if c.method is not None:
+            m_text = json.dumps(c.method, sort_keys=True)
+            if m_text not in seen_methods:
+                seen_methods[m_text] = len(methods)
+                methods.append(c.method)
+            m = seen_methods[m_text]
         cells.append(head + [c.unit, seen[text], c.busy, list(c.flags), None if e is None else e.verdict, c.parity,
-                             shape])
-    doc = {"format": FORMAT, "run_id": fig.run_id, "mode": fig.mode, "data": fig.data, "params": params, "cells": cells}
+                             shape, m])
+    doc = {"format": FORMAT, "run_id": fig.run_id, "mode": fig.mode, "data": fig.data, "params": params,
+           "methods": methods, "cells": cells}
     text = json.dumps(doc, separators=(",", ":"), allow_nan=True).encode("utf-8")
     if _SWAP:
         nums.byteswap()
@@ -108,7 +121,7 @@ def _text(v, what: str):
     raise Damaged(f"{what} is not text")
 
 
-def _cell(row, params: list, nums: list, at: int) -> tuple[CellFigures, int]:
+def _cell(row, params: list, methods: list, nums: list, at: int) -> tuple[CellFigures, int]:
     """The cell of ``row`` and where the next cell's numbers start."""
     if type(row) is not list or len(row) not in (4, _OK_ROW):
         raise Damaged("a cell is not a row of the kit's form")
@@ -126,9 +139,11 @@ def _cell(row, params: list, nums: list, at: int) -> tuple[CellFigures, int]:
     _text(reason, what), _text(data_source, what)
     if status != "ok":
         return CellFigures(key, status, reason, data_source=data_source), at
-    unit, p_index, busy, flags, verdict, parity, shape = row[4:]
+    unit, p_index, busy, flags, verdict, parity, shape, m_index = row[4:]
     if type(p_index) is not int or not 0 <= p_index < len(params):
         raise Damaged(f"{what}: its params are not in the table")
+    if type(m_index) is not int or not -1 <= m_index < len(methods):
+        raise Damaged(f"{what}: its method is not in the table")
     if parity is not None and type(parity) is not dict:
         raise Damaged(f"{what}: its parity row is not an object")
     try:
@@ -186,7 +201,8 @@ def _cell(row, params: list, nums: list, at: int) -> tuple[CellFigures, int]:
         raise Damaged(f"{what}: its values are not finite numbers")
     return CellFigures(
         key, status, reason, unit or "items", params[p_index], data_source, busy, samples[0], samples[1],
-        samples[2], energy, flags, tp_values, ep_values, vs_fp32, parity, opt[0], opt[1]), at
+        samples[2], energy, flags, tp_values, ep_values, vs_fp32, parity, opt[0], opt[1],
+        methods[m_index] if m_index >= 0 else None), at
 
 
 def decode(blob: bytes) -> RunFigures:
@@ -201,15 +217,17 @@ def decode(blob: bytes) -> RunFigures:
         raise Damaged(f"not the kit's stored figures ({exc})") from None
     if type(doc) is not dict or doc.get("format") != FORMAT:
         raise Damaged("not the kit's stored figures (format)")
-    params, rows = doc.get("params"), doc.get("cells")
+    params, methods, rows = doc.get("params"), doc.get("methods"), doc.get("cells")
     if type(params) is not list or any(type(p) is not dict for p in params) or type(rows) is not list:
         raise Damaged("not the kit's stored figures (params, cells)")
+    if type(methods) is not list or any(method_of({"method": m}) is None for m in methods):
+        raise Damaged("not the kit's stored figures (methods)")
     if _SWAP:
         packed.byteswap()
     nums = packed.tolist()
     cells, at = [], 0
     for row in rows:
-        cell, at = _cell(row, params, nums, at)
+        cell, at = _cell(row, params, methods, nums, at)
         cells.append(cell)
     if at != len(nums):
         raise Damaged("not the kit's stored figures (the numbers do not match the cells)")

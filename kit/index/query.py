@@ -28,6 +28,7 @@ from kit.compare.stats import RatioEstimate, Sample, ratio_estimate
 from kit.errors import SchemaError, UsageError
 from kit.index.figures_codec import Damaged, decode
 from kit.results import ratios
+from kit.results.method import method_change
 from kit.results.schema import RunResults
 
 #: --where FIELD=VALUE: the field's column
@@ -201,6 +202,11 @@ class HistoryPoint:
     changed: list  # names among driver/torch/kit/stack/gpu that differ from the previous run
     vs_previous: Optional[RatioEstimate] = None
     flagged: bool = False
+    #: how this run measured the cell (kit.results.method; None: method unknown)
+    method: Optional[dict] = None
+    #: a break in the series: the previous run measured the cell by another method
+    #: (kit.results.method.method_change's words); no change is computed across it
+    method_break: Optional[str] = None
 
 
 @dataclass
@@ -218,7 +224,9 @@ def history(con: sqlite3.Connection, host: str, cell: Optional[str] = None, min_
     """A host's runs in run-date order, and per cell its median throughput in each run, the
     change against the previous run that measured it (kit.compare.stats.ratio_estimate on the
     per-repeat throughputs, as compare does for two machines) and whether that change is
-    flagged: significant (Welch, p < 0.05) and at least ``min_change_pct`` percent."""
+    flagged: significant (Welch, p < 0.05) and at least ``min_change_pct`` percent. Where the cell's
+    method changed between two runs (kit.results.method.method_change) the series breaks: no change
+    is computed across it, never a "significant change"."""
     flt = Filter(dict(flt.equals), list(flt.words), flt.since) if flt else Filter()
     flt.equals["host"] = host
     runs = list_runs(con, flt)
@@ -255,13 +263,17 @@ def history(con: sqlite3.Connection, host: str, cell: Optional[str] = None, min_
     out = []
     from kit.compare.measures import order_key
 
+    methods = _methods(con, ids)
     for cid in sorted(per_cell, key=lambda c: order_key(tuple(c.split("/")))):
         unit, entries = per_cell[cid]
         points, prev = [], None
         for _, bid, status, median, values in sorted(entries):
-            p = HistoryPoint(by_id[bid], median if status == "ok" else None, values, status, changes[bid])
+            p = HistoryPoint(by_id[bid], median if status == "ok" else None, values, status, changes[bid],
+                             method=methods.get((bid, cid)))
             if status == "ok" and values:
                 if prev is not None:
+                    p.method_break = method_change([("before", prev.method), ("now", p.method)])
+                if prev is not None and p.method_break is None:
                     p.vs_previous = _change(values, prev.values)
                     p.flagged = bool(p.vs_previous and p.vs_previous.significant
                                      and abs(p.vs_previous.ratio - 1.0) * 100.0 >= min_change_pct)
@@ -269,6 +281,22 @@ def history(con: sqlite3.Connection, host: str, cell: Optional[str] = None, min_
             points.append(p)
         out.append(CellHistory(cid, unit, points))
     return runs, out
+
+
+def _methods(con: sqlite3.Connection, ids: list) -> dict:
+    """(bundle id, cell id) -> the cell's method record, from the runs' stored figures (a run whose
+    figures are damaged reads as method unknown here; compare names it)."""
+    out: dict = {}
+    for bundle_id in ids:
+        row = con.execute("SELECT figures_z FROM bundles WHERE id = ?", (bundle_id,)).fetchone()
+        try:
+            figures = decode(row[0])
+        except Damaged:
+            continue
+        for c in figures.cells:
+            if c.method is not None:
+                out[(bundle_id, c.cell_id)] = c.method
+    return out
 
 
 def _change(now: list, before: list) -> Optional[RatioEstimate]:

@@ -17,7 +17,7 @@ from kit.errors import UsageError
 from kit.facts.stacks import APEX_REF_COMMITS, BUILD_DISK_PEAKS, FIRST_BUILDS, STACK_NAMES, STACKS, Stack
 from kit.launch import apex_archive
 
-#: Image repository; tags are "<stack>-<kit version>" (mpkit:cuda12-0.1.0).
+#: Image repository; tags are "<stack>-<kit version>" (mpkit:cuda12-0.2.0).
 IMAGE_REPO = "mpkit"
 #: Labels the Dockerfile writes (read back by `kit image list` and the launcher).
 LABEL_STACK = "mpkit.stack"

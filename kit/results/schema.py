@@ -116,6 +116,9 @@ class CellResult:
     finished_at: float | None = None
     #: how busy the host was around the cell (kit.env.hostload: load average, CPU steal, "busy")
     host: dict[str, Any] | None = None
+    #: how the cell was measured: engine, its revision, the settings that shaped the figure
+    #: (kit.results.method; None: a bundle made before the kit recorded it, "method unknown")
+    method: dict[str, Any] | None = None
 
     @property
     def cell_id(self) -> str:

@@ -16,6 +16,7 @@ import logging
 from typing import Any
 
 from kit.bench import flops as flops_mod
+from kit.bench import methods
 from kit.bench.cifar import batch_search, fastai_engine, models, torch_engine
 from kit.bench.cifar.torch_engine import TrainConfig
 from kit.bench.precision import unavailable_reason
@@ -328,4 +329,42 @@ def _result(spec: CellSpec, cfg: TrainConfig, arrays: Any, ctx: CellContext, rep
         metrics=metrics,
         data=provenance(arrays, ctx),
         notes=notes,
+        method=method(spec, cfg, repeats, metrics, notes),
     )
+
+
+def method(spec: CellSpec, cfg: TrainConfig, repeats: list, metrics: dict, notes: list) -> dict:
+    """How the cell was measured, as it ran (kit.results.method): the engine's revision, the step
+    mode each repeat used, the optimizer's implementation, loss scaling, the data path, warm-up and
+    what was timed."""
+    desc = metrics.get("precision") or {}
+    timed = repeats[0].get("steps") if repeats else None
+    common = {"excluded_steps": methods.warmup_excluded(repeats), "timed_steps": timed,
+              "batch_size": cfg.batch_size, "image_size": cfg.image_size}
+    if spec.engine == "torch":
+        modes = sorted({str(r.get("compile_mode")) for r in repeats}) or ["none"]
+        optimizer = str(desc.get("optimizer", ""))
+        fallbacks = [n for n in notes if " failed, fell back to " in n]
+        inductor = ("used" if any(m == "cuda-graph-inductor" or m in ("reduce-overhead", "default") for m in modes)
+                    else f"fell back: {fallbacks[0]}" if fallbacks else f"off (--compile {cfg.compile})")
+        return methods.record("cifar/torch", {
+            "step": "+".join(modes),
+            "optimizer": ("fused" if "fused" in optimizer else "foreach" if "foreach" in optimizer
+                          else "torch.optim.SGD"),
+            "loss_scale": methods.loss_scale(spec.precision, on_device="on the device" in str(desc.get("loss_scale"))),
+            "data": "device-resident uint8, one augmentation gather per epoch",
+            "untimed_warmup_steps": metrics.get("untimed_warmup_steps", 0),
+            **common,
+        }, {"inductor": inductor})
+    workers = [r.get("num_workers") for r in repeats if r.get("num_workers") is not None]
+    v1 = fastai_impl() is not fastai_engine
+    return methods.record("cifar/fastai-v1" if v1 else "cifar/fastai", {
+        "step": "fastai Learner.fit_one_cycle",
+        "learner": cfg.learner,
+        "optimizer": "fastai Adam",
+        "loss_scale": methods.loss_scale(spec.precision) if spec.precision != "fp16-master" else (
+            "dynamic" if cfg.dynamic_loss_scale else f"static {cfg.static_loss_scale:g}"),
+        "data": ("CPU loader, the kit's default workers (all cores up to 16 on a GPU, none on the CPU)" if cfg.num_workers is None
+                 else f"CPU loader, {cfg.num_workers} workers"),
+        **common,
+    }, {"workers": workers[0] if workers else None})

@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from kit.bench import methods
 from kit.bench.gpt import config as gpt_config
 from kit.bench.gpt.data import heldout_batches
 from kit.bench.gpt.train import CompileState, Hooks, compile_state, run_repeat
@@ -155,6 +156,17 @@ def run_cell(spec: CellSpec, ctx: CellContext) -> CellResult:
         metrics=metrics,
         data=_provenance(corpus, vocab, cfg),
         notes=notes,
+        method=methods.record(f"gpt/{spec.engine}", {
+            "preset": spec.model,
+            "step": "torch.compile per block" if comp.enabled else "eager",
+            "optimizer": "fused" if "(fused)" in str(metrics["optimizer"]) else "AdamW",
+            "loss_scale": methods.loss_scale(spec.precision),
+            "data": "device-resident token windows",
+            "excluded_steps": methods.warmup_excluded(repeats),
+            "timed_steps": cfg.steps,
+            "batch_size": cfg.batch_size,
+            "seq_len": cfg.seq_len,
+        }, {"compile": comp.reason} if comp.reason else None),
     )
 
 

@@ -19,11 +19,12 @@ from typing import Any
 
 import torch
 
+from kit.bench import methods
 from kit.bench.lstm import config as lstm_config
 from kit.bench.lstm import graphed as lstm_graphed
 from kit.bench.lstm.batching import batchify, chunk_starts
 from kit.bench.lstm.model import pad_vocab
-from kit.bench.lstm.train import Hooks, SplitData, run_repeat
+from kit.bench.lstm.train import Hooks, SplitData, run_repeat, sgd_update_kwargs
 from kit.bench.precision import unavailable_reason
 from kit.data.wikitext import corpus_provenance
 from kit.results.schema import CellResult, CellSpec
@@ -229,7 +230,37 @@ def run_cell(spec: CellSpec, ctx: CellContext) -> CellResult:
         },
         data=_provenance(corpus, ntokens, cfg, data, batches_per_epoch),
         notes=notes,
+        method=method(spec, cfg, ctx.device, repeats, kwargs, batches_per_epoch),
     )
+
+
+def method(spec: CellSpec, cfg: lstm_config.LSTMConfig, device: str, repeats: list[dict], kwargs: dict,
+           batches_per_epoch: int) -> dict:
+    """How the cell was measured, as it ran (kit.results.method): the engine's revision, the step,
+    the optimizer's implementation, loss scaling, warm-up and what was timed."""
+    graphed = spec.engine == lstm_graphed.ENGINE
+    optimizer = str(((repeats[0].get("precision") or {}) if repeats else {}).get("optimizer", ""))
+    if graphed:
+        step = "one CUDA graph per bptt window" if device.startswith("cuda") else "eager (no CUDA graphs on the CPU)"
+        update = "fused" if "fused" in optimizer else "foreach"
+    else:
+        step = "eager, one step per bptt window (Apex's example loop)"
+        update = "per-parameter" if "foreach" in sgd_update_kwargs(spec.precision) else "torch.optim.SGD"
+    if spec.precision == "fp16-master" or (spec.precision.startswith("apex") and kwargs.get("static_loss_scale")):
+        scale = ("dynamic" if kwargs.get("dynamic_loss_scale") else f"static {kwargs.get('static_loss_scale'):g}")
+    else:
+        scale = methods.loss_scale(spec.precision, on_device=graphed and device.startswith("cuda"))
+    return methods.record(f"lstm/{spec.engine}", {
+        "preset": spec.model,
+        "step": step,
+        "optimizer": update,
+        "loss_scale": scale,
+        "data": "device-resident token batches",
+        "excluded_batches": methods.warmup_excluded(repeats, "warmup_batches"),
+        "timed_batches": batches_per_epoch * cfg.epochs,
+        "batch_size": cfg.batch_size,
+        "bptt": cfg.bptt,
+    })
 
 
 def _provenance(corpus, ntokens: int, cfg: lstm_config.LSTMConfig, data: SplitData, batches_per_epoch: int) -> dict:
