@@ -254,15 +254,31 @@ def _machine_cell(cell: CellFigures, src: Source, base_cell: CellFigures | None,
     return mc
 
 
-def _other_methods(sources: list[Source], present: list, ok: list[bool]) -> tuple[str | None, list[bool]]:
-    """Whether the cells of one key were measured the same way (kit.results.method.method_change, the
-    one rule), and which were measured otherwise than the baseline's (else the first measured) cell."""
-    measured = [(src.label, cell.method) for src, cell, k in zip(sources, present, ok) if k]
-    change = method_change(measured) if len(measured) > 1 else None
-    if change is None:
+class _Identities(dict):
+    """kit.results.method.identity of each method record, computed once per record: the cells of a run
+    from the index share their records, and a fleet's comparison asks for 31,200 of them."""
+
+    def of(self, method: dict | None):
+        if method is None:
+            return None
+        key = id(method)
+        if key not in self:
+            self[key] = (method, identity(method))  # the record kept alive: its id stays its own
+        return self[key][1]
+
+
+def _other_methods(sources: list[Source], present: list, ok: list[bool],
+                   ids: _Identities) -> tuple[str | None, list[bool]]:
+    """Whether the cells of one key were measured the same way (kit.results.method: the identity, and
+    method_change's words where they differ), and which were measured otherwise than the baseline's
+    (else the first measured) cell."""
+    idents = [ids.of(cell.method) if k else None for cell, k in zip(present, ok)]
+    measured = [i for i, k in enumerate(ok) if k]
+    if len(measured) < 2 or all(idents[i] == idents[measured[0]] for i in measured):
         return None, [False] * len(present)
-    ref = identity(measured[0][1])
-    return change, [k and identity(cell.method) != ref for cell, k in zip(present, ok)]
+    change = method_change([(sources[i].label, present[i].method) for i in measured])
+    ref = idents[measured[0]]
+    return change, [k and ident != ref for ident, k in zip(idents, ok)]
 
 
 def build_comparison(sources: list[Source], allow_method_change: bool = False) -> Comparison:
@@ -276,12 +292,13 @@ def build_comparison(sources: list[Source], allow_method_change: bool = False) -
     rows: list[Row] = []
     not_compared: list[NotCompared] = []
     method_changes: list[tuple[str, str]] = []
+    ids = _Identities()
     speed: list = []  # (machine cell, what its ratio to the baseline is estimated from)
     for key in all_keys:
         cid = "/".join(key)
         present = [cells.get(key) for cells in per_source]
         ok = [c is not None and c.status == "ok" for c in present]
-        change, other = _other_methods(sources, present, ok)
+        change, other = _other_methods(sources, present, ok, ids)
         if change is not None:
             method_changes.append((inert(cid), inert(change)))
             if not allow_method_change:
