@@ -206,6 +206,20 @@ def test_no_tracker_number_where_a_user_reads(path):
     assert not hits, f"{path.relative_to(REPO)} names internal tracker numbers: {hits}"
 
 
+#: in code, "#555" in a string is a colour (CSS, SVG): a tracker number there is "issue 17" or a bare "#17"
+CODE_TRACKER = [TRACKER[0], re.compile(r"(?<![\w&/#\"'])#[0-9]{1,3}\b(?![0-9a-fA-F;\"'])")]
+
+
+def test_no_tracker_number_in_the_code():
+    """Docstrings and comments say what is and why; which tracker entry asked for it is git's history."""
+    assert [m.group(0) for rx in CODE_TRACKER for m in rx.finditer("see #17, issue 4's fix; color: #555; '#222'")] == [
+        "issue 4", "#17"]
+    hits = [f"{path.relative_to(REPO).as_posix()}:{n}: {m.group(0)}" for path in sorted((REPO / "kit").rglob("*.py"))
+            for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+            for rx in CODE_TRACKER for m in rx.finditer(line)]
+    assert not hits, f"tracker numbers in kit/: {hits}"
+
+
 def test_no_tracker_number_in_the_cli_help():
     hits = []
     for path, cmd in [((), typer.main.get_command(app))] + all_commands():

@@ -19,32 +19,21 @@ Sources:
   README's two CPU commands, ``kit run --smoke --suite all`` (what ``make run`` runs on a host
   without a GPU) and the "one-minute CPU check" (``kit run --suite cifar --data synthetic
   --device cpu --models resnet18 --epochs 1 --steps 4``), each run three times on the 2-core
-  VM (AMD EPYC, x86-64, no GPU, torch 2.14.1 on the CPU) while other jobs shared it (load
-  average 0.4 before the first round, 6 before the third); the rates fit the *minimum* of each
-  cell over the rounds: ResNet-18 ``torch`` 5.35 s (smoke: 4 steps of 32, 1 repeat) and 6.21 s
-  (the check: 4 steps of 32, 3 repeats), ``fastai`` 5.10 s and 6.29 s, the LSTM (smoke) 16.9 s;
-  the whole commands took 32.9 s and 16.8 s at the least (``MEASURED``; the plan estimates only
-  cells, not the process's start and the bundle). On a CPU only fp32 (and amp-bf16 where the
-  CPU has bf16 instructions) trains; the other cells are skipped in at most 0.01 s each
-  (``SKIPPED_CELL_S``). Before this the plan said "3 min" and "5 min" for them: it counted the
-  skipped cells as trained ones.
-- [VM] (the earlier fit, replaced by [VM 2026-12-03]) runs on the project's 2-core development VM (x86-64, no GPU, torch 2.14.1 on the
-  CPU), 2026-12-01, while other jobs shared its two cores (load average 3-8): ``kit run
-  --smoke --suite all --device cpu --data synthetic`` (ResNet-18, 4 steps of 32, 1 repeat:
-  10.5-30 s a ``torch`` cell, 17-21 s a ``fastai`` cell; the LSTM, 5 batches: 16-21 s a
-  cell) and ``kit run --device cpu --data synthetic --suite all -m resnet18,resnet34 -p fp32
-  --steps 8 --repeats 2 --preset apex-2018 --max-batches 20`` (23-40 s ``torch``, 41-56 s
-  ``fastai``, 243 s the LSTM). Rounded to fit those within about 2x; a quiet or larger CPU
-  is faster.
+  VM (AMD EPYC, x86-64, no GPU, torch 2.14.1 on the CPU) while other jobs shared it; the rates
+  fit the *minimum* of each cell over the rounds: ResNet-18 ``torch`` 5.35 s (smoke: 4 steps of
+  32, 1 repeat) and 6.21 s (the check: 4 steps of 32, 3 repeats), ``fastai`` 5.10 s and 6.29 s,
+  the LSTM (smoke) 16.9 s; the whole commands took 32.9 s and 16.8 s at the least
+  (``MEASURED``; the plan estimates only cells, not the process's start and the bundle). On a
+  CPU only fp32 (and amp-bf16 where the CPU has bf16 instructions) trains; the other cells are
+  skipped in at most 0.01 s each (``SKIPPED_CELL_S``), so they count as skipped, not trained.
 - [H200 gpt] the kit's own GPT run, references/h200/gpt/ (2026-12-02; NVIDIA H200, torch 2.11,
   the three presets x six precisions x 3 repeats): 471 s of cell wall time in all. 8 s a cell
   (compilation per repeat is a few seconds) + 200 TFLOP/s gives the same total (18 x 8 + 327 s);
   one rate serves every precision, so a single cell is off by up to 3x either way (strict fp32
-  runs at about 50 TFLOP/s there, bf16 at about 560). It replaced issue 17's guess (60 s + 200
-  TFLOP/s), which put that run at 23 minutes; it took 8.
+  runs at about 50 TFLOP/s there, bf16 at about 560).
 - [VM gpt] ``kit run --suite gpt --smoke --device cpu -p fp32,amp-bf16`` on the 2-core VM
-  (2026-12-01, load average 4-12 from other jobs): 25 and 43 s a cell with a first, larger
-  tiny preset (seq 64, batch 8), 47 s for both cells of today's; nearly all fixed cost.
+  (2026-12-01, load average 4-12 from other jobs): 47 s for both cells of the tiny preset,
+  nearly all fixed cost.
 """
 
 from __future__ import annotations

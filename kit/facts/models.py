@@ -117,15 +117,15 @@ def lstm_eval_flops(params: dict) -> float:
 #:   (Radford et al. 2019, "Language Models are Unsupervised Multitask Learners", table 2;
 #:   Hugging Face ``gpt2`` config.json: n_embd 768, n_layer 12, n_head 12, n_positions 1024).
 #:   With WikiText-2's vocabulary (33,278 padded to 33,280) and an untied head: 137M parameters.
-#: - "gpt-1b": d_model 2048 x 16 layers, the ~1B decoder of issue 17's H200 measurement
+#: - "gpt-1b": d_model 2048 x 16 layers, a ~1B decoder
 #:   (944M parameters at vocabulary 33,280, batch 16 x 1024 tokens). 16 heads of 128: the
 #:   head size of GPT-3 XL / 2.7B (Brown et al. 2020, table 2.1), FlashAttention's fast path.
-#: - "gpt-2b": d_model 4096 x 8 layers, issue 17's ~2B decoder (1.9B parameters): wide
+#: - "gpt-2b": d_model 4096 x 8 layers, a ~2B decoder (1.9B parameters): wide
 #:   layers, where fp8 pays most. 32 heads of 128 (LLaMA-7B's width and heads: Touvron et
 #:   al. 2023, table 2).
 #: - "tiny": the kit's own CPU check size (make test, --smoke); measures nothing useful.
 #:
-#: Batch 16 x 1024 tokens is issue 17's. ``steps`` is the kit's choice of timed steps per
+#: Batch 16 x 1024 tokens: 16k tokens a step, enough to keep an H200 busy at these sizes. ``steps`` is the kit's choice of timed steps per
 #: repeat in throughput mode (after ``warmup_steps`` untimed ones): about 2-5 s of steady
 #: state per repeat in bf16 on an H200, so that a whole run of the three presets x six
 #: precisions x 3 repeats stays within minutes (strict fp32 dominates: ~4 s a step on

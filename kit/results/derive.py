@@ -16,7 +16,7 @@ from kit.results.schema import CellResult
 #: at most 2% higher.
 DEFAULT_TOLERANCE = {"cifar": 0.01, "lstm": 0.02, "gpt": 0.01}
 #: The precision each workload's parity verdicts compare with: fp32 for the seed's two
-#: comparisons; amp-bf16 for the GPT suite (issue 17: "fp8 within 1% of bf16's loss")
+#: comparisons; amp-bf16 for the GPT suite (its question: is fp8 within 1% of bf16's loss?)
 PARITY_BASE = {"cifar": "fp32", "lstm": "fp32", "gpt": "amp-bf16"}
 
 

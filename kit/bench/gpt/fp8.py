@@ -11,7 +11,7 @@ Which Linear layers stay in higher precision (recorded per cell, :func:`plan_con
 
 * ``lm_head``: bf16 (autocast). The vocabulary projection feeds the softmax directly, and
   torchao's and torchtitan's recipes leave it out ("output" in torchtitan's
-  ``filter_fqns``); issue 17's measurement did the same.
+  ``filter_fqns``).
 * any Linear whose in/out features are not multiples of 16 (``torch._scaled_mm``'s rule):
   bf16. None of the presets has one.
 """

@@ -17,7 +17,7 @@ Linear layers carry no bias (as nanoGPT's ``bias=False``: slightly faster, no wo
 every GEMM is a plain ``x @ W.T`` that torchao's Float8Linear can take over. No dropout
 (a benchmark, and nanoGPT's default for pre-training at this scale is 0).
 
-**The LM head is untied** from the token embedding: issue 17's measured parameter counts
+**The LM head is untied** from the token embedding: the presets' parameter counts
 (944M for d=2048 x 16, 1.9B for d=4096 x 8 at vocabulary 33,280) are those of an untied
 head, and an untied head lets the fp8 recipes keep it in bf16 (module_filter_fn) without
 a weight shared between an Embedding and a converted Linear. Initialisation: GPT-2's,

@@ -33,8 +33,8 @@ from kit.results.schema import CellResult, CellSpec
 from kit.results.stats import repeat_notes, summarise_repeats
 from kit.bench.context import CellContext
 
-#: Convergence parity: |loss(mode) - loss(bf16)| / loss(bf16) at most this (issue 17: "fp8
-#: within 1% of bf16's loss after the same steps"). kit.results.derive applies it.
+#: Convergence parity: |loss(mode) - loss(bf16)| / loss(bf16) at most this (the suite's question: is fp8
+#: within 1% of bf16's loss after the same steps?). kit.results.derive applies it.
 PARITY_TOLERANCE_REL = 0.01
 PARITY_BASE = "amp-bf16"
 

@@ -140,8 +140,8 @@ def sgd_update_kwargs(precision_mode: str) -> dict:
     kernels. The kit does the same: fp16-master gets torch's default, every other mode the
     per-parameter update (so fp32, tf32 and the amp modes share one update and their ratios
     measure the precision, not the optimizer). On the host-bound 200-unit preset the two
-    differ: before this, the H200 fidelity run
-    measured the kit's fp32 (foreach) 9% faster than the example there (the first H200 run in docs/measurements.md)."""
+    differ: with foreach updates the kit's fp32 ran 9% faster than the example on an H200 (the first
+    H200 run in docs/measurements.md)."""
     if precision_mode == "fp16-master" or not caps.HAS_OPTIM_FOREACH:
         return {}
     return {"foreach": False}
