@@ -301,3 +301,11 @@ def test_the_shipped_reference_was_measured_by_todays_engine_revisions():
     assert not stale and not missing, (
         f"re-measure {Path(bundle).name} with scripts/reference_run.sh on an H200: "
         + "; ".join(stale + [f"{e}: no cell in the reference" for e in missing]))
+
+
+def test_bundle_show_names_the_engines_and_revisions_that_measured_the_run(revisions, capsys, monkeypatch):
+    code, out, err = run_main(["bundle", "show", str(revisions["r5-slow"])], capsys, monkeypatch)
+    assert code == 0, err
+    assert re.search(r"^engines\s+cifar/torch r5 \(each cell's settings: results.json, method\)", out, re.M), out
+    code, out, err = run_main(["bundle", "show", str(revisions["unknown"])], capsys, monkeypatch)
+    assert re.search(rf"^engines\s+{re.escape(UNKNOWN)}", out, re.M), out

@@ -8,6 +8,7 @@ from kit.bundle.safe_open import MANIFEST_NAME, Bundle
 from kit.compare import measures
 from kit.compare.stats import ONE_REPEAT
 from kit.results.curve import KNEE_DEFINITION, curves, fmt_knee, point_parts
+from kit.results.method import UNKNOWN, method_of
 from kit.results.ratios import fmt_speedup
 from kit.results.cell_ids import cell_learner, key_of
 
@@ -59,6 +60,16 @@ def run_status(bundle: Bundle) -> str:
     return f"complete, resumed {resumes} time{'s' if resumes > 1 else ''}" if resumes else "complete"
 
 
+def engine_revisions(cells: list) -> str:
+    """``cifar/torch r6, lstm/kit r1``: the engines and revisions that measured the run's cells
+    (kit.results.method), or that the run recorded none."""
+    measured = [c for c in cells if c.status == "ok"]
+    seen = dict.fromkeys(f"{m['engine']} r{m['revision']}" for m in map(method_of, measured) if m is not None)
+    if seen:
+        return ", ".join(seen) + " (each cell's settings: results.json, method)"
+    return UNKNOWN if measured else "no cell measured"
+
+
 def print_show(bundle: Bundle, console) -> None:
     from rich import box
     from rich.table import Table
@@ -83,6 +94,7 @@ def print_show(bundle: Bundle, console) -> None:
                  ("torch", env.torch), ("cuDNN", used_or_built(env.cudnn, env)), ("fastai", env.fastai), ("data", env.data_source),
                  ("run", f"{res.run_id} ({run_status(bundle)})"), ("kit", bundle.manifest.get("kit_version", "unknown"))):
         head.add_row(k, escape(str(v)))
+    head.add_row("engines", escape(engine_revisions(res.cells)))
     for k, v in earlier_session_rows(bundle.environment):  # a resumed run's sessions before the last
         head.add_row(k, escape(v))
     console.print(head)
