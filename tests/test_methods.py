@@ -247,6 +247,9 @@ def test_host_paced_cells_are_labelled_in_a_comparison(smoke_cells, tmp_path):
     cmp = compare_paths([a, b])
     labelled = {r.cell_id for r in cmp.rows if "host-paced" in r.machines[0].flags}
     assert labelled == {r.cell_id for r in cmp.rows if r.engine in ("fastai", "kit")} != set()
+    from kit.compare.render import HOST_PACED_NOTE, to_markdown
+
+    assert HOST_PACED_NOTE in to_markdown(cmp)
 
 
 # ------------------------------------------------------------------ revisions, the version, the reference

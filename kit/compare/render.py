@@ -27,12 +27,23 @@ from kit.compare.fmt import (  # noqa: F401 (re-exported: every view prints figu
     _UNIT_SHORT, fmt_cv, fmt_ratio, fmt_speedup_estimate, fmt_throughput, fmt_time, fmt_vs_baseline, speed_verdict,
 )
 from kit.compare.measures import EPOCH_S, PARITY_METRIC, THROUGHPUT, fmt_parity_gap, fmt_quality_gap
+from kit.compare.figures import HOST_PACED
 from kit.compare.stats import OUTSIDE_NOTE, RatioEstimate, Sample
 
 SPEEDUP_TITLE = (
     "Speedup over fp32 on each machine (median throughput ÷ fp32's = fp32 time ÷ this precision's; "
     ">1 = faster; [95% CI of the ratio of means])"
 )
+
+
+#: what the "host-paced" flag (kit.compare.figures.HOST_PACED) means, where a view shows it
+HOST_PACED_NOTE = (f"{HOST_PACED}: an engine whose loop the host drives step by step, as the original tools' did "
+                   "(CIFAR's fastai, the LSTM's kit engine): on a fast GPU its figure measures the host's CPU as much "
+                   "as the GPU, so a ratio between two machines there is a ratio of their hosts too.")
+
+
+def any_host_paced(cmp: Comparison) -> bool:
+    return any(mc is not None and HOST_PACED in mc.flags for r in cmp.rows for mc in r.machines)
 
 
 def any_outside_ci(cmp: Comparison) -> bool:
@@ -218,6 +229,8 @@ def print_rich(cmp: Comparison, console, verbose: bool = False, view=None) -> No
         fleet_views.print_rows(cmp, console, view)
         if any_outside_ci(cmp):
             console.print(OUTSIDE_NOTE + ".", highlight=False, markup=False)
+    if any_host_paced(cmp):
+        console.print(HOST_PACED_NOTE, highlight=False, markup=False)
     _print_not_compared(cmp, console, verbose)
 
 
@@ -407,6 +420,8 @@ def to_markdown(cmp: Comparison, verbose: bool = False, view=None) -> str:
     ), ""]
     if any_outside_ci(cmp):
         out += [OUTSIDE_NOTE + ".", ""]
+    if any_host_paced(cmp):
+        out += [HOST_PACED_NOTE, ""]
     q_rows = quality_rows(cmp)
     if q_rows:
         out += [f"## {QUALITY_TITLE}", "", _md_table(
