@@ -23,7 +23,7 @@ REVISIONS: dict[str, tuple[int, tuple[tuple[int, str], ...]]] = {
         (4, "the model compiled by Inductor inside the captured step, the default on CUDA (cuda-graph-inductor)"),
         (5, "the captured step updates with torch's fused SGD kernel"),
         (6, "the input's conversion (float, normalise, upsample, layout) inside the captured step; "
-            "10 warm-up steps excluded in every step mode"),
+            "11 warm-up steps excluded in every step mode (past a fresh DDP's 10 statistics iterations)"),
     )),
     "cifar/fastai": (1, (
         (1, "fastai 2 Learner.fit_one_cycle, to_fp16()/to_bf16(), fastai's CPU data loader"),
@@ -44,7 +44,7 @@ REVISIONS: dict[str, tuple[int, tuple[tuple[int, str], ...]]] = {
 
 
 #: the faithful engines, whose loop runs on the host step by step as the original tools' did: on a fast
-#: GPU the host sets their pace (the H200 reference: GPU busy 7-38% of the time), so their figures
+#: GPU the host sets their pace (the H200 reference: GPU busy 7-46% of the time), so their figures
 #: measure the host's CPU as much as the GPU; kit compare labels their cells "host-paced"
 HOST_PACED = ("cifar/fastai", "cifar/fastai-v1", "lstm/kit")
 

@@ -25,7 +25,7 @@ Sources:
   the LSTM (smoke) 16.9 s; the whole commands took 32.9 s and 16.8 s at the least
   (``MEASURED``; the plan estimates only cells, not the process's start and the bundle). On a
   CPU only fp32 (and amp-bf16 where the CPU has bf16 instructions) trains; the other cells are
-  skipped in at most 0.01 s each (``SKIPPED_CELL_S``), so they count as skipped, not trained.
+  skipped in at most 0.03 s each (``SKIPPED_CELL_S``), so they count as skipped, not trained.
 - [H200 gpt] the kit's own GPT run, references/h200/gpt/ (2026-12-02; NVIDIA H200, torch 2.11,
   the three presets x six precisions x 3 repeats): 471 s of cell wall time in all. 8 s a cell
   (compilation per repeat is a few seconds) + 200 TFLOP/s gives the same total (18 x 8 + 327 s);
@@ -61,7 +61,7 @@ RATES: dict[tuple[str, str], EstimateRate] = {
 }
 
 #: Seconds the plan counts for a cell the device cannot run (skipped before any training):
-#: at most 0.01 s each on the VM [VM 2026-12-03]; 0.1 s leaves room for a slower host.
+#: at most 0.03 s each on the VM [VM 2026-12-03]; 0.1 s leaves room for a slower host.
 SKIPPED_CELL_S = 0.1
 
 

@@ -5,7 +5,7 @@ Every cell a run measures records, in ``CellResult.method``::
 
     {"engine": "cifar/torch", "revision": 6,
      "settings": {"step": "cuda-graph-inductor", "optimizer": "fused", "loss_scale": "dynamic, on the device",
-                  "data": "device-resident uint8", "untimed_warmup_steps": 11, "excluded_steps": 10,
+                  "data": "device-resident uint8", "untimed_warmup_steps": 12, "excluded_steps": 11,
                   "timed_steps": 100, "batch_size": 256, "image_size": 32},
      "details": {"inductor": "used"}}
 
