@@ -49,6 +49,7 @@ def main() -> None:
 
     from kit.bench.cifar import fastai_engine, torch_engine
     from kit.bench.cifar.gpu_data import DeviceData
+    from kit.bench.cifar.train_config import TrainConfig
     from kit.data.cifar import load_cifar100
     from kit.env import telemetry
     from kit.bench.context import CellContext
@@ -58,7 +59,7 @@ def main() -> None:
     out: dict = {"device": args.device, "data": "synthetic CIFAR-100-shaped", "steps": args.steps}
 
     # --- 1. fastai instrumentation
-    cfg = torch_engine.TrainConfig(model="resnet18", precision="amp-fp16", device=args.device,
+    cfg = TrainConfig(model="resnet18", precision="amp-fp16", device=args.device,
                                    batch_size=256, epochs=1, steps=args.steps)
     fastai_engine.bare_fit(cfg, arrays)  # warm-up: workers, cuDNN, allocator
 
@@ -106,7 +107,7 @@ def main() -> None:
         out[f"telemetry_{name}_pair_slowdowns"] = slow
         out[f"telemetry_{name}_overhead_fraction"] = statistics.median(slow)
 
-    graphed = torch_engine.TrainConfig(model="resnet18", precision="amp-bf16", device=args.device,
+    graphed = TrainConfig(model="resnet18", precision="amp-bf16", device=args.device,
                                        batch_size=256, epochs=1, steps=args.steps * 6)
     eager = replace(graphed, steps=args.steps * 2, compile="eager")
     measure("graphed", graphed)

@@ -32,7 +32,8 @@ def main() -> None:
     import torch
 
     from kit.bench.cifar.gpu_data import DeviceData
-    from kit.bench.cifar.torch_engine import TrainConfig, Trainer
+    from kit.bench.cifar.train_config import TrainConfig
+    from kit.bench.cifar.trainer import Trainer
     from kit.data.synthetic import cifar100_like
 
     torch._logging.set_logs(perf_hints=True)
@@ -49,7 +50,7 @@ def main() -> None:
     mode = None if args.compile == "eager" else args.compile
     if mode == "cuda-graph":
         from kit.bench.cifar.graphed import GraphedTrainer
-        from kit.bench.cifar.torch_engine import one_cycle_factor
+        from kit.bench.cifar.schedule import one_cycle_factor
 
         total = args.steps + 30
         # as the torch engine builds it: the uint8 batch converted inside the captured step

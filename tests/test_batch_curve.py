@@ -18,12 +18,15 @@ from kit.compare.load import Source
 from kit.errors import UsageError
 from kit.report.charts import run_charts
 from kit.report.html import render_run_report
-from kit.report.svg import Series, line_chart
+from kit.report.svg import line_chart
+from kit.report.svg_primitives import Series
 from kit.results import ratios
 from kit.results.curve import KNEE_GAIN, curves, fmt_knee, knee
 from kit.results.derive import derive
-from kit.results.schema import CURVE_PARAM, CellResult, RunResults
-from kit.runner.options import config_from_options, parse_args, parse_batch_sizes, to_args
+from kit.results.cell_ids import CURVE_PARAM
+from kit.results.schema import CellResult, RunResults
+from kit.runner.option_config import config_from_options
+from kit.runner.option_parsing import parse_args, parse_batch_sizes, to_args
 from kit.runner.plan import build_plan
 
 
@@ -337,7 +340,7 @@ def test_a_curve_at_224_px_is_another_curve_with_its_own_ids_and_merges_beside_t
     from fixtures.results.factory import make_run_dir
     from kit.bundle.safe_open import open_bundle
     from kit.report.export import export_run, merge_bundles
-    from kit.results.schema import cell_id
+    from kit.results.cell_ids import cell_id
 
     assert cell_id("cifar", "resnet50", "fp32", "torch", {"image_size": 32}) == "cifar/resnet50/fp32/torch"
     assert cell_id("cifar", "resnet50", "fp32", "torch", {"image_size": 224, CURVE_PARAM: [64], "batch_size": 64}) \

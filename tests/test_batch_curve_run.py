@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from kit.results.schema import CURVE_PARAM, CellSpec, RunConfig, load_results
+from kit.results.cell_ids import CURVE_PARAM
+from kit.results.schema import CellSpec, RunConfig, load_results
 from test_exit_codes_run import SMALL, _env, kit
 
 

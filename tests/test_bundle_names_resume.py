@@ -12,7 +12,8 @@ from kit.bundle.safe_open import open_bundle
 from kit.cli.main import main
 from kit.errors import Interrupted
 from kit.report.export import export_run
-from kit.runner.execute import execute, find_bundle
+from kit.runner.execute import execute
+from kit.runner.resume import find_bundle
 from test_runner_resume import _config, fake_bench  # noqa: F401  (the fixture)
 
 

@@ -14,7 +14,10 @@ pytest.importorskip("torchvision")
 
 from kit.bench.cifar import torch_engine  # noqa: E402
 from kit.bench.cifar.gpu_data import PAD, DeviceData  # noqa: E402
-from kit.bench.cifar.torch_engine import TrainConfig, compile_candidates, one_cycle_factor  # noqa: E402
+from kit.bench.cifar.schedule import one_cycle_factor  # noqa: E402
+from kit.bench.cifar.torch_engine import compile_candidates  # noqa: E402
+from kit.bench.cifar.train_config import TrainConfig  # noqa: E402
+from kit.bench.cifar.trainer import Trainer  # noqa: E402
 from kit.bench.context import CellContext  # noqa: E402
 
 
@@ -48,7 +51,7 @@ def test_engines_build_the_same_architecture():
     arrays = tiny_arrays()
     # the plain Learner (--learner scratch); create_cnn puts fastai's head on the body (tests/test_cifar_learner.py)
     cfg = TrainConfig("resnet18", "fp32", "cpu", batch_size=8, steps=1, learner="scratch")
-    torch_model = torch_engine.Trainer(cfg, total_steps=1).model
+    torch_model = Trainer(cfg, total_steps=1).model
     learn = build_learner(cfg, arrays, num_workers=0)
     a, b = torch_model.state_dict(), learn.model.state_dict()
     assert list(a) == list(b)
@@ -169,9 +172,9 @@ def test_the_untimed_warm_up_is_on_for_cuda_and_off_for_the_cpu_by_default():
 
 def test_each_repeat_starts_from_a_fresh_model_seeded_by_repeat():
     cfg = TrainConfig("resnet18", "fp32", "cpu", batch_size=4, steps=1, seed=5)
-    a = torch_engine.Trainer(cfg, 1).model.state_dict()["fc.weight"]
-    b = torch_engine.Trainer(cfg, 1).model.state_dict()["fc.weight"]
-    c = torch_engine.Trainer(TrainConfig("resnet18", "fp32", "cpu", batch_size=4, steps=1, seed=6), 1).model.state_dict()["fc.weight"]
+    a = Trainer(cfg, 1).model.state_dict()["fc.weight"]
+    b = Trainer(cfg, 1).model.state_dict()["fc.weight"]
+    c = Trainer(TrainConfig("resnet18", "fp32", "cpu", batch_size=4, steps=1, seed=6), 1).model.state_dict()["fc.weight"]
     assert torch.equal(a, b) and not torch.equal(a, c)
 
 

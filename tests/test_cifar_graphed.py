@@ -10,7 +10,9 @@ pytest.importorskip("torchvision")
 
 from kit.bench.caps import HAS_FUSED_SGD  # noqa: E402
 from kit.bench.cifar.graphed import GraphedTrainer  # noqa: E402
-from kit.bench.cifar.torch_engine import Trainer, TrainConfig, one_cycle_factor  # noqa: E402
+from kit.bench.cifar.schedule import one_cycle_factor  # noqa: E402
+from kit.bench.cifar.train_config import TrainConfig  # noqa: E402
+from kit.bench.cifar.trainer import Trainer  # noqa: E402
 
 
 def _cfg(precision="fp32"):

@@ -85,7 +85,7 @@ def test_create_cnn_learner_trains_only_the_head_and_the_body_batchnorm_while_fr
     from torch import nn
 
     from kit.bench.cifar.fastai_engine import build_learner
-    from kit.bench.cifar.torch_engine import TrainConfig
+    from kit.bench.cifar.train_config import TrainConfig
 
     cfg = TrainConfig("resnet18", "fp32", "cpu", batch_size=8, steps=1)
     assert cfg.learner == "create_cnn"  # the default
@@ -112,7 +112,7 @@ def test_scratch_learner_gives_every_parameter_a_gradient():
     from fastai.callback.core import Callback
 
     from kit.bench.cifar.fastai_engine import build_learner
-    from kit.bench.cifar.torch_engine import TrainConfig
+    from kit.bench.cifar.train_config import TrainConfig
 
     learn = build_learner(TrainConfig("resnet18", "fp32", "cpu", batch_size=8, steps=1, learner="scratch"),
                           tiny_arrays(), num_workers=0)
@@ -134,7 +134,7 @@ def test_frozen_create_cnn_counts_fewer_flops_than_the_plain_resnet():
     _fastai("2")
     from kit.bench import flops
     from kit.bench.cifar.fastai_engine import create_cnn_flops_per_image
-    from kit.bench.cifar.torch_engine import TrainConfig
+    from kit.bench.cifar.train_config import TrainConfig
 
     frozen = create_cnn_flops_per_image(TrainConfig("resnet18", "fp32", "cpu"))
     plain = flops.resnet_train_flops_per_image("resnet18", 32, 100)
@@ -148,7 +148,7 @@ def test_fastai_v1_create_cnn_learner_trains_only_the_head_and_the_body_batchnor
     from fastai.callback import Callback
 
     from kit.bench.cifar import fastai_v1_engine
-    from kit.bench.cifar.torch_engine import TrainConfig
+    from kit.bench.cifar.train_config import TrainConfig
 
     cfg = TrainConfig("resnet18", "fp32", "cpu", batch_size=8, steps=1)
     learn = fastai_v1_engine.build_learner(cfg, tiny_arrays(), 0)

@@ -18,6 +18,7 @@ from fixtures.results.factory import bundle_members, make_env, make_results, mak
 from kit.compare import render
 from kit.compare.engine import build_comparison
 from kit.compare.fleet import View, narrow_cells, summarise_fleet
+from kit.compare.fmt import fmt_speedup_estimate, fmt_throughput, fmt_vs_baseline
 from kit.compare.stats import Sample, ratio_estimate
 from kit.errors import UsageError
 from kit.report.export import export_run
@@ -49,9 +50,9 @@ def test_cell_ids_and_figures_are_never_cut(n, width):
     for row in cmp.rows:
         assert row.label in out  # whole, on one line
         for s, mc in zip(cmp.sources, row.machines):
-            assert render.fmt_throughput(mc.throughput, row.unit) in out
+            assert fmt_throughput(mc.throughput, row.unit) in out
             if mc.vs_baseline is not None:
-                assert render.fmt_vs_baseline(mc.vs_baseline) in out
+                assert fmt_vs_baseline(mc.vs_baseline) in out
     # the Inputs table: one line per machine, its label then its name
     for s in cmp.sources:
         mark = r"(?: \(baseline\))?"
@@ -95,7 +96,7 @@ def test_metric_chooses_what_the_rows_show(metric, needle):
     assert needle in out
     if metric == "speedup":
         row = next(r for r in cmp.rows if r.precision == "amp-fp16")
-        assert render.fmt_speedup_estimate(row.machines[3].vs_fp32) in out
+        assert fmt_speedup_estimate(row.machines[3].vs_fp32) in out
 
 
 def test_energy_rows_are_lowest_first():
@@ -167,7 +168,7 @@ def test_bad_options_are_usage_errors():
 # --- the fleet page -----------------------------------------------------------------------------------
 
 def test_fleet_page_is_ranked_bars_at_a_fixed_width_and_small():
-    from kit.report.html import render_compare_page
+    from kit.report.html_compare import render_compare_page
 
     cmp = build_comparison(_planted_fleet())
     page = render_compare_page(cmp)
@@ -298,7 +299,7 @@ def test_the_fleet_page_of_200_machines_fits_1280_pixels_in_chromium(tmp_path):
     script goes into a copy of the page (the page itself has no script and its CSP forbids one)."""
     from test_report_html import _browser, _console_errors
 
-    from kit.report.html import render_compare_page
+    from kit.report.html_compare import render_compare_page
 
     srcs = fleet(200, spread=(0.9, 1.1))
     srcs[17] = source(17, "fixture-node017-with-a-rather-long-host-name.cluster.example.org", 0.6)

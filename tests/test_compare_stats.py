@@ -268,7 +268,7 @@ def test_sample_cache_gives_what_sample_and_metric_values_give():
     cell = CellResult("cifar", "resnet18", "fp32", "torch", "ok", throughput_unit="images",
                       repeats=[{"throughput_items_per_s": v, "epoch_seconds_median": 60.0 / v} for v in (100.0, 104.0, 98.0)])
     cache = measures.SampleCache()
-    for metric in (measures.THROUGHPUT, measures.EPOCH_S, measures.ENERGY):
+    for metric in (ratios.THROUGHPUT, ratios.EPOCH_S, measures.ENERGY):
         assert cache.sample(cell, metric) == measures.sample(cell, metric)
         assert cache.sample(cell, metric) is cache.sample(cell, metric)  # computed once
         assert cache.values(cell, metric) == ratios.metric_values(cell, metric)

@@ -9,8 +9,8 @@ import tarfile
 import numpy as np
 import pytest
 
-from kit.data import describe, load_cifar100
-from kit.data.cifar import cache_path
+from kit.data.cifar import cache_path, load_cifar100
+from kit.data.service import describe
 from kit.errors import DataError
 from kit.facts.datasets import CIFAR100
 from test_data_support import cifar_fixture, cifar_split, facts_for, make_cifar_tarball, py2_style_pickle

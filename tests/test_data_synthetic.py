@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kit.data import load_cifar100, load_wikitext2
+from kit.data.cifar import load_cifar100
+from kit.data.wikitext import load_wikitext2
 from kit.data.synthetic import cifar100_like, wikitext2_like
 from kit.facts.datasets import CIFAR100, WIKITEXT2, WIKITEXT2_LINES
 

@@ -8,8 +8,8 @@ import zipfile
 import numpy as np
 import pytest
 
-from kit.data import describe, load_wikitext2
-from kit.data.wikitext import MARKER
+from kit.data.service import describe
+from kit.data.wikitext import MARKER, load_wikitext2
 from kit.errors import DataError
 from kit.facts.datasets import WIKITEXT2
 from test_data_support import WIKI_SIZES, WIKI_TEXTS, facts_for, make_wikitext_zip, wikitext_fixture, write_wikitext_folder

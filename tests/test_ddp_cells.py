@@ -209,7 +209,7 @@ import json, tempfile
 import torch, torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 from kit.bench.cifar.graphed import GraphedTrainer
-from kit.bench.cifar.torch_engine import TrainConfig
+from kit.bench.cifar.train_config import TrainConfig
 from kit.bench.distributed import state
 torch.set_num_threads(1)
 dist.init_process_group("gloo", init_method="file://" + tempfile.mktemp(), rank=0, world_size=1)
@@ -273,12 +273,13 @@ def test_a_rank_captures_its_step_only_where_nccl_can_record_the_all_reduce(monk
     capture (11 eager steps, then the capture, then the first replay)."""
     import torch
 
-    from kit.bench.cifar import torch_engine
+    from kit.bench import caps
     from kit.bench.cifar.graphed import EAGER_GRAPH, INDUCTOR_GRAPH
-    from kit.bench.cifar.torch_engine import TrainConfig, compile_candidates, steady_state_warmup
+    from kit.bench.cifar.torch_engine import compile_candidates, steady_state_warmup
+    from kit.bench.cifar.train_config import TrainConfig
     from kit.bench.distributed import state
 
-    monkeypatch.setattr(torch_engine.caps, "HAS_GRAPHED_STEP", True)
+    monkeypatch.setattr(caps, "HAS_GRAPHED_STEP", True)
     plain = compile_candidates("off", "cuda:0", "amp-bf16")
     assert plain == [EAGER_GRAPH, None]
     for version, graphed in (((2, 27, 3), True), ((2, 9, 6), True), ((2, 9, 5), False), (2708, False)):
@@ -287,7 +288,7 @@ def test_a_rank_captures_its_step_only_where_nccl_can_record_the_all_reduce(monk
         try:
             assert state.capturable() is graphed, version
             assert compile_candidates("off", "cuda:0", "amp-bf16") == ([EAGER_GRAPH, None] if graphed else [None])
-            assert (INDUCTOR_GRAPH in compile_candidates("auto", "cuda:0", "amp-bf16")) is (graphed and torch_engine.caps.HAS_COMPILE)
+            assert (INDUCTOR_GRAPH in compile_candidates("auto", "cuda:0", "amp-bf16")) is (graphed and caps.HAS_COMPILE)
             assert compile_candidates("off", "cuda:0", "fp16-master") == [None]  # decided on the host: never captured
         finally:
             state.deactivate()
@@ -355,7 +356,8 @@ def test_the_average_hook_sums_in_a_group_of_one_and_averages_in_larger_ones(tmp
 def test_plain_and_data_parallel_repeats_warm_up_past_ddps_statistics_iterations():
     """Both leave out the same steps, at least the 11 where a fresh DDP syncs (forwards 2-11), so the
     one-GPU check compares the same window of the same steps."""
-    from kit.bench.cifar.torch_engine import TrainConfig, steady_state_warmup
+    from kit.bench.cifar.torch_engine import steady_state_warmup
+    from kit.bench.cifar.train_config import TrainConfig
     from kit.bench.distributed import state
     from kit.bench.lstm import train as lstm_train
 
@@ -443,7 +445,8 @@ def test_bad_data_parallel_options_are_usage_errors(kw, words):
 
 
 def test_a_batch_per_gpu_and_a_global_batch_together_are_refused():
-    from kit.runner.options import RunOptions, data_parallel_options
+    from kit.runner.option_config import data_parallel_options
+    from kit.runner.option_fields import RunOptions
 
     with pytest.raises(UsageError, match="not both"):
         data_parallel_options(RunOptions(gpus=2, global_batch_size=256, batch_size=64))

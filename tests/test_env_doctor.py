@@ -15,8 +15,10 @@ import pytest
 from fixtures.cli import run_main
 from kit.env import docker_probe, doctor
 from kit.env import nvml as nvml_mod
+from kit.env.doctor_report import Report
 from kit.env.nvml_fake import FakeNVML
 from kit.errors import DockerError, EnvironmentCheckError
+from kit.facts.stacks import STACKS
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nvml"
 
@@ -43,7 +45,7 @@ def docker_probe_of(info: dict | None = None, exc: BaseException | None = None) 
     return docker_probe.probe(FakeDockerClient(info, exc), which=lambda _name: None)
 
 
-def diagnose(host: str, stack: str = "auto", docker_info: dict | None = DOCKER_WITH_NVIDIA, gpu: int | None = None) -> doctor.Report:
+def diagnose(host: str, stack: str = "auto", docker_info: dict | None = DOCKER_WITH_NVIDIA, gpu: int | None = None) -> Report:
     return doctor.diagnose(nvml=fake_nvml(host), docker=docker_probe_of(docker_info), stack=stack, gpu=gpu)
 
 
@@ -340,4 +342,4 @@ def test_the_fused_variant_is_judged_like_cuda12_but_never_recommended():
     report = diagnose("h200_580")
     assert report.verdicts["cuda12-fused"].status == report.verdicts["cuda12"].status == "ok"
     assert report.recommended == "cuda12"
-    assert "Apex 25.07" in doctor.STACKS["cuda12-fused"].description and "Apex 25.01" in doctor.STACKS["cuda12"].description
+    assert "Apex 25.07" in STACKS["cuda12-fused"].description and "Apex 25.01" in STACKS["cuda12"].description

@@ -14,6 +14,7 @@ import pytest
 from kit.env import telemetry
 from kit.env.nvml_fake import FakeNVML
 from kit.env.probe import is_unknown
+from kit.env.telemetry_summary import attach_energy
 from kit.results.schema import CellResult
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nvml"
@@ -171,7 +172,7 @@ def _result_with(telemetry_summary: dict) -> CellResult:
 def test_attach_energy_adds_per_epoch_energy_and_items_per_joule_labelled_as_estimates():
     # FIXTURE numbers: a made-up 30 s cell that used 6000 J (200 W mean).
     result = _result_with({"available": True, "energy_j": 6000.0, "duration_s": 30.0, "power_mean_w": 190.0})
-    telemetry.attach_energy(result)
+    attach_energy(result)
     assert result.repeats[0]["energy_j_per_epoch"] == [2000.0, 2000.0]
     assert result.repeats[1]["energy_j_per_epoch"] == [2400.0]
     assert result.repeats[0]["items_per_j"] == pytest.approx(5.0)
@@ -184,7 +185,7 @@ def test_attach_energy_adds_per_epoch_energy_and_items_per_joule_labelled_as_est
 
 def test_attach_energy_leaves_unavailable_telemetry_alone():
     result = _result_with({"available": False, "reason": "cpu"})
-    telemetry.attach_energy(result)
+    attach_energy(result)
     assert "energy_j_per_epoch" not in result.repeats[0]
     assert result.telemetry == {"available": False, "reason": "cpu"}
 
@@ -206,7 +207,7 @@ def test_a_data_parallel_cell_samples_every_rank_gpu_and_sums_their_energy(monke
     ranks' together, so its energy must be both GPUs' too (sampling GPU 0 alone halved the
     joules per image it reported)."""
     from kit.results.schema import CellSpec
-    from kit.runner.execute import cell_devices
+    from kit.runner.cell_run import cell_devices
 
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     two = load("h200_580")
@@ -240,12 +241,12 @@ def test_the_total_of_a_data_parallel_cell_is_unknown_where_a_gpu_did_not_measur
     assert both["energy_j"] == 11400.0 and both["power_mean_w"] == 380.0 and both["util_mean_pct"] == 80.0
     assert both["throttled"] is True and both["throttle_reasons"] == ["sw_power_cap"]
     result = _result_with(both)
-    telemetry.attach_energy(result)
+    attach_energy(result)
     assert result.telemetry["cell_mean_power_w"] == pytest.approx(380.0)  # both GPUs' power per image
     blind = combine_gpus([a, {"available": False, "reason": "NVML not usable"}])
     assert is_unknown(blind["energy_j"]) and "GPU 1 of the cell's 2" in blind["energy_j"]["reason"]
     result = _result_with(blind)
-    telemetry.attach_energy(result)
+    attach_energy(result)
     assert is_unknown(result.telemetry["energy_j_per_epoch"])  # no per-image energy from half the GPUs
     assert combine_gpus([a]) is a
 
@@ -289,7 +290,7 @@ def test_energy_per_item_comes_from_the_timed_steps_not_the_whole_cell():
     assert summary["steady_seconds"] == pytest.approx(2.8)
     assert summary["steady_power_w"] == pytest.approx(500.0)
     result = _result_with(summary)
-    telemetry.attach_energy(result)
+    attach_energy(result)
     t = result.telemetry
     assert t["energy_basis"] == "steady" and "timed steps" in t["energy_attribution"]
     assert result.repeats[0]["items_per_j"] == pytest.approx(1000.0 / 500.0)
@@ -301,7 +302,7 @@ def test_timed_steps_too_short_for_the_sampler_fall_back_to_the_cell_mean_and_sa
     summary = _play_with_windows(_busy_between(10, 25), 30, [(10, 12)])  # 0.4 s at 5 Hz
     assert is_unknown(summary["steady_power_w"]) and "under the 1 s" in summary["steady_power_w"]["reason"]
     result = _result_with(summary)
-    telemetry.attach_energy(result)
+    attach_energy(result)
     assert result.telemetry["energy_basis"] == "cell" and result.telemetry["energy_attribution"].startswith("estimate")
     assert result.repeats[0]["items_per_j"] == pytest.approx(1000.0 / result.telemetry["cell_mean_power_w"])
 
@@ -316,7 +317,7 @@ def test_without_an_energy_counter_the_timed_steps_power_is_integrated():
 
 
 def test_the_runner_takes_the_repeats_timed_spans_out_of_the_results():
-    from kit.runner.execute import timed_spans
+    from kit.runner.cell_run import timed_spans
 
     result = _result_with({"available": False, "reason": "cpu"})
     result.repeats[0]["steady_windows"] = [[1.0, 2.0]]

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from kit.facts import estimates
-from kit.runner.options import config_from_options, parse_args
+from kit.runner.option_config import config_from_options
+from kit.runner.option_parsing import parse_args
 from kit.runner.plan import build_plan, estimate_plan_seconds, runs_on_cpu
 
 REPO = Path(__file__).resolve().parents[1]
@@ -61,7 +62,7 @@ def test_a_cpu_counts_the_cells_it_skips_at_a_fraction_of_a_second(monkeypatch):
 def test_the_cpu_precisions_are_those_the_benchmark_runs_on_a_cpu():
     pytest.importorskip("torch")
     from kit.bench.precision import unavailable_reason
-    from kit.results.schema import PRECISIONS
+    from kit.results.schema_names import PRECISIONS
 
     for precision in PRECISIONS:
         runs = unavailable_reason(precision, "cpu") is None

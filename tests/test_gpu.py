@@ -130,7 +130,7 @@ def test_doctor_on_a_real_driver_recommends_a_gpu_stack():
 def test_the_cuda_graph_step_trains_and_counts_like_the_eager_one(mode, inductor):
     pytest.importorskip("torchvision")
     from kit.bench.cifar.graphed import GraphedTrainer
-    from kit.bench.cifar.torch_engine import TrainConfig
+    from kit.bench.cifar.train_config import TrainConfig
     from kit.bench.precision import unavailable_reason
 
     if unavailable_reason(mode, "cuda:0"):
@@ -155,6 +155,7 @@ def test_the_untimed_warm_up_takes_the_one_time_costs_out_of_the_first_repeat():
     pytest.importorskip("torchvision")
     from kit.bench.cifar import torch_engine
     from kit.bench.cifar.gpu_data import DeviceData
+    from kit.bench.cifar.train_config import TrainConfig
     from kit.bench.context import CellContext
     from pathlib import Path
 
@@ -163,7 +164,7 @@ def test_the_untimed_warm_up_takes_the_one_time_costs_out_of_the_first_repeat():
     x = torch.randint(0, 256, (960, 32, 32, 3), dtype=torch.uint8, generator=g).numpy()
     y = torch.randint(0, 100, (960,), generator=g).numpy()
     data = DeviceData.upload(x, y, x[:96], y[:96], "cuda:0")
-    cfg = torch_engine.TrainConfig("resnet18", "amp-bf16", "cuda:0", batch_size=96, steps=10)
+    cfg = TrainConfig("resnet18", "amp-bf16", "cuda:0", batch_size=96, steps=10)
     ctx = CellContext(device="cuda:0", data_dir=Path("unused"), data_source="synthetic", repeats=2)
     metrics: dict = {}
     repeats, notes = torch_engine.run_repeats(cfg, data, ctx, 2, metrics=metrics)
@@ -185,7 +186,7 @@ def test_the_cuda_graph_step_captures_on_a_second_gpu_after_a_capture_on_the_fir
     pytest.importorskip("torchvision")
     from kit.bench.api import resolve_device
     from kit.bench.cifar.graphed import GraphedTrainer
-    from kit.bench.cifar.torch_engine import TrainConfig
+    from kit.bench.cifar.train_config import TrainConfig
 
     torch.cuda.set_device(0)
     first = torch.cuda.CUDAGraph()
@@ -220,7 +221,7 @@ def test_a_one_rank_ddp_step_is_captured_with_its_all_reduce_and_trains_the_plai
     from torch.nn.parallel import DistributedDataParallel
 
     from kit.bench.cifar.graphed import GraphedTrainer
-    from kit.bench.cifar.torch_engine import TrainConfig
+    from kit.bench.cifar.train_config import TrainConfig
     from kit.bench.distributed import state
 
     torch.cuda.set_device(0)

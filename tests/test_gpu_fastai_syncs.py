@@ -24,7 +24,7 @@ pytestmark = pytest.mark.gpu
 if not torch.cuda.is_available():  # pragma: no cover - CI has no GPU
     pytest.skip("needs an NVIDIA GPU", allow_module_level=True)
 
-from kit.bench.cifar.torch_engine import TrainConfig  # noqa: E402
+from kit.bench.cifar.train_config import TrainConfig  # noqa: E402
 
 from test_cifar_engines import tiny_arrays  # noqa: E402
 

@@ -10,7 +10,7 @@ import pytest
 
 from kit import __version__
 from kit.errors import DockerError, UsageError
-from kit.facts.stacks import STACKS
+from kit.facts.stacks import APEX_REF_COMMITS, STACKS
 from kit.launch import stacks as stk
 from kit.launch.build import build_context, build_image, image_state, list_images
 from kit.launch.stacks import EXTRA_CA_PATH, file_sha256, image_spec, read_ca_cert
@@ -40,7 +40,7 @@ def test_cuda12_needs_no_cuda_base_and_builds_an_apex_with_amp_python_only():
     cuda12 = image_spec("cuda12", ROOT).build_args
     assert (cuda12["BUILD_APEX"], cuda12["APEX_REF"], cuda12["APEX_BUILD_OPTS"]) == ("1", "25.01", "")
     assert cuda12["BASE"] == "ubuntu:24.04" and "nvidia/cuda" not in cuda12["BASE"]
-    assert cuda12["APEX_COMMIT"] == stk.APEX_REF_COMMITS["25.01"]
+    assert cuda12["APEX_COMMIT"] == APEX_REF_COMMITS["25.01"]
     fused = image_spec("cuda12-fused", ROOT)
     assert (fused.build_args["APEX_REF"], fused.build_args["APEX_BUILD_OPTS"]) == ("25.07", "--cpp_ext --cuda_ext")
     assert fused.base.startswith("nvidia/cuda:12.8.1-cudnn-devel")

@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 
 from kit.errors import Interrupted, UsageError
 from kit.launch import launcher
+from kit.launch.display import NullLaunchUI
 from kit.launch.follow import JournalFollower, bundle_from_output
 from kit.launch.launcher import LaunchOutcome, Rerun, resume_command
 from test_launch_run import CELLS, JOURNAL, RUN_ID, FakeClient, FakeContainer, _cell_end, _launch, results  # noqa: F401
@@ -76,7 +77,7 @@ def _interrupted_run(results: Path) -> Path:
     return run_dir
 
 
-class Seen(launcher.NullLaunchUI):
+class Seen(NullLaunchUI):
     def __init__(self):
         self.runs, self.cells = [], []
 

@@ -15,6 +15,7 @@ import pytest
 
 from kit.errors import DataError, DockerError, EnvironmentCheckError, Interrupted, KitError, RunFailed, UsageError
 from kit.launch import launcher
+from kit.launch.display import NullLaunchUI
 from kit.launch.launcher import container_command, launch, parse_gpus
 from kit.launch.stacks import LABEL_BASE, LABEL_LOCK, LABEL_SOURCE, LABEL_STACK, image_spec
 
@@ -181,7 +182,7 @@ def test_launch_gives_the_container_exactly_the_requested_gpu(results):
     client = FakeClient(lambda r: FakeContainer(r, JOURNAL))
     seen = []
 
-    class UI(launcher.NullLaunchUI):
+    class UI(NullLaunchUI):
         def cell_done(self, cell_id, headline, status):
             seen.append((cell_id, headline, status))
 

@@ -13,7 +13,7 @@ np = pytest.importorskip("numpy")
 
 from kit.bench.graphed_scaling import DeviceLossScale  # noqa: E402
 from kit.bench.lstm import graphed, train  # noqa: E402
-from kit.bench.lstm.batching import batchify  # noqa: E402
+from kit.bench.lstm.batching import batchify, get_batch  # noqa: E402
 from kit.bench.lstm.config import LSTMConfig  # noqa: E402
 from kit.bench.lstm.train import SplitData  # noqa: E402
 from kit.bench.precision import Precision  # noqa: E402
@@ -90,7 +90,7 @@ def test_the_window_copy_reads_the_rows_the_faithful_get_batch_reads():
     step = graphed.GraphedStep(cfg, data, "fp32", "cpu", 1)
     for k in range(3):
         step._gather()
-        x, y = train.get_batch(data.train, k * cfg.bptt, cfg.bptt)
+        x, y = get_batch(data.train, k * cfg.bptt, cfg.bptt)
         assert torch.equal(step.static_x, x) and torch.equal(step.static_y, y)
     assert int(step.pos) == 3
 

@@ -17,7 +17,8 @@ from kit.report.export import export_run
 from kit.bundle.safe_open import open_bundle
 from kit.report.charts import run_charts
 from kit.report.html import render_run_report
-from kit.report.svg import Series, bar_chart
+from kit.report.svg import bar_chart
+from kit.report.svg_primitives import Series
 from kit.results.schema import RunResults
 
 
@@ -295,7 +296,7 @@ CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 
 def _compare_page(tmp_path: Path) -> str:
     from kit.compare.engine import compare_paths
-    from kit.report.html import render_compare_page
+    from kit.report.html_compare import render_compare_page
 
     a = make_run_dir(tmp_path / "a", make_results(standard_cells(), make_env(), run_id="FIXTURE-csp-a"))
     b = make_run_dir(tmp_path / "b", make_results(standard_cells(speed=1.2), make_env(host="fixture-host-b"), run_id="FIXTURE-csp-b"))
@@ -483,7 +484,7 @@ def test_every_image_lock_pins_what_the_report_and_its_statistics_need():
 def test_a_batch_curve_is_one_range_per_precision_in_the_findings():
     """Each point of a curve is a cell with its own speedup; the findings give each curve's points in a
     finding as one range of batch sizes and speedups, not a dozen items."""
-    from kit.results.schema import CURVE_PARAM
+    from kit.results.cell_ids import CURVE_PARAM
 
     def point(precision, batch, seconds):
         d = make_cell("resnet50", precision, batch_size=batch, epoch_s=[seconds] * 3)

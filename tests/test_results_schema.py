@@ -136,7 +136,7 @@ NULLABLE = {"started_at", "finished_at", "config.epochs", "config.steps", "confi
 
 
 def _nullable(path: str) -> bool:
-    from kit.results.schema import REPEAT_NUMBERS, STATS_NUMBERS
+    from kit.results.schema_rules import REPEAT_NUMBERS, STATS_NUMBERS
 
     last = path.rsplit(".", 1)[-1]
     if ".repeats[0]." in path:
@@ -151,8 +151,8 @@ def _nullable(path: str) -> bool:
 def _typed_paths(d: dict) -> list[str]:
     """Every field the schema gives a type: the run's, the config's, the first cell's,
     its first repeat's measured numbers and its summary statistics."""
-    from kit.results.schema import (PARAM_INTEGERS, REPEAT_NUMBER_LISTS, REPEAT_NUMBER_OR_LISTS, REPEAT_NUMBERS,
-                                    STATS_NUMBERS)
+    from kit.results.schema_rules import (PARAM_INTEGERS, REPEAT_NUMBER_LISTS, REPEAT_NUMBER_OR_LISTS, REPEAT_NUMBERS,
+                                          STATS_NUMBERS)
 
     cell = d["cells"][0]
     paths = [k for k in d] + [f"config.{k}" for k in d["config"]] + [f"cells[0].{k}" for k in cell if k != "cell_id"]

@@ -1,4 +1,4 @@
-"""`kit run`'s options are one typed object (kit.runner.options.RunOptions): the Typer
+"""`kit run`'s options are one typed object (kit.runner.option_fields.RunOptions): the Typer
 command, the cuda10 front end and `kit launch` all read its fields, and `kit launch`
 renders it back into the container's command line."""
 
@@ -15,8 +15,9 @@ import kit.runner.service as service
 from kit.cli.main import app
 from kit.errors import UsageError
 from kit.runner import legacy
-from kit.runner.options import (RunOptions, config_from_options, option_specs, parse_args, smoke_preset,
-                                to_args)
+from kit.runner.option_config import config_from_options, smoke_preset
+from kit.runner.option_fields import RunOptions, option_specs
+from kit.runner.option_parsing import parse_args, to_args
 
 #: one command line that sets every option to a value other than its default
 EVERY_OPTION = [
@@ -194,7 +195,7 @@ def test_launch_options_that_do_not_parse_stop_before_anything_starts(results):
 
 
 def test_engines_of_no_suite_of_the_run_are_refused_and_each_suite_reads_its_own(tmp_path):
-    from kit.runner.options import options_for_suite
+    from kit.runner.option_checks import options_for_suite
 
     with pytest.raises(UsageError, match="--engines torch: no engine of --suite lstm"):
         config_from_options(parse_args(["--suite", "lstm", "--engines", "torch", "--results-dir", str(tmp_path / "r")]))

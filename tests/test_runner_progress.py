@@ -206,7 +206,7 @@ def test_auto_estimates_for_a_gpu_only_where_an_nvidia_driver_is_loaded(monkeypa
 
 def test_every_workload_and_engine_has_a_rate_for_each_device_kind():
     from kit.facts import estimates
-    from kit.results.schema import CIFAR_ENGINES
+    from kit.results.schema_names import CIFAR_ENGINES
 
     for kind in estimates.SOURCES:
         for name in [f"cifar/{e}" for e in CIFAR_ENGINES] + ["lstm/kit"]:

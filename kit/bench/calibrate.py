@@ -11,8 +11,6 @@ import torch
 
 from kit.bench.precision import FP8_MIN_CAPABILITY, configure_backends
 
-from kit.results.derive import MODE_DTYPE  # noqa: F401  (re-exported for bench code)
-
 
 def _gemm_tflops(mm, n: int, iters: int, warmup: int, device: str) -> float:
     """TFLOP/s of ``mm()`` (one n x n x n product), timed with CUDA events after ``warmup`` calls."""

@@ -48,7 +48,7 @@ def fetch(
     space- or comma-separated) replaces the public mirror list."""
     from rich.console import Console
 
-    from kit.data import fetch_dataset
+    from kit.data.service import fetch_dataset
 
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     out = Console(highlight=False, soft_wrap=True)
@@ -75,7 +75,7 @@ def verify(
     Exits with code 3 and says what is wrong when a file is missing, altered, truncated or in the wrong layout."""
     from rich.console import Console
 
-    from kit.data import verify_dataset
+    from kit.data.service import verify_dataset
 
     out = Console(highlight=False, soft_wrap=True)
     for n in _names(name):
@@ -96,7 +96,7 @@ def info(
     Reads no archive (fast); `kit data verify` does the full check."""
     from rich.console import Console
 
-    from kit.data import data_info
+    from kit.data.service import data_info
     from kit.data.files import human_size
 
     report = data_info(data_dir)

@@ -29,16 +29,16 @@ from typing import Any
 
 from kit.bundle.inert import inert
 from kit.compare import measures
-from kit.compare.comparability import HIGH, LOW, MEDIUM, CompareWarning, warnings_for  # noqa: F401 (re-exported)
+from kit.compare.comparability import CompareWarning, warnings_for
 from kit.compare.figures import CellFigures
 from kit.compare.fmt import fmt_vs_baseline
 from kit.compare.load import Refused, Source, load_sources_keep_going
 from kit.compare.stats import METHOD, RatioEstimate, Sample, ratio_estimates
 from kit.errors import RegressionDetected
 from kit.results import ratios
+from kit.results.cell_ids import cell_label
 from kit.results.derive import quality_gap
 from kit.results.method import describe, identity, method_change
-from kit.results.schema import cell_label
 
 Key = tuple[str, ...]  # workload, model, precision, engine (+ "bs512" for a batch curve's point: cell_key)
 

@@ -21,13 +21,14 @@ from dataclasses import dataclass, field
 from kit.compare import measures
 from kit.compare.stats import RatioEstimate, Sample
 from kit.results import ratios
+from kit.results.cell_ids import cell_learner
 from kit.results.method import host_paced, method_of
-from kit.results.schema import CellResult, RunResults, cell_learner
+from kit.results.schema import CellResult, RunResults
 
 #: the flag of a cell whose engine's loop the host drives step by step (kit.results.method.host_paced)
 HOST_PACED = "host-paced"
 
-Key = tuple  # kit.results.schema.cell_key: workload, model, precision, engine (+ size, + "bs512")
+Key = tuple  # kit.results.cell_ids.cell_key: workload, model, precision, engine (+ size, + "bs512")
 
 
 @dataclass
@@ -38,7 +39,7 @@ class CellFigures:
     status: str
     reason: str | None = None
     unit: str = "items"
-    #: the cell's parameters, with a fastai cell's learner filled in (kit.results.schema.cell_learner)
+    #: the cell's parameters, with a fastai cell's learner filled in (kit.results.cell_ids.cell_learner)
     params: dict = field(default_factory=dict)
     #: the cell's own data source (real / synthetic) where it recorded one, else None (the run's applies;
     #: kit.bundle.envinfo.summarise_environment reads every cell's)
@@ -71,7 +72,7 @@ class CellFigures:
 
     @property
     def cell_id(self) -> str:
-        """kit.results.schema.cell_id: the key's parts joined by "/"."""
+        """kit.results.cell_ids.cell_id: the key's parts joined by "/"."""
         return "/".join(self.key)
 
 
@@ -136,8 +137,8 @@ def run_figures(results: RunResults) -> RunFigures:
         cells.append(CellFigures(
             key, "ok", None, measures.unit_of(cell), params, _data_source(cell),
             busy_reason(getattr(cell, "host", None)),
-            throughput=cache.sample(cell, measures.THROUGHPUT),
-            epoch_s=cache.sample(cell, measures.EPOCH_S),
+            throughput=cache.sample(cell, ratios.THROUGHPUT),
+            epoch_s=cache.sample(cell, ratios.EPOCH_S),
             final_metric=cache.sample(cell, measures.FINAL_METRIC) if converged else None,
             energy_j_per_epoch=measures.energy_per_epoch(cell, cache),
             flags=flags,

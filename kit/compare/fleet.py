@@ -26,11 +26,11 @@ import fnmatch
 import statistics
 from dataclasses import dataclass, field, replace
 
-from kit.compare import measures
 from kit.compare.engine import Comparison, Row
 from kit.compare.load import Source
 from kit.compare.stats import RatioEstimate, Sample, ratio_estimates
 from kit.errors import UsageError
+from kit.results.ratios import EPOCH_S, THROUGHPUT
 
 GROUP_BY = ("gpu", "driver", "stack", "host")
 METRICS = ("throughput", "speedup", "epoch-time", "energy")
@@ -101,7 +101,7 @@ class Member:
 class GroupCell:
     group: str
     row: Row
-    metric: str  # measures.THROUGHPUT or measures.EPOCH_S (what ``median``, ``low``... are of)
+    metric: str  # THROUGHPUT or EPOCH_S (what ``median``, ``low``... are of)
     members: list[Member]  # fastest first
     median: float
     low: float
@@ -172,8 +172,8 @@ class FleetSummary:
 def _speed_metric(cells: list) -> str:
     """Throughput when every machine's cell records it, else epoch time (cells: CellFigures)."""
     if all(c.throughput for c in cells):
-        return measures.THROUGHPUT
-    return measures.EPOCH_S
+        return THROUGHPUT
+    return EPOCH_S
 
 
 def _vs_rest(pairs: list[tuple[Sample, Sample | None]], metric: str) -> list[RatioEstimate | None]:
@@ -183,7 +183,7 @@ def _vs_rest(pairs: list[tuple[Sample, Sample | None]], metric: str) -> list[Rat
     samples' medians (kit.results.ratios.ratio_of_medians, in ratio_estimates); None where there is
     no rest."""
     todo = [i for i, (_, rest) in enumerate(pairs) if rest is not None]
-    if metric == measures.THROUGHPUT:
+    if metric == THROUGHPUT:
         asked = [(pairs[i][0], pairs[i][1], None) for i in todo]
     else:  # speed = 1 / time
         asked = [(pairs[i][1], pairs[i][0], None) for i in todo]
@@ -234,14 +234,14 @@ def summarise_fleet(cmp: Comparison, by: str = "gpu", outlier_pct: float = DEFAU
             if not cells:
                 continue
             metric = _speed_metric([c for _, c in cells])
-            values = [c.throughput_values if metric == measures.THROUGHPUT else c.epoch_values for _, c in cells]
+            values = [c.throughput_values if metric == THROUGHPUT else c.epoch_values for _, c in cells]
             keep = [(s, v) for (s, _), v in zip(cells, values) if v]
             if not keep:
                 continue
             owns = [Sample.of_floats(mine) for _, mine in keep]
             vs = _vs_rest(list(zip(owns, _rest_samples([v for _, v in keep]))), metric)
             out = [Member(s, own.median, est) for (s, _), own, est in zip(keep, owns, vs)]
-            faster_first = metric == measures.THROUGHPUT
+            faster_first = metric == THROUGHPUT
             out.sort(key=lambda m: (-m.median if faster_first else m.median, m.source.index))
             med, lo, hi, q1, q3 = _spread([m.median for m in out])
             summary.cells.append(GroupCell(group, row, metric, out, med, lo, hi, q1, q3))

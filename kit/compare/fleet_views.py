@@ -20,9 +20,9 @@ from kit.compare.fleet import FleetSummary, GroupCell, View, group_phrase, summa
 from kit.compare.console import natural_width, widest
 from kit.compare.fmt import _UNIT_SHORT, fmt_speedup_estimate, fmt_throughput, fmt_time, fmt_vs_baseline, speed_verdict
 from kit.compare.load import Source
-from kit.compare.measures import EPOCH_S
 from kit.compare.stats import RatioEstimate
 from kit.bundle.inert import markdown_text
+from kit.results.ratios import EPOCH_S
 
 INPUT_COLUMNS = ("machine", "GPU", "driver", "stack", "torch", "data")
 

@@ -13,9 +13,11 @@ from typing import Any
 from kit.compare.fmt import CV_NAMES
 from kit.compare.stats import RatioEstimate, Sample, ratio_estimates
 from kit.results import ratios
+from kit.results.cell_ids import key_of
 from kit.results.ratios import BASE_PRECISION, EPOCH_S, THROUGHPUT
 from kit.results.stats import HIGH_CV
-from kit.results.schema import PRECISIONS, CellResult, RunResults, key_of
+from kit.results.schema import CellResult, RunResults
+from kit.results.schema_names import PRECISIONS
 
 ENERGY = "energy_j_per_epoch"
 #: a convergence cell's quality at the end (test accuracy, perplexity, held-out loss: PARITY_METRIC)
@@ -49,7 +51,7 @@ class SampleCache:
         self._keys: dict = {}
 
     def key(self, cell: CellResult) -> tuple[str, ...]:
-        """:func:`kit.results.schema.key_of`, once per cell."""
+        """:func:`kit.results.cell_ids.key_of`, once per cell."""
         hit = self._keys.get(id(cell))
         if hit is None:
             hit = self._keys[id(cell)] = (cell, key_of(cell))
@@ -202,7 +204,7 @@ def data_parallel_note(cell: CellResult) -> str | None:
     return ", ".join(parts)
 
 
-#: What each LSTM engine is, for the views' group titles (kit.results.schema.LSTM_ENGINES): the same
+#: What each LSTM engine is, for the views' group titles (kit.results.schema_names.LSTM_ENGINES): the same
 #: model and update, two ways of running the step; each engine's speedups are over its own fp32 cell.
 LSTM_ENGINE_LABELS = {
     "kit": "kit engine: Apex's example loop, every kernel launched from Python",
@@ -232,7 +234,7 @@ def parity_rows(results: RunResults) -> list[dict]:
 
 
 def parity_key(row: dict) -> tuple[str, ...]:
-    """The cell key (kit.results.schema.cell_key) of the cell a parity row judges."""
+    """The cell key (kit.results.cell_ids.cell_key) of the cell a parity row judges."""
     size = (f"{row['image_size']}px",) if row.get("image_size") is not None else ()
     point = (f"bs{row['batch_size']}",) if row.get("batch_size") is not None else ()
     return (row["workload"], row["model"], row["precision"], row["engine"]) + size + point
@@ -266,7 +268,7 @@ def group_key(cell: CellResult) -> tuple[str, str, str]:
 
 
 def order_key(cell: Any) -> tuple:
-    """Sort order of cells (or their keys, kit.results.schema.cell_key): workload, engine, image size
+    """Sort order of cells (or their keys, kit.results.cell_ids.cell_key): workload, engine, image size
     (32 px first), model, precision, then a batch curve's points by batch size."""
     key = cell if isinstance(cell, tuple) else key_of(cell)
     w, m, p, e = key[:4]
@@ -285,7 +287,7 @@ def order_key(cell: Any) -> tuple:
 
 
 def ok_cells(results: RunResults, cache: SampleCache | None = None) -> dict[tuple[str, ...], CellResult]:
-    """The ok cells by key (kit.results.schema.cell_key: a batch curve's point has a fifth part)."""
+    """The ok cells by key (kit.results.cell_ids.cell_key: a batch curve's point has a fifth part)."""
     key = cache.key if cache is not None else key_of
     return {key(c): c for c in results.cells if c.status == "ok"}
 

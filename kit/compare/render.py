@@ -20,15 +20,13 @@ from typing import Iterable
 from kit.bundle.inert import markdown_text
 from kit.compare.engine import Comparison, MachineCell, Row
 from kit.compare import fleet_views
-from kit.compare.console import fits, natural_width, widest  # noqa: F401 (re-exported)
+from kit.compare.console import fits, widest
 from kit.compare.fleet import View, summarise_fleet
-from kit.compare.halves import map_text
-from kit.compare.fmt import (  # noqa: F401 (re-exported: every view prints figures through them)
-    _UNIT_SHORT, fmt_cv, fmt_ratio, fmt_speedup_estimate, fmt_throughput, fmt_time, fmt_vs_baseline, speed_verdict,
-)
-from kit.compare.measures import EPOCH_S, PARITY_METRIC, THROUGHPUT, fmt_parity_gap, fmt_quality_gap
+from kit.compare.fmt import fmt_cv, fmt_speedup_estimate, fmt_throughput, fmt_time, fmt_vs_baseline, speed_verdict
 from kit.compare.figures import HOST_PACED
-from kit.compare.stats import OUTSIDE_NOTE, RatioEstimate, Sample
+from kit.compare.measures import PARITY_METRIC, fmt_parity_gap, fmt_quality_gap
+from kit.compare.stats import OUTSIDE_NOTE, RatioEstimate
+from kit.results.ratios import EPOCH_S, THROUGHPUT
 
 SPEEDUP_TITLE = (
     "Speedup over fp32 on each machine (median throughput ÷ fp32's = fp32 time ÷ this precision's; "

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.data.files import find_nearby, kit_dir, resolve_data_dir, verify_file
-from kit.data.forms import CifarData  # noqa: F401 - the reader's output type
+from kit.data.forms import CifarData
 from kit.errors import DataError, UsageError
 from kit.facts.datasets import CIFAR100, CIFAR_IMAGE_SHAPE, DatasetFacts
 from kit.results.atomic import atomic_open

@@ -32,7 +32,7 @@ GENERATOR_VERSION = 1
 
 
 def cifar100_like(seed: int = 0, *, n_train: int | None = None, n_test: int | None = None, n_classes: int | None = None):
-    """CIFAR-100-shaped synthetic data (a :class:`kit.data.cifar.CifarData`).
+    """CIFAR-100-shaped synthetic data (a :class:`kit.data.forms.CifarData`).
 
     ``n_train``/``n_test``/``n_classes`` shrink it for tests; the defaults are the published sizes."""
     import numpy as np
@@ -90,7 +90,7 @@ def wikitext2_like(
     vocab: int | None = None,
     lines: dict[str, int] | None = None,
 ):
-    """WikiText-2-shaped synthetic corpus (a :class:`kit.data.wikitext.Corpus`).
+    """WikiText-2-shaped synthetic corpus (a :class:`kit.data.forms.Corpus`).
 
     ``tokens``/``vocab``/``lines`` shrink it for tests; the defaults are the published sizes."""
     import numpy as np

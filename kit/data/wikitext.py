@@ -30,7 +30,7 @@ from typing import Any
 
 from kit.data.files import find_nearby, hash_file, resolve_data_dir, verify_file
 from kit.errors import DataError, UsageError
-from kit.data.forms import EOS, Corpus, Dictionary, pad_vocabulary  # noqa: F401 - the reader's output types
+from kit.data.forms import EOS, Corpus, Dictionary, pad_vocabulary
 from kit.facts.datasets import WIKITEXT2, DatasetFacts
 from kit.results.atomic import atomic_open
 

@@ -36,10 +36,9 @@ from typing import Any
 
 from kit.env import docker_probe
 from kit.env import nvml as nvml_probe
-# what the checks fill (re-exported: callers and tests read doctor.Report, doctor.Verdict)
-from kit.env.doctor_report import Problem, Report, Status, Verdict, gib, gpu_label  # noqa: F401
+from kit.env.doctor_report import Problem, Report, Verdict, gib, gpu_label
 from kit.env.probe import is_unknown, known
-from kit.errors import DockerError, EnvironmentCheckError, UsageError
+from kit.errors import DockerError, UsageError
 from kit.facts import cuda as cuda_facts
 from kit.facts.stacks import MIN_GPU_MEMORY_BYTES, PREFERENCE, STACK_NAMES, STACKS, Stack
 

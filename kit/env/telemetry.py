@@ -40,9 +40,7 @@ from typing import Any, Callable
 
 from kit.env import nvml as nvml_probe
 from kit.env.probe import describe_exception
-# the summary of what the sampler recorded, and energy per unit of work (re-exported:
-# the runner calls telemetry.attach_energy after each cell)
-from kit.env.telemetry_summary import ENERGY_ATTRIBUTION, THROTTLE_FRACTION, attach_energy, combine_gpus, summarise  # noqa: F401
+from kit.env.telemetry_summary import combine_gpus, summarise
 
 DEFAULT_HZ = 5.0
 #: Processes on the GPU are listed about once a second (cheaper than every sample).

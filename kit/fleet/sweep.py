@@ -12,8 +12,8 @@ from typing import Any, List, Optional
 
 from kit import __version__
 from kit.errors import SchemaError, UsageError
-from kit.results import schema
 from kit.results.atomic import atomic_write_json
+from kit.results.schema_names import SUITES  # what `kit run --suite` takes: a sweep runs each as one task
 from kit.runner.option_checks import check_suite_options, options_for_suite
 from kit.runner.option_parsing import parse_args, split_list, to_args
 
@@ -23,7 +23,6 @@ SCRIPT_FILE = "job.sbatch"
 TASKS_DIR = "tasks"
 CONTAINERS = ("none", "pyxis", "apptainer")
 STACKS = ("cuda12", "cuda10", "cpu")
-SUITES = schema.SUITES  # what `kit run --suite` takes: a sweep runs each as one task
 _SLURM_TIME = re.compile(r"(\d+-)?\d+(:\d{1,2}){0,2}")
 
 

@@ -104,8 +104,8 @@ def _rows(path: Path, digest: str, size: int, bundle) -> tuple[tuple, list]:
     kit_version = summary.kit_version if summary.kit_version != "unknown" else str(results.kit_version)
     cells = {}
     for cell in results.cells:
-        values = ratios.metric_values(cell, measures.THROUGHPUT)
-        s = measures.sample(cell, measures.THROUGHPUT)
+        values = ratios.metric_values(cell, ratios.THROUGHPUT)
+        s = measures.sample(cell, ratios.THROUGHPUT)
         cells[cell.cell_id] = (cell.cell_id, cell.status, measures.unit_of(cell), s.median if s else None, json.dumps(values))
     env_bytes = bundle.files.get(ENV_NAME) or json.dumps(env).encode("utf-8")
     row = (

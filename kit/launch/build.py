@@ -39,7 +39,6 @@ from kit.launch.stacks import (
     image_spec,
     read_apex_source,
     read_ca_cert,
-    stack_facts,
 )
 
 STEP_RE = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
@@ -374,4 +373,4 @@ def image_state(client: Any, spec: ImageSpec, *, check_base: bool = False) -> st
     return "current" if same_lock and same_code and same_base and same_apex else "stale"
 
 
-__all__ = ["BuildResult", "BuildUI", "ImageInfo", "NullBuildUI", "build_image", "build_stack", "image_state", "list_images", "stack_facts"]
+__all__ = ["BuildResult", "BuildUI", "ImageInfo", "NullBuildUI", "build_image", "build_stack", "image_state", "list_images"]

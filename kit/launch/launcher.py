@@ -35,11 +35,9 @@ from kit.errors import DockerError, Interrupted, KitError, Terminated, UsageErro
 from kit.launch import engine
 from kit.launch.build import build_image, image_state
 # the container's life, the display it reports to, and its exit status on the host
-# (re-exported: callers and tests import them from here)
-from kit.launch.container import (INTERRUPT_GRACE_S, LOG_TAIL_LINES, SHM_SIZE, STOP_TIMEOUT_S,  # noqa: F401
-                                  follow, log_tail, start_container, stdout_tail)
-from kit.launch.display import LaunchUI, NullLaunchUI, headline  # noqa: F401
-from kit.launch.exit_status import PASSED_THROUGH, clean_error_text, container_error, error_from_log  # noqa: F401
+from kit.launch.container import STOP_TIMEOUT_S, follow, log_tail, start_container, stdout_tail
+from kit.launch.display import LaunchUI, NullLaunchUI
+from kit.launch.exit_status import container_error
 from kit.launch.follow import CONTAINER_RESULTS, JOURNAL_NAME, JournalFollower, bundle_from_output, new_bundles, snapshot
 from kit.launch.stacks import find_source_root, image_spec, read_ca_cert, stack_facts
 from kit.runner.option_checks import check_suite_options

@@ -29,6 +29,7 @@ from kit.compare.fmt import fmt_speedup_estimate, fmt_vs_baseline
 from kit.report.svg import bar_chart, line_chart
 from kit.report.svg_primitives import PALETTE, Series
 from kit.results import curve as curve_mod
+from kit.results.ratios import BASE_PRECISION, EPOCH_S, THROUGHPUT
 from kit.results.schema import RunResults
 
 if TYPE_CHECKING:
@@ -85,8 +86,8 @@ def run_charts(results: RunResults, suffix: str = "", id_prefix: str = "") -> di
             t_vals, t_lo, t_hi, r_vals, r_lo, r_hi = [], [], [], [], [], []
             for m in models:
                 cell = cells.get((m, p))
-                ts = measures.sample(cell, measures.EPOCH_S) if cell else None
-                rs = measures.sample(cell, measures.THROUGHPUT) if cell else None
+                ts = measures.sample(cell, EPOCH_S) if cell else None
+                rs = measures.sample(cell, THROUGHPUT) if cell else None
                 t_vals.append(ts.median if ts else None)
                 t_lo.append(ts.min if ts and ts.n > 1 else None)
                 t_hi.append(ts.max if ts and ts.n > 1 else None)
@@ -108,11 +109,11 @@ def run_charts(results: RunResults, suffix: str = "", id_prefix: str = "") -> di
                 chart_id=f"{id_prefix}{base}-throughput", scale_to_values=True, note=MIN_MAX_NOTE,
             )
         ratio_series = _ratio_series(ratios, workload, engine, extra, models,
-                                     [p for p in precisions if p != measures.BASE_PRECISION])
+                                     [p for p in precisions if p != BASE_PRECISION])
         if ratio_series:
             charts[f"charts/{base}-speedup.svg"] = _ratio_chart(
                 f"Speedup over fp32 — {title}", models, ratio_series, "speedup over fp32 (×)", "model",
-                measures.BASE_PRECISION, f"{id_prefix}{base}-speedup")
+                BASE_PRECISION, f"{id_prefix}{base}-speedup")
         bf16_series = _ratio_series(vs_bf16, workload, engine, extra, models,
                                     [p for p in precisions if p in VS_BF16_PRECISIONS]) if workload == "gpt" else []
         if bf16_series:

@@ -7,8 +7,7 @@ text from results files is HTML-escaped (a bundle from elsewhere is
 untrusted).
 
 This module renders the run's report; the shared skeleton (CSS, page, tables) is
-:mod:`kit.report.html_page`, the compare pages :mod:`kit.report.html_compare` (their public
-names stay importable from here).
+:mod:`kit.report.html_page`, the compare pages :mod:`kit.report.html_compare`.
 """
 
 from __future__ import annotations
@@ -22,15 +21,12 @@ from kit.compare import measures
 from kit.compare.stats import METHOD
 from kit.env import record as env_record
 from kit.results.curve import KNEE_DEFINITION, WHOLE_CELL, curves, fmt_knee, point_parts
-from kit.results.ratios import SPEEDUP_DEFINITION
-from kit.report.html_compare import FLEET_CSS, PAGE_COLUMNS, render_compare_page, render_fleet_page
-from kit.report.html_page import CSS, _outside_note, _page, _table, _verdict_html
+from kit.results.ratios import EPOCH_S, SPEEDUP_DEFINITION, THROUGHPUT
+from kit.report.html_page import _outside_note, _page, _table, _verdict_html
 from kit.report.insights import run_insights
 from kit.results.cell_ids import image_size_part, key_of
 from kit.results.schema import CellResult, RunResults
 
-__all__ = ["CSS", "cpu_only", "used_or_built", "earlier_session_rows", "render_run_report", "PAGE_COLUMNS", "FLEET_CSS",
-           "render_compare_page", "render_fleet_page"]
 
 
 def _fmt(v: float | None, fmt: str = "{:.3g}", dash: str = "—") -> str:
@@ -103,7 +99,7 @@ def _cells_table(results: RunResults) -> str:
     rows = []
     for c in sorted((c for c in results.cells if c.status == "ok"), key=measures.order_key):
         key = key_of(c)
-        e, t = measures.sample(c, measures.EPOCH_S), measures.sample(c, measures.THROUGHPUT)
+        e, t = measures.sample(c, EPOCH_S), measures.sample(c, THROUGHPUT)
         n = (t or e).n if (t or e) else 0
         ecv = e.cv if e and e.n > 1 else None
         tcv = t.cv if t and t.n > 1 else None

@@ -31,10 +31,9 @@ def render_compare_page(cmp: "Comparison", view=None) -> str:
     fleet page (:func:`render_fleet_page`) for more, or when ``view`` groups them."""
     if len(cmp.sources) > PAGE_COLUMNS or (view is not None and view.group_by):
         return render_fleet_page(cmp, view)
-    from kit.compare.render import (
-        QUALITY_TITLE, n_and_cv, fmt_throughput, fmt_time, fmt_vs_baseline, not_compared_lines, not_compared_title,
-        quality_lines, quality_rows, speed_verdict,
-    )
+    from kit.compare.fmt import fmt_throughput, fmt_time, fmt_vs_baseline, speed_verdict
+    from kit.compare.render import (QUALITY_TITLE, n_and_cv, not_compared_lines, not_compared_title, quality_lines,
+                                    quality_rows)
     from kit.report.charts import comparison_charts
 
     base = cmp.baseline_source
@@ -123,8 +122,8 @@ def render_fleet_page(cmp: "Comparison", view=None) -> str:
     from kit.bundle.inert import html_text
     from kit.compare.fleet import View, group_phrase, summarise_fleet
     from kit.compare.fleet_views import findings_lines, findings_title, spread_text
-    from kit.compare.fmt import fmt_vs_baseline
-    from kit.compare.render import not_compared_lines, not_compared_title, speed_verdict
+    from kit.compare.fmt import fmt_vs_baseline, speed_verdict
+    from kit.compare.render import not_compared_lines, not_compared_title
     from kit.report.svg_ranked import RankedBar, bar_end, ranked_bars
 
     view = view or View()

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from kit.compare import measures
 from kit.compare.stats import ONE_REPEAT
-from kit.results.ratios import SPEEDUP_NAME, fmt_speedup
+from kit.results.ratios import BASE_PRECISION, SPEEDUP_NAME, fmt_speedup
 from kit.results.cell_ids import key_of
 from kit.results.schema import RunResults
 
@@ -123,9 +123,9 @@ def run_insights(results: RunResults, synthetic: bool) -> list[Insight]:
 
     # why an fp32 cell has no result (skipped or failed, e.g. "out of memory at batch 2048"), by its group
     fp32_reasons = {_without_precision(key_of(c)): c.reason or c.status
-                    for c in results.cells if c.status != "ok" and c.precision == measures.BASE_PRECISION}
+                    for c in results.cells if c.status != "ok" and c.precision == BASE_PRECISION}
     keys = sorted(cells, key=measures.order_key)
-    groups_with_fp32 = {_without_precision(k) for k in keys if k[2] == measures.BASE_PRECISION}
+    groups_with_fp32 = {_without_precision(k) for k in keys if k[2] == BASE_PRECISION}
     for key in keys:
         cell, precision = cells[key], key[2]
         if len(key) > 4:  # at another image size, or a batch curve's point: say which
@@ -137,10 +137,10 @@ def run_insights(results: RunResults, synthetic: bool) -> list[Insight]:
             note = "" if est.significant else "1 repeat" if est.verdict == ONE_REPEAT else est.verdict
             detail = f"{precision} {fmt_speedup(est.ratio)}" + (f" ({note})" if note else "")
             (faster if not lacks_speedup else flat if est.ratio >= 1.0 else slower).add(key, detail, (est.ratio, note))
-        elif key[2] != measures.BASE_PRECISION and _without_precision(key) not in groups_with_fp32:
+        elif key[2] != BASE_PRECISION and _without_precision(key) not in groups_with_fp32:
             why = fp32_reasons.get(_without_precision(key))
             no_base.add(key, precision + (f" (fp32: {why})" if why else ""))
-        if lacks_speedup or key[2] == measures.BASE_PRECISION:
+        if lacks_speedup or key[2] == BASE_PRECISION:
             if lacks_speedup and wait is not None and wait >= DATA_BOUND_FRACTION:
                 loader.add(key, f"{precision} {_pct(wait)}")
             elif util is not None and util < LOW_UTIL_PCT:

@@ -9,7 +9,7 @@ from kit.compare import measures
 from kit.compare.stats import ONE_REPEAT
 from kit.results.curve import KNEE_DEFINITION, curves, fmt_knee, point_parts
 from kit.results.method import UNKNOWN, method_of
-from kit.results.ratios import fmt_speedup
+from kit.results.ratios import EPOCH_S, THROUGHPUT, fmt_speedup
 from kit.results.cell_ids import cell_learner, key_of
 
 
@@ -105,7 +105,7 @@ def print_show(bundle: Bundle, console) -> None:
         if c.status != "ok":
             rows.append((escape(c.cell_id), f"[yellow]{escape(c.status)}[/yellow]", "—", "—", "—", escape(c.reason or "")))
             continue
-        thr, ep = measures.sample(c, measures.THROUGHPUT), measures.sample(c, measures.EPOCH_S)
+        thr, ep = measures.sample(c, THROUGHPUT), measures.sample(c, EPOCH_S)
         # spread of the steady-state throughput: epoch times also carry warm-up and autotuning
         cv = thr.cv if thr and thr.n > 1 else None
         est = ratios.get(key_of(c))

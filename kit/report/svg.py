@@ -29,8 +29,7 @@ Colours are the Okabe-Ito palette (distinguishable with the common forms of
 colour blindness).
 
 The shared pieces live in :mod:`kit.report.svg_primitives`, ``_inline_svg`` in
-:mod:`kit.report.svg_inline`, the fleet page's ranked bars in :mod:`kit.report.svg_ranked`;
-every public name stays importable from here.
+:mod:`kit.report.svg_inline`, the fleet page's ranked bars in :mod:`kit.report.svg_ranked`.
 """
 
 from __future__ import annotations
@@ -39,11 +38,9 @@ import io
 import math
 
 from kit.report.svg_inline import _inline_svg
-from kit.report.svg_primitives import (FONTS, PALETTE, Series, _Marks, _RC, _figure, _fmt_tick, _fmt_value, _plain,
+from kit.report.svg_primitives import (PALETTE, Series, _Marks, _RC, _figure, _fmt_tick, _fmt_value, _plain,
                                        _titles_and_legend, _y_ticks)
-from kit.report.svg_ranked import RankedBar, bar_end, ranked_bars
 
-__all__ = ["PALETTE", "FONTS", "Series", "bar_chart", "line_chart", "RankedBar", "bar_end", "ranked_bars"]
 
 
 def bar_chart(

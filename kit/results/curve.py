@@ -1,7 +1,7 @@
 """The batch curve (``kit run --batch-sizes``): throughput against batch size, and its knee.
 
 Each point of a curve is a cell of its own (``cifar/resnet18/fp32/torch/bs512``; its params
-carry the curve, kit.results.schema.CURVE_PARAM), so each has its own repeats, telemetry and
+carry the curve, kit.results.cell_ids.CURVE_PARAM), so each has its own repeats, telemetry and
 status. A curve is the points of one workload x model x engine x precision::
 
     cells --curves()--> Curve(workload, model, engine, precision,

@@ -15,8 +15,7 @@ Bump :data:`SCHEMA_VERSION` on any incompatible change; :func:`check_version`
 turns a mismatch into a clear message.
 
 The names a run may use live in :mod:`kit.results.schema_names`, cell ids in
-:mod:`kit.results.cell_ids`, the type rules in :mod:`kit.results.schema_rules`; every public
-name stays importable from here.
+:mod:`kit.results.cell_ids`, the type rules in :mod:`kit.results.schema_rules`.
 """
 
 from __future__ import annotations
@@ -29,30 +28,13 @@ from typing import Any
 
 from kit import __version__
 from kit.errors import SchemaError, UsageError
-from kit.results.cell_ids import (CURVE_PARAM, NATIVE_IMAGE_SIZE, cell_id, cell_key, cell_label, cell_learner,
-                                  curve_batch, image_size_part, key_of)
-from kit.results.schema_names import (CIFAR_ENGINES, CIFAR_MODELS, COMPILE_CHOICES, DEFAULT_FASTAI_LEARNER,
-                                      FASTAI_LEARNERS, GPT_PRESETS, LEARNER_BEFORE_THE_OPTION, LSTM_ENGINES,
-                                      LSTM_PRESETS, PRECISIONS, SUITE_ENGINES, SUITES, WORKLOADS, CellStatus,
-                                      Precision, RunStatus, Workload)
+from kit.results.cell_ids import cell_id, cell_label, cell_learner
+from kit.results.schema_names import (CIFAR_ENGINES, CIFAR_MODELS, DEFAULT_FASTAI_LEARNER, FASTAI_LEARNERS, GPT_PRESETS,
+                                      LEARNER_BEFORE_THE_OPTION, LSTM_ENGINES, LSTM_PRESETS, PRECISIONS, SUITES,
+                                      WORKLOADS)
 from kit.results.schema_rules import (PARAM_INTEGERS, REPEAT_NUMBER_LISTS, REPEAT_NUMBER_OR_LISTS, REPEAT_NUMBERS,
                                       REPEAT_POSITIVE, STATS_NUMBERS, _check_fields, _check_value, _fail,
                                       _field_names, _impossible, _is_number, _kind)
-
-__all__ = [
-    "SCHEMA_VERSION", "CellSpec", "CellResult", "RunConfig", "RunResults",
-    "check_cell", "check_results", "check_version", "load_results",
-    # schema_names
-    "Workload", "Precision", "PRECISIONS", "WORKLOADS", "SUITES", "CIFAR_MODELS", "CIFAR_ENGINES", "LSTM_PRESETS",
-    "LSTM_ENGINES", "FASTAI_LEARNERS", "DEFAULT_FASTAI_LEARNER", "COMPILE_CHOICES", "SUITE_ENGINES",
-    "LEARNER_BEFORE_THE_OPTION", "GPT_PRESETS", "CellStatus", "RunStatus",
-    # cell_ids
-    "CURVE_PARAM", "curve_batch", "NATIVE_IMAGE_SIZE", "image_size_part", "cell_key", "key_of", "cell_id",
-    "cell_learner", "cell_label",
-    # schema_rules
-    "REPEAT_NUMBERS", "REPEAT_POSITIVE", "REPEAT_NUMBER_LISTS", "REPEAT_NUMBER_OR_LISTS", "STATS_NUMBERS",
-    "PARAM_INTEGERS",
-]
 
 SCHEMA_VERSION = 1
 

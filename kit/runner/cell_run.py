@@ -42,6 +42,7 @@ def cell_devices(spec: CellSpec, device: str) -> list[str]:
 
 def _run_one(bench, spec: CellSpec, config: RunConfig, device: str, run_dir: Path, journal: Journal, ui, stop) -> CellResult:
     from kit.env import telemetry
+    from kit.env.telemetry_summary import attach_energy
 
     journal.write("cell_start", spec.cell_id, spec=spec.to_dict())
     ctx = CellContext(
@@ -86,7 +87,7 @@ def _run_one(bench, spec: CellSpec, config: RunConfig, device: str, run_dir: Pat
                     result.host["busy"])
     if result.status == "ok":
         result.telemetry = tele
-        telemetry.attach_energy(result)
+        attach_energy(result)
         if not result.summary:
             result.summary = summarise_repeats(result.repeats)
     from kit.runner.progress import describe_result

@@ -18,8 +18,7 @@ complete is left as it is. One process at a time writes a run folder
 (kit.runner.lock): a second one is refused.
 
 The steps of a run live beside it: reading an earlier run back (kit.runner.resume), one cell
-(kit.runner.cell_run), SIGTERM (kit.runner.stop_signals), the run's log (kit.runner.run_log);
-their public names stay importable from here.
+(kit.runner.cell_run), SIGTERM (kit.runner.stop_signals), the run's log (kit.runner.run_log).
 """
 
 from __future__ import annotations
@@ -36,7 +35,6 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from kit import __version__
 from kit.errors import DiskFull, Interrupted, KitError, Terminated, UsageError
@@ -44,18 +42,12 @@ from kit.results.atomic import atomic_write_json
 from kit.results.derive import derive
 from kit.results.journal import JOURNAL_NAME, Journal
 from kit.results.schema import CellResult, RunConfig, RunResults
-from kit.runner.cell_run import _run_one, cell_devices, timed_spans
+from kit.runner.cell_run import _run_one
 from kit.runner.lock import RunLock
 from kit.runner.plan import build_plan
-from kit.runner.resume import ResumeState, find_bundle, load_resume_state, read_resume_state
+from kit.runner.resume import ResumeState, find_bundle, read_resume_state
 from kit.runner.run_log import LOG_NAME, _attach_log, _detach_log
 from kit.runner.stop_signals import _StopFlag, _install_sigterm_handler, _signals_received, _stop_reason
-
-__all__ = [
-    "RESULTS_NAME", "ENV_NAME", "LOG_NAME", "RESULTS_DIR_REMEDY", "RunOutcome", "ResumeState", "new_run_id",
-    "read_resume_state", "load_resume_state", "execute", "make_run_dir", "already_complete", "find_bundle",
-    "timed_spans", "cell_devices",
-]
 
 log = logging.getLogger("kit.run")
 
@@ -294,7 +286,7 @@ def _execute_locked(config: RunConfig, run_id: str, run_dir: Path, results_root:
 
 def _data_provenance(config: RunConfig) -> dict:
     """Which data each suite used: real (with checksums) or synthetic."""
-    from kit.data import describe
+    from kit.data.service import describe
 
     from kit.runner.plan import SUITE_DATASETS, dataset_splits
 

@@ -17,7 +17,7 @@ from kit.runner.option_fields import GPT_OVERRIDES, LSTM_OVERRIDES, RUN_SUITES, 
 from kit.runner.option_parsing import normalise_device, parse_batch_sizes, split_list, split_names
 
 def engines_of_suite(engines, suite: str) -> list:
-    """The names in ``engines`` that are engines of ``suite`` (kit.results.schema.SUITE_ENGINES)."""
+    """The names in ``engines`` that are engines of ``suite`` (kit.results.schema_names.SUITE_ENGINES)."""
     from kit.results.schema_names import SUITE_ENGINES
 
     return [e for e in engines or () if e in SUITE_ENGINES.get(suite, ())]

@@ -93,7 +93,7 @@ def cifar_params(config: RunConfig) -> dict:
 def curve_points(config: RunConfig) -> list[dict]:
     """The params each CIFAR cell adds per batch size: nothing without ``--batch-sizes`` (one
     cell, the ids runs always had); with it, one cell per batch size, smallest first, each
-    with its ``batch_size`` and the whole curve (kit.results.schema.CURVE_PARAM), so its id
+    with its ``batch_size`` and the whole curve (kit.results.cell_ids.CURVE_PARAM), so its id
     ends in its batch (``cifar/resnet18/fp32/torch/bs512``) and every point is a cell of its
     own: its own telemetry (images per joule), journal entry, resume and out-of-memory."""
     if not config.batch_sizes:

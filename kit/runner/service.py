@@ -223,8 +223,7 @@ def _say_lstm_training_split(config: RunConfig, console, described: dict, splits
 def ensure_real_data(config: RunConfig, console, progress: bool = True) -> None:
     """Fetch (with a progress bar) whatever real data set the run needs and lacks,
     before any run folder exists; a failure names the file, checksum and folder."""
-    from kit.data import describe, fetch_dataset
-    from kit.data.service import fetch_reason
+    from kit.data.service import describe, fetch_dataset, fetch_reason
 
     from kit.runner.plan import SUITE_DATASETS, dataset_splits
 

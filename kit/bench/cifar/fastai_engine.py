@@ -46,7 +46,7 @@ from kit.bench import timing
 from kit.bench.cifar import models
 from kit.bench.cifar.batch_search import free_device_memory
 from kit.bench.cifar.gpu_data import channel_stats
-from kit.bench.cifar.torch_engine import TrainConfig
+from kit.bench.cifar.train_config import TrainConfig
 from kit.bench.precision import configure_backends, unavailable_reason
 
 WARMUP = 5

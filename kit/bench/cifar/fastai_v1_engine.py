@@ -47,7 +47,7 @@ from kit.bench.cifar.batch_search import free_device_memory
 from kit.bench.cifar import fastai_engine
 from kit.bench.cifar.fastai_engine import default_num_workers, repeat_clock
 from kit.bench.cifar.gpu_data import PAD, channel_stats, crop_flip_indices
-from kit.bench.cifar.torch_engine import TrainConfig
+from kit.bench.cifar.train_config import TrainConfig
 from kit.bench.precision import unavailable_reason
 
 FASTAI_PRECISION = {

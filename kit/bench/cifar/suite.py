@@ -18,7 +18,7 @@ from typing import Any
 from kit.bench import flops as flops_mod
 from kit.bench import methods
 from kit.bench.cifar import batch_search, fastai_engine, models, torch_engine
-from kit.bench.cifar.torch_engine import TrainConfig
+from kit.bench.cifar.train_config import TrainConfig
 from kit.bench.precision import unavailable_reason
 from kit.env.record import cpu_has_native_bf16
 from kit.results.cell_ids import curve_batch

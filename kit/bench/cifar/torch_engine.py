@@ -41,11 +41,9 @@ from kit.bench.cifar.gpu_data import DeviceData, augment
 from kit.bench.cifar.graphed import (
     EAGER_GRAPH, GRAPH_MODES, INDUCTOR_GRAPH, STEP_MODES, GraphedTrainer, warmup_before_capture,
 )
-# the pieces of a repeat, each in its own module (re-exported: the engines, tests and
-# scripts import them from here)
 from kit.bench.cifar.schedule import one_cycle_factor
 from kit.bench.cifar.train_config import TrainConfig
-from kit.bench.cifar.trainer import Trainer, memory_format  # noqa: F401
+from kit.bench.cifar.trainer import Trainer
 from kit.bench.distributed import state as data_parallel
 from kit.errors import KitError
 

@@ -36,7 +36,7 @@ import torch
 from kit.bench import caps, timing
 from kit.bench.distributed import state as data_parallel
 from kit.bench.gpt import fp8 as fp8_mod
-from kit.bench.gpt.config import BETAS, EVAL_BATCHES, GRAD_CLIP, WEIGHT_DECAY, GPTConfig
+from kit.bench.gpt.config import BETAS, GRAD_CLIP, WEIGHT_DECAY, GPTConfig
 from kit.bench.gpt.data import TokenBatches
 from kit.bench.gpt.model import GPT, count_params, lm_loss
 from kit.bench.precision import FP8_RECIPES, Precision

@@ -53,7 +53,7 @@ from kit.bench.lstm.train import (PROGRESS_EVERY, WARMUP_BATCHES, BestCheckpoint
 from kit.bench.precision import GRADSCALER_INIT_SCALE, Precision
 from kit.bench.timing import StepClock, warmup_steps_for
 
-#: the engine's name (kit.results.schema.LSTM_ENGINES)
+#: the engine's name (kit.results.schema_names.LSTM_ENGINES)
 ENGINE = "graphed"
 #: the precisions whose whole step can be captured (Apex amp patches torch and decides on the host)
 GRAPH_MODES = ("fp32", "tf32", "amp-fp16", "amp-bf16", "fp16-master")
