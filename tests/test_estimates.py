@@ -62,7 +62,7 @@ def test_a_cpu_counts_the_cells_it_skips_at_a_fraction_of_a_second(monkeypatch):
 def test_the_cpu_precisions_are_those_the_benchmark_runs_on_a_cpu():
     pytest.importorskip("torch")
     from kit.bench.precision import unavailable_reason
-    from kit.results.schema_names import PRECISIONS
+    from kit.results.precisions import PRECISIONS
 
     for precision in PRECISIONS:
         runs = unavailable_reason(precision, "cpu") is None

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kit.results import precisions as precision_modes
+
 #: engine -> (its revision today, the changelog: (revision, what it changed), oldest first)
 REVISIONS: dict[str, tuple[int, tuple[tuple[int, str], ...]]] = {
     "cifar/torch": (6, (
@@ -67,9 +69,10 @@ def record(engine: str, settings: dict[str, Any], details: dict[str, Any] | None
 
 def loss_scale(precision: str, on_device: bool = False) -> str:
     """The loss-scale scheme of a precision mode, in the words the records use."""
-    if precision in ("amp-fp16", "apex-o1", "apex-o2"):
+    scheme = precision_modes.mode(precision).loss_scale  # kit.results.precisions
+    if scheme == "dynamic":
         return "dynamic, on the device" if on_device else "dynamic"
-    if precision == "fp16-master":
+    if scheme == "static or dynamic":  # the caller words the 2018 scheme's own choice where it knows it
         return "dynamic, decided on the host (the 2018 scheme)"
     return "none"
 

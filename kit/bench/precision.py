@@ -34,12 +34,13 @@ import torch
 from torch import nn
 
 from kit.bench import caps
+from kit.results import precisions as precision_modes
 
-FP16_MODES = ("amp-fp16", "fp16-master", "apex-o1", "apex-o2")
-#: fp8 training modes -> torchao's recipe name (``Float8LinearConfig.from_recipe_name``)
-FP8_RECIPES = {"fp8-tensorwise": "tensorwise", "fp8-rowwise": "rowwise"}
+#: fp8 training modes (kit.results.precisions: peak_dtype fp8) -> torchao's recipe name
+#: (``Float8LinearConfig.from_recipe_name``), the mode's name after "fp8-"
+FP8_RECIPES = {m.name: m.name[len("fp8-"):] for m in precision_modes.MODES if m.peak_dtype == "fp8"}
 #: fp8 GEMMs (torch._scaled_mm) need Ada / Hopper / Blackwell: compute capability 8.9+
-FP8_MIN_CAPABILITY = (8, 9)
+FP8_MIN_CAPABILITY = precision_modes.mode("fp8-tensorwise").min_capability
 
 
 # --------------------------------------------------------------------------- availability

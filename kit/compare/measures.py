@@ -17,14 +17,12 @@ from kit.results.cell_ids import key_of
 from kit.results.ratios import BASE_PRECISION, EPOCH_S, THROUGHPUT
 from kit.results.stats import HIGH_CV
 from kit.results.schema import CellResult, RunResults
-from kit.results.schema_names import PRECISIONS
+from kit.results.precisions import PRECISIONS
 
 ENERGY = "energy_j_per_epoch"
 #: a convergence cell's quality at the end (test accuracy, perplexity, held-out loss: PARITY_METRIC)
 FINAL_METRIC = "final_metric"
 
-#: Precision order for tables and charts (the schema's order).
-PRECISION_ORDER = PRECISIONS
 MODEL_ORDER = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "apex-2018", "tensor-core",
                "tiny", "gpt2-small", "gpt-1b", "gpt-2b")
 
@@ -280,7 +278,7 @@ def order_key(cell: Any) -> tuple:
         int(size[:-2]) if size[:-2].isdigit() else 0,
         MODEL_ORDER.index(m) if m in MODEL_ORDER else len(MODEL_ORDER),
         m,
-        PRECISION_ORDER.index(p) if p in PRECISION_ORDER else len(PRECISION_ORDER),
+        PRECISIONS.index(p) if p in PRECISIONS else len(PRECISIONS),  # the registry's order
         p,
         int(point[2:]) if point[2:].isdigit() else -1,
     )

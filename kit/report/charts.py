@@ -29,6 +29,8 @@ from kit.compare.fmt import fmt_speedup_estimate, fmt_vs_baseline
 from kit.report.svg import bar_chart, line_chart
 from kit.report.svg_primitives import PALETTE, Series
 from kit.results import curve as curve_mod
+from kit.results import precisions
+from kit.results.precisions import PRECISIONS
 from kit.results.ratios import BASE_PRECISION, EPOCH_S, THROUGHPUT
 from kit.results.schema import RunResults
 
@@ -53,14 +55,14 @@ def _groups(results: RunResults) -> dict[tuple, dict]:
             g["precisions"].append(p)
         g["cells"][(m, p)] = cell
     for g in out.values():
-        g["precisions"].sort(key=lambda p: measures.PRECISION_ORDER.index(p) if p in measures.PRECISION_ORDER else 99)
+        g["precisions"].sort(key=lambda p: PRECISIONS.index(p) if p in PRECISIONS else 99)
     return out
 
 
 def precision_colour(precision: str) -> str | None:
     """The same colour for a precision in every chart."""
-    if precision in measures.PRECISION_ORDER:
-        return PALETTE[measures.PRECISION_ORDER.index(precision) % len(PALETTE)]
+    if precision in PRECISIONS:
+        return PALETTE[PRECISIONS.index(precision) % len(PALETTE)]
     return None
 
 
@@ -125,7 +127,7 @@ def run_charts(results: RunResults, suffix: str = "", id_prefix: str = "") -> di
 
 
 #: the precisions drawn against amp-bf16 (the GPT suite's vs-bf16 chart): fp8's recipes and fp16
-VS_BF16_PRECISIONS = ("amp-fp16", "fp8-tensorwise", "fp8-rowwise")
+VS_BF16_PRECISIONS = tuple(p for p in precisions.defaults("gpt") if precisions.mode(p).peak_dtype in ("fp16", "fp8"))
 
 
 def _ratio_series(estimates: dict, workload: str, engine: str, extra: tuple, models: list, precisions: list) -> list:
@@ -166,7 +168,7 @@ def batch_curve_charts(results: RunResults, suffix: str = "", id_prefix: str = "
         groups.setdefault((c.workload, c.engine, c.model, c.size_suffix), []).append(c)
     charts: dict[str, str] = {}
     for (workload, engine, model, px), cs in sorted(groups.items(), key=lambda kv: (kv[0][3], measures.order_key((kv[0][0], kv[0][2], "", kv[0][1])))):
-        cs.sort(key=lambda c: measures.PRECISION_ORDER.index(c.precision) if c.precision in measures.PRECISION_ORDER else 99)
+        cs.sort(key=lambda c: PRECISIONS.index(c.precision) if c.precision in PRECISIONS else 99)
         sizes = sorted({p.batch_size for c in cs for p in c.points})
         at_size = f" at {cs[0].image_size} px" if px else ""
         title = f"{model}{at_size}, {_group_title(workload, engine)}{suffix}"

@@ -30,7 +30,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from kit.results import ratios
 from kit.results.cell_ids import curve_batch, image_size_part
-from kit.results.schema_names import PRECISIONS
+from kit.results.precisions import PRECISIONS
 
 #: the knee: the first batch size past which doubling the batch gains less than this
 KNEE_GAIN = 0.10

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from kit.results import ratios
 from kit.results.curve import batch_curves
+from kit.results.precisions import BY_NAME, mode
 from kit.results.cell_ids import curve_batch, image_size_part
 from kit.results.schema import CellResult
 
@@ -151,18 +152,6 @@ def bf16_ratios(cells: list[CellResult]) -> list[dict]:
     return rows
 
 
-#: which calibrated matmul peak (kit.bench.calibrate) each precision mode is held against
-MODE_DTYPE = {
-    "fp32": "fp32",
-    "tf32": "tf32",
-    "amp-fp16": "fp16",
-    "fp16-master": "fp16",
-    "apex-o1": "fp16",
-    "apex-o2": "fp16",
-    "amp-bf16": "bf16",
-    "fp8-tensorwise": "fp8",
-    "fp8-rowwise": "fp8",
-}
 
 
 def efficiency(cells: list[CellResult], peaks: dict | None) -> list[dict]:
@@ -172,10 +161,12 @@ def efficiency(cells: list[CellResult], peaks: dict | None) -> list[dict]:
         return rows
     for c in cells:
         achieved = _median(c, "achieved_tflops") if c.status == "ok" else None
-        peak = peaks.get(MODE_DTYPE.get(c.precision, ""))
+        # the calibrated matmul peak (kit.bench.calibrate) the precision mode is held against
+        dtype = mode(c.precision).peak_dtype if c.precision in BY_NAME else ""
+        peak = peaks.get(dtype)
         if achieved and peak:
             rows.append({"cell_id": c.cell_id, "achieved_tflops": achieved, "peak_tflops": peak,
-                         "peak_dtype": MODE_DTYPE[c.precision], "fraction_of_peak": achieved / peak})
+                         "peak_dtype": dtype, "fraction_of_peak": achieved / peak})
     return rows
 
 

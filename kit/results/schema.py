@@ -29,8 +29,9 @@ from typing import Any
 from kit import __version__
 from kit.errors import SchemaError, UsageError
 from kit.results.cell_ids import cell_id, cell_label, cell_learner
+from kit.results.precisions import PRECISIONS
 from kit.results.schema_names import (CIFAR_ENGINES, CIFAR_MODELS, DEFAULT_FASTAI_LEARNER, FASTAI_LEARNERS, GPT_PRESETS,
-                                      LEARNER_BEFORE_THE_OPTION, LSTM_ENGINES, LSTM_PRESETS, PRECISIONS, SUITES,
+                                      LEARNER_BEFORE_THE_OPTION, LSTM_ENGINES, LSTM_PRESETS, SUITES,
                                       WORKLOADS)
 from kit.results.schema_rules import (PARAM_INTEGERS, REPEAT_NUMBER_LISTS, REPEAT_NUMBER_OR_LISTS, REPEAT_NUMBERS,
                                       REPEAT_POSITIVE, STATS_NUMBERS, _check_fields, _check_value, _fail,

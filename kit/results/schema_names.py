@@ -4,9 +4,7 @@ learners and ``--compile`` choices (what RunConfig and CellSpec accept), and the
 from __future__ import annotations
 
 Workload = str  # one of: cifar, lstm, gpt (no typing.Literal: the cuda10 image runs this on Python 3.7)
-Precision = str  # one of: fp32, tf32, amp-fp16, amp-bf16, fp16-master, apex-o1, apex-o2, fp8-tensorwise, fp8-rowwise
-PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "amp-fp16", "amp-bf16", "fp16-master", "apex-o1", "apex-o2",
-                               "fp8-tensorwise", "fp8-rowwise")
+Precision = str  # a name of kit.results.precisions.PRECISIONS (the precision modes' one list)
 WORKLOADS: tuple[str, ...] = ("cifar", "lstm", "gpt")
 #: ``--suite``: each workload, or "all" = cifar + lstm (the seed's two comparisons; gpt is
 #: heavy and needs a recent GPU, so it runs only when asked for by name)

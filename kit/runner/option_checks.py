@@ -43,18 +43,18 @@ def check_gpt_settings(config: RunConfig) -> None:
     corpus cannot fill, a precision the suite does not have) before any cell runs or anything
     is written: exit 2. fp8 belongs to the GPT suite only (the other suites would run it as
     plain bf16 under an fp8 name)."""
-    from kit.runner.plan import DEFAULT_GPT_PRECISIONS
+    from kit.results.precisions import defaults, mode
 
     if config.suite != "gpt":
-        fp8 = [p for p in config.precisions if p.startswith("fp8-")]
+        fp8 = [p for p in config.precisions if mode(p).suites == ("gpt",)]
         if fp8:
             raise UsageError(f"--precisions {','.join(fp8)}: fp8 training is measured by the gpt suite only.",
                              remedy="Run it with --suite gpt, or leave fp8 out for cifar, lstm and all.")
         return
-    foreign = [p for p in config.precisions if p not in DEFAULT_GPT_PRECISIONS]
+    foreign = [p for p in config.precisions if p not in defaults("gpt")]
     if foreign:
         raise UsageError(f"--precisions {','.join(foreign)}: not a precision of the gpt suite (the fp16-master and Apex schemes are the 2019 comparisons').",
-                         remedy=f"Choose from {', '.join(DEFAULT_GPT_PRECISIONS)}.")
+                         remedy=f"Choose from {', '.join(defaults('gpt'))}.")
     from kit.bench.gpt.config import resolve  # torch-free: presets and validation only
     from kit.runner.plan import build_plan
 

@@ -7,6 +7,7 @@ Python 3.7 syntax (the cuda10 image imports this module): typing's ``Optional``/
 from dataclasses import replace
 
 from kit.errors import UsageError
+from kit.results import precisions as precision_modes
 from kit.results.schema import RunConfig
 from kit.runner.option_checks import check_engines, check_gpt_settings, check_lstm_settings, check_options
 from kit.runner.option_fields import GPT_OVERRIDES, LSTM_OVERRIDES, RunOptions
@@ -21,7 +22,7 @@ def smoke_preset(options: RunOptions) -> RunOptions:
         mode="throughput",
         data="synthetic",
         models=options.models or ["resnet18"],
-        precisions=options.precisions or (["fp32", "amp-bf16"] if options.suite == "gpt" else ["fp32", "amp-bf16", "fp16-master"]),
+        precisions=options.precisions or precision_modes.smoke(options.suite),
         engines=options.engines or (["torch", "fastai"] if options.suite in ("cifar", "all") else None),
         presets=options.presets or ["apex-2018"],
         gpt_presets=options.gpt_presets or ["tiny"],

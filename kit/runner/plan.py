@@ -11,14 +11,11 @@ from dataclasses import dataclass
 
 from kit.facts import estimates as estimate_facts
 from kit.facts import models as model_facts
+from kit.results import precisions as precision_modes
 from kit.results.cell_ids import CURVE_PARAM
 from kit.results.schema import CellSpec, RunConfig
 from kit.results.schema_names import CIFAR_ENGINES, CIFAR_MODELS, LSTM_ENGINES, LSTM_PRESETS
 
-DEFAULT_CIFAR_PRECISIONS = ["fp32", "tf32", "amp-fp16", "amp-bf16", "fp16-master", "apex-o1", "apex-o2"]
-DEFAULT_LSTM_PRECISIONS = ["fp32", "tf32", "amp-fp16", "amp-bf16", "fp16-master", "apex-o1", "apex-o2"]
-#: the GPT suite's precisions (the fp16-master and Apex schemes belong to the 2019 comparisons)
-DEFAULT_GPT_PRECISIONS = ["fp32", "tf32", "amp-fp16", "amp-bf16", "fp8-tensorwise", "fp8-rowwise"]
 #: steps per epoch in throughput mode (an epoch of CIFAR-100 at batch 256 is 196 steps)
 DEFAULT_CIFAR_STEPS = 100
 DEFAULT_CIFAR_BATCH = 256
@@ -135,7 +132,7 @@ def build_plan(config: RunConfig) -> Plan:
     cells: list[CellSpec] = []
     if config.suite in ("cifar", "all"):
         models = config.models or list(CIFAR_MODELS)
-        precisions = config.precisions or DEFAULT_CIFAR_PRECISIONS
+        precisions = config.precisions or precision_modes.defaults("cifar")
         engines = [e for e in config.engines if e in CIFAR_ENGINES] or list(CIFAR_ENGINES)
         params = cifar_params(config)
         for model in models:
@@ -147,14 +144,14 @@ def build_plan(config: RunConfig) -> Plan:
                         cells.append(CellSpec("cifar", model, precision, engine, {**params, **learner, **point}))
     if config.suite in ("lstm", "all"):
         presets = config.presets or list(LSTM_PRESETS)
-        precisions = config.precisions or DEFAULT_LSTM_PRECISIONS
+        precisions = config.precisions or precision_modes.defaults("lstm")
         for preset in presets:
             for engine in lstm_engines(config):
                 for precision in precisions:
                     cells.append(CellSpec("lstm", preset, precision, engine, lstm_params(config, preset)))
     if config.suite == "gpt":  # not in "all": heavy, and it needs a recent GPU to mean anything
         presets = config.gpt_presets or list(model_facts.GPT_DEFAULT_PRESETS)
-        precisions = config.precisions or DEFAULT_GPT_PRECISIONS
+        precisions = config.precisions or precision_modes.defaults("gpt")
         for preset in presets:
             for precision in precisions:
                 cells.append(CellSpec("gpt", preset, precision, "kit", gpt_params(config, preset)))
@@ -182,16 +179,12 @@ def estimate_source(kind: str) -> str:
     return estimate_facts.SOURCES[kind]
 
 
-#: Precisions the kit measures on a CPU (kit.bench.precision.unavailable_reason on "cpu"; every
-#: other one is skipped in a fraction of a second). amp-bf16 runs only on a CPU with bf16
-#: instructions (kit.env.record.cpu_has_native_bf16), else it is skipped too.
-CPU_PRECISIONS = ("fp32", "amp-bf16")
-
-
 def runs_on_cpu(precision: str) -> bool:
     """Whether a cell of ``precision`` trains on this host's CPU (the plan's estimate counts
     the others at kit.facts.estimates.SKIPPED_CELL_S). Never imports torch."""
-    if precision not in CPU_PRECISIONS:
+    # the modes that train on a CPU (kit.results.precisions: on_cpu; every other one is skipped in a
+    # fraction of a second); amp-bf16 only on a CPU with bf16 instructions, else it is skipped too
+    if not precision_modes.mode(precision).on_cpu:
         return False
     if precision == "amp-bf16":
         from kit.env.record import cpu_has_native_bf16

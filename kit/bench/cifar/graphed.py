@@ -63,8 +63,10 @@ from kit.bench.cifar.evaluation import evaluate_model
 from kit.bench.distributed import state as data_parallel
 from kit.bench.graphed_scaling import DeviceLossScale
 from kit.bench.precision import Precision
+from kit.results import precisions as precision_modes
 
-GRAPH_MODES = ("fp32", "tf32", "amp-bf16", "amp-fp16")
+#: the modes whose every decision is made on the device (kit.results.precisions: capturable)
+GRAPH_MODES = precision_modes.where(capturable=True)
 #: the step modes (compile_mode) this trainer runs: with and without Inductor inside
 INDUCTOR_GRAPH = "cuda-graph-inductor"
 EAGER_GRAPH = "cuda-graph"

@@ -29,6 +29,7 @@ from kit.bench.precision import FP8_RECIPES, unavailable_reason
 from kit.data.wikitext import corpus_provenance
 from kit.errors import KitError
 from kit.facts.models import gpt_matmul_params, gpt_train_flops_per_token
+from kit.results import precisions as precision_modes
 from kit.results.schema import CellResult, CellSpec
 from kit.results.stats import repeat_notes, summarise_repeats
 from kit.bench.context import CellContext
@@ -176,7 +177,7 @@ def _high_precision_layers(mode: str, record: dict) -> dict:
         fp8 = record.get("fp8") or {}
         return {"fp8": fp8.get("fp8_linear_patterns"), **(fp8.get("kept_high_precision") or {}),
                 "other": fp8.get("not_linear")}
-    dtype = {"amp-fp16": "fp16", "amp-bf16": "bf16"}.get(mode)
+    dtype = precision_modes.mode(mode).peak_dtype if precision_modes.mode(mode).autocast else None
     if dtype:
         return {"all Linear layers": f"{dtype} (autocast)", "other": "autocast's fp32 list (LayerNorm, softmax, the loss) in fp32"}
     return {"all": "fp32 (TF32 GEMMs)" if mode == "tf32" else "fp32"}

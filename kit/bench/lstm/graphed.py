@@ -52,11 +52,14 @@ from kit.bench.lstm.train import (PROGRESS_EVERY, WARMUP_BATCHES, BestCheckpoint
                                   anneal_lr, evaluate, lm_loss, loss_in_fp32, perplexity, repeat_record)
 from kit.bench.precision import GRADSCALER_INIT_SCALE, Precision
 from kit.bench.timing import StepClock, warmup_steps_for
+from kit.results import precisions as precision_modes
 
 #: the engine's name (kit.results.schema_names.LSTM_ENGINES)
 ENGINE = "graphed"
 #: the precisions whose whole step can be captured (Apex amp patches torch and decides on the host)
-GRAPH_MODES = ("fp32", "tf32", "amp-fp16", "amp-bf16", "fp16-master")
+#: the capturable modes (kit.results.precisions), and fp16-master, whose loss-scale decisions this engine
+#: makes on the device too (above: the master update, its overflow check and skip inside the graph)
+GRAPH_MODES = precision_modes.where(capturable=True) + ("fp16-master",)
 #: eager steps before the capture (cuDNN's plans and workspaces, cuBLAS handles, lazy allocations)
 WARMUP_BEFORE_CAPTURE = 3
 #: GradScaler's growth interval (amp-fp16 keeps torch.amp.GradScaler's rule)

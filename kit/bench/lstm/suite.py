@@ -26,6 +26,7 @@ from kit.bench.lstm.batching import batchify, chunk_starts
 from kit.bench.lstm.model import pad_vocab
 from kit.bench.lstm.train import Hooks, SplitData, run_repeat, sgd_update_kwargs
 from kit.bench.precision import unavailable_reason
+from kit.results import precisions as precision_modes
 from kit.data.wikitext import corpus_provenance
 from kit.results.schema import CellResult, CellSpec
 from kit.results.stats import repeat_notes, summarise_repeats
@@ -64,8 +65,8 @@ def load_corpus(ctx: CellContext, pad_vocab_to: int, splits: tuple | None = None
     return _corpus_cache[key]
 
 
-#: The dtype autocast is asked for in each autocast mode.
-_AUTOCAST = {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}
+#: The dtype autocast is asked for in each autocast mode (kit.results.precisions: autocast).
+_AUTOCAST = {m.name: getattr(torch, m.autocast) for m in precision_modes.MODES if m.autocast}
 
 
 def probe_lstm(mode: str, device: str) -> tuple[str | None, str | None]:
