@@ -87,48 +87,53 @@ def torchao_float8_status() -> tuple[bool, str]:
     return True, f"torchao {getattr(torchao, '__version__', '?')} float8"
 
 
+#: why a number format cannot run where a mode needs it, by the mode's peak dtype (kit.results.precisions):
+#: on the CPU, and on a GPU older than the mode's min_capability ({cap}: the GPU's, {need}: the mode's)
+_NO_CPU = {
+    "tf32": "TF32 is a tensor-core format of NVIDIA GPUs (Ampere or newer); the CPU has none",
+    "fp16": "fp16 training on the CPU has no fast kernels and measures nothing useful; run it on a GPU",
+    "fp8": "fp8 training needs an NVIDIA GPU with fp8 tensor cores (compute capability {need}+: Ada, Hopper, Blackwell); "
+           "the CPU has none",
+}
+_TOO_OLD = {
+    "tf32": "TF32 needs an Ampere or newer GPU (compute capability {need}+); this GPU is {cap}",
+    "bf16": "bf16 needs an Ampere or newer GPU (compute capability {need}+); this GPU is {cap}",
+    "fp8": "fp8 training needs compute capability {need}+ (Ada, Hopper, Blackwell); this GPU is {cap}",
+}
+
+
 def unavailable_reason(mode: str, device: str) -> str | None:
-    """None when `mode` can run on `device` here; otherwise why not, in words."""
+    """None when `mode` can run on `device` here; otherwise why not, in words. Read from the mode's row
+    (kit.results.precisions): the autocast it needs, whether it trains on a CPU, the oldest GPU that
+    has its number format, the package it needs."""
+    row = precision_modes.BY_NAME.get(mode)
+    if row is None:
+        return f"unknown precision mode {mode!r}"
     cap = _cuda_capability(device)
-    on_cpu = cap is None
-    if mode == "fp32":
-        return None
-    if mode in ("amp-fp16", "amp-bf16") and not caps.HAS_AUTOCAST:
+    need = "{}.{}".format(*row.min_capability) if row.min_capability else ""
+    if row.autocast and row.needs is None and not caps.HAS_AUTOCAST:
         return caps.no_autocast_reason()
-    if mode == "tf32":
-        if not caps.HAS_TF32_SWITCH:
-            return f"torch {torch.__version__} has no TF32 switch (TF32 arrived with Ampere and torch 1.7)"
-        if on_cpu:
-            return "TF32 is a tensor-core format of NVIDIA GPUs (Ampere or newer); the CPU has none"
-        if cap < (8, 0):
-            return f"TF32 needs an Ampere or newer GPU (compute capability 8.0+); this GPU is {cap[0]}.{cap[1]}"
-        return None
-    if mode == "amp-bf16":
-        if on_cpu:
+    if row.peak_dtype == "tf32" and not caps.HAS_TF32_SWITCH:
+        return f"torch {torch.__version__} has no TF32 switch (TF32 arrived with Ampere and torch 1.7)"
+    if cap is None:  # the CPU
+        if row.on_cpu:
             return None  # CPU autocast supports bfloat16
-        if cap < (8, 0) or not torch.cuda.is_bf16_supported():
-            return f"bf16 needs an Ampere or newer GPU (compute capability 8.0+); this GPU is {cap[0]}.{cap[1]}"
-        return None
-    if mode in ("amp-fp16", "fp16-master"):
-        if on_cpu:
-            return "fp16 training on the CPU has no fast kernels and measures nothing useful; run it on a GPU"
-        return None
-    if mode in ("apex-o1", "apex-o2"):
-        if on_cpu:
+        if row.needs == "apex":
             return "Apex amp needs a CUDA GPU"
+        return _NO_CPU.get(row.peak_dtype, f"{mode} runs on NVIDIA GPUs only").format(need=need)
+    too_old = row.min_capability is not None and cap < row.min_capability
+    if too_old or (row.peak_dtype == "bf16" and not torch.cuda.is_bf16_supported()):
+        return _TOO_OLD.get(row.peak_dtype, "{mode} needs compute capability {need}+; this GPU is {cap}").format(
+            mode=mode, need=need, cap="{}.{}".format(*cap))
+    if row.needs == "apex":
         ok, why = apex_amp_status()
         return None if ok else why
-    if mode in FP8_RECIPES:
-        need = "{}.{}".format(*FP8_MIN_CAPABILITY)
-        if on_cpu:
-            return f"fp8 training needs an NVIDIA GPU with fp8 tensor cores (compute capability {need}+: Ada, Hopper, Blackwell); the CPU has none"
-        if cap < FP8_MIN_CAPABILITY:
-            return f"fp8 training needs compute capability {need}+ (Ada, Hopper, Blackwell); this GPU is {cap[0]}.{cap[1]}"
+    if row.needs == "torchao":
         if not caps.HAS_AUTOCAST or not hasattr(torch, "_scaled_mm"):
             return f"torch {torch.__version__} has no fp8 matmul (torch._scaled_mm)"
         ok, why = torchao_float8_status()
         return None if ok else why
-    return f"unknown precision mode {mode!r}"
+    return None
 
 
 def configure_backends(mode: str) -> dict:
@@ -137,7 +142,7 @@ def configure_backends(mode: str) -> dict:
     "fp32" is strict: on Ampere+ PyTorch's cuDNN convolutions default to TF32,
     which would make an "fp32" run a TF32 run without saying so.
     """
-    allow = mode == "tf32"
+    allow = precision_modes.mode(mode).peak_dtype == "tf32"  # kit.results.precisions
     if not caps.HAS_TF32_SWITCH:
         return {"tf32": f"no switch in torch {torch.__version__} (TF32 did not exist)"}
     torch.backends.cuda.matmul.allow_tf32 = allow
@@ -307,6 +312,15 @@ class Precision:
         if reason:
             raise ValueError(reason)
         self.device_type = "cuda" if self.device.startswith("cuda") else "cpu"
+        row = precision_modes.mode(self.mode)  # what the mode is (kit.results.precisions), read once
+        how = precision_modes.scheme(self.mode)
+        #: torch's GradScaler scales the loss (amp-fp16)
+        self.grad_scaler = how == precision_modes.SCALED_AUTOCAST
+        #: the 2018 scheme: half model, fp32 master weights, the kit's LossScaler (fp16-master)
+        self.two_copies = how == precision_modes.TWO_COPIES
+        #: Apex amp's opt level (apex-o1, apex-o2), or None
+        self.apex_level = ("O2" if row.master_weights else "O1") if how == precision_modes.APEX else None
+        self._autocast = getattr(torch, row.autocast) if row.autocast else None
         self.backends = configure_backends(self.mode)
         self.master: MasterWeights | None = None
         self.scaler = None
@@ -315,11 +329,11 @@ class Precision:
         self._scale_history: list[torch.Tensor] = []
         self._nan_count = torch.zeros((), dtype=torch.int64, device=self.device)
         self._steps = 0
-        if self.mode == "amp-fp16":
+        if self.grad_scaler:
             if self.init_scale is None:
                 self.init_scale = GRADSCALER_INIT_SCALE
             self.scaler = torch.amp.GradScaler(self.device_type, init_scale=self.init_scale)
-        if self.mode == "fp16-master":
+        if self.two_copies:
             if self.static_loss_scale is not None and not self.dynamic_loss_scale:
                 self.loss_scaler = LossScaler(scale=float(self.static_loss_scale), dynamic=False)
             else:
@@ -330,13 +344,12 @@ class Precision:
     # -- model and optimizer
     @property
     def autocast_dtype(self) -> torch.dtype | None:
-        # fp8 modes: autocast to bf16 for everything that is not an fp8 GEMM (torchao's
-        # Float8Linear casts its input to the autocast dtype, then to fp8)
-        return {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16,
-                "fp8-tensorwise": torch.bfloat16, "fp8-rowwise": torch.bfloat16}.get(self.mode)
+        # the row's autocast dtype; the fp8 modes' is bf16, for everything that is not an fp8 GEMM
+        # (torchao's Float8Linear casts its input to the autocast dtype, then to fp8)
+        return self._autocast
 
     def prepare_model(self, model: nn.Module) -> nn.Module:
-        if self.mode == "fp16-master":
+        if self.two_copies:
             model = _CastInput(to_half_keep_norm_fp32(model))
             self.master = MasterWeights(model.parameters())
         return model
@@ -348,11 +361,11 @@ class Precision:
         return [p for p in model.parameters() if p.requires_grad]
 
     def wrap(self, model: nn.Module, optimizer):
-        if self.mode in ("apex-o1", "apex-o2"):
+        if self.apex_level:
             from apex import amp
 
             self._apex_amp = amp
-            opt_level = "O1" if self.mode == "apex-o1" else "O2"
+            opt_level = self.apex_level
             kwargs = {}
             if self.static_loss_scale is not None and not self.dynamic_loss_scale:
                 kwargs["loss_scale"] = float(self.static_loss_scale)
@@ -371,7 +384,7 @@ class Precision:
         """Backward, (un)scale, clip, step. `params` is what to clip for non-master modes."""
         self._steps += 1
         self._nan_count += (~torch.isfinite(loss.detach())).to(torch.int64)
-        if self.mode == "amp-fp16":
+        if self.grad_scaler:
             self.scaler.scale(loss).backward()
             if clip is not None:
                 self.scaler.unscale_(optimizer)
@@ -382,7 +395,7 @@ class Precision:
             self._scale_history.append(self.scaler._scale.detach().clone())
             caps.zero_grad(optimizer)
             return StepResult()
-        if self.mode == "fp16-master":
+        if self.two_copies:
             ls = self.loss_scaler
             (loss.float() * ls.scale).backward()  # FP16_Optimizer.backward: the scaled loss in fp32
             found_inf = self.master.grads_to_master(ls.scale)
@@ -423,7 +436,7 @@ class Precision:
         """Overflow / skipped steps and NaN losses so far (syncs the device once)."""
         overflow = 0
         scale = None
-        if self.mode == "amp-fp16" and self._scale_history:
+        if self.grad_scaler and self._scale_history:
             hist = torch.stack(self._scale_history).float().cpu().tolist()
             prev = self.init_scale
             for s in hist:

@@ -91,6 +91,24 @@ def smoke(suite: str) -> list:
     return [m for m in defaults("cifar" if suite == "all" else suite) if BY_NAME[m].smoke]
 
 
+#: how a mode trains, read from its row (:func:`scheme`): Apex amp; the 2018 scheme's two copies (a half
+#: model, fp32 master weights, the kit's loss scaler); autocast with torch's GradScaler; autocast alone;
+#: plain fp32 arithmetic (TF32 or not)
+APEX, TWO_COPIES, SCALED_AUTOCAST, AUTOCAST, PLAIN = "apex", "two copies", "scaled autocast", "autocast", "plain"
+
+
+def scheme(name: str) -> str:
+    """The kit's one reading of a row's fields as a way of training (every engine asks it)."""
+    m = BY_NAME[name]
+    if m.needs == "apex":
+        return APEX
+    if m.master_weights:
+        return TWO_COPIES
+    if m.autocast:
+        return SCALED_AUTOCAST if m.loss_scale == "dynamic" else AUTOCAST
+    return PLAIN
+
+
 def where(**attrs) -> Tuple[str, ...]:
     """The names of the modes whose fields equal ``attrs`` (``where(capturable=True)``)."""
     return tuple(m.name for m in MODES if all(getattr(m, k) == v for k, v in attrs.items()))

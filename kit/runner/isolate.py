@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from kit import errors
+from kit.results import precisions as precision_modes
 from kit.results.atomic import LogFileHandler
 from kit.results.schema import CellResult, CellSpec
 from kit.bench.context import CellContext
@@ -53,7 +54,8 @@ from kit.bench.context import CellContext
 log = logging.getLogger("kit.run")
 
 ISOLATE_CHOICES = ("apex", "all", "none")
-APEX_PRECISIONS = ("apex-o1", "apex-o2")
+#: the Apex modes (kit.results.precisions: needs apex)
+APEX_PRECISIONS = precision_modes.where(needs="apex")
 #: seconds a stopped child gets to end its cell before it is terminated: short, because
 #: `docker stop` (and kit launch) give the whole container 10 s after SIGTERM, and the
 #: parent must still close the journal and write the bundle; an unfinished cell is

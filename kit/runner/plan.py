@@ -186,7 +186,7 @@ def runs_on_cpu(precision: str) -> bool:
     # fraction of a second); amp-bf16 only on a CPU with bf16 instructions, else it is skipped too
     if not precision_modes.mode(precision).on_cpu:
         return False
-    if precision == "amp-bf16":
+    if precision_modes.mode(precision).autocast == "bfloat16":
         from kit.env.record import cpu_has_native_bf16
 
         return cpu_has_native_bf16() is not False

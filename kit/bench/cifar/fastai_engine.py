@@ -48,6 +48,7 @@ from kit.bench.cifar.batch_search import free_device_memory
 from kit.bench.cifar.gpu_data import channel_stats
 from kit.bench.cifar.train_config import TrainConfig
 from kit.bench.precision import configure_backends, unavailable_reason
+from kit.results import precisions as precision_modes
 
 WARMUP = 5
 
@@ -104,12 +105,12 @@ def fastai_missing_reason() -> str | None:
 
 def skip_reason(precision: str, device: str) -> str | None:
     """Why the fastai engine cannot run ``precision`` on ``device`` here (None = it can)."""
-    if precision in ("apex-o1", "apex-o2"):
+    if precision_modes.scheme(precision) == precision_modes.APEX:
         return "fastai has no Apex hook; Apex amp is measured in the torch engine"
     why = fastai_missing_reason() or unavailable_reason(precision, device)
     if why:
         return why
-    if precision == "amp-bf16" and not device.startswith("cuda"):
+    if precision_modes.scheme(precision) == precision_modes.AUTOCAST and not device.startswith("cuda"):
         # fastai 2.8's MixedPrecision hard-codes autocast('cuda'): on the CPU it
         # would train in fp32 while calling itself bf16
         return "fastai's to_bf16() autocasts only on CUDA (MixedPrecision uses autocast('cuda')); on the CPU it would silently train in fp32"
@@ -220,11 +221,12 @@ def build_learner(cfg: TrainConfig, arrays: Any, num_workers: int | None = None)
         learn.remove_cb(ProgressCallback)
     learn.logger = lambda *_a, **_k: None
     backends = configure_backends(cfg.precision)
-    if cfg.precision == "amp-fp16":
+    how = precision_modes.scheme(cfg.precision)  # kit.results.precisions
+    if how == precision_modes.SCALED_AUTOCAST:
         learn.to_fp16()
-    elif cfg.precision == "amp-bf16":
+    elif how == precision_modes.AUTOCAST:
         learn.to_bf16()
-    elif cfg.precision == "fp16-master":
+    elif how == precision_modes.TWO_COPIES:
         # the article's window by default: a static scale, which NonNativeMixedPrecision never checks
         learn.to_non_native_fp16(loss_scale=cfg.static_loss_scale, dynamic=cfg.dynamic_loss_scale)
     learn._kit_backends = backends

@@ -49,6 +49,7 @@ from kit.bench.cifar.fastai_engine import default_num_workers, repeat_clock
 from kit.bench.cifar.gpu_data import PAD, channel_stats, crop_flip_indices
 from kit.bench.cifar.train_config import TrainConfig
 from kit.bench.precision import unavailable_reason
+from kit.results import precisions as precision_modes
 
 FASTAI_PRECISION = {
     "fp32": "no callback",
@@ -92,7 +93,7 @@ def is_fastai_v1() -> bool:
 
 
 def skip_reason(precision: str, device: str) -> str | None:
-    if precision in ("apex-o1", "apex-o2"):
+    if precision_modes.scheme(precision) == precision_modes.APEX:
         return "fastai has no Apex hook; Apex amp is measured in the torch engine"
     why = unavailable_reason(precision, device)
     if why or precision in FASTAI_PRECISION:
@@ -199,7 +200,7 @@ def build_learner(cfg: TrainConfig, arrays: Any, num_workers: int):
     else:
         model = models.build(cfg.model, cfg.num_classes).to(cfg.device)
         learn = Learner(data, model, loss_func=nn.CrossEntropyLoss(), metrics=[accuracy], silent=True)
-    if cfg.precision == "fp16-master":
+    if precision_modes.scheme(cfg.precision) == precision_modes.TWO_COPIES:
         # the article's window (fastai 1.0.38-1.0.42): to_fp16() was a static scale of 512 with no
         # overflow check; 1.0.61's dynamic check reads every gradient back (--dynamic-loss-scale)
         learn = (learn.to_fp16(dynamic=True) if cfg.dynamic_loss_scale

@@ -129,7 +129,7 @@ class GraphedTrainer:
         self.step_idx = torch.zeros((), dtype=torch.long, device=dev)
         self.last = len(sched) - 1
         self.loss_fn = caps.cross_entropy(cfg.label_smoothing)
-        self.scaled = cfg.precision == "amp-fp16"
+        self.scaled = self.prec.grad_scaler  # a GradScaler mode (amp-fp16): its scale kept on the device
         self.init_scale = 2.0**16
         # the loss scale on the device (kit.bench.graphed_scaling, shared with the LSTM graphed engine):
         # GradScaler's rule, halved on overflow and doubled after 2000 clean steps

@@ -20,6 +20,7 @@ from kit.bench import methods
 from kit.bench.cifar import batch_search, fastai_engine, models, torch_engine
 from kit.bench.cifar.train_config import TrainConfig
 from kit.bench.precision import unavailable_reason
+from kit.results import precisions as precision_modes
 from kit.env.record import cpu_has_native_bf16
 from kit.results.cell_ids import curve_batch
 from kit.results.schema import CellResult, CellSpec
@@ -108,7 +109,8 @@ def skip_reason(spec: CellSpec, device: str) -> str | None:
     if spec.engine == "fastai":
         return fastai_impl().skip_reason(spec.precision, device)
     why = unavailable_reason(spec.precision, device)
-    if why is None and spec.precision == "amp-bf16" and device == "cpu" and cpu_has_native_bf16() is False:
+    bf16 = precision_modes.mode(spec.precision).autocast == "bfloat16"  # kit.results.precisions
+    if why is None and bf16 and device == "cpu" and cpu_has_native_bf16() is False:
         # without bf16 instructions PyTorch emulates every bf16 convolution: many
         # times slower than fp32, so the cell would measure the emulation only
         why = ("this CPU has no bf16 instructions (AVX512-BF16 or AMX); PyTorch would emulate bf16 "

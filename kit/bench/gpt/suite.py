@@ -180,7 +180,7 @@ def _high_precision_layers(mode: str, record: dict) -> dict:
     dtype = precision_modes.mode(mode).peak_dtype if precision_modes.mode(mode).autocast else None
     if dtype:
         return {"all Linear layers": f"{dtype} (autocast)", "other": "autocast's fp32 list (LayerNorm, softmax, the loss) in fp32"}
-    return {"all": "fp32 (TF32 GEMMs)" if mode == "tf32" else "fp32"}
+    return {"all": "fp32 (TF32 GEMMs)" if precision_modes.mode(mode).peak_dtype == "tf32" else "fp32"}
 
 
 def _provenance(corpus, vocab: int, cfg) -> dict:

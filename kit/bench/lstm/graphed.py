@@ -59,7 +59,8 @@ ENGINE = "graphed"
 #: the precisions whose whole step can be captured (Apex amp patches torch and decides on the host)
 #: the capturable modes (kit.results.precisions), and fp16-master, whose loss-scale decisions this engine
 #: makes on the device too (above: the master update, its overflow check and skip inside the graph)
-GRAPH_MODES = precision_modes.where(capturable=True) + ("fp16-master",)
+GRAPH_MODES = tuple(name for name in precision_modes.PRECISIONS if precision_modes.mode(name).capturable
+                    or precision_modes.scheme(name) == precision_modes.TWO_COPIES)
 #: eager steps before the capture (cuDNN's plans and workspaces, cuBLAS handles, lazy allocations)
 WARMUP_BEFORE_CAPTURE = 3
 #: GradScaler's growth interval (amp-fp16 keeps torch.amp.GradScaler's rule)
@@ -68,7 +69,7 @@ GRADSCALER_GROWTH_INTERVAL = 2000
 
 def unsupported_reason(mode: str, params: dict | None = None) -> str | None:
     """Why this engine cannot run ``mode`` (or these params), or None."""
-    if mode in ("apex-o1", "apex-o2"):
+    if precision_modes.scheme(mode) == precision_modes.APEX:
         return (f"{mode}: Apex amp patches torch's functions and keeps its loss scale on the host, so its step "
                 "cannot be captured as one CUDA graph; the faithful engine (kit) runs it")
     if mode not in GRAPH_MODES:
@@ -115,7 +116,7 @@ class GraphedStep:
         self.scaler = self._loss_scale()
         #: skip a step on overflow: amp-fp16 (GradScaler) and a dynamic fp16-master scale; Apex's
         #: static LossScaler never skips (its has_overflow is False), the step is taken and counted
-        self.skip_on_overflow = self.scaler is not None and (mode == "amp-fp16" or self.scaler.dynamic)
+        self.skip_on_overflow = self.scaler is not None and (self.prec.grad_scaler or self.scaler.dynamic)
         self.nan_count = torch.zeros((), dtype=torch.int64, device=device)
         self.fused_sgd = caps.HAS_FUSED_SGD
         self.side = torch.cuda.Stream(device=device) if self.capture else None
@@ -127,10 +128,10 @@ class GraphedStep:
         self.replays = 0
 
     def _loss_scale(self) -> DeviceLossScale | None:
-        if self.mode == "amp-fp16":
+        if self.prec.grad_scaler:
             init = self.prec.init_scale or GRADSCALER_INIT_SCALE
             return DeviceLossScale(self.device, init, dynamic=True, growth_interval=GRADSCALER_GROWTH_INTERVAL)
-        if self.mode == "fp16-master":
+        if self.prec.two_copies:
             ls = self.prec.loss_scaler  # Apex's rules, as the faithful engine keeps them (kit.bench.precision)
             return DeviceLossScale(self.device, ls.scale, dynamic=ls.dynamic, growth_interval=ls.growth_interval,
                                    backoff=ls.backoff, growth=ls.growth, min_scale=ls.min_scale)

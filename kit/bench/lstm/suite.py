@@ -131,18 +131,19 @@ def precision_kwargs(mode: str, cfg: lstm_config.LSTMConfig) -> tuple[dict, list
     setting and belongs to fp16-master. Apex amp keeps its own default (dynamic)
     unless the user gave a scale; amp-fp16 always uses torch's dynamic GradScaler."""
     notes: list[str] = []
-    if mode == "fp16-master":
+    how = precision_modes.scheme(mode)  # kit.results.precisions
+    if how == precision_modes.TWO_COPIES:
         if cfg.dynamic_loss_scale:
             notes.append("fp16-master: half model, fp32 master weights, dynamic loss scale by DynamicLossScaler's rules (start 2^32; the example's main_fp16_optimizer.py --dynamic-loss-scale)")
         else:
             notes.append(f"fp16-master: half model, fp32 master weights, static loss scale {cfg.static_loss_scale:g} with no overflow check, as Apex's static LossScaler (the example's --fp16 --static-loss-scale)")
         return {"static_loss_scale": cfg.static_loss_scale, "dynamic_loss_scale": cfg.dynamic_loss_scale}, notes
-    if mode in ("apex-o1", "apex-o2"):
+    if how == precision_modes.APEX:
         if cfg.user_loss_scale:
             return {"static_loss_scale": cfg.static_loss_scale, "dynamic_loss_scale": cfg.dynamic_loss_scale}, notes
         notes.append(f"{mode}: Apex amp's default dynamic loss scale (the preset's static scale applies to fp16-master)")
         return {"static_loss_scale": None, "dynamic_loss_scale": True}, notes
-    if mode == "amp-fp16" and cfg.user_loss_scale:
+    if how == precision_modes.SCALED_AUTOCAST and cfg.user_loss_scale:
         notes.append("amp-fp16 always uses torch.amp.GradScaler's dynamic scale; --static-loss-scale/--dynamic-loss-scale apply to fp16-master and apex modes")
     return {}, notes
 
@@ -247,7 +248,8 @@ def method(spec: CellSpec, cfg: lstm_config.LSTMConfig, device: str, repeats: li
     else:
         step = "eager, one step per bptt window (Apex's example loop)"
         update = "per-parameter" if "foreach" in sgd_update_kwargs(spec.precision) else "torch.optim.SGD"
-    if spec.precision == "fp16-master" or (spec.precision.startswith("apex") and kwargs.get("static_loss_scale")):
+    how = precision_modes.scheme(spec.precision)
+    if how == precision_modes.TWO_COPIES or (how == precision_modes.APEX and kwargs.get("static_loss_scale")):
         scale = ("dynamic" if kwargs.get("dynamic_loss_scale") else f"static {kwargs.get('static_loss_scale'):g}")
     else:
         scale = methods.loss_scale(spec.precision, on_device=graphed and device.startswith("cuda"))

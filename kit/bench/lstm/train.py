@@ -29,6 +29,7 @@ import torch.nn.functional as F
 
 from kit.bench import caps, timing
 from kit.bench.timing import StepClock, warmup_steps_for
+from kit.results import precisions as precision_modes
 from kit.bench.lstm.batching import chunk_starts, get_batch, repackage_hidden
 from kit.bench.lstm.config import LSTMConfig
 from kit.bench.lstm.model import LSTMModel
@@ -142,7 +143,7 @@ def sgd_update_kwargs(precision_mode: str) -> dict:
     measure the precision, not the optimizer). On the host-bound 200-unit preset the two
     differ: with foreach updates the kit's fp32 ran 9% faster than the example on an H200 (the first
     H200 run in docs/measurements.md)."""
-    if precision_mode == "fp16-master" or not caps.HAS_OPTIM_FOREACH:
+    if precision_modes.scheme(precision_mode) == precision_modes.TWO_COPIES or not caps.HAS_OPTIM_FOREACH:
         return {}
     return {"foreach": False}
 
