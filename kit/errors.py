@@ -144,7 +144,7 @@ EXIT_CODES: dict[int, str] = {
     3: "data set missing, corrupt or not downloadable",
     4: "results file or bundle in an unknown schema version, or malformed",
     5: "bundle failed verification or was rejected as unsafe",
-    6: "environment check failed (driver, GPU, container toolkit, or the benchmark stack is not installed)",
+    6: "environment check failed (driver, GPU, container toolkit, or the benchmark stack is not installed or does not import)",
     7: "Docker engine unreachable, or an image build / container run failed",
     8: "a benchmark run failed (partial results kept)",
     9: "compare --fail-if-slower found a significant slowdown",
