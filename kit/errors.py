@@ -54,6 +54,12 @@ class SchemaError(KitError):
     exit_code = 4
 
 
+#: The remedy for a file (results, bundle, index) written by a newer kit. The kit is installed from
+#: its clone (no package index has it), and `make run` rebuilds its image when the code changed.
+NEWER_KIT_REMEDY = ("Read it with a newer kit: in the kit's clone, git pull and pip install . "
+                    "(make run rebuilds its image after the pull by itself).")
+
+
 class BundleError(KitError):
     """A bundle failed verification or looks malicious."""
 
