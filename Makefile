@@ -34,7 +34,7 @@ doctor: $(VENV)/.host ## check driver, GPUs, Docker and which image stack fits
 	$(BIN)/kit doctor $(ARGS)
 
 image: $(VENV)/.host ## build the image for STACK (auto, cuda10, cuda12, cpu) on BASE (default: the stack's); CA_CERT=pem behind a proxy
-	$(BIN)/kit image build --stack $(STACK) $(BASE_OPT) $(CA_OPT) $(ARGS)
+	KIT_LAUNCH_VIA=make $(BIN)/kit image build --stack $(STACK) $(BASE_OPT) $(CA_OPT) $(ARGS)
 
 smoke: $(VENV)/.test ## a one-minute native run on synthetic data
 	$(BIN)/kit run --smoke --suite all $(ARGS)

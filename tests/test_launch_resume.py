@@ -337,6 +337,7 @@ def test_make_passes_gpu_only_when_given_and_ca_cert(tmp_path, target, command):
 
     words = line("STACK=cpu", "CA_CERT=/etc/proxy ca.pem".replace(" ", "-"))
     assert words[words.index("--ca-cert") + 1] == "/etc/proxy-ca.pem"
+    assert words[0] == "KIT_LAUNCH_VIA=make"  # its errors then name CA_CERT= and BASE=, not the options
     assert "--gpu" not in words
     assert "--ca-cert" not in line()
     if target == "run":

@@ -81,7 +81,9 @@ def how_started():
     PATH, as a path to the command (`.venv/bin/kit`, not on PATH), or as `python -m kit`."""
     from kit.launch.launcher import Rerun
 
-    if os.environ.get("KIT_LAUNCH_VIA") == "make":
+    from kit.launch.engine import started_by_make
+
+    if started_by_make():
         return Rerun(make=True)
     argv0 = sys.argv[0] if sys.argv and sys.argv[0] else "kit"
     if Path(argv0).name in ("__main__.py", "-m", "-c"):
