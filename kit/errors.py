@@ -110,9 +110,9 @@ class DiskFull(KitError):
         what = "over the disk quota" if exc.errno == getattr(errno, "EDQUOT", None) else "no space left on the device"
         where = f" writing in {folder}" if folder else ""
         free = _free_space(folder) if folder else None
+        # a run's own folder is named by the runner, which knows it (kit.runner.execute.disk_full_remedy)
         return cls(f"{what}{where}" + (f" ({free} free)" if free else "") + "; what was written before stays valid.",
-                   remedy="Free some space (or choose another folder) and run again; an interrupted run "
-                          "continues with: kit run --resume <run folder>.")
+                   remedy="Free some space (or choose another folder) and run again.")
 
 
 def _free_space(folder: "str | os.PathLike") -> str | None:
