@@ -330,3 +330,27 @@ def test_a_variance_whose_square_underflows_is_no_traceback():
     """sd**2 / n of 1e-160 squared is 0 in floats: the degrees of freedom have nothing to divide by."""
     est = ratio_estimate(Sample(2, 1.0, 1e-160, 1.0, 1.0, 1.0), Sample(2, 1.0, 1e-160, 1.0, 1.0, 1.0))
     assert est is not None and est.verdict in (SIGNIFICANT, NOT_SIGNIFICANT)
+
+
+def test_a_ratio_too_small_for_its_decimals_keeps_significant_digits():
+    """A machine 2,400 times slower than the baseline reads 0.000420×, not 0.000×, in every view
+    (they all print through kit.compare.fmt); its interval's bounds too."""
+    from kit.compare.fmt import fmt_speedup_estimate, fmt_vs_baseline
+
+    est = ratio_estimate(Sample.of([0.42, 0.43, 0.41]), Sample.of([1000.0, 1001.0, 999.0]))
+    text = fmt_vs_baseline(est)
+    assert text.startswith("0.000420× [0.000") and "0.000×" not in text and "0.000," not in text, text
+    low, high = (float(x) for x in text.split("[")[1].rstrip("]").split(", "))
+    assert low < est.ratio < high and low > 0
+    slow_speedup = ratio_estimate(Sample.of([4.0, 4.1, 3.9]), Sample.of([1000.0, 1001.0, 999.0]))
+    assert fmt_speedup_estimate(slow_speedup).startswith("0.0040× [0.00")
+
+
+@pytest.mark.parametrize("value, decimals, shown", [
+    (2.449, 2, "2.45×"), (0.0123, 3, "0.012×"), (0.00042, 3, "0.000420×"), (0.004, 2, "0.0040×"),
+    (4.2e-7, 3, "0.000000420×"), (1e-12, 3, "<0.000000001×"), (0.0, 3, "0.000×"), (None, 3, "—"),
+])
+def test_ratio_text(value, decimals, shown):
+    from kit.results.ratios import fmt_ratio
+
+    assert fmt_ratio(value, decimals) == shown

@@ -41,7 +41,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Iterable
 
-from kit.results.ratios import ratio_of_medians
+from kit.results.ratios import ratio_digits, ratio_of_medians
 
 ALPHA = 0.05
 METHOD = (
@@ -187,7 +187,7 @@ class RatioEstimate:
             return "n/a"
         if self.ci_low is None or self.ci_high is None:
             return "unbounded"
-        return f"[{self.ci_low:.{decimals}f}, {self.ci_high:.{decimals}f}]"
+        return f"[{ratio_digits(self.ci_low, decimals)}, {ratio_digits(self.ci_high, decimals)}]"
 
     def to_dict(self) -> dict:
         # the fields in order (dataclasses.asdict's dict, without its deep copy: every field is a
