@@ -108,7 +108,18 @@ def test_zero_spread_samples_with_different_means_are_significant():
 
 def test_denominator_indistinguishable_from_zero_gives_an_unbounded_interval():
     est = ratio_estimate(Sample.of([5.0, 5.1, 4.9]), Sample.of([0.1, -0.2, 0.3]))
-    assert est.ci_low is None and est.ci_text() == "unbounded"
+    assert est.ci_low is None and est.ci_high is None
+
+
+def test_an_unbounded_interval_says_why_where_it_is_printed():
+    """The baseline's repeats spread so widely (CV 87% over 3) that no ratio can be ruled out:
+    the interval is printed as that reason, naming whose repeats, never as a bare "unbounded"."""
+    from kit.compare.fmt import fmt_speedup_estimate, fmt_vs_baseline
+
+    est = ratio_estimate(Sample.of([4748.0, 4749.0, 4750.0]), Sample.of([200.0, 1000.0, 1800.0]))
+    assert est.ci_low is None and est.ratio == pytest.approx(4.749)
+    assert fmt_vs_baseline(est) == "4.749× [CI unbounded: the baseline's repeats vary too much]"
+    assert fmt_speedup_estimate(est) == "4.75× [CI unbounded: fp32's repeats vary too much]"
 
 
 def test_sample_from_a_results_summary():
