@@ -24,7 +24,7 @@ help: ## list the targets
 run: $(VENV)/.host ## run the main job in a container on GPU=N (default 0; CPU smoke run where no GPU; BASE=image, CA_CERT=pem for the build)
 	KIT_LAUNCH_VIA=make $(BIN)/kit launch $(GPU_OPT) --stack $(STACK) $(BASE_OPT) $(CA_OPT) $(ARGS)
 
-test: $(VENV)/.test ## run the test suite (no GPU, no network needed)
+test: $(VENV)/.test ## run the test suite (no GPU needed; the first run downloads torch 2.14.1, about 3.2 GB)
 	$(BIN)/python -m pytest $(ARGS)
 
 test-gpu: $(VENV)/.test ## run the GPU tests (needs an NVIDIA GPU)
