@@ -3,8 +3,8 @@
 `kit run` trains with them; `kit doctor` shows them. A package that does not import is an
 install the kit cannot run on, not a cell this machine cannot run (no Apex, no bf16 before
 Ampere, which are recorded as skipped): a torchvision built for another torch fails at
-``import torchvision`` (``RuntimeError: operator torchvision::nms does not exist``), and
-without this check every CIFAR cell was recorded as skipped and the run exited 0.
+``import torchvision`` (``RuntimeError: operator torchvision::nms does not exist``), and a run
+that went on would record every CIFAR cell as skipped and exit 0.
 
 The host side never imports torch (pyproject.toml's import-linter contracts): the imports are
 tried in a child of this same Python, with this process's import path, which prints what it
@@ -33,8 +33,7 @@ PACKAGES = ("torch", "torchvision", "fastai")
 #: fastai's Learner)
 MODULES = {"torch": "torch", "torchvision": "torchvision.models", "fastai": "fastai.learner"}
 #: what each package is for, in a finding
-NEEDED_FOR = {"torch": "every suite", "torchvision": "the CIFAR suite needs it for its ResNets",
-              "fastai": "the CIFAR suite's fastai engine needs it"}
+NEEDED_FOR = {"torchvision": "the CIFAR suite needs it for its ResNets", "fastai": "the CIFAR suite's fastai engine needs it"}
 #: a cold first `import torch` from a slow disk can take a minute
 PROBE_TIMEOUT_S = 300
 
