@@ -24,7 +24,7 @@ help: ## list the targets
 run: $(VENV)/.host ## run the main job in a container on GPU=N (default 0; CPU smoke run where no GPU; BASE=image, CA_CERT=pem for the build)
 	KIT_LAUNCH_VIA=make $(BIN)/kit launch $(GPU_OPT) --stack $(STACK) $(BASE_OPT) $(CA_OPT) $(ARGS)
 
-test: $(VENV)/.test ## run the test suite (no GPU, no network needed)
+test: $(VENV)/.test ## run the test suite (no GPU needed; the first run downloads torch 2.14.1, about 3.2 GB)
 	$(BIN)/python -m pytest $(ARGS)
 
 test-gpu: $(VENV)/.test ## run the GPU tests (needs an NVIDIA GPU)
@@ -34,7 +34,7 @@ doctor: $(VENV)/.host ## check driver, GPUs, Docker and which image stack fits
 	$(BIN)/kit doctor $(ARGS)
 
 image: $(VENV)/.host ## build the image for STACK (auto, cuda10, cuda12, cpu) on BASE (default: the stack's); CA_CERT=pem behind a proxy
-	$(BIN)/kit image build --stack $(STACK) $(BASE_OPT) $(CA_OPT) $(ARGS)
+	KIT_LAUNCH_VIA=make $(BIN)/kit image build --stack $(STACK) $(BASE_OPT) $(CA_OPT) $(ARGS)
 
 smoke: $(VENV)/.test ## a one-minute native run on synthetic data
 	$(BIN)/kit run --smoke --suite all $(ARGS)

@@ -54,6 +54,12 @@ class SchemaError(KitError):
     exit_code = 4
 
 
+#: The remedy for a file (results, bundle, index) written by a newer kit. The kit is installed from
+#: its clone (no package index has it), and `make run` rebuilds its image when the code changed.
+NEWER_KIT_REMEDY = ("Read it with a newer kit: in the kit's clone, git pull and pip install . "
+                    "(make run rebuilds its image after the pull by itself).")
+
+
 class BundleError(KitError):
     """A bundle failed verification or looks malicious."""
 
@@ -104,9 +110,9 @@ class DiskFull(KitError):
         what = "over the disk quota" if exc.errno == getattr(errno, "EDQUOT", None) else "no space left on the device"
         where = f" writing in {folder}" if folder else ""
         free = _free_space(folder) if folder else None
+        # a run's own folder is named by the runner, which knows it (kit.runner.execute.disk_full_remedy)
         return cls(f"{what}{where}" + (f" ({free} free)" if free else "") + "; what was written before stays valid.",
-                   remedy="Free some space (or choose another folder) and run again; an interrupted run "
-                          "continues with: kit run --resume <run folder>.")
+                   remedy="Free some space (or choose another folder) and run again.")
 
 
 def _free_space(folder: "str | os.PathLike") -> str | None:
@@ -144,7 +150,7 @@ EXIT_CODES: dict[int, str] = {
     3: "data set missing, corrupt or not downloadable",
     4: "results file or bundle in an unknown schema version, or malformed",
     5: "bundle failed verification or was rejected as unsafe",
-    6: "environment check failed (driver, GPU, container toolkit, or the benchmark stack is not installed)",
+    6: "environment check failed (driver, GPU, container toolkit, or the benchmark stack is not installed or does not import)",
     7: "Docker engine unreachable, or an image build / container run failed",
     8: "a benchmark run failed (partial results kept)",
     9: "compare --fail-if-slower found a significant slowdown",

@@ -36,6 +36,11 @@ MiB = 1024 * 1024
 
 # --- helpers ----------------------------------------------------------------------------
 
+#: what a bundle (or index) written by a newer kit is answered with, word for word
+NEWER_KIT = ("Read it with a newer kit: in the kit's clone, git pull and pip install . "
+             "(make run rebuilds its image after the pull by itself).")
+
+
 def _snapshot(root: Path) -> dict[str, tuple[int, int]]:
     return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*")}
 
@@ -247,6 +252,15 @@ def test_unknown_schema_version_names_both_versions(good_bundle, sandbox):
     files["manifest.json"] = _manifest_for(files, schema_version=99)
     err = _reject(_write_targz(sandbox / "v99.tar.gz", files), sandbox, "schema v99", exc=SchemaError)
     assert "v1" in err.message and "newer than this kit" in err.message
+    assert err.remedy == NEWER_KIT
+
+
+def test_a_newer_bundle_format_says_how_to_get_a_newer_kit(good_bundle, sandbox):
+    """There is no `mpkit` on any package index: the remedy names what works (the clone, the image)."""
+    files = _members(good_bundle)
+    files["manifest.json"] = _manifest_for(files, bundle_format=99)
+    err = _reject(_write_targz(sandbox / "f99.tar.gz", files), sandbox, "bundle format 99", exc=SchemaError)
+    assert err.remedy == NEWER_KIT
 
 
 def test_results_with_unknown_schema_version_are_rejected(good_bundle, sandbox):

@@ -146,6 +146,14 @@ def test_html_page_is_self_contained_with_charts(two, tmp_path, capsys, monkeypa
     assert "Throughput relative to A" in html
 
 
+@pytest.mark.parametrize("inputs, said", [(1, "there is only 1 input"), (2, "there are only 2 inputs")])
+def test_a_baseline_past_the_last_input_counts_them_in_words(two, capsys, monkeypatch, inputs, said):
+    paths = [str(p) for p in two][:inputs]
+    code, out, err = _run_cli(["compare", *paths, "--baseline", "3"], capsys, monkeypatch)
+    assert code == 2 and out == ""
+    assert err.strip() == f"error: --baseline 3: {said} (count from 1)."
+
+
 def test_baseline_option_reorders_and_fail_if_slower_exits_9(two, capsys, monkeypatch):
     a, b = two
     # With B as the baseline, A is 20% slower (1/1.25) on every shared cell.

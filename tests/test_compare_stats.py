@@ -108,7 +108,18 @@ def test_zero_spread_samples_with_different_means_are_significant():
 
 def test_denominator_indistinguishable_from_zero_gives_an_unbounded_interval():
     est = ratio_estimate(Sample.of([5.0, 5.1, 4.9]), Sample.of([0.1, -0.2, 0.3]))
-    assert est.ci_low is None and est.ci_text() == "unbounded"
+    assert est.ci_low is None and est.ci_high is None
+
+
+def test_an_unbounded_interval_says_why_where_it_is_printed():
+    """The baseline's repeats spread so widely (CV 87% over 3) that no ratio can be ruled out:
+    the interval is printed as that reason, naming whose repeats, never as a bare "unbounded"."""
+    from kit.compare.fmt import fmt_speedup_estimate, fmt_vs_baseline
+
+    est = ratio_estimate(Sample.of([4748.0, 4749.0, 4750.0]), Sample.of([200.0, 1000.0, 1800.0]))
+    assert est.ci_low is None and est.ratio == pytest.approx(4.749)
+    assert fmt_vs_baseline(est) == "4.749× [CI unbounded: the baseline's repeats vary too much]"
+    assert fmt_speedup_estimate(est) == "4.75× [CI unbounded: fp32's repeats vary too much]"
 
 
 def test_sample_from_a_results_summary():
@@ -330,3 +341,27 @@ def test_a_variance_whose_square_underflows_is_no_traceback():
     """sd**2 / n of 1e-160 squared is 0 in floats: the degrees of freedom have nothing to divide by."""
     est = ratio_estimate(Sample(2, 1.0, 1e-160, 1.0, 1.0, 1.0), Sample(2, 1.0, 1e-160, 1.0, 1.0, 1.0))
     assert est is not None and est.verdict in (SIGNIFICANT, NOT_SIGNIFICANT)
+
+
+def test_a_ratio_too_small_for_its_decimals_keeps_significant_digits():
+    """A machine 2,400 times slower than the baseline reads 0.000420×, not 0.000×, in every view
+    (they all print through kit.compare.fmt); its interval's bounds too."""
+    from kit.compare.fmt import fmt_speedup_estimate, fmt_vs_baseline
+
+    est = ratio_estimate(Sample.of([0.42, 0.43, 0.41]), Sample.of([1000.0, 1001.0, 999.0]))
+    text = fmt_vs_baseline(est)
+    assert text.startswith("0.000420× [0.000") and "0.000×" not in text and "0.000," not in text, text
+    low, high = (float(x) for x in text.split("[")[1].rstrip("]").split(", "))
+    assert low < est.ratio < high and low > 0
+    slow_speedup = ratio_estimate(Sample.of([4.0, 4.1, 3.9]), Sample.of([1000.0, 1001.0, 999.0]))
+    assert fmt_speedup_estimate(slow_speedup).startswith("0.0040× [0.00")
+
+
+@pytest.mark.parametrize("value, decimals, shown", [
+    (2.449, 2, "2.45×"), (0.0123, 3, "0.012×"), (0.00042, 3, "0.000420×"), (0.004, 2, "0.0040×"),
+    (4.2e-7, 3, "0.000000420×"), (1e-12, 3, "<0.000000001×"), (0.0, 3, "0.000×"), (None, 3, "—"),
+])
+def test_ratio_text(value, decimals, shown):
+    from kit.results.ratios import fmt_ratio
+
+    assert fmt_ratio(value, decimals) == shown

@@ -103,9 +103,39 @@ def test_kit_run_on_a_full_disk_prints_one_line_exits_10_and_keeps_the_journal(t
     assert len(errors) == 1, proc.stderr
     (run_dir,) = [p for p in results.iterdir() if p.is_dir()]
     assert "no space left" in errors[0] and str(run_dir) in errors[0] and "free" in errors[0]
+    # the way on names this run's folder, and works as printed once there is room again
+    advice = proc.stderr.splitlines()[proc.stderr.splitlines().index(errors[0]) + 1]
+    assert advice == f"what to do: Free some space, then continue the run where it stopped: kit run --resume {run_dir}"
     assert proc.stdout == ""  # no bundle
     # what was written before the disk filled still loads: the journal's first cell, as an interrupted run
     events = list(read_journal(run_dir / "journal.jsonl"))
     assert [e["event"] for e in events][:1] == ["run_start"]
     folder = load_run_folder(run_dir)
     assert folder.interrupted and [c.cell_id for c in folder.results.cells] == ["cifar/resnet18/fp32/torch"]
+    roomy = tmp_path / "roomy"  # the same fake benchmark, without the full disk
+    roomy.mkdir()
+    shutil.copy(FAKE_BENCH, roomy / "sitecustomize.py")
+    env["PYTHONPATH"] = os.pathsep.join([str(roomy), str(REPO)])
+    command = advice.split(": ", 2)[2].split()
+    assert command[:3] == ["kit", "run", "--resume"]
+    again = subprocess.run([sys.executable, "-m", "kit", *command[1:]], cwd=tmp_path, env=env, capture_output=True,
+                           text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert [c.cell_id for c in load_run_folder(run_dir).results.cells] == ["cifar/resnet18/fp32/torch",
+                                                                          "cifar/resnet34/fp32/torch"]
+
+
+def test_a_full_disk_outside_a_run_names_no_run_to_resume(tmp_path):
+    full = DiskFull.from_os_error(OSError(errno.ENOSPC, "No space left on device"), tmp_path)
+    assert full.remedy == "Free some space (or choose another folder) and run again."
+
+
+def test_the_way_on_after_a_full_disk_follows_how_far_the_run_got(tmp_path):
+    from kit.runner.execute import disk_full_remedy
+
+    assert disk_full_remedy(tmp_path) == (f"Free some space (or choose another folder) and run again; {tmp_path} "
+                                          "holds nothing to resume.")
+    (tmp_path / "journal.jsonl").write_text('{"seq": 0, "event": "run_start"}\n')
+    assert disk_full_remedy(tmp_path) == f"Free some space, then continue the run where it stopped: kit run --resume {tmp_path}"
+    (tmp_path / "results.json").write_text('{"status": "complete"}')
+    assert disk_full_remedy(tmp_path) == f"Free some space, then make the run's bundle: kit bundle export {tmp_path}"

@@ -135,6 +135,23 @@ def test_the_readme_is_at_most_250_lines():
     assert n <= MAX_README_LINES, f"README.md has {n} lines; move depth to docs/ (at most {MAX_README_LINES})"
 
 
+def test_the_readme_says_what_the_first_runs_download_and_take():
+    """Promises a newcomer checks: the first `make test` needs the package index (torch is PyPI's CUDA
+    build), the pair to install without the PyTorch index is the pinned one, and the cpu image's size
+    and disk are what was measured (kit/facts/stacks.py)."""
+    from kit.facts.stacks import BUILD_DISK_PEAKS
+
+    text = " ".join(README.read_text(encoding="utf-8").split())
+    assert "no network needed" not in text and "no network needed" not in (REPO / "Makefile").read_text()
+    assert "the first run downloads torch, about 3.2 GB" in text
+    pins = dict(line.split("==") for line in (REPO / "requirements-test.txt").read_text().splitlines()
+                if "==" in line and not line.startswith("#"))
+    assert f"pip install torch=={pins['torch']} torchvision=={pins['torchvision']}" in text
+    cpu = BUILD_DISK_PEAKS["cpu"]
+    assert f"makes a {cpu.image_bytes / 1e9:.2f} GB image" in text
+    assert f"needs about {round(cpu.peak_bytes / 1e9)} GB of free disk while it builds" in text
+
+
 def test_every_page_of_docs_is_one_click_from_the_readme():
     linked = {p.relative_to(REPO).as_posix() for p in linked_docs(README)}
     missing = [p.relative_to(REPO).as_posix() for p in sorted((REPO / "docs").glob("*.md"))

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from fixtures.cli import run_main
-from kit.env import docker_probe, doctor
+from kit.env import bench_stack, docker_probe, doctor
 from kit.env import nvml as nvml_mod
 from kit.env.doctor_report import Report
 from kit.env.nvml_fake import FakeNVML
@@ -24,6 +24,10 @@ FIXTURES = Path(__file__).parent / "fixtures" / "nvml"
 
 DOCKER_WITH_NVIDIA = {"ServerVersion": "28.1.1", "Runtimes": {"runc": {}, "nvidia": {"path": "nvidia-container-runtime"}}, "DefaultRuntime": "runc"}
 DOCKER_WITHOUT_NVIDIA = {"ServerVersion": "20.10.24", "Runtimes": {"io.containerd.runc.v2": {}, "runc": {}}, "DefaultRuntime": "runc"}
+#: `kit run`'s stack in the test's Python, as the doctor's probe finds a working one (fixture values)
+HEALTHY_BENCH = {"torch": {"installed": "2.14.1", "imports": True, "version": "2.14.1"},
+                 "torchvision": {"installed": "0.29.1", "imports": True, "version": "0.29.1"},
+                 "fastai": {"installed": "2.8.12", "imports": True, "version": "2.8.12"}}
 DOCKER_WITH_CDI = {"ServerVersion": "28.3.0", "Runtimes": {"runc": {}}, "DiscoveredDevices": [{"Source": "cdi", "ID": "nvidia.com/gpu=all"}]}
 
 
@@ -233,6 +237,7 @@ def fake_host(monkeypatch):
 
     def use(host: str, docker_info: dict | None = DOCKER_WITH_NVIDIA):
         monkeypatch.setattr(nvml_mod, "load_module", lambda: fake_nvml(host))
+        monkeypatch.setattr(bench_stack, "probe", lambda *a, **kw: HEALTHY_BENCH)
         monkeypatch.setattr(docker_probe, "_default_client", lambda timeout: FakeDockerClient(docker_info))
         monkeypatch.setattr(docker_probe.shutil, "which", lambda _n: None)
 

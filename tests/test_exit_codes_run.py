@@ -100,7 +100,7 @@ def test_a_host_only_install_without_torch_exits_6_before_any_folder_exists(tmp_
     out = kit(tmp_path, "run", "--smoke", "--device", "cpu", "--data", "synthetic",
               env=_env(tmp_path, fake_bench=False, first=fake))
     assert out.returncode == 6, out.stderr
-    assert "needs the benchmark stack" in out.stderr and "pip install 'mpkit[bench]'" in out.stderr
+    assert "The benchmark stack is broken: torch" in out.stderr and "pip install --force-reinstall torch==" in out.stderr
     assert "kit launch" in out.stderr and "Traceback" not in out.stderr
     assert not (tmp_path / "results").exists() and not (tmp_path / "data").exists()
 

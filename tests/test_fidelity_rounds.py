@@ -185,3 +185,13 @@ def test_a_kit_cell_far_below_the_graphed_engines_rate_is_named_host_bound():
     assert fidelity.host_bound(None, 56_000.0) == {"gpu_busy_estimate": None, "host_bound": None}
     row = {"host_bound": True, "gpu_busy_estimate": 0.31}
     assert fidelity.verdict_text(row).startswith("host-bound (GPU busy ~31%)")
+
+
+@pytest.mark.parametrize("rounds, cell", [(1, "n/a (1 round)"),
+                                          (3, "[CI unbounded: the original's repeats vary too much]")])
+def test_a_kit_cell_without_an_interval_says_why_in_the_table(rounds, cell):
+    row = {"preset": "apex-2018", "original": "fp32 (TF32 off)", "kit_cell": "fp32", "original_tokens_per_s": 100.0,
+           "kit_tokens_per_s": 101.0, "kit_over_original": 1.01, "kit_over_original_ci95": [None, None],
+           "kit_over_original_by_round": [1.01] * rounds, "rounds": rounds}
+    table = fidelity.format_table({"device": "Test GPU", "torch": "0.0", "corpus": {"source": "fixture"}, "rows": [row]})
+    assert f"| 1.010 | {cell} |" in table and "| unbounded |" not in table

@@ -392,6 +392,33 @@ def test_missing_base_without_a_registry_is_one_line_naming_the_local_base(tmp_p
     assert command in message and f"--base {STACKS[stack].local_base[0]}" in message
 
 
+def test_through_make_a_missing_base_names_the_base_variable(tmp_path, monkeypatch):
+    """`make run` sets KIT_LAUNCH_VIA=make: the local base is given as BASE=, as make takes it."""
+    monkeypatch.setenv("KIT_LAUNCH_VIA", "make")
+    spec = image_spec("cpu", ROOT)
+    events = [{"stream": f"Step 2/46 : FROM {spec.base}\n"}, {"error": _NO_REGISTRY}]
+    with pytest.raises(DockerError) as info:
+        build_image(spec, ROOT, FakeClient(events), log_dir=tmp_path)
+    assert info.value.message.endswith(
+        ": make a local one with `sudo bash scripts/make_base_image.sh kit-base/debian:bookworm bookworm` and add "
+        "BASE=kit-base/debian:bookworm to the make command.")
+    assert "any local copy of the same OS works with BASE=NAME." in info.value.remedy
+    assert "--base" not in info.value.message + info.value.remedy
+
+
+def test_through_make_a_build_that_cannot_reach_the_index_names_ca_cert(tmp_path, monkeypatch):
+    monkeypatch.setenv("KIT_LAUNCH_VIA", "make")
+    events = list(_steps(1)) + [
+        {"stream": "WARNING: Retrying after connection broken by 'SSLError(SSLCertVerificationError(1, '[SSL: "
+                   "CERTIFICATE_VERIFY_FAILED] certificate verify failed'))': /simple/torch/\n"},
+        {"error": "The command '/bin/sh -c pip-install.sh ...' returned a non-zero code: 1"},
+    ]
+    with pytest.raises(DockerError) as info:
+        build_image(image_spec("cpu", ROOT), ROOT, FakeClient(events), log_dir=tmp_path)
+    assert "add CA_CERT=/path/to/proxy-ca.pem to the make command (make run CA_CERT=/path/to/proxy-ca.pem)" in info.value.remedy
+    assert "--ca-cert" not in info.value.remedy
+
+
 def test_missing_fused_base_points_at_the_cuda12_stack(tmp_path):
     spec = image_spec("cuda12-fused", ROOT)
     events = [{"stream": f"Step 2/46 : FROM {spec.base}\n"}, {"error": _NO_REGISTRY}]

@@ -89,6 +89,20 @@ def test_tls_inspecting_proxy_points_at_ca_cert():
     assert "--ca-cert" in err.remedy
 
 
+def test_through_make_a_tls_failure_names_the_make_variable():
+    """`make run` (KIT_LAUNCH_VIA=make) takes the build's options as make variables: the remedy
+    names CA_CERT=, and ARGS= for an option without a variable of its own."""
+    err = explain(PIP_TLS, Context(during="build", stack="cpu", via_make=True))
+    assert err.remedy == (
+        "The image build could not download packages. Behind a TLS-inspecting proxy, give its root certificate: "
+        "add CA_CERT=/path/to/proxy-ca.pem to the make command (make run CA_CERT=/path/to/proxy-ca.pem). With a "
+        "package mirror: ARGS='--pip-index-url URL' (or ARGS='--pip-extra-index-url URL' for a mirror beside PyPI). "
+        "Builds use the host network by default (--network host). See docs/containers.md, 'Proxies and mirrors'.")
+    assert "--ca-cert" not in err.remedy
+    plain = explain(PIP_TLS, Context(during="build", stack="cpu"))
+    assert "kit image build --ca-cert /path/to/proxy-ca.pem. With a package mirror: --pip-index-url URL " in plain.remedy
+
+
 def test_missing_base_image_suggests_a_local_base():
     err = explain(BASE_GONE, Context(during="build", stack="cuda10", base="nvidia/cuda:10.1-cudnn7-devel-ubuntu18.04"))
     assert isinstance(err, DockerError)

@@ -315,6 +315,27 @@ def test_done_counts_measured_and_skipped_cells(monkeypatch):
     assert outcome.summary() == "5 measured, 4 skipped, 1 failed"
 
 
+def test_without_a_gpu_kit_launch_says_no_gpu_was_used_at_the_end_with_the_result(results, monkeypatch):
+    """`make run` on a machine without a GPU: nothing claims "no GPU was used" before the run; the
+    last line says it, after the counts and the bundle."""
+    from kit.cli.main import app
+    from kit.env import nvml as nvml_mod
+    from kit.env.nvml_fake import FakeNVML
+    from kit.launch import engine
+
+    client = FakeClient(lambda r: FakeContainer(r, JOURNAL), runtimes=("runc",))
+    monkeypatch.setattr(engine, "connect", lambda *a, **kw: client)
+    monkeypatch.setattr(nvml_mod, "load_module", lambda: FakeNVML.from_file(ROOT / "tests" / "fixtures" / "nvml" / "no_driver.json"))
+    monkeypatch.setenv("COLUMNS", "250")
+    result = CliRunner().invoke(app, ["launch", "--results-dir", str(results), "--data-dir", str(results.parent / "data")])
+    assert result.exit_code == 0, result.output
+    lines = [ln for ln in result.output.splitlines() if ln.strip()]
+    done = next(i for i, ln in enumerate(lines) if ln.startswith("Done: 2 measured, 0 skipped, on the CPU, stack cpu."))
+    assert not any("was used" in ln for ln in lines[:done]), lines[:done]
+    assert lines[-1] == ("No GPU was used: the cpu stack ran PyTorch on the CPU. This checked the kit end to end; "
+                         "its numbers are not GPU results.")
+
+
 def test_the_cpu_stack_says_gpu_is_ignored_only_when_it_was_given(results):
     client = FakeClient(lambda r: FakeContainer(r, JOURNAL))
     plain = _launch(results, client, stack="cpu", skip_checks=True)
@@ -337,6 +358,7 @@ def test_make_passes_gpu_only_when_given_and_ca_cert(tmp_path, target, command):
 
     words = line("STACK=cpu", "CA_CERT=/etc/proxy ca.pem".replace(" ", "-"))
     assert words[words.index("--ca-cert") + 1] == "/etc/proxy-ca.pem"
+    assert words[0] == "KIT_LAUNCH_VIA=make"  # its errors then name CA_CERT= and BASE=, not the options
     assert "--gpu" not in words
     assert "--ca-cert" not in line()
     if target == "run":

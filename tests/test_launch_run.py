@@ -220,7 +220,11 @@ def test_auto_without_a_gpu_runs_the_cpu_smoke_suite(results, monkeypatch):
     out = _launch(results, client, gpu="0", stack="auto", nvml=nvml)
     assert out.stack == "cpu"
     assert client.containers.calls[0]["command"] == ["run", "--smoke", "--suite", "all", "--device", "cpu"]
-    assert any("No GPU was used" in n for n in out.notes)
+    # before the run: what will run; after it: that no GPU was used, with the result
+    assert any(n.startswith("No GPU stack can run here") for n in out.notes)
+    assert not any("was used" in n for n in out.notes)
+    assert out.closing_note == ("No GPU was used: the cpu stack ran PyTorch on the CPU. This checked the kit end to "
+                                "end; its numbers are not GPU results.")
 
 
 def test_gpu_index_that_does_not_exist_stops_before_docker_runs(results):

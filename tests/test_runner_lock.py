@@ -153,6 +153,48 @@ def test_kit_run_resume_is_refused_while_the_first_run_still_writes_the_folder(t
     assert not (run_dir / LOCK_NAME).exists()
 
 
+def _as_from_the_background_of_a_script() -> None:
+    """A ``preexec_fn``: SIGINT ignored, as a shell without job control starts ``cmd &``."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def test_the_busy_folders_advice_stops_a_run_started_in_the_background_with_its_resume_line(tmp_path):
+    """The refusal names SIGTERM: a run started in the background of a script ignores SIGINT
+    (Ctrl-C's), and SIGTERM, sent as the message says, stops it with its finished cells kept
+    and the command that continues it."""
+    root = tmp_path / "results"
+    gate = tmp_path / "gate"  # never opened: the first run waits inside its second cell
+    env = _env(tmp_path, KIT_FAKE_BENCH_GATE_AT="cifar/resnet34/fp32/torch", KIT_FAKE_BENCH_GATE=str(gate),
+               KIT_RESULTS_DIR=str(root))
+    run = [sys.executable, "-m", "kit", "run", "--data", "synthetic", "--device", "cpu", "-m", "resnet18,resnet34",
+           "-p", "fp32", "-e", "torch", "--repeats", "1", "--steps", "1", "--skip-checks"]
+    first = subprocess.Popen(run, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=_as_from_the_background_of_a_script)
+    try:
+        _wait_for(Path(str(gate) + ".reached"), first)
+        run_dir = next(p for p in root.iterdir() if p.is_dir())
+        second = subprocess.run([sys.executable, "-m", "kit", "run", "--resume", str(run_dir), "--skip-checks"],
+                                env=env, capture_output=True, text=True, timeout=120)
+        assert second.returncode == 2, second.stderr
+        advice = second.stderr.splitlines()[1]
+        assert advice == (f"what to do: Wait for that run to end (or stop it: kill -TERM {first.pid} on "
+                          f"{socket.gethostname()}; it keeps its finished cells), then resume it. If that process is "
+                          f"gone (a crashed container, another machine), delete {run_dir / LOCK_NAME} and resume.")
+        command = advice.split("stop it: ", 1)[1].split(" on ", 1)[0]
+        subprocess.run(command.split(), check=True, timeout=60)  # the advice, as printed
+        out, err = first.communicate(timeout=120)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.communicate()
+    assert first.returncode == 143, err
+    assert f"error: Run terminated (SIGTERM): 1 finished cell(s) kept in {run_dir}" in err and "Traceback" not in err
+    assert f"what to do: Continue with: kit run --resume {run_dir}" in err
+    assert not (run_dir / LOCK_NAME).exists()
+    events = [e["event"] for e in read_journal(run_dir / "journal.jsonl")]
+    assert events.count("cell_end") == 1 and events[-2:] == ["run_interrupted", "run_end"]
+
+
 def test_a_resume_after_kill_9_takes_over_the_lock_and_the_journal_says_so(tmp_path):
     root = tmp_path / "results"
     gate = tmp_path / "gate"  # never opened: the first run is killed inside its second cell

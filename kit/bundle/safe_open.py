@@ -39,7 +39,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
 
 from kit.bundle.active_content import check_files as check_active_content
-from kit.errors import BundleError, SchemaError, UsageError
+from kit.errors import NEWER_KIT_REMEDY, BundleError, SchemaError, UsageError
 from kit.results.schema import RunResults, check_version
 
 MANIFEST_NAME = "manifest.json"
@@ -270,7 +270,7 @@ def check_manifest(files: dict[str, bytes], label: str) -> dict:
     if not isinstance(fmt, int) or fmt > BUNDLE_FORMAT:
         raise SchemaError(
             f"{label} uses bundle format {fmt!r}; this kit reads format {BUNDLE_FORMAT}.",
-            remedy="Upgrade the kit (pip install -U mpkit) to read it.",
+            remedy=NEWER_KIT_REMEDY,
         )
     check_version(manifest.get("schema_version"), source=f"{label} ({MANIFEST_NAME})")
     listed = manifest.get("files")

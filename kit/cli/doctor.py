@@ -24,7 +24,9 @@ def doctor(
 ) -> None:
     """Check the NVIDIA driver, GPUs, Docker and the NVIDIA Container Toolkit; give a verdict per stack.
 
-    Exits 0 when the requested stack (or, for auto, the recommended one) can run here,
+    Also checks `kit run`'s benchmark stack in this Python: torch, torchvision and fastai
+    import, and torch and torchvision are a pair. Exits 0 when the requested stack (or, for
+    auto, the recommended one) can run here and that stack, where installed, is not broken;
     6 otherwise, with the reason and the fix.
     """
     from rich.console import Console
@@ -32,7 +34,7 @@ def doctor(
     from kit.env.doctor import diagnose
     from kit.env.doctor_view import render
 
-    report = diagnose(stack=stack.value, gpu=gpu)
+    report = diagnose(stack=stack.value, gpu=gpu, bench=True)
     if as_json:
         typer.echo(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
     else:

@@ -63,7 +63,7 @@ def launch(
         skip_checks=skip_checks, build_kwargs=build_kwargs, ui=RichLaunchUI(console), keep_container=keep_container,
         rerun=how_started(),
     )
-    where = f"GPU {','.join(outcome.gpus)}" if outcome.gpus else "the CPU (no GPU was used)"
+    where = f"GPU {','.join(outcome.gpus)}" if outcome.gpus else "the CPU"
     # soft_wrap: paths stay whole on one line, for a terminal's copy and a script's grep
     console.print(f"\nDone: {outcome.summary()}, on {where}, stack {outcome.stack}. Run folder: {outcome.run_dir}",
                   soft_wrap=True, markup=False)
@@ -73,6 +73,8 @@ def launch(
     for note in outcome.notes:
         if note.startswith("no bundle"):
             console.print(f"[yellow]{note}[/yellow]")
+    if outcome.closing_note:
+        console.print(outcome.closing_note, soft_wrap=True, markup=False)
 
 
 def how_started():
@@ -81,7 +83,9 @@ def how_started():
     PATH, as a path to the command (`.venv/bin/kit`, not on PATH), or as `python -m kit`."""
     from kit.launch.launcher import Rerun
 
-    if os.environ.get("KIT_LAUNCH_VIA") == "make":
+    from kit.launch.engine import started_by_make
+
+    if started_by_make():
         return Rerun(make=True)
     argv0 = sys.argv[0] if sys.argv and sys.argv[0] else "kit"
     if Path(argv0).name in ("__main__.py", "-m", "-c"):

@@ -120,7 +120,9 @@ def _ordered(paths: list[str | Path], baseline: str | None) -> list[Path]:
         if b.isdigit():
             i = int(b)
             if not 1 <= i <= len(paths):
-                raise UsageError(f"--baseline {i}: there are only {len(paths)} inputs (count from 1).")
+                n = len(paths)
+                raise UsageError(f"--baseline {i}: there {'is' if n == 1 else 'are'} only {n} input{'s' if n != 1 else ''} "
+                                 "(count from 1).")
             paths.insert(0, paths.pop(i - 1))
         else:
             bp = Path(b)

@@ -12,8 +12,9 @@ Method (stated in every compare output as :data:`METHOD`):
   ``mean(num) / mean(den)``, from **Fieller's theorem** for two
   independent samples: the set of R for which ``mean(num) - R*mean(den)`` is
   not significantly different from 0, with the Welch-Satterthwaite degrees of
-  freedom. When the denominator itself is not clearly away from zero the
-  interval is unbounded, and is reported as such.
+  freedom. When the denominator itself is not clearly away from zero (its
+  repeats vary too much) the interval is unbounded, and every view says so in
+  words (:data:`UNBOUNDED`).
 - The verdict is **Welch's two-sample t-test** (two-sided, p < 0.05) on the
   raw samples. At R = 1 Fieller's statistic *is* Welch's t, so "significant"
   and "the CI excludes 1" agree (up to the degrees of freedom used).
@@ -41,7 +42,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Iterable
 
-from kit.results.ratios import ratio_of_medians
+from kit.results.ratios import ratio_digits, ratio_of_medians
 
 ALPHA = 0.05
 METHOD = (
@@ -57,6 +58,10 @@ OUTSIDE_NOTE = (
 SIGNIFICANT = "significant"
 NOT_SIGNIFICANT = "not significant"
 ONE_REPEAT = "n/a (1 repeat)"
+#: What an interval without bounds is printed as. Fieller's interval of mean(num) / mean(den) has
+#: no bounds when the divisor's mean is not clearly away from zero: its repeats spread so widely
+#: (t x standard error >= mean) that a ratio of any size fits them.
+UNBOUNDED = "[CI unbounded: {divisor} repeats vary too much]"
 
 
 # --- Student t (scipy.stats) --------------------------------------------------------
@@ -182,12 +187,14 @@ class RatioEstimate:
             return False
         return not (self.ci_low <= self.ratio <= self.ci_high)
 
-    def ci_text(self, decimals: int = 3) -> str:
+    def ci_text(self, decimals: int = 3, divisor: str = "the divisor's") -> str:
+        """``[1.011, 1.018]``; where Fieller's interval has no bounds, why, in words, naming whose
+        repeats (``divisor``: "the baseline's", "fp32's") make it so (:data:`UNBOUNDED`)."""
         if self.verdict == ONE_REPEAT:
             return "n/a"
         if self.ci_low is None or self.ci_high is None:
-            return "unbounded"
-        return f"[{self.ci_low:.{decimals}f}, {self.ci_high:.{decimals}f}]"
+            return UNBOUNDED.format(divisor=divisor)
+        return f"[{ratio_digits(self.ci_low, decimals)}, {ratio_digits(self.ci_high, decimals)}]"
 
     def to_dict(self) -> dict:
         # the fields in order (dataclasses.asdict's dict, without its deep copy: every field is a

@@ -54,14 +54,17 @@ TOOLKIT_REMEDY = (
 # -- the checks -----------------------------------------------------------
 
 
-def diagnose(nvml: Any = None, docker: Any = None, stack: str | None = None, gpu: int | None = None) -> Report:
+def diagnose(nvml: Any = None, docker: Any = None, stack: str | None = None, gpu: int | None = None,
+             bench: Any = None) -> Report:
     """Probe the host (or use the given probes) and judge every stack.
 
     ``nvml``: a probe dict from kit.env.nvml.probe, or an NVML module (a fake in
     tests), or None for the real pynvml. ``docker``: a probe dict from
     kit.env.docker_probe.probe, or a docker client, or None for the real engine.
     ``stack``: "auto" (default), "cuda10", "cuda12" or "cpu". ``gpu``: the GPU
-    index to judge (default 0).
+    index to judge (default 0). ``bench``: the native benchmark stack, `kit run`'s
+    (a probe dict from kit.env.bench_stack.probe, or True to probe this Python);
+    None: not checked (`kit launch` runs the image's own).
     """
     requested = stack or "auto"
     if requested != "auto" and requested not in STACKS:
@@ -86,7 +89,19 @@ def diagnose(nvml: Any = None, docker: Any = None, stack: str | None = None, gpu
     if gpus and chosen is None:
         problems.append(Problem("error", f"GPU {index} not found: this host has {len(gpus)} GPU(s), numbered 0 to {len(gpus) - 1}.",
                                 "Pick one with --gpu N (nvidia-smi lists them)."))
-    return Report(requested, index if gpus else None, host, engine, verdicts, recommend(verdicts), problems)
+    return Report(requested, index if gpus else None, host, engine, verdicts, recommend(verdicts), problems,
+                  bench=None if bench is None else _bench_section(bench))
+
+
+def _bench_section(bench: Any) -> dict:
+    """The report's native benchmark stack: this Python, each package, what is wrong."""
+    import sys
+
+    from kit.env import bench_stack
+
+    packages = bench if isinstance(bench, dict) else bench_stack.probe()
+    return {"python": sys.executable, "packages": packages,
+            "findings": [f.to_dict() for f in bench_stack.findings(packages)]}
 
 
 def _point_past_old_drivers(verdicts: dict[str, Verdict]) -> None:

@@ -56,6 +56,8 @@ class Report:
     verdicts: dict[str, Verdict]
     recommended: str
     problems: list[Problem] = field(default_factory=list)
+    #: `kit run`'s stack in this Python (kit.env.doctor._bench_section); None: not checked
+    bench: dict | None = None
 
     @property
     def selected(self) -> str:
@@ -72,17 +74,22 @@ class Report:
             "requested_stack": self.requested,
             "recommended_stack": self.recommended,
             "selected_stack": self.selected,
-            "ok": self.ok,
+            "ok": self.error() is None,  # the exit status is 0
             "gpu": self.gpu,
             "verdicts": {name: v.to_dict() for name, v in self.verdicts.items()},
             "problems": [asdict(p) for p in self.problems],
             "nvml": self.host,
             "docker": self.docker,
-        }
+        } | ({} if self.bench is None else {"bench_stack": self.bench})
 
     def error(self) -> EnvironmentCheckError | None:
-        """The error `kit doctor` exits with, or None when the selected stack can run."""
+        """The error `kit doctor` exits with, or None when the selected stack can run and the
+        native benchmark stack (where checked) is not broken."""
         if self.ok:
+            broken = [f for f in (self.bench or {}).get("findings", []) if f["severity"] == "error"]
+            if broken:
+                return EnvironmentCheckError(f"The benchmark stack of kit run in this Python is broken: {broken[0]['message']}.",
+                                             remedy=broken[0]["remedy"])
             return None
         v = self.verdicts[self.selected]
         msg = f"The {self.selected} stack cannot run on this host: " + "; ".join(v.reasons)

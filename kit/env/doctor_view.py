@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kit.env.doctor_report import Report, gib
+from rich.markup import escape
+
+from kit.env.doctor_report import Problem, Report, gib
 from kit.env.probe import is_unknown, known
 from kit.facts.stacks import STACKS
 
@@ -13,6 +15,19 @@ def _show(value: Any, unit: str = "") -> str:
     if is_unknown(value):
         return f"unknown ({value['reason']})"
     return f"{value}{unit}"
+
+
+def bench_line(bench: dict) -> str:
+    """``Benchmark stack (kit run, /usr/bin/python3): torch 2.14.1, torchvision 0.30.0 (does not import), fastai 2.8.12``"""
+    parts = []
+    for name, found in bench["packages"].items():
+        version = found.get("version") or found.get("installed")
+        if found.get("imports") is False:
+            state = "not installed" if found.get("installed") == "not installed" else f"{version} (does not import)"
+        else:
+            state = str(version) + (" (import not tried)" if found.get("imports") is None else "")
+        parts.append(f"{name} {state}")
+    return f"Benchmark stack (kit run, {bench['python']}): " + ", ".join(parts)
 
 
 def render(report: Report, console: Any) -> None:
@@ -49,6 +64,8 @@ def render(report: Report, console: Any) -> None:
         console.print(f"[bold]Docker[/bold] {eng.get('server_version')} at {eng.get('host')}: {what}")
     else:
         console.print(f"[bold]Docker[/bold] not reachable ({eng.get('state')})")
+    if report.bench is not None:
+        console.print(bench_line(report.bench), markup=False)
 
     table = Table(title=f"Stacks (judged for GPU {report.gpu})" if report.gpu is not None else "Stacks")
     for col in ("stack", "verdict", "why"):
@@ -59,11 +76,15 @@ def render(report: Report, console: Any) -> None:
         table.add_row(name + mark, style[v.status], "\n".join(v.reasons) or STACKS[name].description)
     console.print(table)
 
-    for p in report.problems:
+    # a broken benchmark stack is said by the error that follows (Report.error), unless that
+    # error is the selected image stack's
+    bench = [Problem(f["severity"], f"{f['message']}.", f["remedy"])
+             for f in (report.bench or {}).get("findings", []) if f["severity"] != "error" or not report.ok]
+    for p in report.problems + bench:
         colour = {"error": "red", "warning": "yellow", "info": "cyan"}[p.severity]
-        console.print(f"[{colour}]{p.severity}:[/{colour}] {p.message}")
+        console.print(f"[{colour}]{p.severity}:[/{colour}] {escape(p.message)}")
         if p.remedy:
-            console.print(f"  what to do: {p.remedy}")
+            console.print(f"  what to do: {escape(p.remedy)}")
     sel = report.verdicts[report.selected]
     if sel.remedies and sel.status == "limited":  # "cannot" is explained by the error that follows
         console.print(f"[bold]{report.selected}:[/bold] " + " ".join(sel.remedies))

@@ -5,6 +5,8 @@
 - ``models``: published model FLOPs, the word-language-model presets.
 - ``hardware``: vendor peak rates used only as context (the kit measures its own).
 - ``estimates``: the rates behind the plan's rough time estimate (measured by the kit).
+- ``stacks``: what each image stack pins, what it needs from the host, measured builds.
+- ``torch_pairs``: which torchvision goes with which torch.
 
 Nothing else in the kit hard-codes such a number.
 """

@@ -31,7 +31,7 @@ import zlib
 from pathlib import Path
 
 from kit import __version__
-from kit.errors import KitError, UsageError
+from kit.errors import NEWER_KIT_REMEDY, KitError, UsageError
 
 #: "mpkt" as a big-endian 32-bit integer: SQLite's application id field for this kit's index files
 APPLICATION_ID = 0x6D706B74
@@ -214,7 +214,7 @@ def _check(con: sqlite3.Connection, path: Path) -> int:
         raise UsageError(
             f"{path}: a results index of schema v{version}, newer than this kit reads (v{SCHEMA_VERSION})"
             + (f"; made by kit {made_by[0]}" if made_by else "") + "; refused (nothing was written to it).",
-            remedy="Upgrade the kit (pip install -U mpkit) to read it.")
+            remedy=NEWER_KIT_REMEDY)
     if version < 1:
         raise _not_ours(path, f"a results index without a schema version (user_version {version})")
     mode = con.execute("PRAGMA journal_mode").fetchone()[0]

@@ -149,7 +149,7 @@ def build_image(
     log_path = Path(log_dir or tempfile.gettempdir()) / f"mpkit-build-{spec.stack}-{time.strftime('%Y%m%d-%H%M%S')}.log"
     tail: deque[str] = deque(maxlen=TAIL_LINES)
     pip = PipActivity()
-    ctx = engine.Context(during="build", stack=spec.stack, image=spec.tag, base=spec.base)
+    ctx = engine.Context(during="build", stack=spec.stack, image=spec.tag, base=spec.base, via_make=engine.started_by_make())
     # what the tag named before: a failed build must leave it so (the classic
     # builder tags only an image whose every step succeeded; checked below)
     before = _image_id(client, spec.tag)

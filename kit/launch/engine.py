@@ -65,15 +65,16 @@ def toolkit_remedy() -> str:
                 "sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker")
 
 
-def _network_remedy(during: str) -> str:
-    if during == "build":
-        return (
-            "The image build could not download packages. Behind a TLS-inspecting proxy, give its root certificate: "
-            "kit image build --ca-cert /path/to/proxy-ca.pem. With a package mirror: --pip-index-url URL "
-            "(or --pip-extra-index-url URL for a mirror beside PyPI). Builds use the host network by default "
-            f"(--network host). See {DOCS}, 'Proxies and mirrors'."
-        )
-    return f"Check the machine's network, proxy and DNS settings; see {DOCS}."
+#: Set by the Makefile for the kit commands it runs (`make run`, `make image`): the user gives
+#: the build's options as make variables there, so the errors name those.
+LAUNCH_VIA_ENV = "KIT_LAUNCH_VIA"
+#: the Makefile's variable for each build option (the others pass through ARGS=)
+MAKE_VARIABLES = {"--ca-cert": "CA_CERT", "--base": "BASE"}
+
+
+def started_by_make() -> bool:
+    """This kit command was started by the Makefile (``KIT_LAUNCH_VIA=make``)."""
+    return os.environ.get(LAUNCH_VIA_ENV) == "make"
 
 
 @dataclass
@@ -86,6 +87,29 @@ class Context:
     image: str | None = None
     base: str | None = None
     min_driver: str | None = None
+    #: started by `make run` / `make image`: name make's variables, not the kit's options
+    via_make: bool = False
+
+    def option(self, flag: str, value: str) -> str:
+        """A build option as this user gives it: ``--ca-cert PEM``, or through make ``CA_CERT=PEM``
+        (an option without a variable of its own: ``ARGS='--pip-index-url URL'``)."""
+        if not self.via_make:
+            return f"{flag} {value}"
+        name = MAKE_VARIABLES.get(flag)
+        return f"{name}={value}" if name else f"ARGS='{flag} {value}'"
+
+
+def _network_remedy(ctx: Context) -> str:
+    if ctx.during != "build":
+        return f"Check the machine's network, proxy and DNS settings; see {DOCS}."
+    ca = ctx.option("--ca-cert", "/path/to/proxy-ca.pem")
+    return (
+        "The image build could not download packages. Behind a TLS-inspecting proxy, give its root certificate: "
+        + (f"add {ca} to the make command (make run {ca})" if ctx.via_make else f"kit image build {ca}")
+        + f". With a package mirror: {ctx.option('--pip-index-url', 'URL')} "
+        f"(or {ctx.option('--pip-extra-index-url', 'URL')} for a mirror beside PyPI). Builds use the host network by "
+        f"default (--network host). See {DOCS}, 'Proxies and mirrors'."
+    )
 
 
 def explain(text: str, ctx: Context | None = None) -> KitError:
@@ -124,7 +148,7 @@ def explain(text: str, ctx: Context | None = None) -> KitError:
         return DockerError(
             f"A TLS certificate check failed during the image {ctx.during} ({first}): a proxy on this network probably "
             "inspects TLS with its own certificate authority.",
-            remedy=_network_remedy("build" if ctx.during == "build" else ctx.during),
+            remedy=_network_remedy(ctx),
         )
     if ctx.during == "build" and is_base_missing(text):
         return base_missing(ctx, first)
@@ -133,10 +157,10 @@ def explain(text: str, ctx: Context | None = None) -> KitError:
             f"A package download broke off or arrived damaged during the image build: {first}",
             remedy="Run the same command again: the steps that succeeded come from Docker's cache. If it fails again at the "
             "same package, the index or mirror serves a broken file, or a proxy cuts the download: try another index "
-            "(--pip-index-url / --pip-extra-index-url) or check the proxy (--ca-cert).",
+            f"({ctx.option('--pip-index-url', 'URL')}) or check the proxy ({ctx.option('--ca-cert', 'PEM')}).",
         )
     if any(s in low for s in NETWORK):
-        return DockerError(f"Network failure during the image {ctx.during}: {first}", remedy=_network_remedy(ctx.during))
+        return DockerError(f"Network failure during the image {ctx.during}: {first}", remedy=_network_remedy(ctx))
     what = {"build": "The image build failed", "run": "The container failed to start", "connect": "Docker failed"}.get(ctx.during, "Docker failed")
     return DockerError(f"{what}: {first}", remedy=f"The engine's full message is above; see {DOCS} ('When something goes wrong').")
 
@@ -155,19 +179,20 @@ def base_missing(ctx: Context, said: str) -> DockerError:
     base = ctx.base or "the base image"
     facts = STACKS.get(ctx.stack or "")
     local = facts.local_base if facts is not None else None
+    on_it = (lambda name: f"add {ctx.option('--base', name)} to the make command") if ctx.via_make else \
+        (lambda name: f"build on it with {ctx.option('--base', name)}")
     if local is not None:
         image, suite = local
-        make = (f"make a local one with `sudo bash scripts/make_base_image.sh {image} {suite}` and build on it with "
-                f"--base {image}")
+        make = f"make a local one with `sudo bash scripts/make_base_image.sh {image} {suite}` and {on_it(image)}"
     else:
-        make = ("load a copy (docker save on a machine that can pull it, docker load here) and build on it with --base NAME; "
+        make = (f"load a copy (docker save on a machine that can pull it, docker load here) and {on_it('NAME')}; "
                 "scripts/make_base_image.sh cannot make it")
         if facts is not None and facts.name == "cuda12-fused":
             make += " (it is NVIDIA's CUDA devel image, for nvcc), or use --stack cuda12, which needs no CUDA base"
     return DockerError(
         f"Docker cannot get the base image {base} (no registry reachable, or no such tag; the engine said: {said.strip()}): {make}.",
         remedy=(
-            "Where a registry is reachable, `docker pull` it first; any local copy of the same OS works with --base NAME. "
+            f"Where a registry is reachable, `docker pull` it first; any local copy of the same OS works with {ctx.option('--base', 'NAME')}. "
             "scripts/make_base_image.sh makes Debian and Ubuntu "
             f"bases from their mirrors without any registry (see {DOCS}, 'Local mirrors and air-gapped machines'). "
             "NVIDIA deleted the CUDA 10 tags of nvidia/cuda; no kit stack needs them."

@@ -70,6 +70,15 @@ class LaunchOutcome:
     #: a resume: the cells its earlier sessions had finished (None: a new run)
     finished_before: int | None = None
 
+    @property
+    def closing_note(self) -> str | None:
+        """The run's last line where no GPU was used (the cpu stack, or --device cpu): said at
+        the end, with the result, not before anything ran."""
+        if self.gpus:
+            return None
+        return (f"No GPU was used: the {self.stack} stack ran PyTorch on the CPU. This checked the kit end to end; "
+                "its numbers are not GPU results.")
+
     def summary(self) -> str:
         """"5 measured, 4 skipped" (and failed, and what a resume found finished)."""
         c = {"ok": 0, "skipped": 0, "failed": 0, **self.counts}
@@ -383,8 +392,8 @@ def launch(
     smoke_default = stack == "auto" and not uses_gpu
     if not stack_facts(resolved).uses_gpu:
         notes.append(
-            "No GPU was used: the cpu stack runs PyTorch on the CPU. This checks the kit end to end; its numbers are not GPU results."
-            if stack == "auto" else
+            "No GPU stack can run here (kit doctor says why): the cpu stack runs the smoke suite on the CPU, "
+            "with synthetic data, a check of the kit." if stack == "auto" else
             "The cpu stack does not use a GPU" + (" (--gpu is ignored)." if gpu_given is not None else ".")
         )
     for n in notes:

@@ -97,11 +97,28 @@ def epoch_time_ratio(cell: Any, fp32_cell: Any) -> Optional[float]:
     return ratio_of_medians(metric_values(fp32_cell, EPOCH_S), metric_values(cell, EPOCH_S))
 
 
+#: the most decimals a ratio too small for its usual decimals is given; smaller ones print as
+#: "<0.000000001"
+MAX_RATIO_DECIMALS = 9
+
+
+def ratio_digits(value: float, decimals: int = RATIO_DECIMALS) -> str:
+    """A ratio's number in ``decimals`` decimals: ``2.45``. One that would read as zero there
+    (0.00042 in three: ``0.000``) keeps as many significant digits instead: ``0.000420``."""
+    if value == 0 or abs(value) >= 0.5 * 10 ** -decimals:
+        return "{:.{d}f}".format(value, d=decimals)
+    places = decimals - 1 - math.floor(math.log10(abs(value)))
+    if places > MAX_RATIO_DECIMALS:
+        return ("<" if value > 0 else ">-") + "{:.{d}f}".format(10.0 ** -MAX_RATIO_DECIMALS, d=MAX_RATIO_DECIMALS)
+    return "{:.{d}f}".format(value, d=places)
+
+
 def fmt_ratio(value: Optional[float], decimals: int = RATIO_DECIMALS) -> str:
-    """A ratio as every view prints it: ``2.45×`` (``—`` when unknown)."""
+    """A ratio as every view prints it: ``2.45×`` (``—`` when unknown; see :func:`ratio_digits`
+    for one too small for ``decimals``)."""
     if value is None or not math.isfinite(value):
         return "—"
-    return "{:.{d}f}×".format(value, d=decimals)
+    return ratio_digits(value, decimals) + "×"
 
 
 def fmt_speedup(value: Optional[float]) -> str:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from kit import __version__
-from kit.errors import SchemaError, UsageError
+from kit.errors import NEWER_KIT_REMEDY, SchemaError, UsageError
 from kit.results.cell_ids import cell_id, cell_label, cell_learner
 from kit.results.precisions import PRECISIONS
 from kit.results.schema_names import (CIFAR_ENGINES, CIFAR_MODELS, DEFAULT_FASTAI_LEARNER, FASTAI_LEARNERS, GPT_PRESETS,
@@ -371,7 +371,7 @@ def check_version(version: Any, source: str = "results") -> None:
     if version > SCHEMA_VERSION:
         raise SchemaError(
             f"{source} uses results schema v{version}, newer than this kit understands (v{SCHEMA_VERSION}).",
-            remedy="Upgrade the kit (pip install -U mpkit) to read it.",
+            remedy=NEWER_KIT_REMEDY,
         )
     raise SchemaError(
         f"{source} uses results schema v{version}, older than this kit's v{SCHEMA_VERSION}.",

@@ -139,9 +139,30 @@ def execute(
             return _execute_locked(state.config, state.run_id, run_dir, results_root, state.done, state.started_at,
                                    lock, ui, make_bundle, resumed=True)
         return _execute_locked(config, run_dir.name, run_dir, results_root, {}, None, lock, ui, make_bundle, resumed=False)
+    except DiskFull as exc:
+        exc.remedy = disk_full_remedy(run_dir)
+        raise
     finally:
         if own_lock:
             lock.release()
+
+
+def disk_full_remedy(run_dir: Path) -> str:
+    """What to do after the disk filled during the run in ``run_dir``: make the bundle of a run
+    that ended complete, continue one whose journal has begun, else start again."""
+    try:
+        status = json.loads((run_dir / RESULTS_NAME).read_text(encoding="utf-8")).get("status")
+    except (OSError, ValueError, AttributeError):
+        status = None
+    if status == "complete":
+        return f"Free some space, then make the run's bundle: kit bundle export {run_dir}"
+    try:
+        begun = (run_dir / JOURNAL_NAME).stat().st_size > 0
+    except OSError:
+        begun = False
+    if begun:
+        return f"Free some space, then continue the run where it stopped: kit run --resume {run_dir}"
+    return f"Free some space (or choose another folder) and run again; {run_dir} holds nothing to resume."
 
 
 def make_run_dir(run_dir: Path) -> Path:

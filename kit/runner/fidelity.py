@@ -60,7 +60,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from kit.compare.stats import Sample, ratio_estimate
+from kit.compare.stats import UNBOUNDED, Sample, ratio_estimate
 from kit.errors import RunFailed, UsageError
 
 #: the kit's checkout or installed package root: `python -m kit run` runs from here
@@ -463,7 +463,8 @@ def format_table(report: dict) -> str:
         k = f"{r['kit_tokens_per_s']:,.0f}" if r["kit_tokens_per_s"] else "—"
         ratio = f"{r['kit_over_original']:.3f}" if r["kit_over_original"] else "—"
         ci_pair = r.get("kit_over_original_ci95") or [None, None]
-        ci_cell = f"[{ci_pair[0]:.3f}, {ci_pair[1]:.3f}]" if None not in ci_pair else ("unbounded" if r.get("kit_cell") else "—")
+        ci_cell = (f"[{ci_pair[0]:.3f}, {ci_pair[1]:.3f}]" if None not in ci_pair else "—" if not r.get("kit_cell")
+                   else "n/a (1 round)" if (r.get("rounds") or 0) < 2 else UNBOUNDED.format(divisor="the original's"))
         rounds = ", ".join(f"{x:.3f}" if x else "—" for x in r.get("kit_over_original_by_round") or []) or "—"
         lines.append(f"| {r['preset']} | {r['original']} | {r['kit_cell'] or '—'} | {r['original_tokens_per_s']:,.0f} | {k} | {ratio} "
                      f"| {ci_cell} | {rounds} | {verdict_text(r)} |")

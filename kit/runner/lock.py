@@ -149,8 +149,11 @@ def _in_use(run_dir: Path, holder: "dict | None") -> UsageError:
     host = (holder or {}).get("host", "unknown")
     return UsageError(
         f"run folder in use (pid {pid}, host {host}): {run_dir} is being written by another kit run.",
-        remedy=(f"Wait for that run to end (or stop it: kill -INT {pid} on {host}), then resume it. If that process "
-                f"is gone (a crashed container, another machine), delete {run_dir / LOCK_NAME} and resume."),
+        # SIGTERM, not SIGINT: a run started in the background of a script ignores SIGINT; SIGTERM
+        # stops any run as Ctrl-C does (kit.runner.stop_signals), finished cells kept
+        remedy=(f"Wait for that run to end (or stop it: kill -TERM {pid} on {host}; it keeps its finished cells), "
+                f"then resume it. If that process is gone (a crashed container, another machine), delete "
+                f"{run_dir / LOCK_NAME} and resume."),
     )
 
 

@@ -9,8 +9,8 @@ writes anything):
 3. a resumed run folder is locked (exit 2 when another process writes it); a run that had
    already ended complete says so, with its bundle, and stops;
 4. the results folder must be writable (exit 2; probed, nothing left), the benchmark stack
-   (torch) must import (exit 6), the device must be usable (exit 6), the real data present
-   or fetched (exit 3);
+   must import (torch, and torchvision and fastai where the cells need them; exit 6), the
+   device must be usable (exit 6), the real data present or fetched (exit 3);
 5. the run (kit.runner.execute): progress on stderr, the bundle's path on stdout.
 """
 
@@ -25,14 +25,15 @@ from kit.runner.option_checks import check_gpt_settings, check_lstm_settings, ch
 from kit.runner.option_config import config_from_options
 from kit.runner.option_fields import RunOptions
 
-BENCH_STACK_REMEDY = ("Install it with: pip install 'mpkit[bench]' (torch, torchvision, fastai), "
-                      "or run in the kit's container instead: kit launch.")
-
-
-def check_bench_stack() -> None:
-    """EnvironmentCheckError (exit 6) when the benchmark stack (torch) is missing or does not
-    import: a host-only install (`pip install .`) has the command line but not the runner."""
+def check_bench_stack(config: RunConfig, console=None) -> None:
+    """EnvironmentCheckError (exit 6) when the benchmark stack the run's cells need is missing or
+    broken: torch not installed (a host-only install, `pip install .`), or torch, torchvision or
+    fastai not importing (kit.env.bench_stack, in a child process: the pair that fixes it), or
+    torch not importing in this process."""
     import importlib.util
+
+    from kit.env.bench_stack import check_for_run, install_remedy, needed_for
+    from kit.runner.plan import build_plan
 
     try:
         spec = importlib.util.find_spec("torch")
@@ -40,13 +41,14 @@ def check_bench_stack() -> None:
         spec = None
     if spec is None:
         raise EnvironmentCheckError("kit run needs the benchmark stack (PyTorch), which is not installed here.",
-                                    remedy=BENCH_STACK_REMEDY)
+                                    remedy=install_remedy())
+    check_for_run(needed_for(build_plan(config).cells), console)
     from kit.bench.api import import_stack
 
     problem = import_stack()
     if problem:
         raise EnvironmentCheckError(f"kit run needs the benchmark stack, but PyTorch does not import here ({problem}).",
-                                    remedy=BENCH_STACK_REMEDY)
+                                    remedy=install_remedy())
 
 
 RESUME_NOTE = "Resuming: the run's own options (from its journal) apply."
@@ -112,7 +114,7 @@ def _resume(resume_dir: Path, options: RunOptions, console) -> None:
 
 def _check_can_run(config: RunConfig, options: RunOptions, console) -> None:
     """The benchmark stack imports (always) and the device is usable (unless --skip-checks): exit 6."""
-    check_bench_stack()
+    check_bench_stack(config, console)
     from kit.runner.isolate import check_data_parallel
 
     check_data_parallel(config)  # --gpus N: the GPUs exist here (exit 2)
