@@ -75,7 +75,7 @@ def torchao_float8_status() -> tuple[bool, str]:
     try:
         import torchao  # noqa: F401
     except ImportError:
-        return False, "torchao is not installed in this environment (pip install 'mpkit[bench]' brings it)"
+        return False, "torchao is not installed in this environment (pip install '.[bench]' in the kit's clone brings it)"
     except Exception as exc:  # a torchao built for another torch can fail in other ways
         return False, f"torchao does not import here ({exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
     try:
