@@ -1,7 +1,7 @@
 """`kit doctor`: stack verdicts, messages, recommendation and exit codes on fake hosts.
 
 The hosts are hand-written NVML fixtures (tests/fixtures/nvml/*.json, each
-labelled as such) fed through kit.env.nvml_fake.FakeNVML, and fake Docker
+labelled as such) fed through fixtures.nvml_fake.FakeNVML, and fake Docker
 clients answering `docker info`.
 """
 
@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from fixtures.cli import run_main
+from fixtures.nvml_fake import FakeNVML
 from kit.env import docker_probe, doctor
 from kit.env import nvml as nvml_mod
 from kit.env.doctor_report import Report
-from kit.env.nvml_fake import FakeNVML
 from kit.errors import DockerError, EnvironmentCheckError
 from kit.facts.stacks import STACKS
 
