@@ -3,18 +3,11 @@
 from __future__ import annotations
 
 import json
-from enum import Enum
 from typing import Optional
 
 import typer
 
-
-class StackChoice(str, Enum):
-    auto = "auto"
-    cuda10 = "cuda10"
-    cuda12 = "cuda12"
-    cuda12_fused = "cuda12-fused"
-    cpu = "cpu"
+from kit.cli.stacks import StackChoice
 
 
 def doctor(

@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-from enum import Enum
 from pathlib import Path
 from typing import Optional
 
 import typer
 
+from kit.cli.stacks import StackChoice
+
 app = typer.Typer(help="Build and list the kit's container images (stacks cuda10, cuda12, cuda12-fused, cpu).", no_args_is_help=True)
-
-
-class StackChoice(str, Enum):
-    auto = "auto"
-    cuda10 = "cuda10"
-    cuda12 = "cuda12"
-    cuda12_fused = "cuda12-fused"
-    cpu = "cpu"
 
 
 @app.command("build")
