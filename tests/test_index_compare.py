@@ -223,7 +223,7 @@ def test_where_gpu_by_its_model_name_alone(indexed, capsys, monkeypatch):
 
 
 def test_the_command_line_ends_at_once_with_its_output_whole_and_its_exit_code(indexed, capsys, monkeypatch, tmp_path):
-    """`kit compare` on the command line ends without freeing the comparison (kit.cli.main._exit_now):
+    """`kit compare` on the command line ends without freeing the comparison (kit.cli.fast_exit.exit_now):
     its output is all there, flushed, the same as in-process, and its exit code is kept (5 here: one
     input failed verification; the others were compared)."""
     from test_index_fixtures import kit_cli
@@ -246,11 +246,12 @@ def test_the_collector_is_back_on_after_a_compare_in_process_and_left_off_when_t
                                                                                                      monkeypatch):
     """`kit compare` pauses the garbage collector while it builds a fleet's million objects. Called
     in-process (main(argv), as here), it switches it back on; on the command line it leaves it off
-    until the process ends at once (kit.cli.main._exit_now): switched on, its first pass would walk
+    until the process ends at once (kit.cli.fast_exit.exit_now): switched on, its first pass would walk
     every object of the comparison just before the end."""
     import gc
     import sys
 
+    from kit.cli import fast_exit
     from kit.cli import main as cli_main
 
     index, _ = indexed
@@ -268,13 +269,13 @@ def test_the_collector_is_back_on_after_a_compare_in_process_and_left_off_when_t
         seen.update(code=code, collector=gc.isenabled())
         raise Ended
 
-    monkeypatch.setattr(cli_main, "_exit_now", exit_now)
+    monkeypatch.setattr(fast_exit, "exit_now", exit_now)
     monkeypatch.setattr(sys, "argv", ["kit", "compare", "--index", str(index), "--json"])
     try:
         with pytest.raises(Ended):
             cli_main.main()
         assert seen == {"code": 0, "collector": False}
-        assert cli_main._KEPT == [] and cli_main._COMMAND_LINE is False
+        assert not fast_exit.kept() and fast_exit._COMMAND_LINE is False
     finally:
         gc.enable()
     capsys.readouterr()

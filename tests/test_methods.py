@@ -182,7 +182,7 @@ def test_the_index_keeps_methods_and_history_breaks_where_the_method_changed(rev
     code, out, err = run_main(["index", "history", "--index", str(index), "--host", "fixture-host-b"], capsys, monkeypatch)
     assert "method changed: no ratio" in out and "6 break(s) in the series" in " ".join(out.split())
     # compare --index decides as compare of the tarballs does
-    from kit.cli.index import comparison
+    from kit.index.query import comparison
 
     cmp = comparison(index, None, None, None, None)
     assert [r.cell_id for r in cmp.rows] == [r.cell_id for r in compare_paths([old, new, again]).rows]

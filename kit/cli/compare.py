@@ -9,6 +9,8 @@ from typing import Iterator, List, Optional
 
 import typer
 
+from kit.cli.fast_exit import keep_until_exit
+
 
 def compare(
     inputs: Optional[List[Path]] = typer.Argument(None, help="Bundles (.tar.gz), run folders or results.json files; the first is the baseline."),
@@ -65,7 +67,7 @@ def compare(
             paths = refs + paths
             baseline = baseline or "1"
         if index is not None or where or since is not None or host is not None:
-            from kit.cli.index import comparison
+            from kit.index.query import comparison
 
             if index is None or paths:
                 raise UsageError("--where, --since and --host go with --index; give --index FILE or files, not both.")
@@ -94,8 +96,6 @@ def compare(
             err.print(f"HTML report: {html}")
         if pct is not None:
             check_regressions(cmp, pct)
-        from kit.cli.main import keep_until_exit
-
         # the command line ends without freeing it (a fleet's is a million objects), and so without
         # the collector: switched back on, its first pass would walk every one of them (0.15 s)
         paused.resume = paused.resume and not keep_until_exit(cmp)

@@ -1,6 +1,6 @@
 """`kit index`: a results index (one SQLite file): add bundles once, list them, follow a machine over time.
 
-`kit compare --index FILE` compares from it (kit/cli/compare.py calls :func:`comparison`).
+`kit compare --index FILE` compares from it (:func:`kit.index.query.comparison`).
 docs/results-index.md is the guide.
 """
 
@@ -214,21 +214,6 @@ def history(
         console.print(f"{breaks} break(s) in the series: the cell was measured by another method (engine revision or "
                       "settings) than in the run before, so no change is computed there (kit index history --json "
                       "names each method).", markup=False)
-
-
-def comparison(index: Path, where, since, host, baseline, allow_method_change: bool = False):
-    """`kit compare --index`: the comparison of the matching runs, from the index alone."""
-    from kit.compare.engine import build_comparison
-    from kit.index.db import open_index
-    from kit.index.query import make_filter, sources
-
-    flt = make_filter(where or (), since, host)
-    con = open_index(index)
-    try:
-        srcs = sources(con, flt, baseline)
-    finally:
-        con.close()
-    return build_comparison(srcs, allow_method_change)
 
 
 def register(main_app: typer.Typer) -> None:
