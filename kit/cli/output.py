@@ -38,9 +38,6 @@ class Output:
 
     targets: dict = field(default_factory=dict)
 
-    def wants(self, fmt: str) -> bool:
-        return fmt in self.targets
-
     @property
     def to_stdout(self) -> Optional[str]:
         """The format printed to stdout, if one is."""
