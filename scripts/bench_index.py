@@ -14,7 +14,7 @@ Makes N SYNTHETIC bundles in the real format, with the kit's own bundle writer
 
 Then, in rounds (the machine is shared: the best of the rounds is the figure, every round is kept):
 ``kit index add`` of all N into a new index (one process, wall time); the same again (every bundle a
-no-op); ``kit compare --index`` of the first M by run date, ``--json`` and the terminal tables
+no-op); ``kit compare --index`` of the first M by run date, ``--json -`` and the terminal tables
 (COLUMNS=120, to a file), each in a process of its own, with its peak RSS from ``os.wait4``.
 Writes index-bench.json to OUT_DIR and prints a summary.
 """
@@ -187,7 +187,7 @@ def main() -> None:
             timed(kit + ["index", "add", "--index", str(sub), *map(str, first)], env=env, cwd=work)
             loop_s = python_speed()  # how fast the machine is just before the compares (it varies)
             with open(work / "compare.json", "wb") as fh:
-                cmp_json = timed(kit + ["compare", "--index", str(sub), "--json"], stdout=fh, env=env, cwd=work)
+                cmp_json = timed(kit + ["compare", "--index", str(sub), "--json", "-"], stdout=fh, env=env, cwd=work)
             with open(work / "compare.txt", "wb") as fh:
                 cmp_text = timed(kit + ["compare", "--index", str(sub)], stdout=fh, env=env, cwd=work)
             n_sources = len(json.loads((work / "compare.json").read_text())["sources"])

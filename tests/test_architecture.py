@@ -258,3 +258,9 @@ def test_every_name_is_imported_from_the_module_that_defines_it():
                  for path in sorted((repo / folder).rglob("*.py"))
                  for what in misplaced_imports(path.read_text(encoding="utf-8"), homes)]
     assert not offenders, "names imported from a module that does not define them:\n" + "\n".join(offenders)
+
+
+def test_the_package_ships_no_test_double():
+    """Fakes for the tests (a fake NVML, fake Docker clients) live under tests/fixtures, not in the package."""
+    doubles = [str(p.relative_to(ROOT.parent)) for p in ROOT.rglob("*.py") if "fake" in p.stem.lower()]
+    assert not doubles, f"test doubles in the package: {doubles} (move them to tests/fixtures/)"

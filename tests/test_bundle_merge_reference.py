@@ -41,7 +41,7 @@ def test_compare_against_the_reference_from_the_command_line(tmp_path):
     [ref] = reference_bundles("h200")
     mine = tmp_path / "mine.tar.gz"  # a copy stands in for a user's bundle from an identical machine
     shutil.copy(ref, mine)
-    out = subprocess.run([sys.executable, "-m", "kit", "compare", str(mine), "--against", "h200", "--json"],
+    out = subprocess.run([sys.executable, "-m", "kit", "compare", str(mine), "--against", "h200", "--json", "-"],
                          capture_output=True, text=True, cwd=REPO)
     assert out.returncode == 0, out.stderr
     assert "cifar/resnet18/amp-bf16/torch" in out.stdout
@@ -155,7 +155,7 @@ def test_compare_against_h200_works_from_any_folder(tmp_path):
     elsewhere = tmp_path / "somewhere" / "else"
     elsewhere.mkdir(parents=True)
     shutil.copy(ref, elsewhere / "mine.tar.gz")
-    out = subprocess.run([sys.executable, "-m", "kit", "compare", "mine.tar.gz", "--against", "h200", "--json"],
+    out = subprocess.run([sys.executable, "-m", "kit", "compare", "mine.tar.gz", "--against", "h200", "--json", "-"],
                          capture_output=True, text=True, cwd=elsewhere, env=_env_with(REPO))
     assert out.returncode == 0, out.stderr
     assert "cifar/resnet18/amp-bf16/torch" in out.stdout
@@ -204,7 +204,7 @@ def test_an_installed_wheel_ships_the_reference_and_compare_against_works_from_i
     which = subprocess.run([sys.executable, "-c", "import kit; print(kit.__file__)"], cwd=elsewhere,
                            capture_output=True, text=True, env=_env_with(site))
     assert which.stdout.strip().startswith(str(site)), which.stdout  # the installed copy, not the checkout
-    out = subprocess.run([sys.executable, "-m", "kit", "compare", "mine.tar.gz", "--against", "h200", "--json"],
+    out = subprocess.run([sys.executable, "-m", "kit", "compare", "mine.tar.gz", "--against", "h200", "--json", "-"],
                          capture_output=True, text=True, cwd=elsewhere, env=_env_with(site))
     assert out.returncode == 0, out.stderr
     assert "cifar/resnet18/amp-bf16/torch" in out.stdout

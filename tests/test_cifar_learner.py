@@ -286,7 +286,7 @@ def test_compare_labels_fastai_cells_with_their_learner_and_warns_when_they_diff
     assert compare_paths([old, same_a]).rows[0].label == "cifar/resnet18/fp32/fastai (learners differ: scratch / create_cnn)"
 
     monkeypatch.setenv("COLUMNS", "220")
-    for extra in ([], ["--markdown"]):
+    for extra in ([], ["--markdown", "-"]):
         try:
             main(["compare", str(same_a), str(old), *extra])
         except SystemExit as exc:

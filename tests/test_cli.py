@@ -135,3 +135,21 @@ def test_the_plan_estimate_counts_one_lstm_epoch_in_throughput_mode():
     one = CellSpec("lstm", "tensor-core", "fp32", "kit", {"preset": "tensor-core", "epochs": 1})
     assert estimate_seconds(spec, 1, 10.0, "throughput") == estimate_seconds(one, 1, 10.0, "throughput")
     assert estimate_seconds(spec, 1, 10.0, "convergence") > 10 * estimate_seconds(one, 1, 10.0, "convergence")
+
+
+def test_every_stack_option_takes_auto_and_the_stacks_the_kit_has():
+    """`kit doctor`, `kit image build` and `kit launch` take --stack from one list, kit.facts.stacks's."""
+    from typing import get_type_hints
+
+    from kit.cli.stacks import StackChoice
+    from kit.facts.stacks import STACK_NAMES
+
+    seen = {}
+    for path, cmd in _all_commands():
+        for param in getattr(cmd, "params", []):
+            if "--stack" in param.opts:
+                choice = get_type_hints(cmd.callback)[param.name]
+                seen[" ".join(path)] = [c.value for c in choice]
+                assert choice is StackChoice, path
+                assert f"<{'|'.join(seen[' '.join(path)])}>" in runner.invoke(app, [*path, "--help"]).output
+    assert seen == {name: ["auto", *STACK_NAMES] for name in ("doctor", "launch", "image build")}

@@ -64,12 +64,12 @@ def test_two_bundles_compare_as_rich_tables(two, capsys, monkeypatch):
 def test_not_compared_list_is_summarised_by_reason(tmp_path, capsys, monkeypatch):
     a = _bundle(tmp_path, "a", standard_cells())
     b = _bundle(tmp_path, "b", standard_cells(models=("resnet18",)), host="fixture-host-b")
-    code, out, _ = _run_cli(["compare", str(a), str(b), "--markdown"], capsys, monkeypatch)
+    code, out, _ = _run_cli(["compare", str(a), str(b), "--markdown", "-"], capsys, monkeypatch)
     assert code == 0
     lines = out[out.index("## Not compared"):].splitlines()
     assert lines[0].startswith("## Not compared: 3 cells") and "- 3 cells: missing in B" in lines
     assert not any(line.startswith("- cannot compare") for line in lines)
-    data = json.loads(_run_cli(["compare", str(a), str(b), "--json"], capsys, monkeypatch)[1])
+    data = json.loads(_run_cli(["compare", str(a), str(b), "--json", "-"], capsys, monkeypatch)[1])
     assert data["not_compared_by_reason"] == [{"reason": "missing in B", "cells": 3}]
     assert len(data["not_comparable"]) == 3
 
@@ -90,7 +90,7 @@ def test_two_copies_of_one_run_are_flagged_as_the_same_run(two, tmp_path, capsys
 
 def test_csv_has_one_line_per_cell_and_machine_with_ratios(two, capsys, monkeypatch):
     a, b = two
-    code, out, err = _run_cli(["compare", str(a), str(b), "--csv"], capsys, monkeypatch)
+    code, out, err = _run_cli(["compare", str(a), str(b), "--csv", "-"], capsys, monkeypatch)
     assert code == 0
     rows = list(csv.DictReader(io.StringIO(out)))
     cells = {r["cell_id"] for r in rows}
@@ -111,7 +111,7 @@ def test_csv_has_one_line_per_cell_and_machine_with_ratios(two, capsys, monkeypa
 
 def test_json_output_is_complete(two, capsys, monkeypatch):
     a, b = two
-    code, out, _ = _run_cli(["compare", str(a), str(b), "--json"], capsys, monkeypatch)
+    code, out, _ = _run_cli(["compare", str(a), str(b), "--json", "-"], capsys, monkeypatch)
     assert code == 0
     data = json.loads(out)
     assert "Fieller" in data["method"] and data["baseline"] == "A"
@@ -127,7 +127,7 @@ def test_json_output_is_complete(two, capsys, monkeypatch):
 
 def test_markdown_output_has_the_three_tables(two, capsys, monkeypatch):
     a, b = two
-    code, out, _ = _run_cli(["compare", str(a), str(b), "--markdown"], capsys, monkeypatch)
+    code, out, _ = _run_cli(["compare", str(a), str(b), "--markdown", "-"], capsys, monkeypatch)
     assert code == 0
     assert "## Time per epoch and throughput" in out
     assert "## Speedup over fp32 on each machine" in out
@@ -214,7 +214,7 @@ def test_every_cv_in_a_compare_cell_says_whose_it_is(tmp_path, capsys, monkeypat
     slow_first["summary"] = summarise_repeats(slow_first["repeats"])
     a = _bundle(tmp_path, "a", [slow_first])
     b = _bundle(tmp_path, "b", [make_cell("resnet18", "fp32", epoch_s=[10.0, 10.1, 9.9])], host="fixture-host-b")
-    for args in ([], ["--markdown"]):
+    for args in ([], ["--markdown", "-"]):
         code, out, _ = _run_cli(["compare", str(a), str(b), *args], capsys, monkeypatch)
         assert code == 0
         assert "throughput CV 0.0%" in out and "high epoch-time CV" in out
@@ -317,11 +317,11 @@ def test_a_speedup_outside_its_printed_interval_is_marked_and_explained(tmp_path
     b = _bundle(tmp_path, "b", skewed, host="fixture-host-b")
     est = compare_paths([a, b]).rows[1].machines[0].vs_fp32
     assert est.ratio == pytest.approx(2.0, rel=1e-3) and est.outside_ci
-    for args in ([], ["--markdown"]):
+    for args in ([], ["--markdown", "-"]):
         code, out, _ = _run_cli(["compare", str(a), str(b), *args], capsys, monkeypatch)
         assert code == 0 and "2.00×† [" in out
         assert "the ratio of medians lies outside the 95% CI of the ratio of means" in re.sub(r"\s+", " ", out)
-    data = json.loads(_run_cli(["compare", str(a), str(b), "--json"], capsys, monkeypatch)[1])
+    data = json.loads(_run_cli(["compare", str(a), str(b), "--json", "-"], capsys, monkeypatch)[1])
     assert data["rows"][1]["machines"]["A"]["speedup_vs_fp32"]["median_outside_ci"] is True
 
 
@@ -355,11 +355,11 @@ def test_convergence_runs_compare_their_final_quality_and_parity_verdicts(tmp_pa
     assert "test accuracy 0.57 (n=3)" in out and "-3.00 points vs fp32: worse than fp32" in out      # B's fp16
     assert "-3.00 points vs A" in out
 
-    code, md, err = _run_cli(["compare", str(a), str(b), "--markdown"], capsys, monkeypatch)
+    code, md, err = _run_cli(["compare", str(a), str(b), "--markdown", "-"], capsys, monkeypatch)
     assert code == 0 and "## Final quality (convergence runs" in md
     assert "held-out loss 6.4 (n=3)<br>+2.40% vs amp-bf16: worse than amp-bf16<br>+2.56% vs A" in md
 
-    code, text, err = _run_cli(["compare", str(a), str(b), "--csv"], capsys, monkeypatch)
+    code, text, err = _run_cli(["compare", str(a), str(b), "--csv", "-"], capsys, monkeypatch)
     rows = {(r["cell_id"], r["machine"]): r for r in csv.DictReader(io.StringIO(text))}
     fp8_b = rows[("gpt/gpt2-small/fp8-tensorwise/kit", "B")]
     assert fp8_b["final_metric_name"] == "held-out loss" and float(fp8_b["final_metric_median"]) == 6.40
@@ -375,7 +375,7 @@ def test_convergence_runs_compare_their_final_quality_and_parity_verdicts(tmp_pa
     assert code == 0 and "<h2>Final quality</h2>" in html
     assert "held-out loss 6.4 (n=3)<br>+2.40% vs amp-bf16: worse than amp-bf16<br>+2.56% vs A" in html
 
-    code, text, err = _run_cli(["compare", str(a), str(b), "--json"], capsys, monkeypatch)
+    code, text, err = _run_cli(["compare", str(a), str(b), "--json", "-"], capsys, monkeypatch)
     fp16 = next(r for r in json.loads(text)["rows"] if r["cell_id"] == "cifar/resnet18/amp-fp16/torch")["machines"]
     assert fp16["B"]["parity"]["verdict"] == "worse than fp32" and fp16["A"]["parity"]["verdict"] == "matches fp32"
     assert fp16["B"]["final_metric_gap_vs_baseline"] == pytest.approx(0.03)
@@ -383,7 +383,7 @@ def test_convergence_runs_compare_their_final_quality_and_parity_verdicts(tmp_pa
 
 def test_a_throughput_comparison_shows_no_final_quality(two, capsys, monkeypatch):
     a, b = two
-    code, out, err = _run_cli(["compare", str(a), str(b), "--markdown"], capsys, monkeypatch)
+    code, out, err = _run_cli(["compare", str(a), str(b), "--markdown", "-"], capsys, monkeypatch)
     assert code == 0 and "Final quality" not in out
-    code, text, err = _run_cli(["compare", str(a), str(b), "--csv"], capsys, monkeypatch)
+    code, text, err = _run_cli(["compare", str(a), str(b), "--csv", "-"], capsys, monkeypatch)
     assert all(r["final_metric_median"] == "" for r in csv.DictReader(io.StringIO(text)))

@@ -205,7 +205,7 @@ def test_a_corrupt_a_tampered_and_a_hostile_bundle_among_many_are_refused_and_th
     link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
     hostile = write_bundle(tmp_path / "hostile.tar.gz", dict(template), extra=(link,))
     inputs = [good[0], corrupt, *good[1:50], tampered, *good[50:], hostile]
-    code, out, err = run_main(["compare", *map(str, inputs), "--json"], capsys, monkeypatch)
+    code, out, err = run_main(["compare", *map(str, inputs), "--json", "-"], capsys, monkeypatch)
     assert code == 5, err
     data = json.loads(out)
     assert len(data["sources"]) == 97 and {s["machine"] for s in data["sources"]} == {f"fixture-node{i:03d}" for i in range(97)}
@@ -269,7 +269,7 @@ def test_a_hostile_bundle_verifies_and_show_prints_it_inert(hostile, capsys, mon
 @pytest.mark.parametrize("fmt", ["rich", "--markdown", "--csv", "--json"])
 def test_compare_prints_a_hostile_bundles_text_inert_in_every_format(hostile, capsys, monkeypatch, fmt, fleet_size):
     bad, others = hostile
-    args = ["compare", str(others[0]), str(bad), *map(str, others[1:fleet_size - 1])] + ([] if fmt == "rich" else [fmt])
+    args = ["compare", str(others[0]), str(bad), *map(str, others[1:fleet_size - 1])] + ([] if fmt == "rich" else [fmt, "-"])
     code, out, err = run_main(args, capsys, monkeypatch)
     assert code == 0, err
     _clean(out + err)

@@ -74,7 +74,7 @@ def test_fetch_from_a_local_url_then_verify_and_info(workdir, monkeypatch, capsy
     code, out, _err = _run(["data", "verify", "cifar100"], capsys)
     assert code == 0 and facts.md5 in out and "train 20, test 10 images; 100 classes" in out
 
-    code, out, _err = _run(["data", "info", "--json"], capsys)
+    code, out, _err = _run(["data", "info", "--json", "-"], capsys)
     report = json.loads(out)
     entry = next(d for d in report["datasets"] if d["dataset"] == "cifar100")
     assert entry["present"] and entry["verified"] is True and entry["caches"]

@@ -255,3 +255,34 @@ def test_no_tracker_number_in_a_path_name():
             if tracker_hits(name.replace("_", " ").replace("-", " ")) or tracker_hits(name):
                 hits.append(os.path.relpath(os.path.join(root, name), REPO))
     assert not hits, f"paths named after tracker numbers: {hits}"
+
+
+# --- commands shown -------------------------------------------------------------------------------
+
+FORMAT_OPTIONS = ("--json", "--csv", "--markdown", "--html")
+
+
+def format_options_without_a_target(text: str) -> list[str]:
+    """The kit command lines of ``text``'s code blocks that give a format option no FILE or ``-``."""
+    found, fenced = [], False
+    for n, line in enumerate(text.splitlines(), 1):
+        if FENCE.match(line):
+            fenced = not fenced
+            continue
+        command = line.split("  #")[0].split()
+        if not fenced or command[:1] != ["kit"]:
+            continue
+        for i, word in enumerate(command):
+            value = command[i + 1] if i + 1 < len(command) else ""
+            ends = not value or value[0] in "|;&<>" or value.startswith("2>")  # the shell's, not the option's
+            if word in FORMAT_OPTIONS and (ends or (value.startswith("-") and value != "-")):
+                found.append(f"{n}: {line.strip()}")
+    return found
+
+
+@pytest.mark.parametrize("page", doc_pages(), ids=lambda p: p.relative_to(REPO).as_posix())
+def test_every_format_option_shown_in_a_command_has_its_file_or_dash(page):
+    assert format_options_without_a_target("```\nkit compare a b --json\nkit doctor --json -\nkit compare a b --csv > x\n```\n") == [
+        "2: kit compare a b --json", "4: kit compare a b --csv > x"]
+    bad = format_options_without_a_target(page.read_text(encoding="utf-8"))
+    assert not bad, "a format option needs FILE or - (kit.cli.output):\n" + "\n".join(bad)

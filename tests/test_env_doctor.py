@@ -1,7 +1,7 @@
 """`kit doctor`: stack verdicts, messages, recommendation and exit codes on fake hosts.
 
 The hosts are hand-written NVML fixtures (tests/fixtures/nvml/*.json, each
-labelled as such) fed through kit.env.nvml_fake.FakeNVML, and fake Docker
+labelled as such) fed through fixtures.nvml_fake.FakeNVML, and fake Docker
 clients answering `docker info`.
 """
 
@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from fixtures.cli import run_main
+from fixtures.nvml_fake import FakeNVML
 from kit.env import bench_stack, docker_probe, doctor
 from kit.env import nvml as nvml_mod
 from kit.env.doctor_report import Report
-from kit.env.nvml_fake import FakeNVML
 from kit.errors import DockerError, EnvironmentCheckError
 from kit.facts.stacks import STACKS
 
@@ -264,7 +264,7 @@ def test_doctor_exit_code_follows_the_selected_stack(fake_host, capsys, host, ar
     fake_host(host)
     got, out, err = run_main(["doctor", *args], capsys)
     assert got == code, out + err
-    got_json, out_json, _ = run_main(["doctor", "--json", *args], capsys)
+    got_json, out_json, _ = run_main(["doctor", "--json", "-", *args], capsys)
     assert got_json == code
     doc = json.loads(out_json)
     assert doc["ok"] is (code == 0)
@@ -274,7 +274,7 @@ def test_doctor_exit_code_follows_the_selected_stack(fake_host, capsys, host, ar
 
 def test_doctor_json_is_machine_readable(fake_host, capsys):
     fake_host("a100_525")
-    code, out, _ = run_main(["doctor", "--json"], capsys)
+    code, out, _ = run_main(["doctor", "--json", "-"], capsys)
     doc = json.loads(out)
     assert code == 0
     assert doc["recommended_stack"] == "cuda12" and doc["selected_stack"] == "cuda12"
@@ -307,7 +307,7 @@ def test_doctor_through_typer_cli_runner(fake_host):
     from kit.cli.main import app
 
     fake_host("no_driver", docker_info=None)
-    result = CliRunner().invoke(app, ["doctor", "--json"])
+    result = CliRunner().invoke(app, ["doctor", "--json", "-"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["recommended_stack"] == "cpu"
     result = CliRunner().invoke(app, ["doctor", "--stack", "cuda12"])
@@ -320,7 +320,7 @@ def test_real_doctor_on_a_host_without_an_nvidia_driver(capsys):
         pytest.skip("this host has an NVIDIA driver; this test checks the no-driver path")
     code, out, _ = run_main(["doctor"], capsys)
     assert code == 0 and "Recommended stack: cpu" in out and "NVIDIA driver none" in out
-    code, out, _ = run_main(["doctor", "--json"], capsys)
+    code, out, _ = run_main(["doctor", "--json", "-"], capsys)
     doc = json.loads(out)
     assert code == 0 and doc["recommended_stack"] == "cpu" and doc["nvml"]["available"] is False
     code, _, err = run_main(["doctor", "--stack", "cuda12"], capsys)
@@ -348,3 +348,12 @@ def test_the_fused_variant_is_judged_like_cuda12_but_never_recommended():
     assert report.verdicts["cuda12-fused"].status == report.verdicts["cuda12"].status == "ok"
     assert report.recommended == "cuda12"
     assert "Apex 25.07" in STACKS["cuda12-fused"].description and "Apex 25.01" in STACKS["cuda12"].description
+
+
+def test_doctor_json_to_a_file_is_what_dash_prints_and_the_exit_code_still_follows(fake_host, capsys, tmp_path):
+    fake_host("gtx1080ti_410")
+    target = tmp_path / "doctor.json"
+    code, out, err = run_main(["doctor", "--stack", "cuda10", "--json", str(target)], capsys)
+    assert code == 6 and "GeForce GTX 1080 Ti" in out and f"JSON: {target}" in err  # the tables, the file, the verdict
+    printed = run_main(["doctor", "--stack", "cuda10", "--json", "-"], capsys)[1]
+    assert target.read_text() == printed and json.loads(printed)["ok"] is False

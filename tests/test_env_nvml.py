@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from fixtures.nvml_fake import FakeNVML
 from kit.env import nvml
-from kit.env.nvml_fake import FakeNVML
 from kit.env.probe import is_unknown
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nvml"

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from fixtures.nvml_fake import FakeNVML
 from kit.env import preflight
-from kit.env.nvml_fake import FakeNVML
 from kit.errors import EnvironmentCheckError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nvml"

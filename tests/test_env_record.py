@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from fixtures.nvml_fake import FakeNVML
 from kit.env import record
-from kit.env.nvml_fake import FakeNVML
 from kit.env.probe import is_unknown
 from kit.results.schema import RunConfig
 

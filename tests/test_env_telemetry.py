@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from fixtures.nvml_fake import FakeNVML
 from kit.env import telemetry
-from kit.env.nvml_fake import FakeNVML
 from kit.env.probe import is_unknown
 from kit.env.telemetry_summary import attach_energy
 from kit.results.schema import CellResult

@@ -110,7 +110,7 @@ CASES = [
     ("show-active-content", ["bundle", "show", "{active}"], 5),
     ("verify-not-gzip", ["bundle", "verify", "{not_gzip}"], 5),
     ("merge-tampered", ["bundle", "merge", "{good}", "{tampered}", "--out", "merged"], 5),
-    ("compare-fail-if-slower", ["compare", "{good}", "{slow}", "--fail-if-slower", "5", "--markdown"], 9),
+    ("compare-fail-if-slower", ["compare", "{good}", "{slow}", "--fail-if-slower", "5", "--markdown", "-"], 9),
 ]
 
 

@@ -116,7 +116,7 @@ def test_list_shows_the_runs_in_run_date_order_with_a_strangers_strings_inert(tm
     assert "\x1b" not in out and "\x07" not in out
     assert "vm[bold]x" in out  # no control left, and no rich markup read from it
     assert out.index("vm[bold]x") < out.index("fixture-late")  # run date order, not the order added
-    code, out, err = run_main(["index", "list", "--index", str(index), "--json", "--since", "2026-11-03"], capsys, monkeypatch)
+    code, out, err = run_main(["index", "list", "--index", str(index), "--json", "-", "--since", "2026-11-03"], capsys, monkeypatch)
     assert code == 0, err
     runs = json.loads(out)["runs"]
     assert [r["host"] for r in runs] == ["fixture-late"] and runs[0]["run_date"] == "2026-11-06T00:00:00Z"

@@ -44,8 +44,8 @@ def _json(args, capsys, monkeypatch) -> dict:
 
 def test_compare_from_the_index_equals_compare_of_the_same_tarballs(indexed, capsys, monkeypatch):
     index, bundles = indexed
-    from_files = _json(["compare", *map(str, bundles), "--json"], capsys, monkeypatch)
-    from_index = _json(["compare", "--index", str(index), "--json"], capsys, monkeypatch)
+    from_files = _json(["compare", *map(str, bundles), "--json", "-"], capsys, monkeypatch)
+    from_index = _json(["compare", "--index", str(index), "--json", "-"], capsys, monkeypatch)
     assert from_index["rows"] == from_files["rows"] and len(from_index["rows"]) == 6
     assert from_index["warnings"] == from_files["warnings"]
     assert from_index["not_compared_by_reason"] == from_files["not_compared_by_reason"]
@@ -53,8 +53,8 @@ def test_compare_from_the_index_equals_compare_of_the_same_tarballs(indexed, cap
         assert a.pop("kind") == "index" and b.pop("kind") == "bundle"
         assert a == b
     # the same with another baseline, by position in run-date order
-    from_files = _json(["compare", *map(str, bundles), "--json", "--baseline", "3"], capsys, monkeypatch)
-    from_index = _json(["compare", "--index", str(index), "--json", "--baseline", "3"], capsys, monkeypatch)
+    from_files = _json(["compare", *map(str, bundles), "--json", "-", "--baseline", "3"], capsys, monkeypatch)
+    from_index = _json(["compare", "--index", str(index), "--json", "-", "--baseline", "3"], capsys, monkeypatch)
     assert from_index["rows"] == from_files["rows"]
     assert from_index["sources"][0]["machine"] == "fixture-node002"
 
@@ -70,19 +70,19 @@ def test_compare_from_the_index_never_reopens_the_tarballs(indexed, capsys, monk
 
     monkeypatch.setattr(safe_open, "open_bundle", refuse)
     monkeypatch.setattr(safe_open, "read_members", refuse)
-    cmp = _json(["compare", "--index", str(copy), "--json"], capsys, monkeypatch)
+    cmp = _json(["compare", "--index", str(copy), "--json", "-"], capsys, monkeypatch)
     assert len(cmp["sources"]) == 4
 
 
 def test_where_since_and_host_pick_the_runs(indexed, capsys, monkeypatch):
     index, _ = indexed
-    cmp = _json(["compare", "--index", str(index), "--where", "gpu=Fixture GPU A", "--json"], capsys, monkeypatch)
+    cmp = _json(["compare", "--index", str(index), "--where", "gpu=Fixture GPU A", "--json", "-"], capsys, monkeypatch)
     assert [s["machine"] for s in cmp["sources"]] == ["fixture-node000", "fixture-node001", "fixture-node001"]
-    cmp = _json(["compare", "--index", str(index), "--since", "2026-11-02", "--json"], capsys, monkeypatch)
+    cmp = _json(["compare", "--index", str(index), "--since", "2026-11-02", "--json", "-"], capsys, monkeypatch)
     assert [s["run_id"] for s in cmp["sources"]] == ["FIXTURE-fixture-node001-1", "FIXTURE-fixture-node002-2",
                                                      "FIXTURE-fixture-node001-3"]
     cmp = _json(["compare", "--index", str(index), "--host", "fixture-node001", "--where", "gpu=Fixture GPU A",
-                 "--since", "2026-11-01", "--json"], capsys, monkeypatch)
+                 "--since", "2026-11-01", "--json", "-"], capsys, monkeypatch)
     assert [s["run_id"] for s in cmp["sources"]] == ["FIXTURE-fixture-node001-1", "FIXTURE-fixture-node001-3"]
 
 
@@ -96,7 +96,7 @@ def test_too_few_matching_runs_and_a_bad_date_are_one_line(indexed, capsys, monk
 
 def test_history_marks_the_driver_change_and_flags_the_planted_slowdown(indexed, capsys, monkeypatch):
     index, _ = indexed
-    h = _json(["index", "history", "--index", str(index), "--host", "fixture-node001", "--json"], capsys, monkeypatch)
+    h = _json(["index", "history", "--index", str(index), "--host", "fixture-node001", "--json", "-"], capsys, monkeypatch)
     assert [r["driver"] for r in h["runs"]] == ["580.159", "590.10"]
     assert len(h["cells"]) == 6
     for cell in h["cells"]:
@@ -200,7 +200,7 @@ def test_a_damaged_copy_in_the_index_is_a_schema_error_not_a_traceback(indexed, 
     con.execute("UPDATE bundles SET figures_z = ? WHERE id = (SELECT MIN(id) FROM bundles)", (blob,))
     con.commit()
     con.close()
-    for view in ([], ["--json"], ["--group-by", "gpu"]):
+    for view in ([], ["--json", "-"], ["--group-by", "gpu"]):
         code, out, err = run_main(["compare", "--index", str(copy), *view], capsys, monkeypatch)
         assert code == 4 and "is damaged" in err and "Traceback" not in err, (damage, view, err)
 
@@ -218,12 +218,12 @@ def test_where_matches_a_whole_word_of_the_field_and_host_the_exact_name():
 
 def test_where_gpu_by_its_model_name_alone(indexed, capsys, monkeypatch):
     index, _ = indexed
-    cmp = _json(["compare", "--index", str(index), "--where", "gpu=gpu a", "--json"], capsys, monkeypatch)
+    cmp = _json(["compare", "--index", str(index), "--where", "gpu=gpu a", "--json", "-"], capsys, monkeypatch)
     assert [s["gpu"] for s in cmp["sources"]] == ["Fixture GPU A"] * 3
 
 
 def test_the_command_line_ends_at_once_with_its_output_whole_and_its_exit_code(indexed, capsys, monkeypatch, tmp_path):
-    """`kit compare` on the command line ends without freeing the comparison (kit.cli.main._exit_now):
+    """`kit compare` on the command line ends without freeing the comparison (kit.cli.fast_exit.exit_now):
     its output is all there, flushed, the same as in-process, and its exit code is kept (5 here: one
     input failed verification; the others were compared)."""
     from test_index_fixtures import kit_cli
@@ -231,9 +231,9 @@ def test_the_command_line_ends_at_once_with_its_output_whole_and_its_exit_code(i
     index, bundles = indexed
     broken = tmp_path / "broken.tar.gz"
     broken.write_bytes(b"not a gzip file")
-    got = kit_cli("compare", *map(str, bundles), str(broken), "--json")
+    got = kit_cli("compare", *map(str, bundles), str(broken), "--json", "-")
     monkeypatch.setenv("COLUMNS", "200")
-    code, out, err = run_main(["compare", *map(str, bundles), str(broken), "--json"], capsys)
+    code, out, err = run_main(["compare", *map(str, bundles), str(broken), "--json", "-"], capsys)
     assert (got.returncode, code) == (5, 5), got.stderr
     assert json.loads(got.stdout) == json.loads(out) and got.stdout == out
     assert "refused" in got.stderr and "Traceback" not in got.stderr
@@ -246,16 +246,17 @@ def test_the_collector_is_back_on_after_a_compare_in_process_and_left_off_when_t
                                                                                                      monkeypatch):
     """`kit compare` pauses the garbage collector while it builds a fleet's million objects. Called
     in-process (main(argv), as here), it switches it back on; on the command line it leaves it off
-    until the process ends at once (kit.cli.main._exit_now): switched on, its first pass would walk
+    until the process ends at once (kit.cli.fast_exit.exit_now): switched on, its first pass would walk
     every object of the comparison just before the end."""
     import gc
     import sys
 
+    from kit.cli import fast_exit
     from kit.cli import main as cli_main
 
     index, _ = indexed
     assert gc.isenabled()
-    code, out, _ = run_main(["compare", "--index", str(index), "--json"], capsys)
+    code, out, _ = run_main(["compare", "--index", str(index), "--json", "-"], capsys)
     assert code == 0 and json.loads(out)["rows"]
     assert gc.isenabled()
 
@@ -268,13 +269,13 @@ def test_the_collector_is_back_on_after_a_compare_in_process_and_left_off_when_t
         seen.update(code=code, collector=gc.isenabled())
         raise Ended
 
-    monkeypatch.setattr(cli_main, "_exit_now", exit_now)
-    monkeypatch.setattr(sys, "argv", ["kit", "compare", "--index", str(index), "--json"])
+    monkeypatch.setattr(fast_exit, "exit_now", exit_now)
+    monkeypatch.setattr(sys, "argv", ["kit", "compare", "--index", str(index), "--json", "-"])
     try:
         with pytest.raises(Ended):
             cli_main.main()
         assert seen == {"code": 0, "collector": False}
-        assert cli_main._KEPT == [] and cli_main._COMMAND_LINE is False
+        assert not fast_exit.kept() and fast_exit._COMMAND_LINE is False
     finally:
         gc.enable()
     capsys.readouterr()

@@ -60,9 +60,9 @@ def _in_index_order(index: Path) -> list[str]:
 
 def _views(args: list[str], capsys, monkeypatch, tmp_path: Path, tag: str) -> dict:
     out = {}
-    for view, extra in (("json", ["--json"]), ("csv", ["--csv"]), ("markdown", ["--markdown", "--verbose"]),
+    for view, extra in (("json", ["--json", "-"]), ("csv", ["--csv", "-"]), ("markdown", ["--markdown", "-", "--verbose"]),
                         ("terminal", ["--verbose"]), ("rows", ["--metric", "speedup"]),
-                        ("groups", ["--group-by", "gpu", "--json"])):
+                        ("groups", ["--group-by", "gpu", "--json", "-"])):
         code, stdout, stderr = run_main(args + extra, capsys, monkeypatch)
         assert code == 0, stderr
         out[view] = stdout
@@ -139,9 +139,9 @@ def test_an_index_of_an_older_schema_is_migrated_once_and_compares_the_same(inde
 
     old = tmp_path / f"v{version}.sqlite"
     _older_schema(indexes["lstm"], old, version)
-    code, new_json, err = run_main(["compare", "--index", str(old), "--json"], capsys, monkeypatch)
+    code, new_json, err = run_main(["compare", "--index", str(old), "--json", "-"], capsys, monkeypatch)
     assert code == 0, err
-    assert new_json == run_main(["compare", "--index", str(indexes["lstm"]), "--json"], capsys, monkeypatch)[1]
+    assert new_json == run_main(["compare", "--index", str(indexes["lstm"]), "--json", "-"], capsys, monkeypatch)[1]
     con = sqlite3.connect(old)
     try:
         assert con.execute("PRAGMA user_version").fetchone()[0] == db.SCHEMA_VERSION
@@ -172,7 +172,7 @@ def test_an_older_schema_index_that_cannot_be_written_is_one_line_naming_the_upd
         return c
 
     monkeypatch.setattr(db, "_connect", read_only)
-    code, out, err = run_main(["compare", "--index", str(old), "--json"], capsys, monkeypatch)
+    code, out, err = run_main(["compare", "--index", str(old), "--json", "-"], capsys, monkeypatch)
     assert code == 1 and "Traceback" not in err and len(err.strip().splitlines()) == 2
     assert "schema v1" in err and "needs to write it" in err and "kit index list --index" in err
     assert old.read_bytes() == before
@@ -189,7 +189,7 @@ def test_a_damaged_copy_in_an_older_schema_index_is_named_after_the_migration_no
     con.execute("UPDATE bundles SET results_z = ? WHERE id = (SELECT MIN(id) FROM bundles)", (damage,))
     con.commit()
     con.close()
-    code, out, err = run_main(["compare", "--index", str(old), "--json"], capsys, monkeypatch)
+    code, out, err = run_main(["compare", "--index", str(old), "--json", "-"], capsys, monkeypatch)
     assert code == 4 and "is damaged" in err and "Traceback" not in err
     con = sqlite3.connect(old)
     try:  # migrated all the same

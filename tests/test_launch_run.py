@@ -213,7 +213,7 @@ def test_cpu_stack_requests_no_gpu_and_says_so(results):
 
 
 def test_auto_without_a_gpu_runs_the_cpu_smoke_suite(results, monkeypatch):
-    from kit.env.nvml_fake import FakeNVML
+    from fixtures.nvml_fake import FakeNVML
 
     client = FakeClient(lambda r: FakeContainer(r, JOURNAL), runtimes=("runc",))
     nvml = FakeNVML.from_file(FIXTURES / "no_driver.json")
@@ -228,7 +228,7 @@ def test_auto_without_a_gpu_runs_the_cpu_smoke_suite(results, monkeypatch):
 
 
 def test_gpu_index_that_does_not_exist_stops_before_docker_runs(results):
-    from kit.env.nvml_fake import FakeNVML
+    from fixtures.nvml_fake import FakeNVML
 
     client = FakeClient(lambda r: FakeContainer(r, JOURNAL))
     nvml = FakeNVML.from_file(FIXTURES / "h200_580.json")  # one GPU: index 0

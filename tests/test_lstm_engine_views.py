@@ -55,7 +55,7 @@ def test_the_fixture_gives_the_two_engines_different_speedups():
 
 def test_compare_shows_both_engines_each_with_its_own_speedup(bundles):
     a, b = bundles
-    data = json.loads(CliRunner().invoke(app, ["compare", str(a), str(b), "--json"]).stdout)
+    data = json.loads(CliRunner().invoke(app, ["compare", str(a), str(b), "--json", "-"]).stdout)
     rows = {r["cell_id"]: r for r in data["rows"]}
     for engine in ("kit", "graphed"):
         row = rows[f"lstm/tensor-core/amp-fp16/{engine}"]

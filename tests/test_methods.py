@@ -141,7 +141,7 @@ def test_the_cli_says_it_and_exits_zero_on_fail_if_slower_unless_allowed(revisio
     assert "6 cells: measured otherwise in B" in text
     code, out, err = run_main(["compare", a, b, "--fail-if-slower", "5", "--allow-method-change"], capsys, monkeypatch)
     assert code == 9
-    code, out, err = run_main(["compare", a, b, "--json", "--allow-method-change"], capsys, monkeypatch)
+    code, out, err = run_main(["compare", a, b, "--json", "-", "--allow-method-change"], capsys, monkeypatch)
     doc = json.loads(out)
     row = doc["rows"][0]
     assert "r5" in row["method_change"] and METHOD_FLAG in row["machines"]["B"]["flags"]
@@ -171,7 +171,7 @@ def test_the_index_keeps_methods_and_history_breaks_where_the_method_changed(rev
     again = _bundle(root, "b-r6-again", _cells(TORCH_R6, speed=0.5), "fixture-host-b", started_at=1735905600.0)
     code, _, err = run_main(["index", "add", str(old), str(new), str(again), "--index", str(index)], capsys, monkeypatch)
     assert code == 0, err
-    code, out, err = run_main(["index", "history", "--index", str(index), "--host", "fixture-host-b", "--json"],
+    code, out, err = run_main(["index", "history", "--index", str(index), "--host", "fixture-host-b", "--json", "-"],
                               capsys, monkeypatch)
     assert code == 0, err
     cell = json.loads(out)["cells"][0]
@@ -182,7 +182,7 @@ def test_the_index_keeps_methods_and_history_breaks_where_the_method_changed(rev
     code, out, err = run_main(["index", "history", "--index", str(index), "--host", "fixture-host-b"], capsys, monkeypatch)
     assert "method changed: no ratio" in out and "6 break(s) in the series" in " ".join(out.split())
     # compare --index decides as compare of the tarballs does
-    from kit.cli.index import comparison
+    from kit.index.query import comparison
 
     cmp = comparison(index, None, None, None, None)
     assert [r.cell_id for r in cmp.rows] == [r.cell_id for r in compare_paths([old, new, again]).rows]

@@ -171,7 +171,7 @@ def test_a_new_mode_is_one_row_of_one_module(tmp_path):
     show = kit("bundle", "show", bundles[0])
     assert "cifar/resnet18/fp32-toy/torch" in show and "cifar/resnet18/fp32-toy/fastai" in show
     shutil.copy(bundles[1], tmp_path / "b.tar.gz")
-    compared = kit("compare", bundles[0], str(tmp_path / "b.tar.gz"), "--json")
+    compared = kit("compare", bundles[0], str(tmp_path / "b.tar.gz"), "--json", "-")
     rows = {r["cell_id"]: r for r in __import__("json").loads(compared)["rows"]}
     toy = rows["cifar/resnet18/fp32-toy/torch"]
     assert toy["machines"]["A"]["speedup_vs_fp32"]["ratio"] > 0 and toy["machines"]["B"]["throughput_vs_baseline"]

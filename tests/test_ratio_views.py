@@ -80,11 +80,11 @@ def test_compare_prints_the_same_speedup_in_every_format(bundle, tmp_path):
     res_b = make_results(_cells(), make_env(host="fixture-host-b"), run_id="FIXTURE-views-b")
     b = export_run(make_run_dir(other, res_b), tmp_path / "bundles")
     runner = CliRunner()
-    data = json.loads(runner.invoke(app, ["compare", str(bundle), str(b), "--json"]).stdout)
+    data = json.loads(runner.invoke(app, ["compare", str(bundle), str(b), "--json", "-"]).stdout)
     row = next(r for r in data["rows"] if r["cell_id"] == CELL)
     for label in ("A", "B"):
         assert fmt_speedup(row["machines"][label]["speedup_vs_fp32"]["ratio"]) == EXPECTED
-    for args in ([], ["--markdown"]):
+    for args in ([], ["--markdown", "-"]):
         out = runner.invoke(app, ["compare", str(bundle), str(b), *args], env={"COLUMNS": "200"}).stdout
         section = out[out.index("Speedup over fp32"):out.index("Throughput relative")]
         assert _speedups(section) == {EXPECTED}  # the CI's bounds carry no ×

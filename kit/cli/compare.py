@@ -9,15 +9,16 @@ from typing import Iterator, List, Optional
 
 import typer
 
+from kit.cli.fast_exit import keep_until_exit
+from kit.cli.output import Output, output_options
 
+
+@output_options(csv="CSV (one line per cell x machine)", json="the comparison as JSON", markdown="Markdown tables",
+                html="a self-contained HTML page with charts")
 def compare(
     inputs: Optional[List[Path]] = typer.Argument(None, help="Bundles (.tar.gz), run folders or results.json files; the first is the baseline."),
     against: Optional[str] = typer.Option(None, "--against", help="Add a shipped reference as the baseline, e.g. 'h200' (see references/)."),
     baseline: Optional[str] = typer.Option(None, "--baseline", help="The baseline: its position among the inputs (1 = first) or a path."),
-    csv: bool = typer.Option(False, "--csv", help="Print CSV (one line per cell x machine) instead of tables."),
-    json_: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
-    markdown: bool = typer.Option(False, "--markdown", help="Print Markdown tables instead of rich tables."),
-    html: Optional[Path] = typer.Option(None, "--html", help="Also write a self-contained HTML page with charts to FILE."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="List every cell that could not be compared (default: counts by reason)."),
     fail_if_slower: Optional[str] = typer.Option(
         None, "--fail-if-slower", metavar="PCT",
@@ -41,8 +42,12 @@ def compare(
         False, "--allow-method-change",
         help="Compare cells measured by different methods (engine revision or settings) too, each such ratio marked; "
              "by default they are left out with a HIGH warning."),
+    output: Output = None,
 ) -> None:
-    """Compare runs: median time and throughput per machine, speedup over fp32, ratio to the baseline, with 95% CIs."""
+    """Compare runs: median time and throughput per machine, speedup over fp32, ratio to the baseline, with 95% CIs.
+
+    The tables go to stdout unless a format does (--json -, --csv -, --markdown - or --html -);
+    any format can be written to a FILE as well."""
     with collector_paused() as paused:
         from rich.console import Console
 
@@ -51,10 +56,6 @@ def compare(
         from kit.compare.fleet import View, narrow_cells
         from kit.errors import UsageError
 
-        if sum((csv, json_, markdown)) > 1:
-            raise UsageError("choose at most one of --csv, --json and --markdown.")
-        if html is not None:
-            check_output_path(html, "--html")  # before any work: a bad path costs nothing and writes nothing
         pct = parse_pct(fail_if_slower) if fail_if_slower is not None else None
         view = View(metric=metric or "throughput", cells=cells, group_by=group_by, outlier_pct=outlier_pct, rows=metric is not None)
         paths = list(inputs or [])
@@ -65,7 +66,7 @@ def compare(
             paths = refs + paths
             baseline = baseline or "1"
         if index is not None or where or since is not None or host is not None:
-            from kit.cli.index import comparison
+            from kit.index.query import comparison
 
             if index is None or paths:
                 raise UsageError("--where, --since and --host go with --index; give --index FILE or files, not both.")
@@ -73,29 +74,21 @@ def compare(
         else:
             cmp = narrow_cells(compare_paths(paths, baseline, allow_method_change), view.cells)
         err = Console(stderr=True)
-        if csv or json_ or markdown:
-            # stdout carries only the data; warnings go to stderr.
-            typer.echo(render.to_csv(cmp) if csv else render.to_json(cmp, view) if json_ else render.to_markdown(cmp, verbose, view), nl=False)
-            if not json_:
-                render.print_notes(cmp, err, verbose)
-        else:
+        texts = {"csv": lambda: render.to_csv(cmp), "json": lambda: render.to_json(cmp, view),
+                 "markdown": lambda: render.to_markdown(cmp, verbose, view), "html": lambda: _html_page(cmp, view)}
+        printed = output.to_stdout
+        if printed is None:
             render.print_rich(cmp, Console(), verbose, view)
+        else:
+            # stdout carries only the data; warnings go to stderr (JSON and the page carry their own).
+            output.write(printed, texts[printed]())
+            if printed in ("csv", "markdown"):
+                render.print_notes(cmp, err, verbose)
         render.print_refused(cmp, err)
-        if html is not None:
-            from kit.results.atomic import atomic_write_text
-            from kit.report.html_compare import render_compare_page
-
-            page = render_compare_page(cmp, view)
-            try:
-                atomic_write_text(html, page)  # a temporary file renamed into place: never half a page
-            except OSError as exc:
-                raise UsageError(f"--html {html}: cannot write it ({exc.strerror or exc}).",
-                                 remedy="Give a file path in a folder you can write to.") from None
-            err.print(f"HTML report: {html}")
+        for fmt in output.to_files:
+            output.write(fmt, texts[fmt]())
         if pct is not None:
             check_regressions(cmp, pct)
-        from kit.cli.main import keep_until_exit
-
         # the command line ends without freeing it (a fleet's is a million objects), and so without
         # the collector: switched back on, its first pass would walk every one of them (0.15 s)
         paused.resume = paused.resume and not keep_until_exit(cmp)
@@ -127,28 +120,10 @@ def collector_paused() -> Iterator[_Paused]:
             gc.enable()
 
 
-def check_output_path(path: Path, option: str) -> None:
-    """Raise UsageError (exit 2) unless ``path`` can be written as a new or
-    replaced file: not a folder, under a folder (existing, or creatable from its
-    nearest existing ancestor) where a file can be created. Probes with a
-    temporary file that is removed at once."""
-    import tempfile
+def _html_page(cmp, view) -> str:
+    from kit.report.html_compare import render_compare_page
 
-    from kit.errors import UsageError
-
-    remedy = "Give a file path in a folder you can write to, e.g. --html compare.html."
-    if path.is_dir():
-        raise UsageError(f"{option} {path}: is a folder, not a file.", remedy=remedy)
-    folder = path.parent
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    if not folder.is_dir():
-        raise UsageError(f"{option} {path}: {folder} is a file, not a folder.", remedy=remedy)
-    try:
-        with tempfile.TemporaryFile(dir=folder, prefix=".kit-write-check."):
-            pass
-    except OSError as exc:
-        raise UsageError(f"{option} {path}: cannot write in {folder} ({exc.strerror or exc}).", remedy=remedy) from None
+    return render_compare_page(cmp, view)
 
 
 def register(app: typer.Typer) -> None:

@@ -9,6 +9,8 @@ from typing import List, Optional
 
 import typer
 
+from kit.cli.output import Output, output_options
+
 app = typer.Typer(
     help=(
         "Download, verify and inspect the data sets: CIFAR-100 (python version) and WikiText-2 (word level, v1). "
@@ -87,22 +89,25 @@ def verify(
 
 
 @app.command("info")
+@output_options(json="the report as JSON")
 def info(
     data_dir: Optional[Path] = typer.Option(None, "--data-dir", help=DATA_DIR_HELP),
-    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    output: Output = None,
 ) -> None:
     """Show what is in the data folder: which archives are present and verified, extracted files, caches.
 
     Reads no archive (fast); `kit data verify` does the full check."""
-    from rich.console import Console
-
     from kit.data.service import data_info
-    from kit.data.files import human_size
 
     report = data_info(data_dir)
-    if as_json:
-        typer.echo(json.dumps(report, indent=2))
-        return
+    output.show(lambda: _print_info(report), json=lambda: json.dumps(report, indent=2) + "\n")
+
+
+def _print_info(report: dict) -> None:
+    from rich.console import Console
+
+    from kit.data.files import human_size
+
     out = Console(highlight=False, soft_wrap=True)
     out.print(f"Data folder: {report['data_dir']}" + ("" if report["exists"] else " (does not exist yet)"))
     for d in report["datasets"]:

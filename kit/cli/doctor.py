@@ -3,24 +3,19 @@
 from __future__ import annotations
 
 import json
-from enum import Enum
 from typing import Optional
 
 import typer
 
-
-class StackChoice(str, Enum):
-    auto = "auto"
-    cuda10 = "cuda10"
-    cuda12 = "cuda12"
-    cuda12_fused = "cuda12-fused"
-    cpu = "cpu"
+from kit.cli.output import Output, output_options
+from kit.cli.stacks import StackChoice
 
 
+@output_options(json="the report as JSON (machine-readable)")
 def doctor(
     stack: StackChoice = typer.Option(StackChoice.auto, help="Stack to check: auto (the recommendation), cuda10 (2019, faithful), cuda12 (today), cuda12-fused (cuda12 with Apex 25.07 fused kernels, opt-in) or cpu."),
     gpu: Optional[int] = typer.Option(None, "--gpu", help="GPU index to judge (NVML numbering, as nvidia-smi). Default: 0."),
-    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON (machine-readable) instead of tables."),
+    output: Output = None,
 ) -> None:
     """Check the NVIDIA driver, GPUs, Docker and the NVIDIA Container Toolkit; give a verdict per stack.
 
@@ -35,10 +30,8 @@ def doctor(
     from kit.env.doctor_view import render
 
     report = diagnose(stack=stack.value, gpu=gpu, bench=True)
-    if as_json:
-        typer.echo(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
-    else:
-        render(report, Console(highlight=False))
+    output.show(lambda: render(report, Console(highlight=False)),
+                json=lambda: json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n")
     report.raise_if_not_ok()
 
 

@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-from enum import Enum
 from pathlib import Path
 from typing import Optional
 
 import typer
 
+from kit.cli.output import Output, output_options
+from kit.cli.stacks import StackChoice
+
 app = typer.Typer(help="Build and list the kit's container images (stacks cuda10, cuda12, cuda12-fused, cpu).", no_args_is_help=True)
-
-
-class StackChoice(str, Enum):
-    auto = "auto"
-    cuda10 = "cuda10"
-    cuda12 = "cuda12"
-    cuda12_fused = "cuda12-fused"
-    cpu = "cpu"
 
 
 @app.command("build")
@@ -63,12 +57,11 @@ def build(
 
 
 @app.command("list")
-def list_(
-    json_out: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
-) -> None:
+@output_options(json="the list as JSON")
+def list_(output: Output = None) -> None:
     """List the kit's images on this Docker engine, with stack, lock and Apex."""
-    from rich.console import Console
-    from rich.table import Table
+    import json
+    from dataclasses import asdict
 
     from kit.launch.build import list_images
     from kit.facts.stacks import STACK_NAMES
@@ -80,12 +73,15 @@ def list_(
         current = {s: file_sha256(lock_path(s, root)) for s in STACK_NAMES if lock_path(s, root).is_file()}
     except Exception:  # noqa: BLE001 -- listing works outside a checkout, without the lock comparison
         current = {}
-    if json_out:
-        import json
-        from dataclasses import asdict
+    output.show(lambda: _print_images(images, current), json=lambda: json.dumps(
+        [asdict(i) | {"lock_current": current.get(i.stack) == i.lock_sha256 if current else None} for i in images],
+        indent=2) + "\n")
 
-        typer.echo(json.dumps([asdict(i) | {"lock_current": current.get(i.stack) == i.lock_sha256 if current else None} for i in images], indent=2))
-        return
+
+def _print_images(images: list, current: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
     if not images:
         typer.echo("No kit images on this engine yet; build one with: kit image build --stack cpu|cuda12|cuda10 (or cuda12-fused)")
         return

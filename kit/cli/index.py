@@ -1,6 +1,6 @@
 """`kit index`: a results index (one SQLite file): add bundles once, list them, follow a machine over time.
 
-`kit compare --index FILE` compares from it (kit/cli/compare.py calls :func:`comparison`).
+`kit compare --index FILE` compares from it (:func:`kit.index.query.comparison`).
 docs/results-index.md is the guide.
 """
 
@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
+
+from kit.cli.output import Output, output_options
 
 app = typer.Typer(
     help="A results index (one SQLite file, docs/results-index.md): add verified bundles once, list them, "
@@ -99,19 +101,16 @@ def add_to_index(index: Path, bundles: list, console, jobs: int | None = None) -
 
 
 @app.command("list")
+@output_options(json="every column of the runs, as JSON")
 def list_(
     index: Path = _index_option(),
     where: Optional[List[str]] = typer.Option(None, "--where", help=WHERE_HELP),
     since: Optional[str] = typer.Option(None, "--since", help=SINCE_HELP),
     host: Optional[str] = typer.Option(None, "--host", help="Only the runs of the host of exactly this name."),
     files: bool = typer.Option(False, "--files", help="Also show each run's bundle file name."),
-    json_: bool = typer.Option(False, "--json", help="Print JSON instead of a table (every column)."),
+    output: Output = None,
 ) -> None:
     """What the index holds: one line per run, in run-date order (the order compare uses)."""
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
     from kit.index.db import open_index
     from kit.index.query import counts, list_runs, make_filter
 
@@ -121,10 +120,15 @@ def list_(
         runs, total = list_runs(con, flt), counts(con)
     finally:
         con.close()
-    if json_:
-        typer.echo(json.dumps({"index": str(index), **total, "runs": runs}, indent=2))
-        return
+    output.show(lambda: _print_runs(index, runs, total, files),
+                json=lambda: json.dumps({"index": str(index), **total, "runs": runs}, indent=2) + "\n")
+
+
+def _print_runs(index: Path, runs: list, total: dict, files: bool) -> None:
     from rich import box
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
 
     t = Table(title=f"{index}: {total['bundles']} runs of {total['hosts']} hosts ({len(runs)} shown, by run date)",
               title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
@@ -143,6 +147,7 @@ def _date(iso: str) -> str:
 
 
 @app.command("history")
+@output_options(json="the runs and every cell's points, as JSON")
 def history(
     host: str = typer.Option(..., "--host", help="The machine (its host name, as `kit index list` shows it)."),
     cell: Optional[str] = typer.Option(None, "--cell", help="Only this cell, e.g. cifar/resnet18/amp-fp16/torch."),
@@ -150,19 +155,13 @@ def history(
     since: Optional[str] = typer.Option(None, "--since", help=SINCE_HELP),
     min_change: float = typer.Option(5.0, "--min-change", metavar="PCT",
                                      help="Flag a change from the previous run that is significant and at least PCT percent."),
-    json_: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
+    output: Output = None,
 ) -> None:
     """A machine's runs over time: per cell the median throughput of each run, its ratio to the
     previous run with a 95% CI, driver/torch/kit changes marked, significant changes flagged."""
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
-    from kit.compare.fmt import fmt_vs_baseline
-    from kit.compare.stats import METHOD
     from kit.errors import UsageError
     from kit.index.db import open_index
-    from kit.index.query import CHANGE_FIELDS, history as run_history, make_filter
+    from kit.index.query import history as run_history, make_filter
 
     if not 0 <= min_change < 100:
         raise UsageError("--min-change must be between 0 and 100 (percent).")
@@ -172,18 +171,34 @@ def history(
         runs, cells = run_history(con, host, cell, min_change, flt)
     finally:
         con.close()
-    if json_:
-        typer.echo(json.dumps({
-            "host": host, "method": METHOD, "min_change_pct": min_change,
-            "runs": [{k: r[k] for k in ("run_id", "run_date", "file_name", "sha256", *CHANGE_FIELDS)} for r in runs],
-            "cells": [{"cell_id": c.cell_id, "unit": c.unit, "points": [{
-                "run_id": p.run["run_id"], "run_date": p.run["run_date"], "status": p.status,
-                "throughput_median": p.median, "throughput_repeats": p.values, "changed": p.changed,
-                "vs_previous": p.vs_previous.to_dict() if p.vs_previous else None, "flagged": p.flagged,
-                "method": p.method, "method_break": p.method_break,
-            } for p in c.points]} for c in cells],
-        }, indent=2))
-        return
+    output.show(lambda: _print_history(host, runs, cells, min_change),
+                json=lambda: json.dumps(_history_dict(host, runs, cells, min_change), indent=2) + "\n")
+
+
+def _history_dict(host: str, runs: list, cells: list, min_change: float) -> dict:
+    from kit.compare.stats import METHOD
+    from kit.index.query import CHANGE_FIELDS
+
+    return {
+        "host": host, "method": METHOD, "min_change_pct": min_change,
+        "runs": [{k: r[k] for k in ("run_id", "run_date", "file_name", "sha256", *CHANGE_FIELDS)} for r in runs],
+        "cells": [{"cell_id": c.cell_id, "unit": c.unit, "points": [{
+            "run_id": p.run["run_id"], "run_date": p.run["run_date"], "status": p.status,
+            "throughput_median": p.median, "throughput_repeats": p.values, "changed": p.changed,
+            "vs_previous": p.vs_previous.to_dict() if p.vs_previous else None, "flagged": p.flagged,
+            "method": p.method, "method_break": p.method_break,
+        } for p in c.points]} for c in cells],
+    }
+
+
+def _print_history(host: str, runs: list, cells: list, min_change: float) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    from kit.compare.fmt import fmt_vs_baseline
+    from kit.compare.stats import METHOD
+
     console = Console()
     console.print(Text(f"{_t(host)}: {len(runs)} runs, {_date(runs[0]['run_date'])} to {_date(runs[-1]['run_date'])} (UTC). "
                        "* marks a value that changed since the previous run; ! a change in throughput that is "
@@ -212,23 +227,8 @@ def history(
                   else f"No significant change of {min_change:g}% or more between consecutive runs.", markup=False)
     if breaks:
         console.print(f"{breaks} break(s) in the series: the cell was measured by another method (engine revision or "
-                      "settings) than in the run before, so no change is computed there (kit index history --json "
+                      "settings) than in the run before, so no change is computed there (kit index history --json - "
                       "names each method).", markup=False)
-
-
-def comparison(index: Path, where, since, host, baseline, allow_method_change: bool = False):
-    """`kit compare --index`: the comparison of the matching runs, from the index alone."""
-    from kit.compare.engine import build_comparison
-    from kit.index.db import open_index
-    from kit.index.query import make_filter, sources
-
-    flt = make_filter(where or (), since, host)
-    con = open_index(index)
-    try:
-        srcs = sources(con, flt, baseline)
-    finally:
-        con.close()
-    return build_comparison(srcs, allow_method_change)
 
 
 def register(main_app: typer.Typer) -> None:

@@ -6,19 +6,12 @@ import os
 import shlex
 import shutil
 import sys
-from enum import Enum
 from pathlib import Path
 from typing import Optional
 
 import typer
 
-
-class StackChoice(str, Enum):
-    auto = "auto"
-    cuda10 = "cuda10"
-    cuda12 = "cuda12"
-    cuda12_fused = "cuda12-fused"
-    cpu = "cpu"
+from kit.cli.stacks import StackChoice
 
 
 def launch(

@@ -13,6 +13,7 @@ import typer
 
 from kit import __version__
 from kit.cli import bundle, compare, data, doctor, fidelity, fleet, image, index, launch, run
+from kit.cli import fast_exit
 from kit.errors import EXIT_CODES, DiskFull, KitError, without_parser_prefix
 
 app = typer.Typer(
@@ -69,47 +70,13 @@ def print_error(exc: KitError) -> None:
         console.print(f"[bold]what to do:[/bold] {escape(exc.remedy)}")
 
 
-#: what a command holds until the process ends (:func:`keep_until_exit`)
-_KEPT: list = []
-#: whether :func:`main` runs as the command line (its arguments from ``sys.argv``), which ends with
-#: :func:`_exit_now` where something was kept
-_COMMAND_LINE = False
-
-
-def keep_until_exit(obj: object) -> bool:
-    """Hold ``obj`` until the process ends, where the command line then ends at once (:func:`_exit_now`)
-    instead of freeing it object by object: a fleet's comparison is a million small objects, and
-    freeing them and shutting Python down is a tenth of `kit compare --index`'s time. True where the
-    process does end so (the command line; not ``main(argv)`` in a test): then nothing made before
-    the end needs the garbage collector either."""
-    _KEPT.append(obj)
-    return _COMMAND_LINE
-
-
-def _exit_now(code: int) -> None:
-    """End the process now, its output flushed: no freeing of what was kept, no interpreter shutdown
-    (the kit registers no atexit handler; logging is shut down here). Only for the command line:
-    ``main(argv)`` called with arguments (the tests) returns as usual."""
-    import logging
-    import os
-
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a closed pipe (kit compare ... | head): nothing more to say
-            pass
-    logging.shutdown()
-    os._exit(code)
-
-
 def main(argv: list[str] | None = None) -> None:
-    global _COMMAND_LINE
-    _COMMAND_LINE = argv is None
+    fast_exit.begin(command_line=argv is None)
     try:
         rv = app(args=argv, prog_name="kit", standalone_mode=False)
         code = rv if isinstance(rv, int) else 0
-        if argv is None and _KEPT:
-            _exit_now(code)
+        if argv is None and fast_exit.kept():
+            fast_exit.exit_now(code)
         if code:
             sys.exit(code)
     except KitError as exc:
@@ -139,5 +106,4 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(130)
         raise
     finally:
-        _KEPT.clear()
-        _COMMAND_LINE = False
+        fast_exit.release()

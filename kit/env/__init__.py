@@ -1,7 +1,7 @@
 """The host environment: doctor checks, the environment record, live GPU telemetry.
 
 - ``probe``: the one shape of an unknown value, ``{"value": "unknown", "reason": ...}``.
-- ``nvml``: driver and GPUs through NVML (``nvml_fake``: a fake NVML for tests).
+- ``nvml``: driver and GPUs through NVML (the tests feed it a fake: tests/fixtures/nvml_fake.py).
 - ``docker_probe``: the Docker engine and its GPU support.
 - ``doctor``: a verdict per image stack (``kit doctor``, ``check_stack`` for ``kit launch``).
 - ``preflight``: ``check_native_run`` before ``kit run``.

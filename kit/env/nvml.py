@@ -2,7 +2,7 @@
 
 Everything returns plain dicts, so the doctor, the environment record and the
 tests share one shape. The NVML module is injectable: tests pass a fake (see
-kit/env/nvml_fake.py) built from recorded answers; production code passes
+tests/fixtures/nvml_fake.py) built from recorded answers; production code passes
 nothing and gets ``pynvml``.
 
 Shapes::

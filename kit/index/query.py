@@ -1,4 +1,4 @@
-"""Reading the index: filters, the list of runs, compare's sources, and a machine's history.
+"""Reading the index: filters, the list of runs, compare's sources and comparison, and a machine's history.
 
 Every view reads the same rows in the same order: by the run's start (earliest first; runs that
 recorded none last), then in the order they were added. ``kit compare --index`` takes the first
@@ -190,6 +190,22 @@ def sources(con: sqlite3.Connection, flt: Optional[Filter] = None, baseline: Opt
             blobs[row[0]] = row
     index_path = con.execute("PRAGMA database_list").fetchone()[2]
     return [_source(i, blobs[bid], index_path) for i, bid in enumerate(ids)]
+
+
+def comparison(index: Path, where: Iterable[str] = (), since: Optional[str] = None, host: Optional[str] = None,
+               baseline: Optional[str] = None, allow_method_change: bool = False):
+    """`kit compare --index`: the comparison (kit.compare.engine.Comparison) of the runs of the index
+    file ``index`` that match the filters, from the index alone."""
+    from kit.compare.engine import build_comparison
+    from kit.index.db import open_index
+
+    flt = make_filter(where or (), since, host)
+    con = open_index(index)
+    try:
+        srcs = sources(con, flt, baseline)
+    finally:
+        con.close()
+    return build_comparison(srcs, allow_method_change)
 
 
 # ----------------------------------------------------------------------------- history

@@ -228,9 +228,9 @@ def run_apex_checks_in(image: str, *docker_args: str) -> None:
 
 
 def image_list_row(tag: str) -> dict:
-    """``kit image list --json``'s row for ``tag``."""
+    """``kit image list --json -``'s row for ``tag``."""
     import json
 
-    listing = run_cmd(KIT + ["image", "list", "--json"], timeout=120, env=kit_env())
+    listing = run_cmd(KIT + ["image", "list", "--json", "-"], timeout=120, env=kit_env())
     assert listing.returncode == 0, listing.stderr
     return next(i for i in json.loads(listing.stdout) if i["tag"] == tag)

@@ -29,7 +29,7 @@ def test_bad_gpu_index_is_reported():
     assert proc.returncode == 2 and "GPU index" in proc.stderr
     # A GPU host with one GPU (NVML answered from a fixture), the real engine:
     # the checks stop before any container starts.
-    from kit.env.nvml_fake import FakeNVML
+    from fixtures.nvml_fake import FakeNVML
     from kit.errors import EnvironmentCheckError
     from kit.launch.launcher import launch
 
