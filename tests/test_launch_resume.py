@@ -320,7 +320,7 @@ def test_without_a_gpu_kit_launch_says_no_gpu_was_used_at_the_end_with_the_resul
     last line says it, after the counts and the bundle."""
     from kit.cli.main import app
     from kit.env import nvml as nvml_mod
-    from kit.env.nvml_fake import FakeNVML
+    from fixtures.nvml_fake import FakeNVML
     from kit.launch import engine
 
     client = FakeClient(lambda r: FakeContainer(r, JOURNAL), runtimes=("runc",))

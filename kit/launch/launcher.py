@@ -2,7 +2,7 @@
 
 Flow (one function per step, top to bottom)::
 
-    parse_gpus, run_options (the `kit run` options: kit.runner.options.RunOptions)
+    parse_gpus, run_options (the `kit run` options: kit.runner.option_fields.RunOptions)
       -> check_environment (kit.env.doctor.check_stack: driver, GPU,
          architecture, Docker, toolkit; picks the stack for --stack auto)
       -> engine.connect -> ensure_image (build when missing or built from
@@ -147,7 +147,7 @@ def parse_gpus(gpu: str | int) -> tuple[int, ...]:
 def run_options(run_args: RunOptions | Sequence[str]) -> RunOptions:
     """The `kit run` options to forward: the object itself, or parsed from the arguments after
     `--` (a leading "run" is accepted; UsageError, exit 2, when they do not parse, or when one
-    belongs to another suite than the run's: kit.runner.options.check_suite_options). Their
+    belongs to another suite than the run's: kit.runner.option_checks.check_suite_options). Their
     values are checked by `kit run` in the container, where its paths exist."""
     options = run_args if isinstance(run_args, RunOptions) else parse_args(run_args, prog=RUN_PROG)
     check_suite_options(options)
@@ -156,7 +156,7 @@ def run_options(run_args: RunOptions | Sequence[str]) -> RunOptions:
 
 def container_command(stack: str, run_args: RunOptions | Sequence[str], smoke_default: bool, gpu_count: int = 1) -> list[str]:
     """The `kit` command line inside the container: the run options rendered back
-    (kit.runner.options.to_args: the options given, in their order).
+    (kit.runner.option_parsing.to_args: the options given, in their order).
 
     No options: the CPU smoke run on the cpu stack, the full suite on a GPU stack.
     A resume (--resume) gets no other option: the run's own, from its journal, apply.

@@ -1,10 +1,10 @@
-"""Glue between `kit run`'s options (kit.runner.options.RunOptions) and the runner: check, build the config, run, print.
+"""Glue between `kit run`'s options (kit.runner.option_fields.RunOptions) and the runner: check, build the config, run, print.
 
 Order of `kit run` (each step stops with one line and its exit code, before the next
 writes anything):
 
-1. every option is checked (:func:`kit.runner.options.config_from_options`; a resume folder by
-   :func:`kit.runner.execute.read_resume_state`): exit 2;
+1. every option is checked (:func:`kit.runner.option_config.config_from_options`; a resume folder by
+   :func:`kit.runner.resume.read_resume_state`): exit 2;
 2. ``--dry-run`` prints the plan on stdout and stops;
 3. a resumed run folder is locked (exit 2 when another process writes it); a run that had
    already ended complete says so, with its bundle, and stops;
