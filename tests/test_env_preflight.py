@@ -87,6 +87,8 @@ def test_torch_wheel_cuda_is_read_without_importing_torch():
     import sys
 
     had_torch = "torch" in sys.modules
-    value = preflight.torch_wheel_cuda()
+    from kit.env.record import torch_wheel_cuda
+
+    value = torch_wheel_cuda()
     assert value is None or value[0].isdigit()
     assert ("torch" in sys.modules) == had_torch

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from kit.bundle.inert import inert
 from kit.compare.load import Source
+from kit.results.method import join_labels
 
 #: Severity ranks (lower = more severe) and their names, in the order the
 #: warnings are shown.
@@ -58,13 +59,8 @@ def _differs(sources: list[Source], attr: str) -> dict[str, list[str]] | None:
     return values if len(known) > 1 else None
 
 
-def _fmt_labels(labels: list[str]) -> str:
-    """``A+B``; for many inputs ``A+B+C and 61 more`` (a warning stays one readable line)."""
-    return "+".join(labels) if len(labels) <= 6 else "+".join(labels[:3]) + f" and {len(labels) - 3} more"
-
-
 def _fmt_values(values: dict[str, list[str]]) -> str:
-    return ", ".join(f"{_fmt_labels(labels)} {v}" for v, labels in values.items())
+    return ", ".join(f"{join_labels(labels)} {v}" for v, labels in values.items())
 
 
 def _same_runs(sources: list[Source]) -> list[CompareWarning]:
@@ -198,7 +194,7 @@ def warnings_for(sources: list[Source], rows: list, method_changes: list[tuple[s
             out.extend(w for _, _, w in flagged)
         else:  # a fleet: one line for all of them (each input's flags are in --json and --csv)
             cells = sum(len(h) for _, h, _ in flagged)
-            out.append(CompareWarning(kind, f"{len(flagged)} inputs ({_fmt_labels([label for label, _, _ in flagged])}): "
+            out.append(CompareWarning(kind, f"{len(flagged)} inputs ({join_labels([label for label, _, _ in flagged])}): "
                                             f"{text} {cells} cells in all (--csv lists each input's flags)."))
     for s in sources:
         if s.interrupted:

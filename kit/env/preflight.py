@@ -12,13 +12,12 @@
 from __future__ import annotations
 
 import os
-import re
-from kit.compat import metadata
 from typing import Any
 
 from kit.env import nvml as nvml_probe
 from kit.env.doctor import no_driver_remedy
 from kit.env.probe import is_unknown, known
+from kit.env.record import torch_wheel_cuda
 from kit.env.telemetry import resolve_gpu
 from kit.errors import EnvironmentCheckError
 from kit.facts import cuda as cuda_facts
@@ -72,20 +71,6 @@ def check_native_run(device: str, console: Any = None, nvml: Any = None, torch_c
             desc = ", ".join(f"PID {p['pid']}" + (f" ({p['name']})" if isinstance(p.get("name"), str) else "") for p in others)
             _say(console, f"[yellow]warning:[/yellow] GPU {gpu.get('index')} ({known(gpu.get('name'), 'GPU')}) is already in use by {desc}; "
                           "timings will be disturbed. Stop those processes or pick another GPU.")
-
-
-def torch_wheel_cuda() -> str | None:
-    """CUDA version of the installed torch wheel from torch/version.py, without importing torch."""
-    try:
-        dist = metadata.distribution("torch")
-        text = dist.read_text("torch/version.py")
-        if text is None:
-            path = dist.locate_file("torch/version.py")
-            text = open(path, encoding="utf-8").read()
-    except Exception:  # noqa: BLE001 -- no torch, or an unusual install
-        return None
-    m = re.search(r"^cuda\s*(?::[^=]*)?=\s*['\"]([\d.]+)['\"]", text, re.M)
-    return m.group(1) if m else None
 
 
 def _check_driver_for_torch(host: dict, console: Any, torch_cuda: str | None) -> None:

@@ -34,6 +34,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import socket
 import subprocess
 import sys
@@ -290,6 +291,20 @@ def package_versions(names: tuple[str, ...] = PACKAGES) -> dict:
     return out
 
 
+def torch_wheel_cuda() -> str | None:
+    """CUDA version of the installed torch wheel from torch/version.py, without importing torch."""
+    try:
+        dist = metadata.distribution("torch")
+        text = dist.read_text("torch/version.py")
+        if text is None:
+            path = dist.locate_file("torch/version.py")
+            text = open(path, encoding="utf-8").read()
+    except Exception:  # noqa: BLE001 -- no torch, or an unusual install
+        return None
+    m = re.search(r"^cuda\s*(?::[^=]*)?=\s*['\"]([\d.]+)['\"]", text, re.M)
+    return m.group(1) if m else None
+
+
 def apex_info(env: Mapping[str, str] | None = None) -> dict:
     """Which Apex the benchmark would import, found without importing it (that imports torch).
 
@@ -352,8 +367,6 @@ def runtime_versions() -> dict:
         out["cudnn"] = attempt(lambda: torch.backends.cudnn.version() or unknown("cuDNN not available to torch"))
         out["cuda_available"] = attempt(lambda: bool(torch.cuda.is_available()))
         return out
-    from kit.env.preflight import torch_wheel_cuda
-
     out = {"source": "installed package metadata (torch not imported yet)"}
     try:
         metadata.version("torch")

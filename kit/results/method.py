@@ -99,9 +99,11 @@ def method_change(methods: list[tuple[str, dict | None]]) -> str | None:
     groups: dict[str, list[str]] = {}
     for label, m in methods:
         groups.setdefault(describe(m, shown), []).append(label)
-    parts = [f"{_labels(labels)}: {text}" for text, labels in groups.items()]
+    parts = [f"{join_labels(labels)}: {text}" for text, labels in groups.items()]
     return "; ".join(parts) + ": this ratio compares methods, not machines"
 
 
-def _labels(labels: list[str]) -> str:
+def join_labels(labels: list[str]) -> str:
+    """``A+B``; for many inputs ``A+B+C and 61 more``: the inputs named in one line, as every
+    comparability line (this rule's, kit.compare.comparability's) names them."""
     return "+".join(labels) if len(labels) <= 6 else "+".join(labels[:3]) + f" and {len(labels) - 3} more"
