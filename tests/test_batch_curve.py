@@ -115,7 +115,7 @@ def test_the_lstm_cells_of_suite_all_keep_their_batch_size():
     (["--batch-sizes", "2.5"], "'2.5' is not a whole number"),
     (["--batch-sizes", ","], "--batch-sizes is empty"),
     (["--batch-sizes", "4", "--batch-size", "8"], "--batch-size and --batch-sizes both given"),
-    (["--batch-sizes", "4", "--suite", "lstm"], "--suite lstm has none"),
+    (["--batch-sizes", "4", "--suite", "lstm"], "--suite lstm has no cell that reads it"),
 ])
 def test_a_bad_batch_list_is_a_usage_error(args, words):
     with pytest.raises(UsageError) as err:

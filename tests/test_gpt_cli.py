@@ -44,7 +44,7 @@ def test_a_gpt_option_for_another_suite_exits_2_and_writes_nothing(workdir):
 
 def test_fp8_for_another_suite_and_a_2019_scheme_for_gpt_are_refused(workdir):
     _refused(kit("run", "--suite", "cifar", "-p", "fp8-tensorwise", "--data", "synthetic", "--skip-checks"),
-             workdir, "fp8 training is measured by the gpt suite only")
+             workdir, "not a precision of the cifar suite (measured by the gpt suite only)")
     _refused(kit("run", "--suite", "gpt", "-p", "fp16-master", "--data", "synthetic", "--skip-checks"),
              workdir, "not a precision of the gpt suite")
     _refused(kit("run", "--suite", "gpt", "--gpt-presets", "gpt-3b", "--data", "synthetic", "--skip-checks"),

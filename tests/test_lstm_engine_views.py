@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from fixtures.results.factory import make_cell, make_env, make_results, make_run_dir
 from kit.bundle.safe_open import open_bundle
 from kit.cli.main import app
-from kit.compare.measures import LSTM_ENGINE_LABELS
+from kit.bench.lstm import SUITE as LSTM
 from kit.report.export import export_run
 from kit.results.ratios import fmt_speedup, speedup_over_fp32
 from kit.results.schema import CellResult
@@ -76,6 +76,6 @@ def test_the_report_labels_each_engine_and_charts_each_speedup(bundles):
     html = b.text("report.html")
     for engine in ("kit", "graphed"):
         chart = b.text(f"charts/lstm-{engine}-speedup.svg")
-        assert LSTM_ENGINE_LABELS[engine] in chart
+        assert LSTM.engine_labels[engine] in chart
         assert set(re.findall(r"amp-fp16, tensor-core: (\d+\.\d+×)", chart)) == {_expected(engine)}
         assert f"lstm/tensor-core/amp-fp16/{engine}" in html

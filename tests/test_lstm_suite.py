@@ -176,7 +176,7 @@ def test_a_cell_on_the_cpu_produces_a_complete_result(corpus):
     assert res.summary["throughput_items_per_s"]["n"] == 2
     assert "final_metric" in res.summary
     assert res.metrics["final_metric_name"] == "test_perplexity"
-    assert res.metrics["parity_tolerance_rel"] == suite.PARITY_TOLERANCE_REL
+    assert res.metrics["parity_tolerance_rel"] == suite.SUITE.parity.tolerance == 0.02
     assert any("synthetic" in n for n in res.notes)
     assert sum(1 for kind, _ in events if kind == "epoch") == 4
     assert progress[-1] == (24, 24)  # 2 repeats x 2 epochs x 6 batches

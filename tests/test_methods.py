@@ -16,7 +16,7 @@ import pytest
 from fixtures.cli import run_main
 from fixtures.results.factory import make_env, make_results, make_run_dir, standard_cells
 from kit import __version__
-from kit.bench.methods import REVISIONS
+from kit.bench import methods as engine_methods
 from kit.compare.engine import METHOD_FLAG, OTHER_METHOD, check_regressions, compare_paths
 from kit.errors import RegressionDetected
 from kit.results.method import UNKNOWN, describe, differences, method_change
@@ -228,7 +228,7 @@ def test_every_engine_records_its_revision_and_the_settings_as_they_ran(smoke_ce
     assert sorted(by_engine) == ["cifar/fastai", "cifar/torch", "lstm/graphed", "lstm/kit"]
     for engine, cell in by_engine.items():
         m = cell["method"]
-        assert m["revision"] == REVISIONS[engine][0]
+        assert m["revision"] == engine_methods.revisions()[engine][0]
         assert m["settings"]["batch_size"] == cell["params"].get("batch_size", m["settings"]["batch_size"])
     torch_cell = by_engine["cifar/torch"]["method"]
     assert torch_cell["settings"]["step"] == "eager"  # the CPU: no graph, no compile under --smoke
@@ -264,12 +264,12 @@ def _changelog_revisions() -> tuple[str, dict[str, int]]:
 def test_the_newest_changelog_entry_is_this_version_with_todays_engine_revisions():
     version, revs = _changelog_revisions()
     assert version == __version__, "a new engine revision needs a new version: kit/__init__.py and CHANGELOG.md"
-    assert revs == {engine: rev for engine, (rev, _) in REVISIONS.items()}, (
-        "kit/bench/methods.py's revisions differ from CHANGELOG.md's newest entry: bump the version and add an entry")
+    assert revs == {engine: rev for engine, (rev, _) in engine_methods.revisions().items()}, (
+        "the suites' engine revisions (kit/bench/*/__init__.py) differ from CHANGELOG.md's newest entry: bump the version and add an entry")
 
 
 def test_each_engines_changelog_ends_at_its_revision():
-    for engine, (rev, log) in REVISIONS.items():
+    for engine, (rev, log) in engine_methods.revisions().items():
         assert [r for r, _ in log] == list(range(1, rev + 1)), engine
 
 
@@ -298,9 +298,9 @@ def test_the_shipped_reference_was_measured_by_todays_engine_revisions():
 
     (bundle,) = reference_bundles("h200")
     recorded = _reference_revisions(Path(bundle))
-    stale = [f"{engine}: the reference has {sorted(map(str, revs))}, the code r{REVISIONS.get(engine, (None,))[0]}"
-             for engine, revs in sorted(recorded.items()) if revs != {REVISIONS.get(engine, (None,))[0]}]
-    missing = sorted(set(REVISIONS) - set(recorded) - {"cifar/fastai-v1", "gpt/kit"})
+    stale = [f"{engine}: the reference has {sorted(map(str, revs))}, the code r{engine_methods.revisions().get(engine, (None,))[0]}"
+             for engine, revs in sorted(recorded.items()) if revs != {engine_methods.revisions().get(engine, (None,))[0]}]
+    missing = sorted(set(engine_methods.revisions()) - set(recorded) - {"cifar/fastai-v1", "gpt/kit"})
     assert not stale and not missing, (
         f"re-measure {Path(bundle).name} with scripts/reference_run.sh on an H200: "
         + "; ".join(stale + [f"{e}: no cell in the reference" for e in missing]))

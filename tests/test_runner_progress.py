@@ -11,8 +11,9 @@ import pytest
 from rich.console import Console
 
 from kit.results.schema import CellResult, CellSpec, RunConfig
-from kit.runner import plan as plan_mod
-from kit.runner.plan import Plan, build_plan, device_kind, estimate_seconds
+from kit.env import record as record_mod
+from kit.env.record import device_kind
+from kit.runner.plan import Plan, build_plan, estimate_seconds
 from kit.runner.progress import RichUI, RunEta, describe_result, print_plan
 
 
@@ -197,18 +198,18 @@ def test_the_plan_says_which_rates_its_estimate_rests_on():
 
 
 def test_auto_estimates_for_a_gpu_only_where_an_nvidia_driver_is_loaded(monkeypatch):
-    monkeypatch.setattr(plan_mod.os.path, "exists", lambda p: p == "/proc/driver/nvidia/version")
+    monkeypatch.setattr(record_mod.os.path, "exists", lambda p: p == "/proc/driver/nvidia/version")
     assert device_kind("auto") == "cuda"
-    monkeypatch.setattr(plan_mod.os.path, "exists", lambda p: False)
+    monkeypatch.setattr(record_mod.os.path, "exists", lambda p: False)
     assert device_kind("auto") == "cpu"
     assert device_kind("cuda:1") == "cuda" and device_kind("cpu") == "cpu"
 
 
 def test_every_workload_and_engine_has_a_rate_for_each_device_kind():
     from kit.facts import estimates
-    from kit.results.schema_names import CIFAR_ENGINES
+    from kit.results import suites
 
     for kind in estimates.SOURCES:
-        for name in [f"cifar/{e}" for e in CIFAR_ENGINES] + ["lstm/kit"]:
+        for name in [f"cifar/{e}" for e in suites.suite("cifar").engines] + ["lstm/kit", "gpt/kit"]:
             rate = estimates.RATES[(kind, name)]
             assert rate.cell_s > 0 and rate.tflops > 0

@@ -37,34 +37,27 @@ def resolve_device(requested: str) -> str:
     raise UsageError(f"unknown --device {requested!r}; use auto, cpu, cuda or cuda:N")
 
 
+def _runner(spec: CellSpec):
+    """The module of the cell's suite that measures it (its descriptor's ``runner``, imported now)."""
+    import importlib
+
+    from kit.results import suites
+
+    found = suites.find(spec.workload)
+    if found is None:
+        raise UsageError(f"unknown workload {spec.workload!r}")
+    return importlib.import_module(found.runner)
+
+
 def run_cell(spec: CellSpec, ctx: CellContext) -> CellResult:
-    if spec.workload == "cifar":
-        from kit.bench.cifar.suite import run_cell as run_cifar
-
-        return run_cifar(spec, ctx)
-    if spec.workload == "lstm":
-        from kit.bench.lstm.suite import run_cell as run_lstm
-
-        return run_lstm(spec, ctx)
-    if spec.workload == "gpt":
-        from kit.bench.gpt.suite import run_cell as run_gpt
-
-        return run_gpt(spec, ctx)
-    raise UsageError(f"unknown workload {spec.workload!r}")
+    return _runner(spec).run_cell(spec, ctx)
 
 
 def skipped_cell(spec: CellSpec, device: str) -> CellResult | None:
     """The cell's skipped result when it cannot run on ``device`` (None: run it). Cheap: no training,
     so the runner asks before it starts a process of its own for the cell (kit.runner.isolate)."""
-    if spec.workload == "cifar":
-        from kit.bench.cifar.suite import skipped_cell as cifar_skipped
-
-        return cifar_skipped(spec, device)
-    if spec.workload == "lstm":
-        from kit.bench.lstm.suite import skipped_cell as lstm_skipped
-
-        return lstm_skipped(spec, device)
-    return None
+    skipped = getattr(_runner(spec), "skipped_cell", None)
+    return skipped(spec, device) if skipped else None
 
 
 def calibrate(device: str) -> dict:

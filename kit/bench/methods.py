@@ -1,4 +1,5 @@
-"""Each engine's revision, with what each revision changed, and the method record a cell carries.
+"""Each engine's revision (each suite's descriptor keeps its engines', with what each revision
+changed), and the method record a cell carries.
 
 An engine's revision is bumped whenever what it measures, or how, changes: a ratio between two of
 its cells is a comparison of machines only when both were measured by the same revision with the
@@ -15,52 +16,32 @@ from __future__ import annotations
 from typing import Any
 
 from kit.results import precisions as precision_modes
+from kit.results import suites
 
-#: engine -> (its revision today, the changelog: (revision, what it changed), oldest first)
-REVISIONS: dict[str, tuple[int, tuple[tuple[int, str], ...]]] = {
-    "cifar/torch": (6, (
-        (1, "eager steps or torch.compile; torch.optim.SGD"),
-        (2, "the whole step (forward, loss, backward, SGD, fp16 loss scale on the device) captured as one CUDA graph"),
-        (3, "an untimed warm-up before each cell's first repeat (cuDNN autotuning and compilation no longer in repeat 0)"),
-        (4, "the model compiled by Inductor inside the captured step, the default on CUDA (cuda-graph-inductor)"),
-        (5, "the captured step updates with torch's fused SGD kernel"),
-        (6, "the input's conversion (float, normalise, upsample, layout) inside the captured step; "
-            "11 warm-up steps excluded in every step mode (past a fresh DDP's 10 statistics iterations)"),
-    )),
-    "cifar/fastai": (1, (
-        (1, "fastai 2 Learner.fit_one_cycle, to_fp16()/to_bf16(), fastai's CPU data loader"),
-    )),
-    "cifar/fastai-v1": (1, (
-        (1, "fastai 1 Learner.fit_one_cycle, to_fp16(), fastai 1's DataBunch (the cuda10 image)"),
-    )),
-    "lstm/kit": (1, (
-        (1, "Apex's word_language_model loop: one eager step per bptt window, per-parameter fp32 SGD"),
-    )),
-    "lstm/graphed": (1, (
-        (1, "one CUDA graph per bptt window (forward, loss, backward, clipping, SGD), the data on the device"),
-    )),
-    "gpt/kit": (1, (
-        (1, "per-block torch.compile, fused AdamW, autocast or torchao float8 linears"),
-    )),
-}
+def revisions() -> dict:
+    """"suite/engine" -> (its revision today, the changelog: (revision, what it changed), oldest first),
+    from each suite's descriptor (kit.results.suites: ``revisions``)."""
+    return {f"{s.name}/{engine}": log for s in suites.all_suites() for engine, log in s.revisions.items()}
 
 
-#: the faithful engines, whose loop runs on the host step by step as the original tools' did: on a fast
-#: GPU the host sets their pace (the H200 reference: GPU busy 7-46% of the time), so their figures
-#: measure the host's CPU as much as the GPU; kit compare labels their cells "host-paced"
-HOST_PACED = ("cifar/fastai", "cifar/fastai-v1", "lstm/kit")
+def host_paced() -> tuple:
+    """The faithful engines ("suite/engine"), whose loop runs on the host step by step as the original
+    tools' did: on a fast GPU the host sets their pace (the H200 reference: GPU busy 7-46% of the
+    time), so their figures measure the host's CPU as much as the GPU; kit compare labels their cells
+    "host-paced". Each suite's descriptor names its own (``host_paced``)."""
+    return tuple(f"{s.name}/{engine}" for s in suites.all_suites() for engine in s.host_paced)
 
 
 def revision(engine: str) -> int:
     """Today's revision of ``engine`` ("cifar/torch")."""
-    return REVISIONS[engine][0]
+    return revisions()[engine][0]
 
 
 def record(engine: str, settings: dict[str, Any], details: dict[str, Any] | None = None) -> dict:
     """The method record of a cell (kit.results.method's form): ``settings`` as the cell actually
     ran; ``details`` shown but not compared."""
     out: dict[str, Any] = {"engine": engine, "revision": revision(engine), "settings": dict(settings)}
-    if engine in HOST_PACED:
+    if engine in host_paced():
         out["paced_by"] = "host"
     if details:
         out["details"] = dict(details)

@@ -61,7 +61,7 @@ class MachineCell:
     data_source: str = "unknown"  # real / synthetic, from the cell or the run
     #: how the cell was measured (kit.results.method; None: method unknown)
     method: dict | None = None
-    #: convergence runs only: the final metric over repeats (measures.PARITY_METRIC names it), this
+    #: convergence runs only: the final metric over repeats (measures.parity_metric names it), this
     #: machine's parity row for the cell (kit.results.derive.parity; None for the base precision),
     #: and the gap to the baseline machine's same cell (derive.quality_gap: > 0 = worse)
     final_metric: Sample | None = None

@@ -48,7 +48,7 @@ class CellFigures:
     busy: str | None = None
     throughput: Sample | None = None
     epoch_s: Sample | None = None
-    #: convergence runs only: the final metric over repeats (measures.PARITY_METRIC names it)
+    #: convergence runs only: the final metric over repeats (measures.parity_metric names it)
     final_metric: Sample | None = None
     energy_j_per_epoch: float | None = None
     #: "high throughput CV 12%", "throttled": measures.high_cv_flags and measures.throttled

@@ -17,14 +17,13 @@ from kit.results.cell_ids import key_of
 from kit.results.ratios import BASE_PRECISION, EPOCH_S, THROUGHPUT
 from kit.results.stats import HIGH_CV
 from kit.results.schema import CellResult, RunResults
+from kit.results import suites
 from kit.results.precisions import PRECISIONS
 
 ENERGY = "energy_j_per_epoch"
-#: a convergence cell's quality at the end (test accuracy, perplexity, held-out loss: PARITY_METRIC)
+#: a convergence cell's quality at the end (test accuracy, perplexity, held-out loss: parity_metric)
 FINAL_METRIC = "final_metric"
 
-MODEL_ORDER = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "apex-2018", "tensor-core",
-               "tiny", "gpt2-small", "gpt-1b", "gpt-2b")
 
 
 def sample(cell: CellResult, metric: str) -> Sample | None:
@@ -202,21 +201,14 @@ def data_parallel_note(cell: CellResult) -> str | None:
     return ", ".join(parts)
 
 
-#: What each LSTM engine is, for the views' group titles (kit.results.schema_names.LSTM_ENGINES): the same
-#: model and update, two ways of running the step; each engine's speedups are over its own fp32 cell.
-LSTM_ENGINE_LABELS = {
-    "kit": "kit engine: Apex's example loop, every kernel launched from Python",
-    "graphed": "graphed engine: the whole step one CUDA graph",
-}
-
-
 def engine_label(workload: str, engine: str) -> str:
-    """An engine's name with what it is (the LSTM's two), else the name itself."""
-    return LSTM_ENGINE_LABELS.get(engine, engine) if workload == "lstm" else engine
+    """An engine's name with what it is where its suite says (the LSTM's two), else the name itself."""
+    return suites.engine_label(workload, engine)
 
 
-#: What each workload's convergence cells end on (their ``final_metric``; kit.results.derive.parity).
-PARITY_METRIC = {"cifar": "test accuracy", "lstm": "test perplexity", "gpt": "held-out loss"}
+def parity_metric(workload: str) -> str:
+    """What a workload's convergence cells end on (their ``final_metric``; its suite's parity rule)."""
+    return suites.parity_of(workload).metric
 
 
 def parity_rows(results: RunResults) -> list[dict]:
@@ -241,7 +233,7 @@ def parity_key(row: dict) -> tuple[str, ...]:
 def fmt_quality_gap(workload: str, gap: float) -> str:
     """A gap of kit.results.derive.quality_gap as every view prints it: accuracy points for CIFAR
     (``-0.31 points``, the accuracy's change), a relative difference otherwise (``+0.18%``)."""
-    if workload == "cifar":
+    if suites.parity_of(workload).gap == "points":
         return f"{-gap * 100:+.2f} points"
     return f"{gap:+.2%}"
 
@@ -256,13 +248,19 @@ def fmt_parity(row: dict) -> str:
     (held-out loss within 1% of amp-bf16's)``."""
     base = row.get("base", "fp32")
     ref = row.get("reference", row.get("fp32"))
-    name = PARITY_METRIC.get(row["workload"], "final metric")
+    name = parity_metric(row["workload"])
     return f"{name} {row['value']:.5g} vs {base}'s {ref:.5g} ({fmt_parity_gap(row)}): {row['verdict']} ({row['rule']})"
 
 
 def group_key(cell: CellResult) -> tuple[str, str, str]:
     """(workload, model, engine): the cells whose precisions are compared."""
     return (cell.workload, cell.model, cell.engine)
+
+
+def _model_rank(model: str) -> int:
+    """A model's place among every suite's models (kit.results.suites.model_order); unknown ones last."""
+    order = suites.model_order()
+    return order.index(model) if model in order else len(order)
 
 
 def order_key(cell: Any) -> tuple:
@@ -276,7 +274,7 @@ def order_key(cell: Any) -> tuple:
         w,
         e,
         int(size[:-2]) if size[:-2].isdigit() else 0,
-        MODEL_ORDER.index(m) if m in MODEL_ORDER else len(MODEL_ORDER),
+        _model_rank(m),
         m,
         PRECISIONS.index(p) if p in PRECISIONS else len(PRECISIONS),  # the registry's order
         p,

@@ -24,7 +24,7 @@ from kit.compare.console import fits, widest
 from kit.compare.fleet import View, summarise_fleet
 from kit.compare.fmt import fmt_cv, fmt_speedup_estimate, fmt_throughput, fmt_time, fmt_vs_baseline, speed_verdict
 from kit.compare.figures import HOST_PACED
-from kit.compare.measures import PARITY_METRIC, fmt_parity_gap, fmt_quality_gap
+from kit.compare.measures import fmt_parity_gap, fmt_quality_gap, parity_metric
 from kit.compare.stats import OUTSIDE_NOTE, RatioEstimate
 from kit.results.ratios import EPOCH_S, THROUGHPUT
 
@@ -109,7 +109,7 @@ def quality_lines(row: Row, mc: MachineCell | None, baseline: str) -> list[str]:
         return [_status_text(mc)]
     if mc.final_metric is None:
         return ["—"]
-    lines = [f"{PARITY_METRIC.get(row.workload, 'final metric')} {mc.final_metric.median:.5g}"
+    lines = [f"{parity_metric(row.workload)} {mc.final_metric.median:.5g}"
              + (f" (n={mc.final_metric.n})" if mc.final_metric.n > 1 else "")]
     if mc.parity:
         lines.append(f"{fmt_parity_gap(mc.parity)} vs {mc.parity.get('base', 'fp32')}: {mc.parity['verdict']}")
@@ -294,7 +294,7 @@ def _quality_cols(row: Row, mc: MachineCell) -> list:
     if mc.final_metric is None:
         return ["", "", "", "", "", ""]
     p = mc.parity or {}
-    return [PARITY_METRIC.get(row.workload, "final metric"), mc.final_metric.median, p.get("base", "fp32") if p else "",
+    return [parity_metric(row.workload), mc.final_metric.median, p.get("base", "fp32") if p else "",
             p.get("gap", ""), p.get("verdict", ""), "" if mc.quality_vs_baseline is None else mc.quality_vs_baseline]
 
 

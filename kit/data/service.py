@@ -25,12 +25,19 @@ _ALIASES = {
     "wikitext2": "wikitext2",
     "wikitext-2": "wikitext2",
     "wikitext": "wikitext2",
-    "lstm": "wikitext2",
 }
 
 
+def _suite_data(name: str) -> str | None:
+    """A suite's name stands for the one data set it reads (``kit data fetch lstm``)."""
+    from kit.results import suites
+
+    found = suites.find(name)
+    return found.datasets[0] if found is not None and len(found.datasets) == 1 else None
+
+
 def dataset_facts(name: str) -> DatasetFacts:
-    key = _ALIASES.get(name.lower().strip())
+    key = _ALIASES.get(name.lower().strip()) or _suite_data(name.lower().strip())
     if key is None:
         raise UsageError(f"unknown data set {name!r}; choose {' or '.join(DATASETS)}")
     return DATASETS[key]

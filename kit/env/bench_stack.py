@@ -195,14 +195,15 @@ def install_remedy() -> str:
 
 
 def needed_for(cells: Iterable[Any]) -> tuple[str, ...]:
-    """The packages a run's cells (CellSpecs) import: torch always, torchvision for CIFAR
-    cells, fastai for the fastai engine's."""
+    """The packages a run's cells (CellSpecs) import: torch always, and what each cell's suite says
+    it needs beyond (kit.results.suites: torchvision for CIFAR cells, fastai for the fastai engine's)."""
+    from kit.results import suites
+
     needs = {"torch"}
     for spec in cells:
-        if spec.workload == "cifar":
-            needs.add("torchvision")
-            if spec.engine == "fastai":
-                needs.add("fastai")
+        found = suites.find(spec.workload)
+        if found is not None and found.needs is not None:
+            needs.update(found.needs(spec))
     return tuple(n for n in PACKAGES if n in needs)
 
 

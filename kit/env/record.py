@@ -242,6 +242,16 @@ def cpu_info() -> dict:
     return out
 
 
+def device_kind(device: str) -> str:
+    """'cuda' or 'cpu': the kind of device ``--device`` names. 'auto' becomes 'cuda' where an NVIDIA
+    driver is loaded (as torch's CUDA check needs), else 'cpu'; torch is not imported for a guess."""
+    if device.startswith("cuda"):
+        return "cuda"
+    if device == "auto":
+        return "cuda" if os.path.exists("/proc/driver/nvidia/version") else "cpu"
+    return "cpu"
+
+
 def cpu_has_native_bf16() -> bool | None:
     """True/False from the Linux CPU flags (AVX512-BF16 or AMX-BF16); None if unknown. Without
     them the kit skips amp-bf16 cells on the CPU (PyTorch would emulate bf16), and the plan's

@@ -48,7 +48,7 @@ class EstimateRate(NamedTuple):
     tflops: float
 
 
-#: (device kind, "workload/engine") -> rate; device kind as kit.runner.plan.device_kind gives it.
+#: (device kind, "workload/engine") -> rate; device kind as kit.env.record.device_kind gives it.
 RATES: dict[tuple[str, str], EstimateRate] = {
     ("cuda", "cifar/torch"): EstimateRate(cell_s=7.0, tflops=3.4),      # [H200]
     ("cuda", "cifar/fastai"): EstimateRate(cell_s=7.8, tflops=2.4),     # [H200]
@@ -97,9 +97,16 @@ SOURCES: dict[str, str] = {
 
 def rate(device_kind: str, workload: str, engine: str) -> EstimateRate:
     """The rate for a cell; an engine without its own (e.g. a CIFAR engine added later) uses
-    the workload's first."""
+    the workload's first; a suite with none measured the device kind's slowest (:func:`unmeasured`)."""
     kind = device_kind if device_kind in SOURCES else "cuda"
     key = (kind, f"{workload}/{engine}")
     if key in RATES:
         return RATES[key]
-    return next(r for (k, name), r in RATES.items() if k == kind and name.startswith(workload + "/"))
+    own = [r for (k, name), r in RATES.items() if k == kind and name.startswith(workload + "/")]
+    return own[0] if own else unmeasured(kind)
+
+
+def unmeasured(kind: str) -> EstimateRate:
+    """A suite without a measured rate: the largest fixed cost and the lowest rate measured on the device kind."""
+    rates = [r for (k, _), r in RATES.items() if k == kind]
+    return EstimateRate(cell_s=max(r.cell_s for r in rates), tflops=min(r.tflops for r in rates))

@@ -13,7 +13,7 @@ from typing import Any, List, Optional
 from kit import __version__
 from kit.errors import SchemaError, UsageError
 from kit.results.atomic import atomic_write_json
-from kit.results.schema_names import SUITES  # what `kit run --suite` takes: a sweep runs each as one task
+from kit.results.suites import choices as suite_choices  # `kit run --suite`'s: a sweep runs each as one task
 from kit.runner.option_checks import check_suite_options, options_for_suite
 from kit.runner.option_parsing import parse_args, split_list, to_args
 
@@ -113,8 +113,8 @@ def plan_sweep(folder: Path, run_args: List[str], suites: List[str], gpus: List[
     if suites and any(a == "--suite" or a.startswith("--suite=") for a in run_args):
         raise UsageError("--suites (the sweep's) and --suite (a task option after `--`) together: give one.")
     for s in suites:
-        if s not in SUITES:
-            raise UsageError(f"--suites {s!r}: choose from {', '.join(SUITES)}.")
+        if s not in suite_choices():
+            raise UsageError(f"--suites {s!r}: choose from {', '.join(suite_choices())}.")
     if len(set(suites)) != len(suites) or len(set(gpus)) != len(gpus):
         raise UsageError("--suites and --gpus-per-task name each value once.")
     if any(g < 0 for g in gpus):

@@ -29,7 +29,8 @@ from kit.compare.fmt import fmt_speedup_estimate, fmt_vs_baseline
 from kit.report.svg import bar_chart, line_chart
 from kit.report.svg_primitives import PALETTE, Series
 from kit.results import curve as curve_mod
-from kit.results import precisions
+from kit.results import precisions, suites
+from kit.results.derive import against_bf16
 from kit.results.precisions import PRECISIONS
 from kit.results.ratios import BASE_PRECISION, EPOCH_S, THROUGHPUT
 from kit.results.schema import RunResults
@@ -67,9 +68,9 @@ def precision_colour(precision: str) -> str | None:
 
 
 def _group_title(workload: str, engine: str) -> str:
-    if workload == "cifar":
-        return f"CIFAR-100 ResNets, {engine} engine"
-    return f"Wikitext-2 {'GPT decoder' if workload == 'gpt' else 'LSTM'} ({measures.engine_label(workload, engine)})"
+    """The suite's chart title (its descriptor's), with the engine's label."""
+    found = suites.find(workload)
+    return found.title.format(engine=measures.engine_label(workload, engine)) if found else f"{workload}, {engine}"
 
 
 def run_charts(results: RunResults, suffix: str = "", id_prefix: str = "") -> dict[str, str]:
@@ -117,7 +118,7 @@ def run_charts(results: RunResults, suffix: str = "", id_prefix: str = "") -> di
                 f"Speedup over fp32 — {title}", models, ratio_series, "speedup over fp32 (×)", "model",
                 BASE_PRECISION, f"{id_prefix}{base}-speedup")
         bf16_series = _ratio_series(vs_bf16, workload, engine, extra, models,
-                                    [p for p in precisions if p in VS_BF16_PRECISIONS]) if workload == "gpt" else []
+                                    [p for p in precisions if p in VS_BF16_PRECISIONS]) if against_bf16(workload) else []
         if bf16_series:
             charts[f"charts/{base}-vs-bf16.svg"] = _ratio_chart(
                 f"Throughput ÷ amp-bf16 — {title}", models, bf16_series, "throughput ÷ amp-bf16's (×)", "preset",
@@ -126,8 +127,10 @@ def run_charts(results: RunResults, suffix: str = "", id_prefix: str = "") -> di
     return charts
 
 
-#: the precisions drawn against amp-bf16 (the GPT suite's vs-bf16 chart): fp8's recipes and fp16
-VS_BF16_PRECISIONS = tuple(p for p in precisions.defaults("gpt") if precisions.mode(p).peak_dtype in ("fp16", "fp8"))
+#: the precisions drawn against amp-bf16 (the vs-bf16 chart of a suite whose descriptor asks for it):
+#: fp8's recipes and fp16
+VS_BF16_PRECISIONS = tuple(p for p in precisions.PRECISIONS if precisions.mode(p).peak_dtype in ("fp16", "fp8")
+                           and precisions.mode(p).autocast)
 
 
 def _ratio_series(estimates: dict, workload: str, engine: str, extra: tuple, models: list, precisions: list) -> list:

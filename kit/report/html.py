@@ -146,7 +146,7 @@ def _parity_table(results: RunResults) -> str:
     if not rows:
         return ""
     body = [[escape(f"{r['workload']}/{r['model']}/{r['precision']}/{r['engine']}"),
-             escape(measures.PARITY_METRIC.get(r["workload"], "final metric")),
+             escape(measures.parity_metric(r["workload"])),
              _fmt(r["value"], "{:.5g}"),
              escape(r.get("base", "fp32")) + " " + _fmt(r.get("reference", r.get("fp32")), "{:.5g}"),
              escape(measures.fmt_parity_gap(r)), escape(r["rule"]),

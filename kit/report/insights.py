@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from kit.compare import measures
 from kit.compare.stats import ONE_REPEAT
+from kit.results import suites
 from kit.results.ratios import BASE_PRECISION, SPEEDUP_NAME, fmt_speedup
 from kit.results.cell_ids import key_of
 from kit.results.schema import RunResults
@@ -39,9 +40,9 @@ def _pct(x: float) -> str:
 
 def _subject(key: tuple[str, ...]) -> str:
     workload, model, _precision, engine = key[:4]
-    if workload == "cifar":
-        return f"{model} · {engine}"
-    return f"{'GPT' if workload == 'gpt' else 'LSTM'} {model} · {engine}"
+    found = suites.find(workload)
+    subject = found.subject if found else workload
+    return f"{subject} {model} · {engine}".lstrip()
 
 
 def _without_precision(key: tuple[str, ...]) -> tuple[str, ...]:

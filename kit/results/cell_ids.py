@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kit.results import suites
 from kit.results.schema_names import LEARNER_BEFORE_THE_OPTION
 
 
@@ -26,11 +27,12 @@ NATIVE_IMAGE_SIZE = 32
 
 
 def image_size_part(workload: str, params: Any) -> tuple[str, ...]:
-    """``("224px",)`` for a CIFAR cell measured at another size than the data set's own 32 px
-    (upsampled on the device: another measurement, which must not line up with, or be merged
-    over, the 32 px cell), else ``()``."""
+    """``("224px",)`` for a cell of a suite with image sizes (its descriptor's ``sized``: CIFAR's)
+    measured at another size than the data set's own 32 px (upsampled on the device: another
+    measurement, which must not line up with, or be merged over, the 32 px cell), else ``()``."""
     size = params.get("image_size") if isinstance(params, dict) else None
-    if workload != "cifar" or not isinstance(size, int) or isinstance(size, bool) or size == NATIVE_IMAGE_SIZE:
+    found = suites.find(workload)
+    if not (found and found.sized) or not isinstance(size, int) or isinstance(size, bool) or size == NATIVE_IMAGE_SIZE:
         return ()
     return (f"{size}px",)
 

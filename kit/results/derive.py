@@ -5,20 +5,12 @@ parity verdicts. Pure Python (host side); stored under ``derived`` in results.js
 
 from __future__ import annotations
 
-from kit.results import ratios
+from kit.results import ratios, suites
 from kit.results.curve import batch_curves
 from kit.results.precisions import BY_NAME, mode
 from kit.results.cell_ids import curve_batch, image_size_part
 from kit.results.schema import CellResult
 
-#: Default parity tolerances (documented in docs/running.md, "What is measured"):
-#: CIFAR: a reduced-precision run matches fp32 when its final test accuracy is
-#: at most 1.0 percentage point lower; LSTM: when its final test perplexity is
-#: at most 2% higher.
-DEFAULT_TOLERANCE = {"cifar": 0.01, "lstm": 0.02, "gpt": 0.01}
-#: The precision each workload's parity verdicts compare with: fp32 for the seed's two
-#: comparisons; amp-bf16 for the GPT suite (its question: is fp8 within 1% of bf16's loss?)
-PARITY_BASE = {"cifar": "fp32", "lstm": "fp32", "gpt": "amp-bf16"}
 
 
 def _median(cell: CellResult, key: str) -> float | None:
@@ -84,31 +76,49 @@ def max_batch_ratios(cells: list[CellResult]) -> list[dict]:
 
 
 def quality_gap(workload: str, value: float, reference: float) -> float:
-    """How far a final metric is from a reference one, as parity measures it: CIFAR's accuracy
-    points lost (reference - value; > 0 = worse), otherwise the relative difference of the
-    perplexity or held-out loss ((value - reference) / reference; > 0 = worse)."""
-    if workload == "cifar":
+    """How far a final metric is from a reference one, as parity measures it (the suite's
+    kit.results.suites.Parity): accuracy points lost (reference - value; > 0 = worse) where
+    higher is better in points, otherwise the relative difference of the perplexity or held-out
+    loss ((value - reference) / reference; > 0 = worse)."""
+    if suites.parity_of(workload).gap == "points":
         return reference - value
     return (value - reference) / reference
+
+
+def parity_rule(workload: str, tol: float) -> str:
+    """The rule a parity verdict applies, in words ("accuracy within 1.0 points of fp32")."""
+    rule = suites.parity_of(workload)
+    noun = rule.noun or rule.metric
+    if rule.gap == "points":
+        return f"{noun} within {tol * 100:.1f} points of {rule.base}"
+    if rule.gap == "either":
+        return f"{noun} within {tol:.0%} of {rule.base}'s"
+    return f"{noun} within {tol:.0%} of {rule.base}"
+
+
+def within(workload: str, gap: float, tol: float) -> bool:
+    """Whether a gap of :func:`quality_gap` is within the tolerance (both ways for an "either" rule)."""
+    return abs(gap) <= tol if suites.parity_of(workload).gap == "either" else gap <= tol
 
 
 def parity(cells: list[CellResult], tolerance: float | None = None) -> list[dict]:
     """Did each reduced-precision cell reach fp32's final metric within tolerance?
 
-    CIFAR's metric is test accuracy (higher is better, tolerance in absolute
-    points); the LSTM's is test perplexity (lower is better, relative tolerance);
-    the GPT suite's is the held-out loss after N steps, against amp-bf16's (lower is
-    better, relative tolerance). Each row's ``base`` names the precision compared with;
-    the reference value stays under the key ``fp32`` for the seed's suites' readers.
+    Each suite's descriptor gives its rule (kit.results.suites.Parity): CIFAR's metric is test
+    accuracy (higher is better, tolerance in absolute points); the LSTM's is test perplexity (lower
+    is better, relative tolerance); the GPT suite's is the held-out loss after N steps, against
+    amp-bf16's (relative, either way). Each row's ``base`` names the precision compared with where
+    it is not fp32; the reference value stays under the key ``fp32`` for the seed's suites' readers.
     """
     rows = []
     for (workload, model, engine, point, size), by_prec in _group(cells).items():
-        base_name = PARITY_BASE.get(workload, "fp32")
+        rule = suites.parity_of(workload)
+        base_name = rule.base
         base = by_prec.get(base_name)
         ref = _median(base, "final_metric") if base and base.status == "ok" else None
         if ref is None:
             continue
-        tol = tolerance if tolerance is not None else DEFAULT_TOLERANCE[workload]
+        tol = tolerance if tolerance is not None else rule.tolerance
         for prec, c in by_prec.items():
             if prec == base_name or c.status != "ok":
                 continue
@@ -116,17 +126,9 @@ def parity(cells: list[CellResult], tolerance: float | None = None) -> list[dict
             if v is None:
                 continue
             gap = quality_gap(workload, v, ref)
-            if workload == "cifar":
-                ok = gap <= tol
-                rule = f"accuracy within {tol * 100:.1f} points of fp32"
-            elif workload == "gpt":
-                ok = abs(gap) <= tol
-                rule = f"held-out loss within {tol:.0%} of {base_name}'s"
-            else:
-                ok = gap <= tol
-                rule = f"perplexity within {tol:.0%} of fp32"
+            ok = within(workload, gap, tol)
             row = {"workload": workload, "model": model, "engine": engine, "precision": prec, **_at(point, size),
-                   "fp32": ref, "value": v, "gap": gap, "tolerance": tol, "rule": rule,
+                   "fp32": ref, "value": v, "gap": gap, "tolerance": tol, "rule": parity_rule(workload, tol),
                    "verdict": f"matches {base_name}" if ok else f"worse than {base_name}"}
             if base_name != "fp32":
                 row = {**row, "base": base_name, "reference": ref}
@@ -136,13 +138,14 @@ def parity(cells: list[CellResult], tolerance: float | None = None) -> list[dict
 
 
 def bf16_ratios(cells: list[CellResult]) -> list[dict]:
-    """GPT suite: each precision's throughput ÷ amp-bf16's (fp8 ÷ bf16 above all), by the one
-    definition of :mod:`kit.results.ratios` (median over repeats ÷ median over repeats) with
-    amp-bf16 in the place of fp32."""
+    """The suites shown against amp-bf16 too (their descriptor's ``vs_bf16``: the GPT suite): each
+    precision's throughput ÷ amp-bf16's (fp8 ÷ bf16 above all), by the one definition of
+    :mod:`kit.results.ratios` (median over repeats ÷ median over repeats) with amp-bf16 in the
+    place of fp32."""
     rows = []
     for (workload, model, engine, point, size), by_prec in _group(cells).items():
         base = by_prec.get("amp-bf16")
-        if workload != "gpt" or base is None or base.status != "ok":
+        if not against_bf16(workload) or base is None or base.status != "ok":
             continue
         for prec, c in by_prec.items():
             if prec == "amp-bf16" or c.status != "ok":
@@ -152,6 +155,12 @@ def bf16_ratios(cells: list[CellResult]) -> list[dict]:
     return rows
 
 
+
+
+def against_bf16(workload: str) -> bool:
+    """Whether the suite's views show its cells against amp-bf16 too (its descriptor says)."""
+    found = suites.find(workload)
+    return bool(found and found.vs_bf16)
 
 
 def efficiency(cells: list[CellResult], peaks: dict | None) -> list[dict]:
@@ -173,7 +182,7 @@ def efficiency(cells: list[CellResult], peaks: dict | None) -> list[dict]:
 def derive(cells: list[CellResult], mode: str, tolerance: float | None = None, peaks: dict | None = None) -> dict:
     out = {"performance_ratios": performance_ratios(cells), "max_batch_ratios": max_batch_ratios(cells),
            "efficiency": efficiency(cells, peaks)}
-    if any(c.workload == "gpt" for c in cells):
+    if any(against_bf16(c.workload) for c in cells):
         out["bf16_ratios"] = bf16_ratios(cells)
     if any(curve_batch(c.params) is not None for c in cells):
         out["batch_curves"] = batch_curves(cells)

@@ -42,8 +42,9 @@ class PrecisionMode(NamedTuple):
     min_capability: Optional[Tuple[int, int]] = None
     #: a package beyond torch the mode needs ("apex", "torchao"), or None
     needs: Optional[str] = None
-    #: the suites that run it when --precisions is not given
-    suites: Tuple[str, ...] = ("cifar", "lstm", "gpt")
+    #: the suites that measure it (empty: every suite); the others refuse it, and these run it when
+    #: --precisions is not given
+    suites: Tuple[str, ...] = ()
     #: in ``--smoke``'s one-minute run (where the suite has it): one mode of each kind that trains on
     #: a CPU or is skipped there in no time
     smoke: bool = False
@@ -83,12 +84,12 @@ def mode(name: str) -> PrecisionMode:
 
 def defaults(suite: str) -> list:
     """The precisions a suite runs when --precisions is not given, in the table's order."""
-    return [m.name for m in MODES if suite in m.suites]
+    return [m.name for m in MODES if not m.suites or suite in m.suites]
 
 
-def smoke(suite: str) -> list:
-    """``--smoke``'s precisions for ``suite`` ("all": the CIFAR and LSTM suites')."""
-    return [m for m in defaults("cifar" if suite == "all" else suite) if BY_NAME[m].smoke]
+def smoke(suites) -> list:
+    """``--smoke``'s precisions for a run of ``suites`` (names): the smoke modes any of them runs."""
+    return [m.name for m in MODES if m.smoke and any(m.name in defaults(s) for s in suites)]
 
 
 #: how a mode trains, read from its row (:func:`scheme`): Apex amp; the 2018 scheme's two copies (a half

@@ -30,9 +30,8 @@ from kit import __version__
 from kit.errors import NEWER_KIT_REMEDY, SchemaError, UsageError
 from kit.results.cell_ids import cell_id, cell_label, cell_learner
 from kit.results.precisions import PRECISIONS
-from kit.results.schema_names import (CIFAR_ENGINES, CIFAR_MODELS, DEFAULT_FASTAI_LEARNER, FASTAI_LEARNERS, GPT_PRESETS,
-                                      LEARNER_BEFORE_THE_OPTION, LSTM_ENGINES, LSTM_PRESETS, SUITES,
-                                      WORKLOADS)
+from kit.results import suites
+from kit.results.schema_names import DEFAULT_FASTAI_LEARNER, FASTAI_LEARNERS, LEARNER_BEFORE_THE_OPTION
 from kit.results.schema_rules import (PARAM_INTEGERS, REPEAT_NUMBER_LISTS, REPEAT_NUMBER_OR_LISTS, REPEAT_NUMBERS,
                                       REPEAT_POSITIVE, STATS_NUMBERS, _check_fields, _check_value, _fail,
                                       _field_names, _impossible, _is_number, _kind)
@@ -52,8 +51,8 @@ class CellSpec:
     params: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.workload not in WORKLOADS:
-            raise UsageError(f"unknown workload {self.workload!r}; choose {', '.join(WORKLOADS)}")
+        if self.workload not in suites.names():
+            raise UsageError(f"unknown workload {self.workload!r}; choose {', '.join(suites.names())}")
         if self.precision not in PRECISIONS:
             raise UsageError(f"unknown precision {self.precision!r}; choose from {', '.join(PRECISIONS)}")
 
@@ -140,7 +139,7 @@ class CellResult:
 class RunConfig:
     """Everything that defines a run, as given on the command line."""
 
-    suite: str = "cifar"  # cifar | lstm | gpt | all (= cifar + lstm)
+    suite: str = "cifar"  # a suite's name (kit.results.suites) or "all"
     mode: str = "throughput"  # throughput | convergence
     device: str = "auto"
     data: str = "real"  # real | synthetic
@@ -181,8 +180,8 @@ class RunConfig:
     scaling: bool = False
 
     def __post_init__(self) -> None:
-        if self.suite not in SUITES:
-            raise UsageError(f"unknown suite {self.suite!r}; choose cifar, lstm, gpt or all")
+        if self.suite not in suites.choices():
+            raise UsageError(f"unknown suite {self.suite!r}; choose {', '.join(suites.choices())}")
         if self.mode not in ("throughput", "convergence"):
             raise UsageError(f"unknown mode {self.mode!r}; choose throughput or convergence")
         if self.data not in ("real", "synthetic"):
@@ -206,20 +205,37 @@ class RunConfig:
         for p in self.precisions:
             if p not in PRECISIONS:
                 raise UsageError(f"unknown precision {p!r}; choose from {', '.join(PRECISIONS)}")
-        for m in self.models:
-            if m not in CIFAR_MODELS:
-                raise UsageError(f"unknown model {m!r}; choose from {', '.join(CIFAR_MODELS)}")
-        for e in self.engines:
-            if e not in CIFAR_ENGINES + LSTM_ENGINES:
-                raise UsageError(f"unknown engine {e!r}; choose from {', '.join(CIFAR_ENGINES)} (CIFAR) "
-                                 f"or {', '.join(LSTM_ENGINES)} (LSTM)")
+        self._check_names()
 
-        for p in self.presets:
-            if p not in LSTM_PRESETS:
-                raise UsageError(f"unknown LSTM preset {p!r}; choose from {', '.join(LSTM_PRESETS)}")
-        for p in self.gpt_presets:
-            if p not in GPT_PRESETS:
-                raise UsageError(f"unknown GPT preset {p!r}; choose from {', '.join(GPT_PRESETS)}")
+    def _check_names(self) -> None:
+        """The models, engines and presets named are those of a suite (kit.results.suites)."""
+        for s in suites.all_suites():
+            for m in getattr(self, s.model_option) if s.model_option else ():
+                if m not in s.models:
+                    raise UsageError(f"unknown {s.model_kind} {m!r}; choose from {', '.join(s.models)}")
+        engines = [(s.name, s.engines) for s in suites.all_suites() if len(s.engines) > 1]
+        for e in self.engines:
+            if not any(e in own for _, own in engines):
+                raise UsageError(f"unknown engine {e!r}; choose from "
+                                 + " or ".join(f"{', '.join(own)} ({name})" for name, own in engines))
+
+    def per_rank_batch(self) -> int | None:
+        """--batch-size, or a data-parallel run's --global-batch-size split over its ranks."""
+        if self.gpus and self.global_batch_size:
+            return self.global_batch_size // self.gpus
+        return self.batch_size
+
+    def data_parallel_params(self) -> dict:
+        """What a data-parallel cell adds to its params (nothing for a plain cell): the world size,
+        and the global batch when the user fixed it (else the batch per GPU is fixed: weak scaling)."""
+        if not self.gpus:
+            return {}
+        out: dict = {"world_size": self.gpus}
+        if self.global_batch_size:
+            out["global_batch_size"] = self.global_batch_size
+        if self.scaling:
+            out["scaling_baseline"] = True
+        return out
 
     def _check_data_parallel(self) -> None:
         if self.gpus is not None and self.gpus < 1:

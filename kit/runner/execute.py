@@ -44,7 +44,7 @@ from kit.results.journal import JOURNAL_NAME, Journal
 from kit.results.schema import CellResult, RunConfig, RunResults
 from kit.runner.cell_run import _run_one
 from kit.runner.lock import RunLock
-from kit.runner.plan import build_plan
+from kit.runner.plan import Plan, build_plan
 from kit.runner.resume import ResumeState, find_bundle, read_resume_state
 from kit.runner.run_log import LOG_NAME, _attach_log, _detach_log
 from kit.runner.stop_signals import _StopFlag, _install_sigterm_handler, _signals_received, _stop_reason
@@ -102,14 +102,15 @@ def _keep_earlier_session(run_dir: Path, environment: dict, finished: list) -> N
 
 
 def execute(
-    config: RunConfig | None,
+    plan: "Plan | RunConfig | None",
     results_root: Path,
     resume_dir: Path | None = None,
     ui: "ProgressUI | None" = None,
     make_bundle: bool = True,
     lock: RunLock | None = None,
 ) -> RunOutcome:
-    """Run ``config`` into a new folder under ``results_root``, or continue ``resume_dir``.
+    """Run ``plan`` (or a config, planned here) into a new folder under ``results_root``, or continue
+    ``resume_dir`` (``plan`` None: the run's own, from its journal).
 
     The run folder is locked (kit.runner.lock) before anything is written into it and
     until its bundle is made; pass ``lock`` when the caller already holds it (``kit run
@@ -119,6 +120,8 @@ def execute(
     from kit.runner.progress import NullUI
 
     ui = ui or NullUI()
+    if isinstance(plan, RunConfig):
+        plan = build_plan(plan)
     own_lock = lock is None
     if resume_dir is not None:
         run_dir = Path(resume_dir)
@@ -128,17 +131,17 @@ def execute(
                 return already_complete(state, run_dir, results_root)
             lock = RunLock(run_dir).acquire()
     else:
-        assert config is not None
-        run_dir = make_run_dir(Path(results_root) / new_run_id(config.suite))
+        assert plan is not None
+        run_dir = make_run_dir(Path(results_root) / new_run_id(plan.config.suite))
         lock = RunLock(run_dir).acquire()
     try:
         if resume_dir is not None:
             state = read_resume_state(run_dir)
             if state.is_complete():
                 return already_complete(state, run_dir, results_root, locked=True)
-            return _execute_locked(state.config, state.run_id, run_dir, results_root, state.done, state.started_at,
-                                   lock, ui, make_bundle, resumed=True)
-        return _execute_locked(config, run_dir.name, run_dir, results_root, {}, None, lock, ui, make_bundle, resumed=False)
+            return _execute_locked(build_plan(state.config), state.run_id, run_dir, results_root, state.done,
+                                   state.started_at, lock, ui, make_bundle, resumed=True)
+        return _execute_locked(plan, run_dir.name, run_dir, results_root, {}, None, lock, ui, make_bundle, resumed=False)
     except DiskFull as exc:
         exc.remedy = disk_full_remedy(run_dir)
         raise
@@ -193,9 +196,9 @@ def already_complete(state: ResumeState, run_dir: Path, results_root: Path, lock
     return RunOutcome(run_dir, results, bundle, error, already_complete=True)
 
 
-def _execute_locked(config: RunConfig, run_id: str, run_dir: Path, results_root: Path, done: dict[str, CellResult],
+def _execute_locked(plan: Plan, run_id: str, run_dir: Path, results_root: Path, done: dict[str, CellResult],
                     started: float | None, lock: RunLock, ui, make_bundle: bool, resumed: bool) -> RunOutcome:
-    plan = build_plan(config)
+    config = plan.config
 
     _attach_log(run_dir / LOG_NAME)
     log.info("kit %s, Python %s, pid %d; run %s in %s", __version__, sys.version.split()[0], os.getpid(), run_id, run_dir)
@@ -309,9 +312,9 @@ def _data_provenance(config: RunConfig) -> dict:
     """Which data each suite used: real (with checksums) or synthetic."""
     from kit.data.service import describe
 
-    from kit.runner.plan import SUITE_DATASETS, dataset_splits
+    from kit.runner.plan import dataset_splits, datasets
 
-    names = SUITE_DATASETS[config.suite]
+    names = datasets(config)
     return {name: describe(config.data_dir, name, config.data, dataset_splits(config, name)) for name in names}
 
 

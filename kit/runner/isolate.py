@@ -47,6 +47,7 @@ from typing import Any
 
 from kit import errors
 from kit.results import precisions as precision_modes
+from kit.results import suites
 from kit.results.atomic import LogFileHandler
 from kit.results.schema import CellResult, CellSpec
 from kit.bench.context import CellContext
@@ -182,7 +183,7 @@ def run_parallel_cell(spec: CellSpec, ctx: CellContext, log_path: Path | None = 
     world = int(spec.params["world_size"])
     why = unsupported_reason(spec)
     if why:  # before any process starts
-        return CellResult.skipped(spec, why, throughput_unit="images" if spec.workload == "cifar" else "tokens")
+        return CellResult.skipped(spec, why, throughput_unit=suites.unit(spec.workload))
     baseline = None
     if spec.params.get("scaling_baseline") and world > 1:
         one = CellSpec(spec.workload, spec.model, spec.precision, spec.engine, dict(spec.params, world_size=1))

@@ -72,8 +72,8 @@ class PlainUI:
 
 def run(options: RunOptions, argv: list) -> int:
     from kit.runner.execute import execute
-    from kit.runner.option_checks import check_lstm_settings
     from kit.runner.option_config import config_from_options
+    from kit.runner.plan import build_plan
     from kit.runner.service import ensure_real_data, outcome_summary, raise_if_cells_failed
 
     resume = options.resume
@@ -82,13 +82,12 @@ def run(options: RunOptions, argv: list) -> int:
         from kit.runner.option_checks import check_resume_options
 
         check_resume_options(options, read_resume_state(Path(resume)).config, Path(resume))
-    config = None if resume else config_from_options(options, argv)
+    # each suite checks its cells' settings as the plan is built (exit 2), before anything is written
+    plan = None if resume else build_plan(config_from_options(options, argv))
     results_dir = Path(resume).resolve().parent if resume else Path(options.results_dir)
-    if config is not None:
-        check_lstm_settings(config)
-        if config.data == "real":
-            ensure_real_data(config, _PrintConsole(), progress=False)  # no rich on this stack
-    outcome = execute(config, results_dir, resume_dir=Path(resume) if resume else None, ui=PlainUI())
+    if plan is not None and plan.config.data == "real":
+        ensure_real_data(plan.config, _PrintConsole(), progress=False)  # no rich on this stack
+    outcome = execute(plan, results_dir, resume_dir=Path(resume) if resume else None, ui=PlainUI())
     _print(outcome_summary(outcome))
     if outcome.bundle:
         _print(f"Bundle: {outcome.bundle}")

@@ -13,53 +13,43 @@ from typing import List, Tuple
 from kit.errors import DiskFull, UsageError
 from kit.results.schema import RunConfig
 from kit.results.schema_names import COMPILE_CHOICES
-from kit.runner.option_fields import GPT_OVERRIDES, LSTM_OVERRIDES, RUN_SUITES, RunOptions, option_specs
+from kit.results import suites
+from kit.runner.option_fields import GPT_OVERRIDES, LSTM_OVERRIDES, RunOptions, option_specs
 from kit.runner.option_parsing import normalise_device, parse_batch_sizes, split_list, split_names
 
 def engines_of_suite(engines, suite: str) -> list:
-    """The names in ``engines`` that are engines of ``suite`` (kit.results.schema_names.SUITE_ENGINES)."""
-    from kit.results.schema_names import SUITE_ENGINES
-
-    return [e for e in engines or () if e in SUITE_ENGINES.get(suite, ())]
+    """The names in ``engines`` that are engines of ``suite`` (its descriptor, kit.results.suites)."""
+    return [e for e in engines or () if e in suites.suite(suite).engines]
 
 
 def check_engines(config: RunConfig) -> None:
     """``--engines`` naming no engine of the run's suites (``--suite lstm --engines torch``) is refused in
     one line (exit 2), not run with the suite's default engines."""
-    from kit.results.schema_names import SUITE_ENGINES
-
     if not config.engines:
         return
-    suites = RUN_SUITES.get(config.suite, ())
-    if not any(engines_of_suite(config.engines, s) for s in suites):
-        allowed = [e for s in suites for e in SUITE_ENGINES.get(s, ())]
+    run = suites.run_names(config.suite)
+    if not any(engines_of_suite(config.engines, s) for s in run):
+        allowed = [e for s in run for e in suites.suite(s).engines if len(suites.suite(s).engines) > 1]
+        choosable = [s for s in suites.all_suites() if len(s.engines) > 1]
         raise UsageError(f"--engines {','.join(config.engines)}: no engine of --suite {config.suite}"
                          + (f"; choose from {', '.join(allowed)}" if allowed else " (its cells have one engine)"),
-                         remedy="CIFAR: torch, fastai; LSTM: kit, graphed.")
+                         remedy="; ".join(f"{s.name}: {', '.join(s.engines)}" for s in choosable) + ".")
 
 
-def check_gpt_settings(config: RunConfig) -> None:
-    """Reject impossible GPT settings (--d-model not divisible by --n-heads, a --seq-len the
-    corpus cannot fill, a precision the suite does not have) before any cell runs or anything
-    is written: exit 2. fp8 belongs to the GPT suite only (the other suites would run it as
-    plain bf16 under an fp8 name)."""
+def check_precisions(config: RunConfig) -> None:
+    """A precision that a suite of the run does not measure is refused (exit 2), not run: fp8 outside
+    the gpt suite (the others would train plain bf16 under an fp8 name), the 2018 schemes in the gpt
+    suite (kit.results.precisions: each row names the suites it belongs to)."""
     from kit.results.precisions import defaults, mode
 
-    if config.suite != "gpt":
-        fp8 = [p for p in config.precisions if mode(p).suites == ("gpt",)]
-        if fp8:
-            raise UsageError(f"--precisions {','.join(fp8)}: fp8 training is measured by the gpt suite only.",
-                             remedy="Run it with --suite gpt, or leave fp8 out for cifar, lstm and all.")
-        return
-    foreign = [p for p in config.precisions if p not in defaults("gpt")]
-    if foreign:
-        raise UsageError(f"--precisions {','.join(foreign)}: not a precision of the gpt suite (the fp16-master and Apex schemes are the 2019 comparisons').",
-                         remedy=f"Choose from {', '.join(defaults('gpt'))}.")
-    from kit.bench.gpt.config import resolve  # torch-free: presets and validation only
-    from kit.runner.plan import build_plan
-
-    for spec in build_plan(config).cells:
-        resolve(spec.params, config.mode)
+    for s in suites.run_names(config.suite):
+        foreign = [p for p in config.precisions if p not in defaults(s)]
+        if foreign:
+            owners = sorted({o for p in foreign for o in mode(p).suites})
+            raise UsageError(f"--precisions {','.join(foreign)}: not a precision of the {s} suite"
+                             + (f" (measured by the {' and '.join(owners)} suite{'s' if len(owners) > 1 else ''} only)." if owners else "."),
+                             remedy=f"Choose from {', '.join(defaults(s))}"
+                             + (f", or run {'them' if len(foreign) > 1 else 'it'} with --suite {owners[0]}." if owners else "."))
 
 
 def check_batch_curve(options: RunOptions) -> None:
@@ -69,20 +59,17 @@ def check_batch_curve(options: RunOptions) -> None:
     if options.batch_size is not None:
         raise UsageError("--batch-size and --batch-sizes both given; a batch curve measures each cell at the sizes of --batch-sizes.",
                          remedy="Give one: --batch-size N for one size, or --batch-sizes N,M,... for a curve.")
-    if options.suite not in ("cifar", "all"):
-        raise UsageError(f"--batch-sizes measures the CIFAR cells; --suite {options.suite} has none.",
-                         remedy="Use it with --suite cifar (or all: the LSTM cells keep their batch size).")
     parse_batch_sizes(options.batch_sizes)
 
 
 def check_suite_options(options: RunOptions) -> None:
     """An option of another suite (--seq-len with --suite cifar, --models with --suite gpt) is
     refused, not silently ignored: the run would not measure what its command line says."""
-    run = RUN_SUITES.get(options.suite, ())
+    run = suites.run_names(options.suite)
     for spec in option_specs():
         if spec.suites and spec.name in options.given and not set(spec.suites) & set(run):
             owner = " and ".join(spec.suites)
-            usable = [name for name, suites in RUN_SUITES.items() if set(spec.suites) & set(suites)]
+            usable = [name for name in suites.choices() if set(spec.suites) & set(suites.run_names(name))]
             raise UsageError(f"{spec.flag} is an option of the {owner} suite{'s' if len(spec.suites) > 1 else ''}; --suite {options.suite} has no cell that reads it.",
                              remedy=f"Leave {spec.flag} out, or use it with --suite {', '.join(usable[:-1]) + ' or ' if len(usable) > 1 else ''}{usable[-1]}.")
 
@@ -91,7 +78,7 @@ def options_for_suite(options: RunOptions, suite: str) -> Tuple[RunOptions, List
     """``options`` with those of other suites than ``suite`` left out (back to their defaults, no
     longer given), and the flags left out: what one suite's task of a sweep that shares its options
     between suites runs (kit.fleet.sweep). ``suite`` itself is not set."""
-    run = RUN_SUITES.get(suite, ())
+    run = suites.run_names(suite)
     foreign = [spec for spec in option_specs()
                if spec.suites and spec.name in options.given and not set(spec.suites) & set(run)]
     # --engines names each suite's own engines (torch, fastai; kit, graphed): a suite none of whose
@@ -246,15 +233,3 @@ def _results_remedy() -> str:
     from kit.runner.execute import RESULTS_DIR_REMEDY
 
     return RESULTS_DIR_REMEDY
-
-
-def check_lstm_settings(config: RunConfig) -> None:
-    """Reject bad LSTM overrides (e.g. --dropout 1.5) before any cell runs, not after the CIFAR cells."""
-    if config.suite not in ("lstm", "all"):
-        return
-    from kit.bench.lstm.config import resolve  # torch-free: presets and validation only
-    from kit.runner.plan import build_plan
-
-    for spec in build_plan(config).cells:
-        if spec.workload == "lstm":
-            resolve(spec.params, config.mode)

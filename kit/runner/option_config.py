@@ -9,27 +9,27 @@ from dataclasses import replace
 from kit.errors import UsageError
 from kit.results import precisions as precision_modes
 from kit.results.schema import RunConfig
-from kit.runner.option_checks import check_engines, check_gpt_settings, check_lstm_settings, check_options
+from kit.results import suites
+from kit.runner.option_checks import check_engines, check_options, check_precisions
 from kit.runner.option_fields import GPT_OVERRIDES, LSTM_OVERRIDES, RunOptions
 from kit.runner.option_parsing import normalise_device, parse_batch_sizes, split_names
 
 def smoke_preset(options: RunOptions) -> RunOptions:
-    """``--smoke``: the smallest sanity run. Models, precisions, engines, presets, steps,
-    batches and batch size keep what was given; mode, data, epochs and repeats are fixed;
-    ``--compile auto`` is off (compiling costs more than 4 steps measure)."""
+    """``--smoke``: the smallest sanity run. Each suite's descriptor gives its own smoke settings
+    (models, engines, presets, steps, batches: kit.results.suites), the precisions are the smoke
+    modes of kit.results.precisions; options given keep their value. Mode, data, epochs and
+    repeats are fixed; ``--compile auto`` is off (compiling costs more than 4 steps measure)."""
+    run = suites.run_by(options.suite)
+    own = {}
+    for s in run:
+        own.update({k: v for k, v in s.smoke.items() if k not in own})
     return replace(
         options,
         mode="throughput",
         data="synthetic",
-        models=options.models or ["resnet18"],
-        precisions=options.precisions or precision_modes.smoke(options.suite),
-        engines=options.engines or (["torch", "fastai"] if options.suite in ("cifar", "all") else None),
-        presets=options.presets or ["apex-2018"],
-        gpt_presets=options.gpt_presets or ["tiny"],
+        precisions=options.precisions or precision_modes.smoke([s.name for s in run]),
+        **{k: getattr(options, k) or v for k, v in own.items()},
         epochs=1,
-        # the gpt suite's smoke cells keep the tiny preset's own steps
-        steps=options.steps or (None if options.suite == "gpt" else 4),
-        max_batches=options.max_batches or 5,
         batch_size=options.batch_size or (None if options.batch_sizes else 32),
         repeats=1,
         find_max_batch=False,
@@ -75,8 +75,7 @@ def config_from_options(options: RunOptions, argv=None) -> RunConfig:
         **data_parallel_options(options),
     )
     check_engines(config)
-    check_lstm_settings(config)
-    check_gpt_settings(config)
+    check_precisions(config)
     return config
 
 

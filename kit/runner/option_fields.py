@@ -11,14 +11,13 @@ from pathlib import Path
 from typing import List, Optional, Tuple
 
 from kit.errors import UsageError
+from kit.results import suites
 from kit.results.precisions import help_text as precision_names
 from kit.results.schema_names import DEFAULT_FASTAI_LEARNER
 
-SUITES = ("cifar", "lstm", "gpt", "all")
 #: GPT preset overrides, by their option names (kit.bench.gpt.config.OVERRIDABLE)
 GPT_OVERRIDES = ("seq_len", "d_model", "n_layers", "n_heads", "train_split")
-#: the suites a run of each --suite measures
-RUN_SUITES = {"cifar": ("cifar",), "lstm": ("lstm",), "gpt": ("gpt",), "all": ("cifar", "lstm")}
+#: the suites that read an option of one suite only
 CIFAR_ONLY, LSTM_ONLY, GPT_ONLY = ("cifar",), ("lstm",), ("gpt",)
 
 
@@ -57,7 +56,7 @@ PATH_OPTIONS = {"data_dir": "KIT_DATA_DIR", "results_dir": "KIT_RESULTS_DIR", "r
 class RunOptions:
     """The options of `kit run`, as given (``given``: the names set on the command line, in order)."""
 
-    suite: str = option("cifar", "Which comparison: CIFAR-100 ResNets, the Wikitext-2 LSTM, both (all), or the GPT-style transformer (gpt; not in all).", choices=SUITES)
+    suite: str = option("cifar", suites.help_text(), choices=suites.choices())
     data: str = option("real", "'real' (downloaded CIFAR-100 / WikiText-2) or 'synthetic' (same shapes, generated; throughput only).")
     device: str = option("auto", "auto, cpu, cuda or cuda:N.")
     models: Optional[List[str]] = option(None, "ResNets to run (repeat or comma-separate): resnet18, resnet34, resnet50, resnet101, resnet152. Default: all five.", names=("--models", "-m"), suites=CIFAR_ONLY)
@@ -74,7 +73,7 @@ class RunOptions:
     steps: Optional[int] = option(None, "CIFAR: steps per epoch in throughput mode (default 100). GPT: timed steps per repeat (the preset's), or all steps in convergence mode.")
     max_batches: Optional[int] = option(None, "LSTM: stop each epoch after this many batches.", suites=LSTM_ONLY)
     batch_size: Optional[int] = option(None, "Batch size (default: 256 for CIFAR, 32 with --device cpu; the preset's for the LSTM and GPT).")
-    batch_sizes: Optional[List[str]] = option(None, "CIFAR: a batch curve: measure each cell at each of these batch sizes (comma-separated, e.g. 256,512,1024; instead of --batch-size); reports throughput per batch size, the knee and the speedup over fp32 at each size.")
+    batch_sizes: Optional[List[str]] = option(None, "CIFAR: a batch curve: measure each cell at each of these batch sizes (comma-separated, e.g. 256,512,1024; instead of --batch-size); reports throughput per batch size, the knee and the speedup over fp32 at each size.", suites=CIFAR_ONLY)
     image_size: int = option(32, "CIFAR image size: 32 (native), or 64/128/224 upsampled on the device.", suites=CIFAR_ONLY)
     repeats: int = option(3, "Repeats per cell (median and spread are reported).")
     seed: int = option(0, "Base random seed (recorded).")

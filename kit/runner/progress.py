@@ -49,7 +49,8 @@ def print_plan(console, plan: "Plan", done: dict) -> None:
     `kit run --dry-run`."""
     from rich.table import Table
 
-    from kit.runner.plan import device_kind, estimate_plan_seconds, estimate_source
+    from kit.env.record import device_kind
+    from kit.runner.plan import estimate_plan_seconds, estimate_source
     from kit.results.cell_ids import cell_label
 
     kind = device_kind(plan.config.device)
@@ -194,7 +195,8 @@ class RichUI(NullUI):
     def plan(self, plan, done):
         from rich.progress import Progress
 
-        from kit.runner.plan import device_kind, estimate_seconds
+        from kit.env.record import device_kind
+        from kit.runner.plan import estimate_seconds
 
         print_plan(self.console, plan, done)
         kind = device_kind(plan.config.device)

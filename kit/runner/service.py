@@ -19,13 +19,15 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from kit.errors import EnvironmentCheckError, UsageError
+from kit.errors import EnvironmentCheckError
 from kit.results.schema import RunConfig
-from kit.runner.option_checks import check_gpt_settings, check_lstm_settings, check_results_dir, check_resume_options
+from kit.runner.option_checks import check_results_dir, check_resume_options
+from kit.results import suites
 from kit.runner.option_config import config_from_options
+from kit.runner.plan import build_plan
 from kit.runner.option_fields import RunOptions
 
-def check_bench_stack(config: RunConfig, console=None) -> None:
+def check_bench_stack(plan, console=None) -> None:
     """EnvironmentCheckError (exit 6) when the benchmark stack the run's cells need is missing or
     broken: torch not installed (a host-only install, `pip install .`), or torch, torchvision or
     fastai not importing (kit.env.bench_stack, in a child process: the pair that fixes it), or
@@ -33,7 +35,6 @@ def check_bench_stack(config: RunConfig, console=None) -> None:
     import importlib.util
 
     from kit.env.bench_stack import check_for_run, install_remedy, needed_for
-    from kit.runner.plan import build_plan
 
     try:
         spec = importlib.util.find_spec("torch")
@@ -42,7 +43,7 @@ def check_bench_stack(config: RunConfig, console=None) -> None:
     if spec is None:
         raise EnvironmentCheckError("kit run needs the benchmark stack (PyTorch), which is not installed here.",
                                     remedy=install_remedy())
-    check_for_run(needed_for(build_plan(config).cells), console)
+    check_for_run(needed_for(plan.cells), console)
     from kit.bench.api import import_stack
 
     problem = import_stack()
@@ -68,7 +69,7 @@ def run_from_cli(options: RunOptions, argv: list[str] | None = None) -> None:
         check_resume_options(options, state.config, resume_dir)  # exit 2: an option that changes the run
         if options.dry_run:
             console.print(RESUME_NOTE)
-            show_plan(state.config, state.done, Console())
+            show_plan(build_plan(state.config), state.done, Console())
             return
         if state.is_complete():  # checked without the lock: a complete run is never written again
             _already_complete(state, resume_dir, console)
@@ -76,15 +77,16 @@ def run_from_cli(options: RunOptions, argv: list[str] | None = None) -> None:
         _resume(resume_dir, options, console)
         return
     config = config_from_options(options, argv)
+    plan = build_plan(config)  # each suite checks its cells' settings here (exit 2), before anything is written
     if options.dry_run:
-        show_plan(config, {}, Console())
+        show_plan(plan, {}, Console())
         return
     results_dir = Path(options.results_dir)
     check_results_dir(results_dir, create=True)  # what a permission check misses (/proc, read-only mounts)
-    _check_can_run(config, options, console)
+    _check_can_run(plan, options, console)
     if config.data == "real":
         ensure_real_data(config, console)
-    _run_and_report(config, results_dir, None, None, console)
+    _run_and_report(plan, results_dir, None, None, console)
 
 
 def _already_complete(state, resume_dir: Path, console, locked: bool = False) -> None:
@@ -108,13 +110,14 @@ def _resume(resume_dir: Path, options: RunOptions, console) -> None:
             _already_complete(state, resume_dir, console, locked=True)
             return
         console.print(RESUME_NOTE)
-        _check_can_run(state.config, options, console)
+        _check_can_run(build_plan(state.config), options, console)
         _run_and_report(None, results_dir, resume_dir, lock, console)
 
 
-def _check_can_run(config: RunConfig, options: RunOptions, console) -> None:
+def _check_can_run(plan, options: RunOptions, console) -> None:
     """The benchmark stack imports (always) and the device is usable (unless --skip-checks): exit 6."""
-    check_bench_stack(config, console)
+    config = plan.config
+    check_bench_stack(plan, console)
     from kit.runner.isolate import check_data_parallel
 
     check_data_parallel(config)  # --gpus N: the GPUs exist here (exit 2)
@@ -124,14 +127,14 @@ def _check_can_run(config: RunConfig, options: RunOptions, console) -> None:
         check_native_run(config.device, console=console)
 
 
-def _run_and_report(config: RunConfig | None, results_dir: Path, resume_dir: Path | None, lock, console) -> None:
+def _run_and_report(plan, results_dir: Path, resume_dir: Path | None, lock, console) -> None:
     from kit.errors import Interrupted
     from kit.runner.execute import execute
     from kit.runner.progress import RichUI
 
     ui = RichUI(console=console)
     try:
-        outcome = execute(config, results_dir, resume_dir=resume_dir, ui=ui, lock=lock)
+        outcome = execute(plan, results_dir, resume_dir=resume_dir, ui=ui, lock=lock)
     except Interrupted as exc:
         stopped = getattr(exc, "outcome", None)
         if stopped is not None and stopped.bundle:
@@ -163,17 +166,14 @@ def _print_stdout(text: str) -> None:
     sys.stdout.flush()
 
 
-def show_plan(config: RunConfig, done: dict, console) -> None:
+def show_plan(plan, done: dict, console) -> None:
     """`kit run --dry-run`: the cells the run would measure (those a resumed run has left,
     ``done`` being its finished ones) and a rough duration; nothing is checked, fetched,
     trained or written. Precisions the machine cannot run are only known when the run
     starts: they are recorded as skipped."""
-    from kit.runner.plan import build_plan
     from kit.runner.progress import print_plan
 
-    check_lstm_settings(config)
-    check_gpt_settings(config)
-    print_plan(console, build_plan(config), done)
+    print_plan(console, plan, done)
     console.print("Dry run: nothing was run. Cells this machine cannot run (e.g. apex-* without Apex, "
                   "amp-bf16 before Ampere) are recorded as skipped when the run starts.")
 
@@ -202,39 +202,21 @@ def raise_if_cells_failed(outcome) -> None:
         )
 
 
-def _say_lstm_training_split(config: RunConfig, console, described: dict, splits) -> None:
-    """An LSTM run on real WikiText-2 says what it trains on before anything runs; with only the
-    valid and test splits in the data folder and the train split asked for, one line (exit 2)
-    that names --train-split valid instead of a download this machine may not be able to make."""
-    from kit.bench.lstm.config import train_split_note  # torch-free
-    from kit.data.wikitext import SPLITS, split_members
-    from kit.facts.datasets import WIKITEXT2
-
-    train_split = (config.lstm or {}).get("train_split") or "train"
-    if train_split == "train" and not described.get("present"):
-        token_dir = Path(config.data_dir) / WIKITEXT2.member_dir
-        have = [s for s, m in zip(SPLITS, split_members(WIKITEXT2)) if (token_dir / m).is_file()]
-        if have and "train" not in have:
-            raise UsageError(
-                f"WikiText-2's train split is not in {token_dir} (only {' and '.join(have)}): the LSTM suite trains on it by default.",
-                remedy="Pass --train-split valid to train on the valid split and test on the test split, or `kit data fetch wikitext2` where the network allows.")
-    if described.get("present"):
-        console.print(f"LSTM cells, what they train on: {train_split_note(train_split)} ({described.get('path')})")
-
-
 def ensure_real_data(config: RunConfig, console, progress: bool = True) -> None:
     """Fetch (with a progress bar) whatever real data set the run needs and lacks,
     before any run folder exists; a failure names the file, checksum and folder."""
     from kit.data.service import describe, fetch_dataset, fetch_reason
 
-    from kit.runner.plan import SUITE_DATASETS, dataset_splits
+    from kit.runner.plan import dataset_splits, datasets
 
-    names = SUITE_DATASETS[config.suite]
+    names = datasets(config)
     for name in names:
         splits = dataset_splits(config, name)
         d = describe(config.data_dir, name, "real", splits)
-        if name == "wikitext2" and config.suite in ("lstm", "all"):
-            _say_lstm_training_split(config, console, d, splits)
+        for s in suites.run_by(config.suite):
+            note = s.data_note(config, name, d) if s.data_note and name in s.datasets else None
+            if note:
+                console.print(note)
         if d.get("placed_by_hand"):
             # a folder placed by hand is used as it is, once its published token counts check out:
             # checked here, before a run folder exists (exit 3), not by the first cell

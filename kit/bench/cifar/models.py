@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from torch import nn
 
+from kit.bench.cifar.plan import MODELS
 from kit.errors import EnvironmentCheckError
 
-MODELS = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152")
 
 
 class ModelUnavailable(EnvironmentCheckError):

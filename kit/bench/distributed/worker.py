@@ -23,6 +23,7 @@ from typing import Any, List
 
 from kit.bench.context import CellContext, _noop
 from kit.bench.distributed import state
+from kit.results import suites
 from kit.results.schema import CellResult, CellSpec
 from kit.results.stats import summarise_repeats
 
@@ -33,10 +34,6 @@ ALLREDUCE_TRIES = 10
 #: rank within a second and stops the others; this bounds a hang the runner cannot see)
 COLLECTIVE_TIMEOUT_S = 600
 
-#: (workload, engine) pairs whose training code calls the hooks of kit.bench.distributed.state;
-#: any other cell (the fastai engines train through fastai's Learner) would train N unsynchronised
-#: copies, so it is skipped with the reason instead
-DATA_PARALLEL_CELLS = (("cifar", "torch"), ("lstm", "kit"), ("gpt", "kit"))
 
 
 def visible_gpu_count() -> int:
@@ -47,23 +44,21 @@ def visible_gpu_count() -> int:
 
 
 def per_rank_batch(result: CellResult) -> "int | None":
+    """The batch each rank trained: as given, else the one the cell resolved and recorded in its method."""
     if result.params.get("batch_size"):
         return int(result.params["batch_size"])
-    if result.workload == "lstm":
-        from kit.bench.lstm.config import resolve
-
-        return resolve(result.params).batch_size
-    if result.workload == "gpt":
-        from kit.bench.gpt.config import resolve as resolve_gpt
-
-        return resolve_gpt(result.params).batch_size
-    return None
+    resolved = ((result.method or {}).get("settings") or {}).get("batch_size")
+    return int(resolved) if resolved else None
 
 
 def unsupported_reason(spec: CellSpec) -> "str | None":
-    if (spec.workload, spec.engine) not in DATA_PARALLEL_CELLS:
-        return (f"the {spec.workload} {spec.engine} engine has no data-parallel path (--gpus runs the CIFAR torch "
-                "engine, the LSTM and the GPT suite); run it without --gpus")
+    # the engines whose training calls the hooks of kit.bench.distributed.state (each suite's descriptor
+    # names them); any other (the fastai engines train through fastai's Learner) would train N
+    # unsynchronised copies, so it is skipped with the reason instead
+    if spec.engine not in suites.suite(spec.workload).data_parallel:
+        has = ", ".join(f"{s.name} {'/'.join(s.data_parallel)}" for s in suites.all_suites() if s.data_parallel)
+        return (f"the {spec.workload} {spec.engine} engine has no data-parallel path (--gpus runs {has}); "
+                "run it without --gpus")
     return None
 
 
@@ -94,7 +89,7 @@ def run_rank(spec: CellSpec, ctx: CellContext) -> CellResult:
     try:
         reason = unsupported_reason(spec)
         if reason:
-            return CellResult.skipped(spec, reason, throughput_unit="images" if spec.workload == "cifar" else "tokens")
+            return CellResult.skipped(spec, reason, throughput_unit=suites.unit(spec.workload))
         from kit.bench.api import run_cell
 
         result = run_cell(spec, rank_ctx)
@@ -205,6 +200,6 @@ def combine(result: CellResult, gathered: list, comm: "dict | None", info: state
         "the sum of the ranks' steady-state throughput; achieved_tflops and peak memory are rank 0's (one GPU)")
     if not in_step:
         result.notes.append("the ranks' trained weights differ (weights_sha256_by_rank): they did not stay in step")
-    if result.workload == "lstm":
-        result.notes.append("LSTM ranks walk the same batchified token stream (the data is not sharded): "
-                            "the throughput is that of N replicas, the statistics those of one")
+    own = suites.suite(result.workload).data_parallel_note
+    if own:
+        result.notes.append(own)

@@ -1,6 +1,6 @@
 """One GPT cell's settings: a preset (kit.facts.models.GPT_PRESETS) plus the user's
 overrides, merged and validated here. Torch-free: the runner checks every cell's
-settings with it before anything is written (kit.runner.option_checks.check_gpt_settings).
+settings with it before anything is written (kit.bench.gpt.plan.check, as the run's plan is built).
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ def check_seq_len(seq_len: int, split_tokens: dict, mode: str, train_split: str 
 
 
 def resolve(params: dict, mode: str = "throughput") -> GPTConfig:
-    """Merge ``spec.params`` (from kit.runner.plan.gpt_params) over the preset and validate.
+    """Merge ``spec.params`` (from kit.bench.gpt.plan.params) over the preset and validate.
 
     steps: what the user gave (``--steps``), else the preset's ``steps`` in throughput mode
     and its ``convergence_steps`` in convergence mode (see CONVERGENCE_STEPS_REASON)."""

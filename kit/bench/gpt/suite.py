@@ -33,11 +33,8 @@ from kit.results import precisions as precision_modes
 from kit.results.schema import CellResult, CellSpec
 from kit.results.stats import repeat_notes, summarise_repeats
 from kit.bench.context import CellContext
+from kit.bench.gpt import SUITE
 
-#: Convergence parity: |loss(mode) - loss(bf16)| / loss(bf16) at most this (the suite's question: is fp8
-#: within 1% of bf16's loss after the same steps?). kit.results.derive applies it.
-PARITY_TOLERANCE_REL = 0.01
-PARITY_BASE = "amp-bf16"
 
 _corpus_cache: dict[tuple, Any] = {}
 
@@ -139,8 +136,10 @@ def run_cell(spec: CellSpec, ctx: CellContext) -> CellResult:
         "first_repeat_time_to_first_step_s": first.get("time_to_first_step_s"),
         "final_metric_name": "heldout_loss" if ctx.mode == "convergence" else "train_loss",
         "lower_is_better": True,
-        "parity_base": PARITY_BASE,
-        "parity_tolerance_rel": spec.params.get("tolerance") or PARITY_TOLERANCE_REL,
+        # the suite's question (its descriptor's parity rule, applied by kit.results.derive): is fp8
+        # within 1% of bf16's held-out loss after the same steps?
+        "parity_base": SUITE.parity.base,
+        "parity_tolerance_rel": spec.params.get("tolerance") or SUITE.parity.tolerance,
         "seeds": [rec["seed"] for rec in repeats],
         "layers_high_precision": _high_precision_layers(spec.precision, first),
     }

@@ -83,7 +83,7 @@ class LSTMConfig:
 
 
 def resolve(params: dict, mode: str = "throughput") -> LSTMConfig:
-    """Merge ``spec.params`` (from kit.runner.plan.lstm_params) over the preset.
+    """Merge ``spec.params`` (from kit.bench.lstm.plan.params) over the preset.
 
     epochs: what the user gave, else 1 in throughput mode and the preset's (30,
     as the seed article ran) in convergence mode.

@@ -54,7 +54,7 @@ from kit.bench.precision import GRADSCALER_INIT_SCALE, Precision
 from kit.bench.timing import StepClock, warmup_steps_for
 from kit.results import precisions as precision_modes
 
-#: the engine's name (kit.results.schema_names.LSTM_ENGINES)
+#: the engine's name (one of the LSTM suite's engines, kit.bench.lstm.plan.ENGINES)
 ENGINE = "graphed"
 #: the precisions whose whole step can be captured (Apex amp patches torch and decides on the host)
 #: the capturable modes (kit.results.precisions), and fp16-master, whose loss-scale decisions this engine

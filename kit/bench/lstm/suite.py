@@ -31,13 +31,8 @@ from kit.data.wikitext import corpus_provenance
 from kit.results.schema import CellResult, CellSpec
 from kit.results.stats import repeat_notes, summarise_repeats
 from kit.bench.context import CellContext
+from kit.bench.lstm import SUITE
 
-#: Recommended convergence parity tolerance: |ppl(mode) - ppl(fp32)| / ppl(fp32).
-#: A kit choice, not a measured fact: mixed precision with a working loss scale
-#: should land within the seed-to-seed spread of fp32 training, while a broken
-#: scale (underflowing gradients, skipped steps) costs far more than 2%. Revisit
-#: once the fp32 seed spread of 30-epoch runs has been measured.
-PARITY_TOLERANCE_REL = 0.02
 
 _corpus_cache: dict[tuple, Any] = {}
 _probe_cache: dict[tuple[str, str], tuple[str | None, str | None]] = {}
@@ -225,7 +220,7 @@ def run_cell(spec: CellSpec, ctx: CellContext) -> CellResult:
             "lstm_autocast_dtype": lstm_dtype,
             "final_metric_name": "test_perplexity",
             "lower_is_better": True,
-            "parity_tolerance_rel": spec.params.get("tolerance") or PARITY_TOLERANCE_REL,
+            "parity_tolerance_rel": spec.params.get("tolerance") or SUITE.parity.tolerance,
             "seeds": [rec["seed"] for rec in repeats],
             "engine": spec.engine,
             "train_split": cfg.train_split,

@@ -1,0 +1,42 @@
+"""The GPT suite's cells and their cost, torch-free (the runner plans on the host)."""
+
+from __future__ import annotations
+
+from kit.bench.gpt.config import resolve, splits_read
+from kit.facts import models as model_facts
+from kit.results import precisions as precision_modes
+from kit.results.schema import CellSpec, RunConfig
+
+
+def params(config: RunConfig, preset: str) -> dict:
+    """A cell's knobs: the preset, what the user overrode (--steps, --batch-size, --seq-len,
+    --d-model, --n-layers, --n-heads), --compile and the parity tolerance."""
+    out = {"preset": preset, "steps": config.steps, "batch_size": config.per_rank_batch(),
+           "compile": config.compile, "tolerance": config.tolerance}
+    out.update({k: v for k, v in (config.gpt or {}).items() if v is not None})
+    out.update(config.data_parallel_params())
+    return out
+
+
+def cells(config: RunConfig) -> list:
+    precisions = config.precisions or precision_modes.defaults("gpt")
+    return [CellSpec("gpt", preset, precision, "kit", params(config, preset))
+            for preset in config.gpt_presets or list(model_facts.GPT_DEFAULT_PRESETS) for precision in precisions]
+
+
+def work(spec: CellSpec, mode: str) -> float:
+    """One repeat's training FLOPs (kit.facts.models), warm-up steps included outside convergence mode."""
+    g = resolve(spec.params, mode)
+    per_token = model_facts.gpt_train_flops_per_token(g.d_model, g.n_layers, g.seq_len, model_facts.WIKITEXT2_VOCAB)
+    return per_token * g.batch_size * g.seq_len * (g.steps + (0 if mode == "convergence" else g.warmup_steps))
+
+
+def check(cells: list, mode: str) -> None:
+    """Bad overrides (``--n-heads`` that does not divide ``--d-model``) are refused before any cell runs."""
+    for spec in cells:
+        resolve(spec.params, mode)
+
+
+def splits(config: RunConfig, dataset: str):
+    """WikiText-2's splits the run reads (``--train-split valid``: valid and test only)."""
+    return splits_read((config.gpt or {}).get("train_split"))

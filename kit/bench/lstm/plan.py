@@ -1,0 +1,80 @@
+"""The LSTM suite's cells and their cost, torch-free (the runner plans on the host)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kit.bench.lstm.config import resolve, splits_read, train_split_note
+from kit.errors import UsageError
+from kit.env.record import device_kind
+from kit.facts import models as model_facts
+from kit.results import precisions as precision_modes
+from kit.results.schema import CellSpec, RunConfig
+
+#: the presets (kit.facts.models.LSTM_PRESETS), in the views' order
+PRESETS = ("apex-2018", "tensor-core")
+#: ``kit``, faithful to Apex's example (every kernel launched from Python, as its users ran it);
+#: ``graphed``, the whole step of a bptt window replayed as one CUDA graph (what the GPU can do)
+ENGINES = ("kit", "graphed")
+
+
+def engines(config: RunConfig) -> list:
+    """The engines a run measures: those of ``--engines``; by default the faithful ``kit`` and, on a
+    GPU, ``graphed`` (on the CPU it would run the same step eagerly: nothing of its own to measure)."""
+    chosen = [e for e in config.engines if e in ENGINES]
+    if chosen:
+        return chosen
+    return list(ENGINES) if device_kind(config.device) == "cuda" else ["kit"]
+
+
+def params(config: RunConfig, preset: str) -> dict:
+    out = {"preset": preset, "epochs": config.epochs, "max_batches": config.max_batches}
+    if config.per_rank_batch():
+        out["batch_size"] = config.per_rank_batch()
+    out.update({k: v for k, v in (config.lstm or {}).items() if v is not None})
+    out["tolerance"] = config.tolerance
+    out.update(config.data_parallel_params())
+    return out
+
+
+def cells(config: RunConfig) -> list:
+    precisions = config.precisions or precision_modes.defaults("lstm")
+    return [CellSpec("lstm", preset, precision, engine, params(config, preset))
+            for preset in config.presets or list(PRESETS) for engine in engines(config) for precision in precisions]
+
+
+def work(spec: CellSpec, mode: str) -> float:
+    """One repeat's training and evaluation FLOPs (kit.facts.models), at the settings the cell resolves to."""
+    p = resolve(spec.params, mode).to_dict()
+    return model_facts.lstm_train_flops(p) + model_facts.lstm_eval_flops(p)
+
+
+def check(cells: list, mode: str) -> None:
+    """Bad overrides (``--dropout 1.5``) are refused before any cell runs, not after the CIFAR cells."""
+    for spec in cells:
+        resolve(spec.params, mode)
+
+
+def splits(config: RunConfig, dataset: str):
+    """WikiText-2's splits the run reads (``--train-split valid``: valid and test only)."""
+    return splits_read((config.lstm or {}).get("train_split"))
+
+
+def data_note(config: RunConfig, dataset: str, described: dict):
+    """An LSTM run on real WikiText-2 says what it trains on before anything runs; with only the
+    valid and test splits in the data folder and the train split asked for, one line (exit 2)
+    that names --train-split valid instead of a download this machine may not be able to make."""
+    from kit.data.wikitext import SPLITS, split_members
+    from kit.facts.datasets import WIKITEXT2
+
+    train_split = (config.lstm or {}).get("train_split") or "train"
+    if train_split == "train" and not described.get("present"):
+        token_dir = Path(config.data_dir) / WIKITEXT2.member_dir
+        have = [s for s, m in zip(SPLITS, split_members(WIKITEXT2)) if (token_dir / m).is_file()]
+        if have and "train" not in have:
+            raise UsageError(
+                f"WikiText-2's train split is not in {token_dir} (only {' and '.join(have)}): the LSTM suite trains on it by default.",
+                remedy="Pass --train-split valid to train on the valid split and test on the test split, or `kit data fetch wikitext2` where the network allows.")
+    if described.get("present"):
+        return f"LSTM cells, what they train on: {train_split_note(train_split)} ({described.get('path')})"
+    return None

@@ -1,0 +1,191 @@
+"""The suites: each one folder under kit/bench/, described there, found here.
+
+A suite is a package ``kit/bench/NAME/`` whose ``__init__`` sets ``SUITE = Suite(...)``: its data
+sets, models or presets, engines, how its cells are planned and what they cost, its parity metric,
+its smoke settings and the module whose ``run_cell(spec, ctx)`` measures a cell (imported only when a
+cell runs: the descriptor and its plan are torch-free). Every other part of the kit reads these
+descriptors: ``--suite``'s choices and help, the names a results file may use
+(kit.results.schema), the plan and its estimate (kit.runner.plan), the data a run fetches, the
+cell dispatch (kit.bench.api), parity (kit.results.derive), the views' titles and order
+(kit.compare.measures, kit.report).
+
+A new suite is one folder (tests/test_suite_registry.py adds a toy suite in one module and runs it
+through ``kit run`` into a bundle, a comparison and a report).
+
+The descriptors are found at run time (:func:`all_suites` imports each package of kit.bench that
+has one): a descriptor depends on this module, never the other way round, so the layers hold.
+
+Torch-free and Python 3.7 syntax: the cuda10 image's runner reads it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
+
+#: ``--suite all``: every suite whose descriptor says ``in_all``
+ALL = "all"
+
+
+class Parity(NamedTuple):
+    """How a convergence cell's final metric is held against its base precision's."""
+
+    #: what the cell ends on, as the views name it ("test accuracy")
+    metric: str
+    #: the precision compared with
+    base: str = "fp32"
+    #: the default tolerance (kit run --tolerance replaces it)
+    tolerance: float = 0.01
+    #: "points": higher is better, the gap in absolute points (accuracy); "relative": lower is
+    #: better, the gap relative (perplexity); "either": a relative gap either way counts (loss)
+    gap: str = "relative"
+    #: the metric in the rule's words ("accuracy within 1.0 points of fp32"; default: the metric)
+    noun: str = ""
+
+
+class Suite(NamedTuple):
+    #: ``--suite NAME``, the folder's name and its cells' workload
+    name: str
+    #: what it measures, for ``--suite``'s help ("CIFAR-100 ResNets")
+    help: str
+    #: a chart group's title; ``{engine}`` is the engine's label
+    title: str
+    #: the models or presets its cells may name (the cell id's second part), in the views' order
+    models: Tuple[str, ...]
+    #: its engines (``--engines`` picks among them)
+    engines: Tuple[str, ...]
+    #: the cells of a run: ``plan(config) -> [CellSpec]`` (torch-free)
+    plan: Callable[[Any], list]
+    #: one repeat's counted training FLOPs for the plan's estimate: ``work(spec, mode) -> float``
+    work: Callable[[Any, str], float]
+    #: the module with ``run_cell(spec, ctx) -> CellResult`` (and optionally ``skipped_cell(spec, device)``)
+    runner: str
+    #: the parity rule of its convergence cells
+    parity: Parity
+    #: the RunConfig field that names the models a run narrows it to ("" none), and what it calls one
+    model_option: str = ""
+    model_kind: str = "model"
+    #: the data sets it reads (kit.facts.datasets' names)
+    datasets: Tuple[str, ...] = ()
+    #: its cells may be measured at another image size than the data set's own (a part of their id)
+    sized: bool = False
+    #: what its throughput counts ("images", "tokens")
+    unit: str = "items"
+    #: one of ``--suite all``'s suites
+    in_all: bool = False
+    #: the order of ``--suite``'s choices and of the views (lower first)
+    order: int = 100
+    #: a cell's subject in the report's findings, before the model ("LSTM": "LSTM apex-2018 · kit")
+    subject: str = ""
+    #: what each engine is, where its name alone does not say (the views' group titles)
+    engine_labels: Dict[str, str] = {}
+    #: each engine's revision today and its changelog ((revision, what it changed), oldest first),
+    #: bumped whenever what the engine measures, or how, changes (kit.bench.methods; kit.results.method)
+    revisions: Dict[str, Tuple[int, Tuple[Tuple[int, str], ...]]] = {}
+    #: its faithful engines, whose loop the host drives step by step (their cells are "host-paced")
+    host_paced: Tuple[str, ...] = ()
+    #: the engines whose training calls the data-parallel hooks (``--gpus``)
+    data_parallel: Tuple[str, ...] = ()
+    #: also shown against amp-bf16 (its throughput ratios and a chart), not only against fp32
+    vs_bf16: bool = False
+    #: ``--smoke``'s settings for it (kit run options' names and values; given options win)
+    smoke: Dict[str, Any] = {}
+    #: checks its cells' settings before anything runs (UsageError): ``check(cells, mode)``
+    check: Optional[Callable[[list, str], None]] = None
+    #: the splits of ``dataset`` a run reads where fewer than all: ``splits(config, dataset) -> tuple | None``
+    splits: Optional[Callable[[Any, str], Optional[tuple]]] = None
+    #: before a run on real data: checks what it reads and says it, ``data_note(config, dataset, described)
+    #: -> str | None`` (described: kit.data.service.describe's; UsageError for data it cannot use)
+    data_note: Optional[Callable[[Any, str, dict], Optional[str]]] = None
+    #: what a data-parallel cell of it adds to its notes ("" nothing)
+    data_parallel_note: str = ""
+    #: the packages beyond torch a cell imports: ``needs(spec) -> tuple``
+    needs: Optional[Callable[[Any], tuple]] = None
+
+
+_FOUND: List[Suite] = []
+
+
+def all_suites() -> Tuple[Suite, ...]:
+    """Every suite, in their order: the descriptors of kit.bench's packages (imported once)."""
+    if not _FOUND:
+        bench = importlib.import_module("kit.bench")
+        found = []
+        for info in sorted(pkgutil.iter_modules(bench.__path__), key=lambda i: i.name):
+            if not info.ispkg:
+                continue
+            described = getattr(importlib.import_module(f"kit.bench.{info.name}"), "SUITE", None)
+            if isinstance(described, Suite):
+                if described.name != info.name:
+                    raise ValueError(f"kit/bench/{info.name}/ describes a suite named {described.name!r}")
+                found.append(described)
+        _FOUND.extend(sorted(found, key=lambda s: (s.order, s.name)))
+    return tuple(_FOUND)
+
+
+def names() -> Tuple[str, ...]:
+    """The suites' names: the workloads a cell may have."""
+    return tuple(s.name for s in all_suites())
+
+
+def choices() -> Tuple[str, ...]:
+    """``--suite``'s choices: each suite, then "all"."""
+    return names() + (ALL,)
+
+
+def suite(name: str) -> Suite:
+    """The descriptor of ``name`` (KeyError for a name that is not a suite)."""
+    for s in all_suites():
+        if s.name == name:
+            return s
+    raise KeyError(name)
+
+
+def find(name: str) -> Optional[Suite]:
+    """The descriptor of ``name``, or None (a bundle may name a suite this kit does not have)."""
+    return next((s for s in all_suites() if s.name == name), None)
+
+
+def run_by(choice: str) -> Tuple[Suite, ...]:
+    """The suites a run of ``--suite choice`` measures ("all": those ``in_all``)."""
+    if choice == ALL:
+        return tuple(s for s in all_suites() if s.in_all)
+    found = find(choice)
+    return (found,) if found else ()
+
+
+def run_names(choice: str) -> Tuple[str, ...]:
+    return tuple(s.name for s in run_by(choice))
+
+
+def in_all_names() -> Tuple[str, ...]:
+    return run_names(ALL)
+
+
+def model_order() -> Tuple[str, ...]:
+    """Every suite's models, suite by suite: the order of the views' rows."""
+    return tuple(m for s in all_suites() for m in s.models)
+
+
+def engine_label(workload: str, engine: str) -> str:
+    """An engine's name with what it is, where the suite says (the LSTM's two), else the name."""
+    found = find(workload)
+    return found.engine_labels.get(engine, engine) if found else engine
+
+
+def unit(workload: str) -> str:
+    found = find(workload)
+    return found.unit if found else "items"
+
+
+def parity_of(workload: str) -> Parity:
+    """The suite's parity rule (a workload this kit does not know: fp32, relative, 1%)."""
+    found = find(workload)
+    return found.parity if found else Parity("final metric")
+
+
+def help_text() -> str:
+    """``--suite``'s help: each suite and what it measures."""
+    parts = [f"{s.name} ({s.help})" for s in all_suites()]
+    return ("Which comparison: " + ", ".join(parts) + f"; {ALL} = " + " + ".join(in_all_names()) + ".")
