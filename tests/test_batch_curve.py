@@ -25,8 +25,8 @@ from kit.results.curve import KNEE_GAIN, curves, fmt_knee, knee
 from kit.results.derive import derive
 from kit.results.cell_ids import CURVE_PARAM
 from kit.results.schema import CellResult, RunResults
-from kit.runner.option_config import config_from_options
-from kit.runner.option_parsing import parse_args, parse_batch_sizes, to_args
+from kit.runner.option_checks import config_from_options
+from kit.runner.options import parse_args, parse_batch_sizes, to_args
 from kit.runner.plan import build_plan
 
 

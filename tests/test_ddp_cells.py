@@ -445,11 +445,11 @@ def test_bad_data_parallel_options_are_usage_errors(kw, words):
 
 
 def test_a_batch_per_gpu_and_a_global_batch_together_are_refused():
-    from kit.runner.option_config import data_parallel_options
-    from kit.runner.option_fields import RunOptions
+    from kit.runner.option_checks import config_from_options
+    from kit.runner.options import RunOptions
 
     with pytest.raises(UsageError, match="not both"):
-        data_parallel_options(RunOptions(gpus=2, global_batch_size=256, batch_size=64))
+        config_from_options(RunOptions(gpus=2, global_batch_size=256, batch_size=64))
 
 
 def test_the_batch_is_per_gpu_unless_a_global_batch_is_given():

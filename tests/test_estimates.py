@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from kit.facts import estimates
-from kit.runner.option_config import config_from_options
-from kit.runner.option_parsing import parse_args
+from kit.runner.option_checks import config_from_options
+from kit.runner.options import parse_args
 from kit.runner.plan import build_plan, estimate_plan_seconds, runs_on_cpu
 
 REPO = Path(__file__).resolve().parents[1]

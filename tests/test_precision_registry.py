@@ -32,7 +32,7 @@ def test_the_kits_parts_read_the_table():
     from kit.report.charts import VS_BF16_PRECISIONS
     from kit.results.derive import efficiency
     from kit.results.schema import CellResult
-    from kit.runner.option_fields import RunOptions
+    from kit.runner.options import RunOptions
     from dataclasses import fields
 
     assert GRAPH_MODES == precisions.where(capturable=True)

@@ -1,4 +1,4 @@
-"""`kit run`'s options are one typed object (kit.runner.option_fields.RunOptions): the Typer
+"""`kit run`'s options are one typed object (kit.runner.options.RunOptions): the Typer
 command, the cuda10 front end and `kit launch` all read its fields, and `kit launch`
 renders it back into the container's command line."""
 
@@ -15,9 +15,8 @@ import kit.runner.service as service
 from kit.cli.main import app
 from kit.errors import UsageError
 from kit.runner import legacy
-from kit.runner.option_config import config_from_options, smoke_preset
-from kit.runner.option_fields import RunOptions, option_specs
-from kit.runner.option_parsing import parse_args, to_args
+from kit.runner.option_checks import config_from_options
+from kit.runner.options import RunOptions, option_specs, parse_args, smoke_preset, to_args
 
 #: one command line that sets every option to a value other than its default
 EVERY_OPTION = [

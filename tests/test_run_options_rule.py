@@ -1,6 +1,6 @@
 """`kit run`'s options, one rule: an empty path is refused (`--results-dir ''`, an empty
 KIT_RESULTS_DIR), every comma list refuses an empty item with one message from one function
-(kit.runner.option_parsing.split_list), and `--resume DIR` refuses an option that conflicts with the
+(kit.runner.options.split_list), and `--resume DIR` refuses an option that conflicts with the
 resumed run's own (exit 2, naming the option and the run's value). Run folders are fixture data."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 from fixtures.results.factory import make_cell, make_env, make_results, make_run_dir
 from kit.cli.main import main
 from kit.errors import UsageError
-from kit.runner.option_config import config_from_options
-from kit.runner.option_parsing import parse_args, split_list
+from kit.runner.option_checks import config_from_options
+from kit.runner.options import parse_args, split_list
 
 
 def _exit(args, capsys, monkeypatch=None):

@@ -20,7 +20,7 @@ def test_every_kit_run_option_has_a_legacy_flag():
 
 
 def test_isolate_reaches_the_run_config():
-    from kit.runner.option_config import config_from_options
+    from kit.runner.option_checks import config_from_options
 
     opts = legacy.parse(["run", "--isolate", "all", "--data", "synthetic", "--suite", "lstm"])
     assert config_from_options(opts).isolate == "all"

@@ -28,7 +28,7 @@ def apex(
     same corpus, same device; prints mode, original tokens/s, kit tokens/s and their ratio."""
     from kit.runner.fidelity import format_table, run_apex_fidelity
 
-    from kit.runner.option_parsing import split_list
+    from kit.runner.options import split_list
 
     names = split_list(presets, "--presets")
     chosen = split_list(settings, "--settings")

@@ -1,6 +1,6 @@
 """`kit run`: run the benchmark suites natively (the containers call this too).
 
-Its options are the fields of :class:`kit.runner.option_fields.RunOptions` (type, default, flags,
+Its options are the fields of :class:`kit.runner.options.RunOptions` (type, default, flags,
 help text): :func:`_parameters` makes one Typer option of each, and :func:`run` builds the
 RunOptions from them, by name, and hands it to :func:`kit.runner.service.run_from_cli`.
 An option is added as a field there, not here.
@@ -16,7 +16,7 @@ from typing import Any, List, Optional
 
 import typer
 
-from kit.runner.option_fields import OptionSpec, RunOptions, option_specs
+from kit.runner.options import OptionSpec, RunOptions, option_specs
 
 
 def run(ctx: typer.Context, **values: Any) -> None:

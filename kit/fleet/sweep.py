@@ -15,7 +15,7 @@ from kit.errors import SchemaError, UsageError
 from kit.results.atomic import atomic_write_json
 from kit.results.suites import choices as suite_choices  # `kit run --suite`'s: a sweep runs each as one task
 from kit.runner.option_checks import check_suite_options, options_for_suite
-from kit.runner.option_parsing import parse_args, split_list, to_args
+from kit.runner.options import parse_args, split_list, to_args
 
 SWEEP_FORMAT = 1
 SWEEP_FILE = "sweep.json"

@@ -2,7 +2,7 @@
 
 Flow (one function per step, top to bottom)::
 
-    parse_gpus, run_options (the `kit run` options: kit.runner.option_fields.RunOptions)
+    parse_gpus, run_options (the `kit run` options: kit.runner.options.RunOptions)
       -> check_environment (kit.env.doctor.check_stack: driver, GPU,
          architecture, Docker, toolkit; picks the stack for --stack auto)
       -> engine.connect -> ensure_image (build when missing or built from
@@ -41,8 +41,7 @@ from kit.launch.exit_status import container_error
 from kit.launch.follow import CONTAINER_RESULTS, JOURNAL_NAME, JournalFollower, bundle_from_output, new_bundles, snapshot
 from kit.launch.stacks import find_source_root, image_spec, read_ca_cert, stack_facts
 from kit.runner.option_checks import check_suite_options
-from kit.runner.option_fields import RunOptions
-from kit.runner.option_parsing import parse_args, split_list, to_args
+from kit.runner.options import RunOptions, parse_args, split_list, to_args
 
 #: what the container runs when no `kit run` options follow `--`
 SMOKE_RUN = RunOptions().with_options(smoke=True, suite="all", device="cpu")
@@ -156,7 +155,7 @@ def run_options(run_args: RunOptions | Sequence[str]) -> RunOptions:
 
 def container_command(stack: str, run_args: RunOptions | Sequence[str], smoke_default: bool, gpu_count: int = 1) -> list[str]:
     """The `kit` command line inside the container: the run options rendered back
-    (kit.runner.option_parsing.to_args: the options given, in their order).
+    (kit.runner.options.to_args: the options given, in their order).
 
     No options: the CPU smoke run on the cpu stack, the full suite on a GPU stack.
     A resume (--resume) gets no other option: the run's own, from its journal, apply.

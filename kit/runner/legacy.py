@@ -1,7 +1,7 @@
 """`kit run` inside the cuda10 image (Python 3.7, torch 1.4, fastai v1, Apex with amp).
 
 The kit's command line needs Python 3.10+, the 2019 stack is Python 3.7. The
-boundary: this module parses the same run options (kit.runner.option_fields.RunOptions)
+boundary: this module parses the same run options (kit.runner.options.RunOptions)
 with argparse and calls the same runner (kit.runner.execute) as `kit run`, which writes the run folder
 (journal.jsonl, results.json after every cell, env.json, run.log) and the bundle
 with its report. The bench code detects what the old stack offers (kit.bench.caps)
@@ -24,14 +24,13 @@ from pathlib import Path
 
 from kit import __version__
 from kit.errors import Interrupted, KitError, UsageError
-from kit.runner.option_fields import RunOptions
-from kit.runner.option_parsing import argument_parser, parse_args
+from kit.runner.options import RunOptions, argument_parser, parse_args
 
 PROG = "kit run (cuda10 stack)"
 
 
 def parser() -> argparse.ArgumentParser:
-    """`kit run`'s options (the fields of kit.runner.option_fields.RunOptions), as this image takes them."""
+    """`kit run`'s options (the fields of kit.runner.options.RunOptions), as this image takes them."""
     p = argument_parser(PROG, legacy=True)
     p.description = __doc__.split("\n\n")[0]
     return p
@@ -72,7 +71,7 @@ class PlainUI:
 
 def run(options: RunOptions, argv: list) -> int:
     from kit.runner.execute import execute
-    from kit.runner.option_config import config_from_options
+    from kit.runner.option_checks import config_from_options
     from kit.runner.plan import build_plan
     from kit.runner.service import ensure_real_data, outcome_summary, raise_if_cells_failed
 

@@ -1,12 +1,13 @@
-"""The checks of `kit run`'s options that RunConfig cannot make itself (exit 2 before anything is
-written): options of another suite, engines, batch curve, GPT and LSTM settings, paths, and the
-options given with ``--resume``; and :func:`options_for_suite`, the suite rule's other use.
+"""The checks of `kit run`'s options (exit 2 before anything is written) and the RunConfig a run
+gets from them (:func:`config_from_options`): options of another suite, engines, precisions, batch
+curve, paths, and the options given with ``--resume``; and :func:`options_for_suite`, the suite
+rule's other use. Each suite checks its own cells' settings as the plan is built (kit.runner.plan).
 
 Python 3.7 syntax (the cuda10 image imports this module): typing's ``Optional``/``List``.
 """
 
 import os
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import List, Tuple
 
@@ -14,8 +15,9 @@ from kit.errors import DiskFull, UsageError
 from kit.results.schema import RunConfig
 from kit.results.schema_names import COMPILE_CHOICES
 from kit.results import suites
-from kit.runner.option_fields import GPT_OVERRIDES, LSTM_OVERRIDES, RunOptions, option_specs
-from kit.runner.option_parsing import normalise_device, parse_batch_sizes, split_list, split_names
+from kit.runner.options import (GPT_OVERRIDES, LSTM_OVERRIDES, RunOptions, gpt_overrides, lstm_overrides,
+                                normalise_device, option_specs, parse_batch_sizes, smoke_preset, split_list,
+                                split_names)
 
 def engines_of_suite(engines, suite: str) -> list:
     """The names in ``engines`` that are engines of ``suite`` (its descriptor, kit.results.suites)."""
@@ -112,8 +114,9 @@ def _run_value(config: RunConfig, name: str):
     return getattr(config, name, _NO_FIELD)
 
 
-def _given_value(options: RunOptions, name: str):
-    """Option ``name`` as RunConfig would keep it (lists split and checked, the device normalised)."""
+def as_config(options: RunOptions, name: str):
+    """Option ``name`` as RunConfig keeps it (lists split and checked, the device normalised): the
+    one rule from an option to the run's config."""
     spec = next(s for s in option_specs() if s.name == name)
     value = getattr(options, name)
     if name == "batch_sizes":
@@ -153,7 +156,7 @@ def check_resume_options(options: RunOptions, config: RunConfig, run_dir: Path) 
         if run is _NO_FIELD:
             raise UsageError(f"{flag} conflicts with the resumed run's options (from its journal: "
                              f"{' '.join(config.command_line[1:]) or 'not recorded'}); a resume keeps them.", remedy=remedy)
-        given = _given_value(options, name)
+        given = as_config(options, name)
         if isinstance(run, list) and isinstance(given, list) and not given and not run:
             continue
         if given != run:
@@ -233,3 +236,21 @@ def _results_remedy() -> str:
     from kit.runner.execute import RESULTS_DIR_REMEDY
 
     return RESULTS_DIR_REMEDY
+
+
+def config_from_options(options: RunOptions, argv=None) -> RunConfig:
+    """Every option of `kit run` checked in one place (UsageError, exit 2), before anything is
+    printed or written, and turned into the run's RunConfig (``--smoke``: its preset first): each
+    RunConfig field that is an option takes the option's value by the one rule :func:`as_config`
+    (which ``--resume``'s check uses too); the LSTM and GPT preset overrides become their dicts."""
+    check_options(options)
+    if options.smoke:
+        options = smoke_preset(options)
+    if options.global_batch_size is not None and options.batch_size is not None:
+        raise UsageError("give --batch-size (per GPU) or --global-batch-size, not both.")
+    names = {spec.name for spec in option_specs()}
+    config = RunConfig(**{f.name: as_config(options, f.name) for f in fields(RunConfig) if f.name in names},
+                       lstm=lstm_overrides(options), gpt=gpt_overrides(options), command_line=list(argv or []))
+    check_engines(config)
+    check_precisions(config)
+    return config

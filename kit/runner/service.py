@@ -1,9 +1,9 @@
-"""Glue between `kit run`'s options (kit.runner.option_fields.RunOptions) and the runner: check, build the config, run, print.
+"""Glue between `kit run`'s options (kit.runner.options.RunOptions) and the runner: check, build the config, run, print.
 
 Order of `kit run` (each step stops with one line and its exit code, before the next
 writes anything):
 
-1. every option is checked (:func:`kit.runner.option_config.config_from_options`; a resume folder by
+1. every option is checked (:func:`kit.runner.option_checks.config_from_options`; a resume folder by
    :func:`kit.runner.resume.read_resume_state`): exit 2;
 2. ``--dry-run`` prints the plan on stdout and stops;
 3. a resumed run folder is locked (exit 2 when another process writes it); a run that had
@@ -23,9 +23,9 @@ from kit.errors import EnvironmentCheckError
 from kit.results.schema import RunConfig
 from kit.runner.option_checks import check_results_dir, check_resume_options
 from kit.results import suites
-from kit.runner.option_config import config_from_options
+from kit.runner.option_checks import config_from_options
 from kit.runner.plan import build_plan
-from kit.runner.option_fields import RunOptions
+from kit.runner.options import RunOptions
 
 def check_bench_stack(plan, console=None) -> None:
     """EnvironmentCheckError (exit 6) when the benchmark stack the run's cells need is missing or
