@@ -148,15 +148,31 @@ def _ok_row(doc) -> list:
     return next(c for c in doc["cells"] if c[1] == "ok")
 
 
-def _first_value_infinite(doc, nums) -> None:
-    """The first ok cell's first throughput value (after its samples and energy) made infinite."""
-    for row in doc["cells"]:
-        if row[1] == "ok":
-            tp_n, ep_n, fm_n, n_tp, n_ep, bits = row[10]
-            assert n_tp, "the fixture's first ok cell has throughput values"
-            nums[5 * sum(1 for n in (tp_n, ep_n, fm_n) if n) + (bits & 1)] = float("inf")
-            return
-        # the cells before it store no numbers
+def _first_value(value: float):
+    """An edit: the first ok cell's first throughput value (after its samples and energy) made ``value``."""
+    def edit(doc, nums) -> None:
+        for row in doc["cells"]:
+            if row[1] == "ok":
+                tp_n, ep_n, fm_n, n_tp, n_ep, bits = row[10]
+                assert n_tp, "the fixture's first ok cell has throughput values"
+                nums[5 * sum(1 for n in (tp_n, ep_n, fm_n) if n) + (bits & 1)] = value
+                return
+            # the cells before it store no numbers
+    return edit
+
+
+def _throughput_sample(field: int, value: float):
+    """An edit: the first ok cell's throughput sample's ``field`` (0 mean, 1 sd, 2 median, 3 min, 4 max)
+    made ``value`` (its numbers start with that sample)."""
+    def edit(doc, nums) -> None:
+        assert _ok_row(doc)[10][0], "the fixture's first ok cell has a throughput sample"
+        nums[field] = value
+    return edit
+
+
+def _speedup_nan(doc, nums) -> None:
+    """The last number of the run made NaN: the last ok cell's last stored figure (its speedup's or a median)."""
+    nums[-1] = float("nan")
 
 
 def _shape(i, value):
@@ -180,7 +196,15 @@ DAMAGES = {
     "numbers missing": lambda index: _edited_figures(index, lambda d, n: n.pop()),
     "numbers left over": lambda index: _edited_figures(index, lambda d, n: n.append(1.0)),
     "numbers cut mid-way": lambda index: _edited_figures(index, lambda d, n: None, trim=3),
-    "a value that is not finite": lambda index: _edited_figures(index, _first_value_infinite),
+    "a value that is not finite": lambda index: _edited_figures(index, _first_value(float("inf"))),
+    "a throughput that is NaN": lambda index: _edited_figures(index, _first_value(float("nan"))),
+    "a negative throughput": lambda index: _edited_figures(index, _first_value(-86.4)),
+    "a throughput of zero": lambda index: _edited_figures(index, _first_value(0.0)),
+    "a negative median over the repeats": lambda index: _edited_figures(index, _throughput_sample(2, -1.0)),
+    "an infinite mean over the repeats": lambda index: _edited_figures(index, _throughput_sample(0, float("inf"))),
+    "a negative spread": lambda index: _edited_figures(index, _throughput_sample(1, -0.5)),
+    "a speedup over fp32 that is NaN": lambda index: _edited_figures(index, _speedup_nan),
+    "a decompression bomb": lambda index: zlib.compress(bytes(65 << 20), 9),
     "a key of one part": lambda index: _edited_figures(index, lambda d, n: _ok_row(d).__setitem__(0, ["cifar"])),
     "flags that are not text": lambda index: _edited_figures(index, lambda d, n: _ok_row(d).__setitem__(7, [1])),
 }
@@ -189,7 +213,8 @@ DAMAGES = {
 @pytest.mark.parametrize("damage", sorted(DAMAGES))
 def test_a_damaged_copy_in_the_index_is_a_schema_error_not_a_traceback(indexed, capsys, monkeypatch, tmp_path, damage):
     """The stored figures are checked as they are read (kit.index.figures_codec.decode): each kind of
-    damage is named, exit 4, never a traceback, in every view."""
+    damage (values no run can produce and a decompression bomb included) is named in one line, exit 4,
+    never a traceback, in every view, and the file is left as it was."""
     import sqlite3
 
     index, _ = indexed
@@ -200,9 +225,12 @@ def test_a_damaged_copy_in_the_index_is_a_schema_error_not_a_traceback(indexed, 
     con.execute("UPDATE bundles SET figures_z = ? WHERE id = (SELECT MIN(id) FROM bundles)", (blob,))
     con.commit()
     con.close()
+    before = copy.read_bytes()
     for view in ([], ["--json", "-"], ["--group-by", "gpu"]):
         code, out, err = run_main(["compare", "--index", str(copy), *view], capsys, monkeypatch)
         assert code == 4 and "is damaged" in err and "Traceback" not in err, (damage, view, err)
+        assert len(err.strip().splitlines()) == 2, err  # the line and its remedy
+    assert copy.read_bytes() == before
 
 
 def test_where_matches_a_whole_word_of_the_field_and_host_the_exact_name():

@@ -32,6 +32,7 @@ from kit.bundle.safe_open import ENV_NAME, RESULTS_NAME, open_bundle
 from kit.compare import measures
 from kit.compare.figures import run_figures
 from kit.errors import BundleError, KitError, UsageError
+from kit.index.db import check_schema_again
 from kit.index.figures_codec import encode
 from kit.results import ratios
 
@@ -129,6 +130,7 @@ def _record(con: sqlite3.Connection, ready: list) -> None:
     try:
         con.execute("BEGIN IMMEDIATE")
         try:
+            check_schema_again(con)  # the schema checked on opening may have changed since
             for r in ready:
                 cur = con.execute(_INSERT, r.row)
                 if cur.rowcount == 0:

@@ -17,7 +17,6 @@ import calendar
 import json
 import sqlite3
 import time
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional
@@ -26,7 +25,8 @@ from kit.bundle.inert import inert
 from kit.compare.load import Source, _label
 from kit.compare.stats import RatioEstimate, Sample, ratio_estimate
 from kit.errors import SchemaError, UsageError
-from kit.index.figures_codec import Damaged, decode
+from kit.index.db import connect
+from kit.index.figures_codec import Damaged, decode, inflate
 from kit.results import ratios
 from kit.results.method import method_change
 from kit.results.schema import RunResults
@@ -120,14 +120,14 @@ def _results_loader(index_path: str, bundle_id: int, label: str):
     """Reads one run's results.json from the index when a view asks for it (the per-run charts of the
     HTML page): a connection of its own, the schema's check, the index's error for a damaged copy."""
     def load() -> RunResults:
-        con = sqlite3.connect(f"file:{index_path}?mode=ro", uri=True)
+        con = connect(f"file:{index_path}?mode=ro", uri=True)
         try:
             (results_z,) = con.execute("SELECT results_z FROM bundles WHERE id = ?", (bundle_id,)).fetchone()
         finally:
             con.close()
         try:
-            obj = json.loads(zlib.decompress(results_z))
-        except (zlib.error, ValueError) as exc:
+            obj = json.loads(inflate(results_z))
+        except ValueError as exc:  # Damaged included
             raise _damaged(label, exc) from None
         return RunResults.from_dict(obj, source=f"{label} (results.json)")
     return load
@@ -143,8 +143,8 @@ def _source(i: int, row: tuple, index_path: str) -> Source:
     label = inert(file_name)
     try:
         figures = decode(figures_z)
-        env = json.loads(zlib.decompress(env_z))
-    except (Damaged, zlib.error, ValueError) as exc:
+        env = json.loads(inflate(env_z))
+    except ValueError as exc:  # Damaged included
         raise _damaged(label, exc) from None
     src = Source(i, _label(i), Path(path), "index", None, env if isinstance(env, dict) else {}, None,
                  bool(interrupted), figures, _results_loader(index_path, bundle_id, f"{label} (index)"))
