@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from fixtures.results.factory import bundle_members, write_bundle
 from test_index_fixtures import ROOT, kit_cli, make_bundle
 
@@ -95,3 +97,50 @@ def test_two_writers_at_once_both_land(tmp_path):
     assert sorted(r[0] for r in rows) == sorted([f"fixture-a{i:02d}" for i in range(15)] + [f"fixture-b{i:02d}" for i in range(15)])
     said = "".join(err for _, err in results)
     assert said.count("added    ") == 30 and said.count("no-op") == 1
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (Linux: /proc/PID/stat's fourth field)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    """Running (not gone, and not a zombie waiting for a parent that does not reap it)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process table from /proc (Linux)")
+def test_kill_9_of_kit_index_add_ends_its_verifier_processes(tmp_path):
+    """`kill -9` gives the parent no chance to stop its pool: the workers notice by themselves that their
+    parent is gone, and end (kit.index.ingest's workers), instead of verifying on for nobody."""
+    bundles = _copies(tmp_path, 60)
+    index = tmp_path / "index.sqlite"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "kit", "index", "add", "--jobs", "2", "--index", str(index),
+                             *map(str, bundles)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    workers: list = []
+    deadline = time.monotonic() + 120
+    while len(workers) < 2 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+        workers = [p for p in _children(proc.pid) if _alive(p)]
+    assert len(workers) >= 2 and proc.poll() is None, "the verifier pool did not start"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    deadline = time.monotonic() + 20
+    while any(map(_alive, workers)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [p for p in workers if _alive(p)]
+    for p in left:  # tidy up what this test started, then fail
+        os.kill(p, signal.SIGKILL)
+    assert not left, f"{len(left)} verifier process(es) outlived their parent"

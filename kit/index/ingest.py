@@ -152,9 +152,39 @@ def _record(con: sqlite3.Connection, ready: list) -> None:
 _KNOWN: frozenset = frozenset()
 
 
-def _init_worker(known: frozenset) -> None:
+def _init_worker(known: frozenset, parent: int) -> None:
     global _KNOWN
     _KNOWN = known
+    _end_with_parent(parent)
+
+
+def _end_with_parent(parent: int) -> None:
+    """Make this worker end when ``parent`` does, whatever ends it (``kill -9`` gives it no chance
+    to stop its pool, and a worker would verify on for nobody). On Linux the kernel sends SIGKILL
+    the moment the parent dies (``prctl(PR_SET_PDEATHSIG)``); everywhere, a thread sees the parent
+    change (``os.getppid``: an orphan is adopted by another process) and ends the process."""
+    import os
+    import signal
+    import sys
+    import threading
+
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG = 1 (linux/prctl.h)
+        except (OSError, AttributeError):
+            pass  # the thread below still ends it
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    if os.getppid() != parent:  # the parent died before the signal was armed
+        os._exit(1)
+    threading.Thread(target=watch, name="end-with-parent", daemon=True).start()
 
 
 def prepare(path: Path, known: frozenset | None = None):
@@ -222,6 +252,7 @@ def add_bundles(con: sqlite3.Connection, paths: Iterable[Path],
 
     if jobs > 1 and len(paths) >= PARALLEL_FROM:
         import multiprocessing
+        import os
         from concurrent.futures import ProcessPoolExecutor
 
         # spawned workers: nothing of this process (its open index) is inherited
@@ -229,7 +260,8 @@ def add_bundles(con: sqlite3.Connection, paths: Iterable[Path],
         from concurrent.futures.process import BrokenProcessPool
 
         try:
-            with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_init_worker, initargs=(known,)) as pool:
+            with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_init_worker,
+                                     initargs=(known, os.getpid())) as pool:
                 for i, prepared in enumerate(pool.map(prepare, paths, chunksize=4)):
                     take(i, prepared)
         except BrokenProcessPool:
