@@ -117,7 +117,7 @@ def list_(
     flt = make_filter(where or (), since, host)
     con = open_index(index)
     try:
-        runs, total = list_runs(con, flt), counts(con)
+        runs, total = list_runs(con, flt, everything=True), counts(con)
     finally:
         con.close()
     output.show(lambda: _print_runs(index, runs, total, files),
@@ -132,12 +132,17 @@ def _print_runs(index: Path, runs: list, total: dict, files: bool) -> None:
 
     t = Table(title=f"{index}: {total['bundles']} runs of {total['hosts']} hosts ({len(runs)} shown, by run date)",
               title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-    for col in ("#", "run date (UTC)", "host", "GPU", "driver", "stack", "torch", "kit", "cells") + (("file",) if files else ()):
+    notes = any(r["left_out"] for r in runs)
+    for col in (("#", "run date (UTC)", "host", "GPU", "driver", "stack", "torch", "kit", "cells")
+                + (("file",) if files else ()) + (("left out of compare and history",) if notes else ())):
         t.add_column(col, overflow="fold", no_wrap=col in ("#", "run date (UTC)", "cells"))
-    for i, r in enumerate(runs, 1):
+    i = 0
+    for r in runs:
         cells = f"{r['n_cells']}" + (" (interrupted)" if r["interrupted"] else "")
-        t.add_row(str(i), _date(r["run_date"]), *(Text(_t(r[k])) for k in ("host", "gpu", "driver", "stack", "torch", "kit")),
-                  cells, *((Text(_t(r["file_name"])),) if files else ()))
+        i += r["left_out"] is None  # the positions --baseline takes: the runs compare reads
+        t.add_row(str(i) if r["left_out"] is None else "-", _date(r["run_date"]),
+                  *(Text(_t(r[k])) for k in ("host", "gpu", "driver", "stack", "torch", "kit")), cells,
+                  *((Text(_t(r["file_name"])),) if files else ()), *((Text(_t(r["left_out"] or "")),) if notes else ()))
     Console().print(t)
 
 

@@ -27,6 +27,7 @@ from kit.compare.stats import RatioEstimate, Sample, ratio_estimate
 from kit.errors import SchemaError, UsageError
 from kit.index.db import connect
 from kit.index.figures_codec import Damaged, decode, inflate
+from kit.index.runs import left_out
 from kit.results import ratios
 from kit.results.method import method_change
 from kit.results.schema import RunResults
@@ -104,11 +105,23 @@ def make_filter(where: Iterable[str] = (), since: Optional[str] = None, host: Op
     return f
 
 
-def list_runs(con: sqlite3.Connection, flt: Optional[Filter] = None) -> list[dict]:
+def list_runs(con: sqlite3.Connection, flt: Optional[Filter] = None, everything: bool = False) -> list[dict]:
+    """The matching runs, each once (kit.index.runs.left_out: an interrupted bundle superseded by its
+    completed resume, and a copy of a run already listed, are left out). ``everything``: those too,
+    each with ``left_out`` saying why ("superseded by FILE", "the same run as FILE"; None for the others)."""
     flt = flt or Filter()
     where, args = flt.sql()
     rows = con.execute(f"SELECT {', '.join(LIST_COLUMNS)} FROM bundles {where} {ORDER}", args).fetchall()
-    return [run for run in (dict(zip(LIST_COLUMNS, r)) for r in rows) if flt.keep(run)]
+    hidden = left_out(con)
+    runs = []
+    for run in (dict(zip(LIST_COLUMNS, r)) for r in rows):
+        why = hidden.get(run["id"])
+        if (why is None or everything) and flt.keep(run):
+            if everything:
+                run["left_out"] = None if why is None else (
+                    f"superseded by {why[1]}" if why[0] == "superseded" else f"the same run as {why[1]}")
+            runs.append(run)
+    return runs
 
 
 def counts(con: sqlite3.Connection) -> dict:
