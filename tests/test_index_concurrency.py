@@ -144,3 +144,55 @@ def test_kill_9_of_kit_index_add_ends_its_verifier_processes(tmp_path):
     for p in left:  # tidy up what this test started, then fail
         os.kill(p, signal.SIGKILL)
     assert not left, f"{len(left)} verifier process(es) outlived their parent"
+
+
+_HOLDER = """
+import sqlite3, sys
+con = sqlite3.connect(sys.argv[1], isolation_level=None)
+con.execute("BEGIN IMMEDIATE")  # the write lock, as another `kit index add` holds it for a batch
+print("holding", flush=True)
+sys.stdin.readline()            # until the test says so
+con.execute("COMMIT")
+print("released", flush=True)
+"""
+
+
+def _add_process(index: Path, bundle: Path, busy_timeout: float | None = None) -> subprocess.Popen:
+    """`kit index add` in a process of its own; ``busy_timeout`` replaces the kit's (the control below)."""
+    patch = "" if busy_timeout is None else f"import kit.index.db as d; d.BUSY_TIMEOUT_S = {busy_timeout}; "
+    code = patch + "import sys; from kit.cli.main import main; main(sys.argv[1:])"
+    return subprocess.Popen([sys.executable, "-c", code, "index", "add", "--index", str(index), str(bundle)],
+                            env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def test_kit_index_add_waits_for_a_writer_that_holds_the_lock_and_then_lands(tmp_path):
+    """Deterministic, not a race: another process takes ``BEGIN IMMEDIATE`` and says so before
+    `kit index add` starts, so the two always overlap. The add waits (still running, nothing written)
+    while the lock is held, and lands once it is released. The control shows the lock really blocks a
+    writer: the same add with a busy timeout of 0 fails at once."""
+    first, second = make_bundle(tmp_path, "fixture-node000", 0), make_bundle(tmp_path, "fixture-node001", 1)
+    index = tmp_path / "index.sqlite"
+    assert kit_cli("index", "add", "--index", str(index), str(first)).returncode == 0
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(index)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        control = _add_process(index, second, busy_timeout=0)
+        _, err = control.communicate(timeout=120)
+        assert control.returncode == 1 and "cannot write to the index" in err and "locked" in err, err
+        assert _count(index) == 1
+
+        adder = _add_process(index, second)
+        time.sleep(3.0)  # long enough to verify one bundle and reach the lock, far below the busy timeout
+        assert adder.poll() is None, adder.communicate()
+        assert _count(index) == 1
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        assert holder.stdout.readline().strip() == "released"
+        out, err = adder.communicate(timeout=120)
+        assert adder.returncode == 0 and "1 added, 0 already in the index, 0 refused" in err, err
+        assert _count(index) == 2
+    finally:
+        holder.kill()
+        holder.wait()
