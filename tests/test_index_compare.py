@@ -106,21 +106,59 @@ def test_history_marks_the_driver_change_and_flags_the_planted_slowdown(indexed,
         assert second["flagged"] and second["vs_previous"]["verdict"] == "significant"
         assert second["vs_previous"]["ratio"] == pytest.approx(0.9 / 1.2)
     code, out, err = run_main(["index", "history", "--index", str(index), "--host", "fixture-node001",
-                               "--cell", "cifar/resnet18/fp32/torch"], capsys, monkeypatch)
+                               "--cells", "cifar/resnet18/fp32/torch"], capsys, monkeypatch)
     assert code == 0, err
-    assert "590.10 *" in out and "0.750×" in out and "1 significant change(s) of 5% or more" in out
+    assert "590.10 *" in out and "0.750×" in out and "6 significant change(s) of 5% or more, over the 6 cells" in out
+    assert out.count("(images/s, median over repeats)") == 1  # the one cell's table
     # an unchanged machine: nothing flagged (node000 ran once)
     code, out, err = run_main(["index", "history", "--index", str(index), "--host", "fixture-node000"], capsys, monkeypatch)
     assert code == 0 and "No significant change" in out
+
+
+def test_history_leads_with_one_table_of_runs_with_each_precisions_geometric_mean_change(indexed, capsys, monkeypatch):
+    """Without --cells: one table, a row per run, no per-cell table. Per precision the geometric mean
+    of its cells' ratios to the previous run (kit.results.ratios.geometric_mean of the ratios --json
+    gives per cell), and what changed (the driver)."""
+    import math
+
+    index, _ = indexed
+    args = ["index", "history", "--index", str(index), "--host", "fixture-node001"]
+    h = _json(args + ["--json", "-"], capsys, monkeypatch)
+    assert h["summary"]["precisions"] == ["fp32", "amp-fp16", "amp-bf16"]
+    first, second = h["summary"]["runs"]
+    assert first["changed"] == [] and first["vs_previous"] == {
+        p: {"geomean_ratio": None, "cells": 0, "flagged": 0, "method_breaks": 0} for p in ("fp32", "amp-fp16", "amp-bf16")}
+    assert second["changed"] == [{"field": "driver", "before": "580.159", "now": "590.10"}]
+    for precision, got in second["vs_previous"].items():
+        cells = [c["points"][1]["vs_previous"]["ratio"] for c in h["cells"] if c["cell_id"].split("/")[2] == precision]
+        assert got["cells"] == len(cells) == 2 and got["flagged"] == 2 and got["method_breaks"] == 0
+        assert got["geomean_ratio"] == pytest.approx(math.exp(sum(map(math.log, cells)) / len(cells)), rel=1e-12)
+    code, out, err = run_main(args, capsys, monkeypatch)
+    assert code == 0, err
+    assert "median over repeats" not in out and out.count("run date (UTC)") == 1  # the one table
+    row = next(x for x in out.splitlines() if x.startswith("│ 2 "))
+    assert "driver 580.159 -> 590.10" in row and row.count("0.750× (2!)") == 3
+    assert "Per-cell tables: --cells PATTERN" in out
+    code, out, err = run_main(args + ["--cells", "amp-fp16"], capsys, monkeypatch)  # text the ids hold
+    assert code == 0 and out.count("median over repeats") == 2 and "amp-bf16 (images/s" not in out
+
+
+def test_the_geometric_mean_of_ratios():
+    from kit.results.ratios import geometric_mean
+
+    assert geometric_mean([2.0, 0.5]) == pytest.approx(1.0)
+    assert geometric_mean([0.9, 0.9, 0.9]) == pytest.approx(0.9)
+    assert geometric_mean([4.0, float("nan"), None, -1.0, 0.0, 1.0]) == pytest.approx(2.0)  # what is no ratio, left out
+    assert geometric_mean([]) is None
 
 
 def test_history_of_an_unknown_host_or_cell_is_one_line(indexed, capsys, monkeypatch):
     index, _ = indexed
     code, out, err = run_main(["index", "history", "--index", str(index), "--host", "nobody"], capsys, monkeypatch)
     assert code == 2 and "no run of that host" in err and "fixture-node000" in err
-    code, out, err = run_main(["index", "history", "--index", str(index), "--host", "fixture-node001", "--cell", "x/y"],
+    code, out, err = run_main(["index", "history", "--index", str(index), "--host", "fixture-node001", "--cells", "x/y"],
                               capsys, monkeypatch)
-    assert code == 2 and "has no such cell" in err
+    assert code == 2 and "has no such cell" in err and "cifar/resnet18/fp32/torch" in err
 
 
 def _edited_figures(index, edit, trim: int = 0) -> bytes:
