@@ -10,7 +10,10 @@ What makes a file the kit's index:
   then every step.
 
 Any other file (another program's database, a text file, a bundle given by mistake) is refused
-with one line (:class:`kit.errors.UsageError`, exit 2), and nothing is written to it.
+with one line (:class:`kit.errors.UsageError`, exit 2), and nothing is written to it. So is an
+index whose schema is not exactly what this kit makes for its version (:func:`check_schema`: a
+trigger would run on the kit's own writes, a view could stand in for a table): a shared index is as
+untrusted as a stranger's bundle, and it is opened with SQLite's defensive settings (:func:`connect`).
 
 Locking, for an index in a folder many nodes share: the journal is SQLite's rollback journal
 (``journal_mode=DELETE``), never WAL, whose shared-memory index needs every process on one host
