@@ -10,10 +10,15 @@ holds them, compressed; the run's figures, what a comparison reads of it, comput
 the filters and ``history`` read), so ``kit compare --index`` never reopens a tarball nor
 re-derives a run's figures.
 
-Each bundle is one transaction, taken with ``BEGIN IMMEDIATE`` (the write lock first, waiting for
-another writer up to the busy timeout). Verification happens before the lock is taken, so a writer
-holds it only for the few inserts. A process killed at any point leaves each bundle in the index
-whole or not at all (SQLite's rollback journal).
+A bundle of a run already recorded under another tarball (same run id, same results.json and
+env.json: :mod:`kit.index.runs`) is "already in the index" too, so each run is recorded once.
+
+Verified bundles are recorded in batches, one transaction each, taken with ``BEGIN IMMEDIATE`` (the
+write lock first, waiting for another writer up to the busy timeout), inside which the schema is
+checked again (another process may have changed it since the file was opened). Verification happens
+before the lock is taken, by worker processes when there are many (they end with their parent,
+whatever ends it), so a writer holds the lock only for the inserts. A process killed at any point
+leaves each bundle in the index whole or not at all (SQLite's rollback journal).
 """
 
 from __future__ import annotations

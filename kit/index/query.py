@@ -1,7 +1,8 @@
 """Reading the index: filters, the list of runs, compare's sources and comparison, and a machine's history.
 
 Every view reads the same rows in the same order: by the run's start (earliest first; runs that
-recorded none last), then in the order they were added. ``kit compare --index`` takes the first
+recorded none last), then in the order they were added; each run once (:mod:`kit.index.runs`: an
+interrupted bundle superseded by its completed resume, and a copy of an earlier run, are left out). ``kit compare --index`` takes the first
 of that order as the baseline unless ``--baseline`` names another.
 
 The sources handed to the comparison are the objects ``kit compare`` builds from a tarball
