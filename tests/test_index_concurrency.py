@@ -166,6 +166,28 @@ def _add_process(index: Path, bundle: Path, busy_timeout: float | None = None) -
                             stderr=subprocess.PIPE, text=True)
 
 
+def _cpu_ticks(pid: int) -> int:
+    """utime + stime of ``pid`` (clock ticks); -1 where /proc cannot say."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return -1
+
+
+def _until_idle(pid: int, at_least: float, deadline: float = 120.0) -> None:
+    """Wait ``at_least`` seconds, and on Linux until ``pid`` has used no more than 2 ticks of CPU over a
+    second: a process waiting for a lock sleeps, one still starting or verifying does not."""
+    start = time.monotonic()
+    last = _cpu_ticks(pid)
+    while time.monotonic() - start < deadline:
+        time.sleep(1.0)
+        now = _cpu_ticks(pid)
+        if time.monotonic() - start >= at_least and (now < 0 or now - last <= 2):
+            return
+        last = now
+
+
 def test_kit_index_add_waits_for_a_writer_that_holds_the_lock_and_then_lands(tmp_path):
     """Deterministic, not a race: another process takes ``BEGIN IMMEDIATE`` and says so before
     `kit index add` starts, so the two always overlap. The add waits (still running, nothing written)
@@ -184,7 +206,7 @@ def test_kit_index_add_waits_for_a_writer_that_holds_the_lock_and_then_lands(tmp
         assert _count(index) == 1
 
         adder = _add_process(index, second)
-        time.sleep(3.0)  # long enough to verify one bundle and reach the lock, far below the busy timeout
+        _until_idle(adder.pid, at_least=3.0)  # it verified the bundle and sleeps in SQLite's busy handler
         assert adder.poll() is None, adder.communicate()
         assert _count(index) == 1
         holder.stdin.write("\n")
