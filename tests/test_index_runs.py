@@ -91,6 +91,7 @@ def test_a_completed_resume_supersedes_its_interrupted_bundle_in_compare_and_his
     code, out, err = run_main(["index", "list", "--index", str(index), "--files"], capsys, monkeypatch)
     marked = [x for x in out.splitlines() if x.lstrip().startswith("- ")]  # not numbered: --baseline N skips it
     assert len(marked) == 1 and "2 (interrupted)" in marked[0] and "superseded by" in marked[0]
+    assert "4 bundles of 2 hosts (4 shown, by run date; 1 left out of compare and history" in out
     assert [x.split()[0] for x in out.splitlines() if "2026-11-0" in x] == (
         ["1", "-", "2", "3"] if order == "interrupted first" else ["1", "2", "-", "3"])
 

@@ -130,7 +130,9 @@ def _print_runs(index: Path, runs: list, total: dict, files: bool) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    t = Table(title=f"{index}: {total['bundles']} runs of {total['hosts']} hosts ({len(runs)} shown, by run date)",
+    hidden = sum(r["left_out"] is not None for r in runs)
+    t = Table(title=f"{index}: {total['bundles']} bundles of {total['hosts']} hosts ({len(runs)} shown, by run date"
+                    + (f"; {hidden} left out of compare and history: each run counts once)" if hidden else ")"),
               title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     notes = any(r["left_out"] for r in runs)
     for col in (("#", "run date (UTC)", "host", "GPU", "driver", "stack", "torch", "kit", "cells")
