@@ -19,7 +19,7 @@ Locking, for an index in a folder many nodes share: the journal is SQLite's roll
 (``journal_mode=DELETE``), never WAL, whose shared-memory index needs every process on one host
 (https://www.sqlite.org/wal.html, "All processes using a database must be on the same host computer").
 A writer takes the write lock first (``BEGIN IMMEDIATE``) and waits up to :data:`BUSY_TIMEOUT_S`
-for another writer to finish; each bundle is one transaction, so a writer killed at any point leaves
+for another writer to finish; each batch of bundles is one transaction, so a writer killed at any point leaves
 every bundle recorded whole or not at all. An index found in WAL mode on a network file system is
 refused. The rollback journal still relies on the file system's POSIX advisory locks (``fcntl``),
 which some shared file systems do not provide (docs/results-index.md lists them).
