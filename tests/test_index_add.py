@@ -175,3 +175,23 @@ def test_an_nfs_mount_with_node_local_locks_is_warned_about(tmp_path):
     assert "locks are local to this node" in lock_warning(share / "index.sqlite", str(info))
     assert lock_warning(tmp_path / "index.sqlite", str(info)) is None  # the local disk
     assert is_network_fs("nfs4") and is_network_fs("fuse.sshfs") and is_network_fs("cifs") and not is_network_fs("ext4")
+
+
+def test_a_re_add_does_not_open_the_bundle_again(tmp_path, capsys, monkeypatch):
+    """A bundle already in the index (by its sha256, under any name) is not opened or verified again:
+    the verifier is counted, in this process (fewer bundles than the verifier pool starts for)."""
+    from kit.index import ingest
+
+    bundles = fleet(tmp_path, 2)
+    index = tmp_path / "index.sqlite"
+    opened: list = []
+    real = ingest.open_bundle
+    monkeypatch.setattr(ingest, "open_bundle", lambda path, *a, **k: opened.append(Path(path).name) or real(path, *a, **k))
+    assert run_main(["index", "add", "--index", str(index), *map(str, bundles)], capsys, monkeypatch)[0] == 0
+    assert sorted(opened) == sorted(b.name for b in bundles)
+    opened.clear()
+    copy = tmp_path / "renamed.tar.gz"
+    copy.write_bytes(bundles[0].read_bytes())
+    code, out, err = run_main(["index", "add", "--index", str(index), *map(str, bundles), str(copy)], capsys, monkeypatch)
+    assert code == 0 and "0 added, 3 already in the index, 0 refused" in err, err
+    assert opened == []

@@ -106,21 +106,59 @@ def test_history_marks_the_driver_change_and_flags_the_planted_slowdown(indexed,
         assert second["flagged"] and second["vs_previous"]["verdict"] == "significant"
         assert second["vs_previous"]["ratio"] == pytest.approx(0.9 / 1.2)
     code, out, err = run_main(["index", "history", "--index", str(index), "--host", "fixture-node001",
-                               "--cell", "cifar/resnet18/fp32/torch"], capsys, monkeypatch)
+                               "--cells", "cifar/resnet18/fp32/torch"], capsys, monkeypatch)
     assert code == 0, err
-    assert "590.10 *" in out and "0.750×" in out and "1 significant change(s) of 5% or more" in out
+    assert "590.10 *" in out and "0.750×" in out and "6 significant change(s) of 5% or more, over the 6 cells" in out
+    assert out.count("(images/s, median over repeats)") == 1  # the one cell's table
     # an unchanged machine: nothing flagged (node000 ran once)
     code, out, err = run_main(["index", "history", "--index", str(index), "--host", "fixture-node000"], capsys, monkeypatch)
     assert code == 0 and "No significant change" in out
+
+
+def test_history_leads_with_one_table_of_runs_with_each_precisions_geometric_mean_change(indexed, capsys, monkeypatch):
+    """Without --cells: one table, a row per run, no per-cell table. Per precision the geometric mean
+    of its cells' ratios to the previous run (kit.results.ratios.geometric_mean of the ratios --json
+    gives per cell), and what changed (the driver)."""
+    import math
+
+    index, _ = indexed
+    args = ["index", "history", "--index", str(index), "--host", "fixture-node001"]
+    h = _json(args + ["--json", "-"], capsys, monkeypatch)
+    assert h["summary"]["precisions"] == ["fp32", "amp-fp16", "amp-bf16"]
+    first, second = h["summary"]["runs"]
+    assert first["changed"] == [] and first["vs_previous"] == {
+        p: {"geomean_ratio": None, "cells": 0, "flagged": 0, "method_breaks": 0} for p in ("fp32", "amp-fp16", "amp-bf16")}
+    assert second["changed"] == [{"field": "driver", "before": "580.159", "now": "590.10"}]
+    for precision, got in second["vs_previous"].items():
+        cells = [c["points"][1]["vs_previous"]["ratio"] for c in h["cells"] if c["cell_id"].split("/")[2] == precision]
+        assert got["cells"] == len(cells) == 2 and got["flagged"] == 2 and got["method_breaks"] == 0
+        assert got["geomean_ratio"] == pytest.approx(math.exp(sum(map(math.log, cells)) / len(cells)), rel=1e-12)
+    code, out, err = run_main(args, capsys, monkeypatch)
+    assert code == 0, err
+    assert "median over repeats" not in out and out.count("run date (UTC)") == 1  # the one table
+    row = next(x for x in out.splitlines() if x.startswith("│ 2 "))
+    assert "driver 580.159 -> 590.10" in row and row.count("0.750× (2!)") == 3
+    assert "Per-cell tables: --cells PATTERN" in out
+    code, out, err = run_main(args + ["--cells", "amp-fp16"], capsys, monkeypatch)  # text the ids hold
+    assert code == 0 and out.count("median over repeats") == 2 and "amp-bf16 (images/s" not in out
+
+
+def test_the_geometric_mean_of_ratios():
+    from kit.results.ratios import geometric_mean
+
+    assert geometric_mean([2.0, 0.5]) == pytest.approx(1.0)
+    assert geometric_mean([0.9, 0.9, 0.9]) == pytest.approx(0.9)
+    assert geometric_mean([4.0, float("nan"), None, -1.0, 0.0, 1.0]) == pytest.approx(2.0)  # what is no ratio, left out
+    assert geometric_mean([]) is None
 
 
 def test_history_of_an_unknown_host_or_cell_is_one_line(indexed, capsys, monkeypatch):
     index, _ = indexed
     code, out, err = run_main(["index", "history", "--index", str(index), "--host", "nobody"], capsys, monkeypatch)
     assert code == 2 and "no run of that host" in err and "fixture-node000" in err
-    code, out, err = run_main(["index", "history", "--index", str(index), "--host", "fixture-node001", "--cell", "x/y"],
+    code, out, err = run_main(["index", "history", "--index", str(index), "--host", "fixture-node001", "--cells", "x/y"],
                               capsys, monkeypatch)
-    assert code == 2 and "has no such cell" in err
+    assert code == 2 and "has no such cell" in err and "cifar/resnet18/fp32/torch" in err
 
 
 def _edited_figures(index, edit, trim: int = 0) -> bytes:
@@ -148,15 +186,31 @@ def _ok_row(doc) -> list:
     return next(c for c in doc["cells"] if c[1] == "ok")
 
 
-def _first_value_infinite(doc, nums) -> None:
-    """The first ok cell's first throughput value (after its samples and energy) made infinite."""
-    for row in doc["cells"]:
-        if row[1] == "ok":
-            tp_n, ep_n, fm_n, n_tp, n_ep, bits = row[10]
-            assert n_tp, "the fixture's first ok cell has throughput values"
-            nums[5 * sum(1 for n in (tp_n, ep_n, fm_n) if n) + (bits & 1)] = float("inf")
-            return
-        # the cells before it store no numbers
+def _first_value(value: float):
+    """An edit: the first ok cell's first throughput value (after its samples and energy) made ``value``."""
+    def edit(doc, nums) -> None:
+        for row in doc["cells"]:
+            if row[1] == "ok":
+                tp_n, ep_n, fm_n, n_tp, n_ep, bits = row[10]
+                assert n_tp, "the fixture's first ok cell has throughput values"
+                nums[5 * sum(1 for n in (tp_n, ep_n, fm_n) if n) + (bits & 1)] = value
+                return
+            # the cells before it store no numbers
+    return edit
+
+
+def _throughput_sample(field: int, value: float):
+    """An edit: the first ok cell's throughput sample's ``field`` (0 mean, 1 sd, 2 median, 3 min, 4 max)
+    made ``value`` (its numbers start with that sample)."""
+    def edit(doc, nums) -> None:
+        assert _ok_row(doc)[10][0], "the fixture's first ok cell has a throughput sample"
+        nums[field] = value
+    return edit
+
+
+def _speedup_nan(doc, nums) -> None:
+    """The last number of the run made NaN: the last ok cell's last stored figure (its speedup's or a median)."""
+    nums[-1] = float("nan")
 
 
 def _shape(i, value):
@@ -180,7 +234,15 @@ DAMAGES = {
     "numbers missing": lambda index: _edited_figures(index, lambda d, n: n.pop()),
     "numbers left over": lambda index: _edited_figures(index, lambda d, n: n.append(1.0)),
     "numbers cut mid-way": lambda index: _edited_figures(index, lambda d, n: None, trim=3),
-    "a value that is not finite": lambda index: _edited_figures(index, _first_value_infinite),
+    "a value that is not finite": lambda index: _edited_figures(index, _first_value(float("inf"))),
+    "a throughput that is NaN": lambda index: _edited_figures(index, _first_value(float("nan"))),
+    "a negative throughput": lambda index: _edited_figures(index, _first_value(-86.4)),
+    "a throughput of zero": lambda index: _edited_figures(index, _first_value(0.0)),
+    "a negative median over the repeats": lambda index: _edited_figures(index, _throughput_sample(2, -1.0)),
+    "an infinite mean over the repeats": lambda index: _edited_figures(index, _throughput_sample(0, float("inf"))),
+    "a negative spread": lambda index: _edited_figures(index, _throughput_sample(1, -0.5)),
+    "a speedup over fp32 that is NaN": lambda index: _edited_figures(index, _speedup_nan),
+    "a decompression bomb": lambda index: zlib.compress(bytes(65 << 20), 9),
     "a key of one part": lambda index: _edited_figures(index, lambda d, n: _ok_row(d).__setitem__(0, ["cifar"])),
     "flags that are not text": lambda index: _edited_figures(index, lambda d, n: _ok_row(d).__setitem__(7, [1])),
 }
@@ -189,7 +251,8 @@ DAMAGES = {
 @pytest.mark.parametrize("damage", sorted(DAMAGES))
 def test_a_damaged_copy_in_the_index_is_a_schema_error_not_a_traceback(indexed, capsys, monkeypatch, tmp_path, damage):
     """The stored figures are checked as they are read (kit.index.figures_codec.decode): each kind of
-    damage is named, exit 4, never a traceback, in every view."""
+    damage (values no run can produce and a decompression bomb included) is named in one line, exit 4,
+    never a traceback, in every view, and the file is left as it was."""
     import sqlite3
 
     index, _ = indexed
@@ -200,9 +263,12 @@ def test_a_damaged_copy_in_the_index_is_a_schema_error_not_a_traceback(indexed, 
     con.execute("UPDATE bundles SET figures_z = ? WHERE id = (SELECT MIN(id) FROM bundles)", (blob,))
     con.commit()
     con.close()
+    before = copy.read_bytes()
     for view in ([], ["--json", "-"], ["--group-by", "gpu"]):
         code, out, err = run_main(["compare", "--index", str(copy), *view], capsys, monkeypatch)
         assert code == 4 and "is damaged" in err and "Traceback" not in err, (damage, view, err)
+        assert len(err.strip().splitlines()) == 2, err  # the line and its remedy
+    assert copy.read_bytes() == before
 
 
 def test_where_matches_a_whole_word_of_the_field_and_host_the_exact_name():

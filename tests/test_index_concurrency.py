@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from fixtures.results.factory import bundle_members, write_bundle
 from test_index_fixtures import ROOT, kit_cli, make_bundle
 
@@ -95,3 +97,124 @@ def test_two_writers_at_once_both_land(tmp_path):
     assert sorted(r[0] for r in rows) == sorted([f"fixture-a{i:02d}" for i in range(15)] + [f"fixture-b{i:02d}" for i in range(15)])
     said = "".join(err for _, err in results)
     assert said.count("added    ") == 30 and said.count("no-op") == 1
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (Linux: /proc/PID/stat's fourth field)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    """Running (not gone, and not a zombie waiting for a parent that does not reap it)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process table from /proc (Linux)")
+def test_kill_9_of_kit_index_add_ends_its_verifier_processes(tmp_path):
+    """`kill -9` gives the parent no chance to stop its pool: the workers notice by themselves that their
+    parent is gone, and end (kit.index.ingest's workers), instead of verifying on for nobody."""
+    bundles = _copies(tmp_path, 60)
+    index = tmp_path / "index.sqlite"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "kit", "index", "add", "--jobs", "2", "--index", str(index),
+                             *map(str, bundles)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    workers: list = []
+    deadline = time.monotonic() + 120
+    while len(workers) < 2 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+        workers = [p for p in _children(proc.pid) if _alive(p)]
+    assert len(workers) >= 2 and proc.poll() is None, "the verifier pool did not start"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    deadline = time.monotonic() + 20
+    while any(map(_alive, workers)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [p for p in workers if _alive(p)]
+    for p in left:  # tidy up what this test started, then fail
+        os.kill(p, signal.SIGKILL)
+    assert not left, f"{len(left)} verifier process(es) outlived their parent"
+
+
+_HOLDER = """
+import sqlite3, sys
+con = sqlite3.connect(sys.argv[1], isolation_level=None)
+con.execute("BEGIN IMMEDIATE")  # the write lock, as another `kit index add` holds it for a batch
+print("holding", flush=True)
+sys.stdin.readline()            # until the test says so
+con.execute("COMMIT")
+print("released", flush=True)
+"""
+
+
+def _add_process(index: Path, bundle: Path, busy_timeout: float | None = None) -> subprocess.Popen:
+    """`kit index add` in a process of its own; ``busy_timeout`` replaces the kit's (the control below)."""
+    patch = "" if busy_timeout is None else f"import kit.index.db as d; d.BUSY_TIMEOUT_S = {busy_timeout}; "
+    code = patch + "import sys; from kit.cli.main import main; main(sys.argv[1:])"
+    return subprocess.Popen([sys.executable, "-c", code, "index", "add", "--index", str(index), str(bundle)],
+                            env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _cpu_ticks(pid: int) -> int:
+    """utime + stime of ``pid`` (clock ticks); -1 where /proc cannot say."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return -1
+
+
+def _until_idle(pid: int, at_least: float, deadline: float = 120.0) -> None:
+    """Wait ``at_least`` seconds, and on Linux until ``pid`` has used no more than 2 ticks of CPU over a
+    second: a process waiting for a lock sleeps, one still starting or verifying does not."""
+    start = time.monotonic()
+    last = _cpu_ticks(pid)
+    while time.monotonic() - start < deadline:
+        time.sleep(1.0)
+        now = _cpu_ticks(pid)
+        if time.monotonic() - start >= at_least and (now < 0 or now - last <= 2):
+            return
+        last = now
+
+
+def test_kit_index_add_waits_for_a_writer_that_holds_the_lock_and_then_lands(tmp_path):
+    """Deterministic, not a race: another process takes ``BEGIN IMMEDIATE`` and says so before
+    `kit index add` starts, so the two always overlap. The add waits (still running, nothing written)
+    while the lock is held, and lands once it is released. The control shows the lock really blocks a
+    writer: the same add with a busy timeout of 0 fails at once."""
+    first, second = make_bundle(tmp_path, "fixture-node000", 0), make_bundle(tmp_path, "fixture-node001", 1)
+    index = tmp_path / "index.sqlite"
+    assert kit_cli("index", "add", "--index", str(index), str(first)).returncode == 0
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(index)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        control = _add_process(index, second, busy_timeout=0)
+        _, err = control.communicate(timeout=120)
+        assert control.returncode == 1 and "cannot write to the index" in err and "locked" in err, err
+        assert _count(index) == 1
+
+        adder = _add_process(index, second)
+        _until_idle(adder.pid, at_least=3.0)  # it verified the bundle and sleeps in SQLite's busy handler
+        assert adder.poll() is None, adder.communicate()
+        assert _count(index) == 1
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        assert holder.stdout.readline().strip() == "released"
+        out, err = adder.communicate(timeout=120)
+        assert adder.returncode == 0 and "1 added, 0 already in the index, 0 refused" in err, err
+        assert _count(index) == 2
+    finally:
+        holder.kill()
+        holder.wait()

@@ -164,14 +164,14 @@ def test_an_older_schema_index_that_cannot_be_written_is_one_line_naming_the_upd
     old = tmp_path / "v1.sqlite"
     _older_schema(indexes["lstm"], old, 1)
     before = old.read_bytes()
-    connect = db._connect
+    connect = db.connect
 
-    def read_only(path):
-        c = connect(path)
+    def read_only(target, uri=False):
+        c = connect(target, uri)
         c.execute("PRAGMA query_only = 1")
         return c
 
-    monkeypatch.setattr(db, "_connect", read_only)
+    monkeypatch.setattr(db, "connect", read_only)
     code, out, err = run_main(["compare", "--index", str(old), "--json", "-"], capsys, monkeypatch)
     assert code == 1 and "Traceback" not in err and len(err.strip().splitlines()) == 2
     assert "schema v1" in err and "needs to write it" in err and "kit index list --index" in err

@@ -180,7 +180,14 @@ def test_the_index_keeps_methods_and_history_breaks_where_the_method_changed(rev
     assert second["vs_previous"] is None and not second["flagged"]  # 30% slower across the break: no change
     assert third["method_break"] is None and third["flagged"]  # the same method again: a real change
     code, out, err = run_main(["index", "history", "--index", str(index), "--host", "fixture-host-b"], capsys, monkeypatch)
-    assert "method changed: no ratio" in out and "6 break(s) in the series" in " ".join(out.split())
+    assert "6 break(s) in the series" in " ".join(out.split()) and "method changed: no ratio" not in out
+    # the summary: the break is what changed in run 2 (no ratio, nothing flagged); run 3's slowdown is flagged
+    run2 = next(x for x in out.splitlines() if x.startswith("│ 2 "))
+    assert "method of 6 cell(s): no ratio there" in run2 and "!" not in run2 and "×" not in run2
+    assert "!)" in next(x for x in out.splitlines() if x.startswith("│ 3 "))
+    code, out, err = run_main(["index", "history", "--index", str(index), "--host", "fixture-host-b", "--cells", "*"],
+                              capsys, monkeypatch)
+    assert "method changed: no ratio" in out
     # compare --index decides as compare of the tarballs does
     from kit.index.query import comparison
 

@@ -117,7 +117,7 @@ def list_(
     flt = make_filter(where or (), since, host)
     con = open_index(index)
     try:
-        runs, total = list_runs(con, flt), counts(con)
+        runs, total = list_runs(con, flt, everything=True), counts(con)
     finally:
         con.close()
     output.show(lambda: _print_runs(index, runs, total, files),
@@ -130,14 +130,21 @@ def _print_runs(index: Path, runs: list, total: dict, files: bool) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    t = Table(title=f"{index}: {total['bundles']} runs of {total['hosts']} hosts ({len(runs)} shown, by run date)",
+    hidden = sum(r["left_out"] is not None for r in runs)
+    t = Table(title=f"{index}: {total['bundles']} bundles of {total['hosts']} hosts ({len(runs)} shown, by run date"
+                    + (f"; {hidden} left out of compare and history: each run counts once)" if hidden else ")"),
               title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-    for col in ("#", "run date (UTC)", "host", "GPU", "driver", "stack", "torch", "kit", "cells") + (("file",) if files else ()):
+    notes = any(r["left_out"] for r in runs)
+    for col in (("#", "run date (UTC)", "host", "GPU", "driver", "stack", "torch", "kit", "cells")
+                + (("file",) if files else ()) + (("left out of compare and history",) if notes else ())):
         t.add_column(col, overflow="fold", no_wrap=col in ("#", "run date (UTC)", "cells"))
-    for i, r in enumerate(runs, 1):
+    i = 0
+    for r in runs:
         cells = f"{r['n_cells']}" + (" (interrupted)" if r["interrupted"] else "")
-        t.add_row(str(i), _date(r["run_date"]), *(Text(_t(r[k])) for k in ("host", "gpu", "driver", "stack", "torch", "kit")),
-                  cells, *((Text(_t(r["file_name"])),) if files else ()))
+        i += r["left_out"] is None  # the positions --baseline takes: the runs compare reads
+        t.add_row(str(i) if r["left_out"] is None else "-", _date(r["run_date"]),
+                  *(Text(_t(r[k])) for k in ("host", "gpu", "driver", "stack", "torch", "kit")), cells,
+                  *((Text(_t(r["file_name"])),) if files else ()), *((Text(_t(r["left_out"] or "")),) if notes else ()))
     Console().print(t)
 
 
@@ -147,41 +154,54 @@ def _date(iso: str) -> str:
 
 
 @app.command("history")
-@output_options(json="the runs and every cell's points, as JSON")
+@output_options(json="the runs, the summary and every cell's points, as JSON")
 def history(
     host: str = typer.Option(..., "--host", help="The machine (its host name, as `kit index list` shows it)."),
-    cell: Optional[str] = typer.Option(None, "--cell", help="Only this cell, e.g. cifar/resnet18/amp-fp16/torch."),
+    cells: Optional[str] = typer.Option(
+        None, "--cells", "--cell", metavar="PATTERN",
+        help="Also a table per cell whose id matches: a glob (cifar/*/amp-fp16/*), or text the id holds (amp-fp16)."),
     index: Path = _index_option(),
     since: Optional[str] = typer.Option(None, "--since", help=SINCE_HELP),
     min_change: float = typer.Option(5.0, "--min-change", metavar="PCT",
                                      help="Flag a change from the previous run that is significant and at least PCT percent."),
     output: Output = None,
 ) -> None:
-    """A machine's runs over time: per cell the median throughput of each run, its ratio to the
-    previous run with a 95% CI, driver/torch/kit changes marked, significant changes flagged."""
+    """A machine's runs over time: one table, a run per row, with what changed since the run before
+    (driver, torch, kit; cells measured by another method) and per precision the geometric mean of
+    its cells' ratios to the previous run. --cells adds the per-cell tables (median throughput,
+    ratio with a 95% CI, significant changes flagged)."""
     from kit.errors import UsageError
     from kit.index.db import open_index
-    from kit.index.query import history as run_history, make_filter
+    from kit.index.query import history as run_history, make_filter, matching, summary
 
     if not 0 <= min_change < 100:
         raise UsageError("--min-change must be between 0 and 100 (percent).")
     flt = make_filter((), since, None)
     con = open_index(index)
     try:
-        runs, cells = run_history(con, host, cell, min_change, flt)
+        runs, per_cell = run_history(con, host, min_change, flt)
     finally:
         con.close()
-    output.show(lambda: _print_history(host, runs, cells, min_change),
-                json=lambda: json.dumps(_history_dict(host, runs, cells, min_change), indent=2) + "\n")
+    shown = matching(per_cell, host, cells) if cells else []
+    precisions, rows = summary(runs, per_cell)
+    output.show(lambda: _print_history(host, runs, per_cell, shown, precisions, rows, min_change),
+                json=lambda: json.dumps(_history_dict(host, runs, shown if cells else per_cell, precisions, rows,
+                                                      min_change), indent=2) + "\n")
 
 
-def _history_dict(host: str, runs: list, cells: list, min_change: float) -> dict:
+def _history_dict(host: str, runs: list, cells: list, precisions: list, rows: list, min_change: float) -> dict:
     from kit.compare.stats import METHOD
     from kit.index.query import CHANGE_FIELDS
 
     return {
         "host": host, "method": METHOD, "min_change_pct": min_change,
         "runs": [{k: r[k] for k in ("run_id", "run_date", "file_name", "sha256", *CHANGE_FIELDS)} for r in runs],
+        "summary": {"precisions": precisions, "runs": [{
+            "run_id": row.run["run_id"], "run_date": row.run["run_date"], "cells": row.cells,
+            "changed": [{"field": f, "before": before, "now": now} for f, before, now in row.changed],
+            "vs_previous": {pr: {"geomean_ratio": c.ratio, "cells": c.cells, "flagged": c.flagged, "method_breaks": c.breaks}
+                            for pr, c in row.by_precision.items()},
+        } for row in rows]},
         "cells": [{"cell_id": c.cell_id, "unit": c.unit, "points": [{
             "run_id": p.run["run_id"], "run_date": p.run["run_date"], "status": p.status,
             "throughput_median": p.median, "throughput_repeats": p.values, "changed": p.changed,
@@ -191,7 +211,37 @@ def _history_dict(host: str, runs: list, cells: list, min_change: float) -> dict
     }
 
 
-def _print_history(host: str, runs: list, cells: list, min_change: float) -> None:
+def _summary_table(host: str, precisions: list, rows: list):
+    """One row per run: what changed, and per precision the geometric-mean ratio to the previous run."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from kit.results.ratios import fmt_ratio
+
+    t = Table(title=f"{_t(host)}: each run against the run before (per precision: the geometric mean over its "
+                    "cells of this run's throughput ÷ the previous run's)", title_justify="left")
+    for col in ("#", "run date (UTC)", "changed since the run before", *map(_t, precisions), "cells"):
+        t.add_column(col, overflow="fold", no_wrap=col in ("#", "run date (UTC)"))
+    for i, row in enumerate(rows, 1):
+        said = [f"{f} {_t(before)} -> {_t(now)}" for f, before, now in row.changed]
+        breaks = sum(c.breaks for c in row.by_precision.values())
+        if breaks:
+            said.append(f"method of {breaks} cell(s): no ratio there")
+        figures = []
+        for pr in precisions:
+            c = row.by_precision.get(pr)
+            if c is None or c.ratio is None:
+                figures.append(Text("" if c is None or i == 1 else "-", style="dim"))
+                continue
+            flagged = f" ({c.flagged}!)" if c.flagged else ""
+            figures.append(Text(f"{fmt_ratio(c.ratio, 3)}{flagged}", style="bold red" if c.flagged else ""))
+        t.add_row(str(i), _date(row.run["run_date"]), Text("; ".join(said) if i > 1 else "(first run)",
+                                                          style="bold yellow" if said else "dim"), *figures, str(row.cells))
+    return t
+
+
+def _print_history(host: str, runs: list, cells: list, shown: list, precisions: list, rows: list,
+                   min_change: float) -> None:
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
@@ -201,11 +251,12 @@ def _print_history(host: str, runs: list, cells: list, min_change: float) -> Non
 
     console = Console()
     console.print(Text(f"{_t(host)}: {len(runs)} runs, {_date(runs[0]['run_date'])} to {_date(runs[-1]['run_date'])} (UTC). "
-                       "* marks a value that changed since the previous run; ! a change in throughput that is "
-                       f"significant and at least {min_change:g}%.", style="bold"))
+                       f"(k!) marks k cells whose change is significant and at least {min_change:g}%; "
+                       "a cell measured by another method than in the run before breaks its series (no ratio).",
+                       style="bold"))
     console.print(Text(f"Statistics: {METHOD}.", style="dim"))
-    flagged = breaks = 0
-    for c in cells:
+    console.print(_summary_table(host, precisions, rows))
+    for c in shown:
         t = Table(title=f"{_t(c.cell_id)} ({_t(c.unit)}/s, median over repeats)", title_justify="left")
         for col in ("run date (UTC)", "driver", "torch", "kit", f"{_t(c.unit)}/s", "vs previous run", ""):
             t.add_column(col, overflow="fold")
@@ -218,17 +269,19 @@ def _print_history(host: str, runs: list, cells: list, min_change: float) -> Non
             figure = f"{p.median:,.1f}" if p.median is not None else _t(p.status)
             vs = (fmt_vs_baseline(p.vs_previous) if p.vs_previous
                   else Text("method changed: no ratio", style="bold magenta") if p.method_break else "")
-            breaks += p.method_break is not None
-            flagged += p.flagged
             t.add_row(_date(r["run_date"]), mark("driver"), mark("torch"), mark("kit"),
                       figure, vs, Text("!", style="bold red") if p.flagged else "")
         console.print(t)
-    console.print(f"{flagged} significant change(s) of {min_change:g}% or more." if flagged
+    flagged = sum(p.flagged for c in cells for p in c.points)
+    breaks = sum(p.method_break is not None for c in cells for p in c.points)
+    console.print(f"{flagged} significant change(s) of {min_change:g}% or more, over the {len(cells)} cells." if flagged
                   else f"No significant change of {min_change:g}% or more between consecutive runs.", markup=False)
     if breaks:
         console.print(f"{breaks} break(s) in the series: the cell was measured by another method (engine revision or "
                       "settings) than in the run before, so no change is computed there (kit index history --json - "
                       "names each method).", markup=False)
+    if not shown and cells:
+        console.print(f"Per-cell tables: --cells PATTERN (e.g. --cells {_t(cells[0].cell_id.split('/')[2])}).", markup=False)
 
 
 def register(main_app: typer.Typer) -> None:

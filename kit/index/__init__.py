@@ -1,9 +1,15 @@
 """The results index: one SQLite file that records verified bundles once, so that a fleet's
 runs are filtered, compared and followed over time without reopening the tarballs.
 
-- :mod:`kit.index.db`: the file, its versioned schema, the checks that it is the kit's, locking;
-- :mod:`kit.index.ingest`: `kit index add` (verify with the bundle verifier, record in one transaction);
-- :mod:`kit.index.query`: filters, the list, compare's sources, a machine's history.
+- :mod:`kit.index.db`: the file, its versioned schema, the checks that it is the kit's (its schema
+  exactly, for a file that may come from anyone), SQLite's defensive settings, locking;
+- :mod:`kit.index.ingest`: `kit index add` (verify with the bundle verifier, record in batches, one
+  transaction each);
+- :mod:`kit.index.figures_codec`: how a run's figures are stored, and every stored blob read back
+  under a cap and checked;
+- :mod:`kit.index.runs`: each run counted once (copies of a run, an interrupted bundle superseded by
+  its completed resume);
+- :mod:`kit.index.query`: filters, the list, compare's sources, a machine's history and its summary.
 
 docs/results-index.md is the user's guide.
 """

@@ -10,13 +10,16 @@ What makes a file the kit's index:
   then every step.
 
 Any other file (another program's database, a text file, a bundle given by mistake) is refused
-with one line (:class:`kit.errors.UsageError`, exit 2), and nothing is written to it.
+with one line (:class:`kit.errors.UsageError`, exit 2), and nothing is written to it. So is an
+index whose schema is not exactly what this kit makes for its version (:func:`check_schema`: a
+trigger would run on the kit's own writes, a view could stand in for a table): a shared index is as
+untrusted as a stranger's bundle, and it is opened with SQLite's defensive settings (:func:`connect`).
 
 Locking, for an index in a folder many nodes share: the journal is SQLite's rollback journal
 (``journal_mode=DELETE``), never WAL, whose shared-memory index needs every process on one host
 (https://www.sqlite.org/wal.html, "All processes using a database must be on the same host computer").
 A writer takes the write lock first (``BEGIN IMMEDIATE``) and waits up to :data:`BUSY_TIMEOUT_S`
-for another writer to finish; each bundle is one transaction, so a writer killed at any point leaves
+for another writer to finish; each batch of bundles is one transaction, so a writer killed at any point leaves
 every bundle recorded whole or not at all. An index found in WAL mode on a network file system is
 refused. The rollback journal still relies on the file system's POSIX advisory locks (``fcntl``),
 which some shared file systems do not provide (docs/results-index.md lists them).
@@ -27,10 +30,10 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import zlib
 from pathlib import Path
 
 from kit import __version__
+from kit.bundle.inert import inert
 from kit.errors import NEWER_KIT_REMEDY, KitError, UsageError
 
 #: "mpkt" as a big-endian 32-bit integer: SQLite's application id field for this kit's index files
@@ -119,13 +122,14 @@ def _store_figures(con: sqlite3.Connection) -> None:
     v3 -> v4: the figures' numbers packed as float64 (kit.index.figures_codec, format 2); v4 -> v5: with
     each cell's method record (format 3)."""
     from kit.errors import KitError
+    from kit.index.figures_codec import inflate
 
     ids = [r[0] for r in con.execute("SELECT id FROM bundles")]
     for bundle_id in ids:  # one at a time: a large index is not held in memory at once
         (results_z,) = con.execute("SELECT results_z FROM bundles WHERE id = ?", (bundle_id,)).fetchone()
         try:
-            figures = figures_z(zlib.decompress(results_z))
-        except (zlib.error, ValueError, TypeError, AttributeError, KitError):
+            figures = figures_z(inflate(results_z))
+        except (ValueError, TypeError, AttributeError, KitError):  # Damaged is a ValueError
             figures = b""  # a damaged copy stays damaged
         con.execute("UPDATE bundles SET figures_z = ? WHERE id = ?", (figures, bundle_id))
 
@@ -189,11 +193,72 @@ def _not_ours(path: Path, why: str) -> UsageError:
                       remedy="Give the index file that `kit index add` made, or a new path for a new index.")
 
 
-def _connect(path: Path) -> sqlite3.Connection:
+def connect(target: str, uri: bool = False) -> sqlite3.Connection:
+    """A connection with SQLite's defensive settings, for a file that may come from anyone: no SQL
+    function named in the schema runs (``trusted_schema`` off), and where Python offers it (3.12+)
+    the defensive flag (no PRAGMA or write to the schema that can corrupt the file). The schema
+    itself is checked by :func:`check_schema`."""
     # isolation_level=None: the kit opens its transactions itself (BEGIN IMMEDIATE for writes)
-    con = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    con = sqlite3.connect(target, timeout=BUSY_TIMEOUT_S, isolation_level=None, uri=uri)
+    con.execute("PRAGMA trusted_schema = OFF")
+    if hasattr(sqlite3, "SQLITE_DBCONFIG_DEFENSIVE"):
+        con.setconfig(sqlite3.SQLITE_DBCONFIG_DEFENSIVE, True)
     con.execute("PRAGMA foreign_keys = ON")
     return con
+
+
+def _expected_schema(version: int) -> dict:
+    """What :func:`_create` and the migrations up to ``version`` make: (type, name) -> (table, SQL),
+    read from an index made in memory, so the check can never disagree with what the kit makes."""
+    if version not in _EXPECTED:
+        con = sqlite3.connect(":memory:", isolation_level=None)
+        for statement in _SCHEMA.split(";"):
+            if statement.strip():
+                con.execute(statement)
+        for to, _what, step in MIGRATIONS:
+            if to <= version:
+                step(con)
+        _EXPECTED[version] = _schema_of(con)
+        con.close()
+    return _EXPECTED[version]
+
+
+_EXPECTED: dict = {}
+_KINDS = {"trigger": 0, "view": 1, "table": 2, "index": 3}
+
+
+def _schema_of(con: sqlite3.Connection) -> dict:
+    return {(kind, name): (table, " ".join(sql.split()) if sql else sql)
+            for kind, name, table, sql in con.execute("SELECT type, name, tbl_name, sql FROM sqlite_master")}
+
+
+def check_schema(con: sqlite3.Connection, path: Path, version: int) -> None:
+    """UsageError unless the file's tables, columns, indexes (and nothing else: no trigger, no view)
+    are exactly those this kit makes for schema ``version``. A trigger could run on the kit's writes
+    (delete rows, write elsewhere in the file) and a view could stand in for a table, so an index with
+    anything else is refused before a row is read or written."""
+    found, expected = _schema_of(con), _expected_schema(version)
+    # the most telling difference first: a trigger or view, then a table, then an index
+    for (kind, name), (table, sql) in sorted(found.items(), key=lambda kv: (_KINDS.get(kv[0][0], 0), kv[0])):
+        if (kind, name) in expected:
+            if expected[(kind, name)] != (table, sql):
+                raise _not_ours(path, f"its {kind} {inert(name)!r} is not the one this kit makes (v{version})")
+        elif ("table", name) in expected or ("index", name) in expected:
+            raise _not_ours(path, f"{inert(name)!r} is a {kind} in place of the kit's "
+                                  + ("table" if ("table", name) in expected else "index"))
+        else:
+            raise _not_ours(path, f"it holds {'an' if kind == 'index' else 'a'} {kind} the kit did not make ({inert(name)!r}"
+                                  + (f" on {inert(table)!r}" if table != name else "") + ")")
+    missing = sorted(set(expected) - set(found))
+    if missing:
+        raise _not_ours(path, f"the kit's {missing[0][0]} {missing[0][1]!r} is missing")
+
+
+def check_schema_again(con: sqlite3.Connection) -> None:
+    """:func:`check_schema` inside a writer's transaction (after ``BEGIN IMMEDIATE``): another process
+    may have changed the schema since the file was opened and checked."""
+    path = Path(con.execute("PRAGMA database_list").fetchone()[2])
+    check_schema(con, path, con.execute("PRAGMA user_version").fetchone()[0])
 
 
 def _check(con: sqlite3.Connection, path: Path) -> int:
@@ -201,22 +266,23 @@ def _check(con: sqlite3.Connection, path: Path) -> int:
     try:
         app_id = con.execute("PRAGMA application_id").fetchone()[0]
         version = con.execute("PRAGMA user_version").fetchone()[0]
-        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master")}
     except sqlite3.DatabaseError as exc:
         raise _not_ours(path, f"not an SQLite database, so not a results index ({exc})") from None
     if app_id != APPLICATION_ID or "meta" not in tables:
-        raise _not_ours(path, "an SQLite database that is not a results index of the kit")
-    row = con.execute("SELECT value FROM meta WHERE key = 'application'").fetchone()
-    if not row or row[0] != APPLICATION:
         raise _not_ours(path, "an SQLite database that is not a results index of the kit")
     if version > SCHEMA_VERSION:
         made_by = con.execute("SELECT value FROM meta WHERE key = 'kit_version'").fetchone()
         raise UsageError(
             f"{path}: a results index of schema v{version}, newer than this kit reads (v{SCHEMA_VERSION})"
-            + (f"; made by kit {made_by[0]}" if made_by else "") + "; refused (nothing was written to it).",
+            + (f"; made by kit {inert(made_by[0])}" if made_by else "") + "; refused (nothing was written to it).",
             remedy=NEWER_KIT_REMEDY)
     if version < 1:
         raise _not_ours(path, f"a results index without a schema version (user_version {version})")
+    check_schema(con, path, version)  # before a row is read: meta could be a view
+    row = con.execute("SELECT value FROM meta WHERE key = 'application'").fetchone()
+    if not row or row[0] != APPLICATION:
+        raise _not_ours(path, "an SQLite database that is not a results index of the kit")
     mode = con.execute("PRAGMA journal_mode").fetchone()[0]
     if str(mode).lower() == "wal":
         fstype = filesystem_type(path)
@@ -312,7 +378,7 @@ def open_index(path: str | Path, create: bool = False) -> sqlite3.Connection:
         if head != b"SQLite format 3\x00":
             raise _not_ours(path, "not an SQLite database, so not a results index")
     try:
-        con = _connect(path)
+        con = connect(str(path))
         if not exists:
             con.execute("PRAGMA journal_mode = DELETE")
             _create(con)

@@ -35,6 +35,7 @@ import zlib
 from array import array
 from math import fsum, isfinite
 
+from kit.bundle.safe_open import DEFAULT_LIMITS
 from kit.compare.figures import CellFigures, RunFigures
 from kit.results.method import method_of
 from kit.compare.stats import NOT_SIGNIFICANT, ONE_REPEAT, SIGNIFICANT, RatioEstimate, Sample
@@ -50,6 +51,28 @@ _SWAP = sys.byteorder != "little"  # the numbers are stored little-endian on eve
 
 class Damaged(ValueError):
     """The stored figures are not what :func:`encode` writes."""
+
+
+#: the most bytes a stored blob may decompress to: what the bundle's own limits allow one file (a
+#: results.json or env.json is at most that; a run's figures are a small part of its results.json)
+MAX_INFLATED = DEFAULT_LIMITS.max_file_bytes
+
+
+def inflate(blob: bytes, cap: int = MAX_INFLATED) -> bytes:
+    """A stored blob (zlib) decompressed, never to more than ``cap`` bytes: an index is as untrusted
+    as a bundle, and a few KB of zlib can claim gigabytes. :class:`Damaged` for more, or for a stream
+    that is not zlib, is cut short or has bytes after its end."""
+    d = zlib.decompressobj()
+    try:
+        out = d.decompress(blob, cap + 1)
+    except (zlib.error, TypeError) as exc:
+        raise Damaged(f"not zlib data ({exc})") from None
+    if len(out) > cap or d.unconsumed_tail:
+        raise Damaged(f"decompresses to more than {cap // (1 << 20)} MiB, the most a bundle's file may hold; "
+                      "refused as a possible decompression bomb")
+    if not d.eof or d.unused_data:
+        raise Damaged("the compressed data is cut short or has bytes after its end")
+    return out
 
 
 def encode(fig: RunFigures) -> bytes:
@@ -119,6 +142,30 @@ def _text(v, what: str):
     if v is None or type(v) is str:
         return v
     raise Damaged(f"{what} is not text")
+
+
+def _impossible(tp_values: list, ep_values: list, samples: list, energy, medians: list, vs_fp32) -> str:
+    """What no run can produce, by the results schema's rule for times and rates
+    (kit.results.schema.check_cell: finite and above zero; a spread finite and not negative), or "".
+    The values are finite already (the caller's sum)."""
+    if (tp_values and min(tp_values) <= 0) or (ep_values and min(ep_values) <= 0):
+        return "a throughput or epoch time that is not above zero"
+    for i, s in enumerate(samples):
+        if s is None:
+            continue
+        centre = (s.mean, s.median, s.min, s.max)
+        if not isfinite(fsum(centre) + s.sd) or s.sd < 0 or (i < 2 and min(centre) <= 0):
+            return "a sample over the repeats that no run can produce"
+    if any(m is not None and not (isfinite(m) and m > 0) for m in medians):
+        return "a median that is not a finite number above zero"
+    if energy is not None and not (isfinite(energy) and energy >= 0):
+        return "an energy per epoch that is not a finite number of at least zero"
+    if vs_fp32 is not None:
+        e = vs_fp32
+        if not (isfinite(e.ratio) and e.ratio > 0) or (e.p_value is not None and not 0 <= e.p_value <= 1) or any(
+                v is not None and v != v for v in (e.ci_low, e.ci_high, e.df, e.mean_ratio)):
+            return "a speedup over fp32 that no run can produce"
+    return ""
 
 
 def _cell(row, params: list, methods: list, nums: list, at: int) -> tuple[CellFigures, int]:
@@ -199,6 +246,9 @@ def _cell(row, params: list, methods: list, nums: list, at: int) -> tuple[CellFi
         raise Damaged(f"{what}: its numbers are not of the kit's form") from None
     if not finite:
         raise Damaged(f"{what}: its values are not finite numbers")
+    impossible = _impossible(tp_values, ep_values, samples, energy, opt, vs_fp32)
+    if impossible:
+        raise Damaged(f"{what}: {impossible}")
     return CellFigures(
         key, status, reason, unit or "items", params[p_index], data_source, busy, samples[0], samples[1],
         samples[2], energy, flags, tp_values, ep_values, vs_fp32, parity, opt[0], opt[1],
@@ -208,12 +258,14 @@ def _cell(row, params: list, methods: list, nums: list, at: int) -> tuple[CellFi
 def decode(blob: bytes) -> RunFigures:
     """The figures :func:`encode` stored; :class:`Damaged` (with what is wrong) for anything else."""
     try:
-        raw = zlib.decompress(blob)
+        raw = inflate(blob)
         (size,) = struct.unpack_from("<I", raw)
         doc = json.loads(raw[4:4 + size])
         packed = array("d")
         packed.frombytes(raw[4 + size:])
-    except (zlib.error, struct.error, ValueError) as exc:
+    except Damaged as exc:
+        raise Damaged(f"not the kit's stored figures: {exc}") from None
+    except (struct.error, ValueError) as exc:
         raise Damaged(f"not the kit's stored figures ({exc})") from None
     if type(doc) is not dict or doc.get("format") != FORMAT:
         raise Damaged("not the kit's stored figures (format)")

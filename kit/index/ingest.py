@@ -10,10 +10,15 @@ holds them, compressed; the run's figures, what a comparison reads of it, comput
 the filters and ``history`` read), so ``kit compare --index`` never reopens a tarball nor
 re-derives a run's figures.
 
-Each bundle is one transaction, taken with ``BEGIN IMMEDIATE`` (the write lock first, waiting for
-another writer up to the busy timeout). Verification happens before the lock is taken, so a writer
-holds it only for the few inserts. A process killed at any point leaves each bundle in the index
-whole or not at all (SQLite's rollback journal).
+A bundle of a run already recorded under another tarball (same run id, same results.json and
+env.json: :mod:`kit.index.runs`) is "already in the index" too, so each run is recorded once.
+
+Verified bundles are recorded in batches, one transaction each, taken with ``BEGIN IMMEDIATE`` (the
+write lock first, waiting for another writer up to the busy timeout), inside which the schema is
+checked again (another process may have changed it since the file was opened). Verification happens
+before the lock is taken, by worker processes when there are many (they end with their parent,
+whatever ends it), so a writer holds the lock only for the inserts. A process killed at any point
+leaves each bundle in the index whole or not at all (SQLite's rollback journal).
 """
 
 from __future__ import annotations
@@ -32,7 +37,9 @@ from kit.bundle.safe_open import ENV_NAME, RESULTS_NAME, open_bundle
 from kit.compare import measures
 from kit.compare.figures import run_figures
 from kit.errors import BundleError, KitError, UsageError
+from kit.index.db import check_schema_again
 from kit.index.figures_codec import encode
+from kit.index.runs import content_digest, stored_digest
 from kit.results import ratios
 
 ADDED, PRESENT, REFUSED = "added", "already in the index", "refused"
@@ -94,6 +101,12 @@ class _Ready:
     outcome: AddOutcome
     row: tuple
     cells: list
+    #: its results.json and env.json (kit.index.runs.content_digest): a copy of a recorded run is not added
+    content: str = ""
+
+
+def _env_bytes(bundle) -> bytes:
+    return bundle.files.get(ENV_NAME) or json.dumps(bundle.environment).encode("utf-8")
 
 
 def _rows(path: Path, digest: str, size: int, bundle) -> tuple[tuple, list]:
@@ -107,7 +120,7 @@ def _rows(path: Path, digest: str, size: int, bundle) -> tuple[tuple, list]:
         values = ratios.metric_values(cell, ratios.THROUGHPUT)
         s = measures.sample(cell, ratios.THROUGHPUT)
         cells[cell.cell_id] = (cell.cell_id, cell.status, measures.unit_of(cell), s.median if s else None, json.dumps(values))
-    env_bytes = bundle.files.get(ENV_NAME) or json.dumps(env).encode("utf-8")
+    env_bytes = _env_bytes(bundle)
     row = (
         digest, path.name, str(path.resolve()), size, _iso(time.time()), str(results.run_id), started, _iso(started),
         str(results.status), int(bundle.interrupted), summary.machine, summary.gpu, summary.gpu_count,
@@ -123,17 +136,38 @@ _INSERT = ("INSERT OR IGNORE INTO bundles (sha256, file_name, path, size_bytes, 
            " VALUES (" + ", ".join("?" * 21) + ")")
 
 
+def _same_runs(con: sqlite3.Connection, ready: list) -> dict:
+    """(run id, content digest) -> the file name recorded with it, for the run ids of ``ready``."""
+    run_ids = sorted({r.row[5] for r in ready})
+    out: dict = {}
+    for start in range(0, len(run_ids), 500):
+        chunk = run_ids[start:start + 500]
+        for run_id, file_name, results_z, env_z in con.execute(
+                f"SELECT run_id, file_name, results_z, env_z FROM bundles WHERE run_id IN ({', '.join('?' * len(chunk))})"
+                " ORDER BY id DESC", chunk):
+            out[(run_id, stored_digest(results_z, env_z))] = file_name
+    return out
+
+
 def _record(con: sqlite3.Connection, ready: list) -> None:
     """Insert verified bundles in one transaction (the write lock taken first, ``BEGIN IMMEDIATE``); a
-    bundle another writer recorded meanwhile becomes "already in the index"."""
+    bundle another writer recorded meanwhile, or a copy of a recorded run (same run id, same
+    results.json and env.json: kit.index.runs), becomes "already in the index"."""
     try:
         con.execute("BEGIN IMMEDIATE")
         try:
+            check_schema_again(con)  # the schema checked on opening may have changed since
+            recorded = _same_runs(con, ready)
             for r in ready:
+                same = recorded.get((r.row[5], r.content))
+                if same is not None:
+                    r.outcome.outcome, r.outcome.reason = PRESENT, f"the same run as {same} (same run id and results): nothing to do"
+                    continue
                 cur = con.execute(_INSERT, r.row)
                 if cur.rowcount == 0:
                     r.outcome.outcome, r.outcome.reason = PRESENT, "recorded meanwhile (given twice, or by another writer): nothing to do"
                     continue
+                recorded[(r.row[5], r.content)] = r.row[1]
                 con.executemany(
                     "INSERT INTO cells (bundle_id, cell_id, status, unit, throughput_median, throughput_json)"
                     " VALUES (?, ?, ?, ?, ?, ?)", [(cur.lastrowid, *c) for c in r.cells])
@@ -150,9 +184,39 @@ def _record(con: sqlite3.Connection, ready: list) -> None:
 _KNOWN: frozenset = frozenset()
 
 
-def _init_worker(known: frozenset) -> None:
+def _init_worker(known: frozenset, parent: int) -> None:
     global _KNOWN
     _KNOWN = known
+    _end_with_parent(parent)
+
+
+def _end_with_parent(parent: int) -> None:
+    """Make this worker end when ``parent`` does, whatever ends it (``kill -9`` gives it no chance
+    to stop its pool, and a worker would verify on for nobody). On Linux the kernel sends SIGKILL
+    the moment the parent dies (``prctl(PR_SET_PDEATHSIG)``); everywhere, a thread sees the parent
+    change (``os.getppid``: an orphan is adopted by another process) and ends the process."""
+    import os
+    import signal
+    import sys
+    import threading
+
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG = 1 (linux/prctl.h)
+        except (OSError, AttributeError):
+            pass  # the thread below still ends it
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    if os.getppid() != parent:  # the parent died before the signal was armed
+        os._exit(1)
+    threading.Thread(target=watch, name="end-with-parent", daemon=True).start()
 
 
 def prepare(path: Path, known: frozenset | None = None):
@@ -172,11 +236,12 @@ def prepare(path: Path, known: frozenset | None = None):
         if _sha256(path) != digest:
             raise BundleError(f"{path.name} changed while it was being added; add it again once it is complete.")
         row, cells = _rows(path, digest, size, bundle)
+        content = content_digest(bundle.files[RESULTS_NAME], _env_bytes(bundle))
     except KitError as exc:
         return AddOutcome(path, REFUSED, exc.message, exc.exit_code)
     except OSError as exc:
         return AddOutcome(path, REFUSED, f"{path}: cannot be read ({exc.strerror or exc}).", UsageError.exit_code)
-    return _Ready(AddOutcome(path, ADDED, "", 0, digest), row, cells)
+    return _Ready(AddOutcome(path, ADDED, "", 0, digest), row, cells, content)
 
 
 #: verified bundles are written in batches of at most this many, or after this many seconds
@@ -220,6 +285,7 @@ def add_bundles(con: sqlite3.Connection, paths: Iterable[Path],
 
     if jobs > 1 and len(paths) >= PARALLEL_FROM:
         import multiprocessing
+        import os
         from concurrent.futures import ProcessPoolExecutor
 
         # spawned workers: nothing of this process (its open index) is inherited
@@ -227,7 +293,8 @@ def add_bundles(con: sqlite3.Connection, paths: Iterable[Path],
         from concurrent.futures.process import BrokenProcessPool
 
         try:
-            with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_init_worker, initargs=(known,)) as pool:
+            with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_init_worker,
+                                     initargs=(known, os.getpid())) as pool:
                 for i, prepared in enumerate(pool.map(prepare, paths, chunksize=4)):
                     take(i, prepared)
         except BrokenProcessPool:

@@ -1,7 +1,8 @@
 """Reading the index: filters, the list of runs, compare's sources and comparison, and a machine's history.
 
 Every view reads the same rows in the same order: by the run's start (earliest first; runs that
-recorded none last), then in the order they were added. ``kit compare --index`` takes the first
+recorded none last), then in the order they were added; each run once (:mod:`kit.index.runs`: an
+interrupted bundle superseded by its completed resume, and a copy of an earlier run, are left out). ``kit compare --index`` takes the first
 of that order as the baseline unless ``--baseline`` names another.
 
 The sources handed to the comparison are the objects ``kit compare`` builds from a tarball
@@ -17,7 +18,6 @@ import calendar
 import json
 import sqlite3
 import time
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional
@@ -26,7 +26,9 @@ from kit.bundle.inert import inert
 from kit.compare.load import Source, _label
 from kit.compare.stats import RatioEstimate, Sample, ratio_estimate
 from kit.errors import SchemaError, UsageError
-from kit.index.figures_codec import Damaged, decode
+from kit.index.db import connect
+from kit.index.figures_codec import Damaged, decode, inflate
+from kit.index.runs import left_out
 from kit.results import ratios
 from kit.results.method import method_change
 from kit.results.schema import RunResults
@@ -104,11 +106,23 @@ def make_filter(where: Iterable[str] = (), since: Optional[str] = None, host: Op
     return f
 
 
-def list_runs(con: sqlite3.Connection, flt: Optional[Filter] = None) -> list[dict]:
+def list_runs(con: sqlite3.Connection, flt: Optional[Filter] = None, everything: bool = False) -> list[dict]:
+    """The matching runs, each once (kit.index.runs.left_out: an interrupted bundle superseded by its
+    completed resume, and a copy of a run already listed, are left out). ``everything``: those too,
+    each with ``left_out`` saying why ("superseded by FILE", "the same run as FILE"; None for the others)."""
     flt = flt or Filter()
     where, args = flt.sql()
     rows = con.execute(f"SELECT {', '.join(LIST_COLUMNS)} FROM bundles {where} {ORDER}", args).fetchall()
-    return [run for run in (dict(zip(LIST_COLUMNS, r)) for r in rows) if flt.keep(run)]
+    hidden = left_out(con)
+    runs = []
+    for run in (dict(zip(LIST_COLUMNS, r)) for r in rows):
+        why = hidden.get(run["id"])
+        if (why is None or everything) and flt.keep(run):
+            if everything:
+                run["left_out"] = None if why is None else (
+                    f"superseded by {why[1]}" if why[0] == "superseded" else f"the same run as {why[1]}")
+            runs.append(run)
+    return runs
 
 
 def counts(con: sqlite3.Connection) -> dict:
@@ -120,14 +134,14 @@ def _results_loader(index_path: str, bundle_id: int, label: str):
     """Reads one run's results.json from the index when a view asks for it (the per-run charts of the
     HTML page): a connection of its own, the schema's check, the index's error for a damaged copy."""
     def load() -> RunResults:
-        con = sqlite3.connect(f"file:{index_path}?mode=ro", uri=True)
+        con = connect(f"file:{index_path}?mode=ro", uri=True)
         try:
             (results_z,) = con.execute("SELECT results_z FROM bundles WHERE id = ?", (bundle_id,)).fetchone()
         finally:
             con.close()
         try:
-            obj = json.loads(zlib.decompress(results_z))
-        except (zlib.error, ValueError) as exc:
+            obj = json.loads(inflate(results_z))
+        except ValueError as exc:  # Damaged included
             raise _damaged(label, exc) from None
         return RunResults.from_dict(obj, source=f"{label} (results.json)")
     return load
@@ -143,8 +157,8 @@ def _source(i: int, row: tuple, index_path: str) -> Source:
     label = inert(file_name)
     try:
         figures = decode(figures_z)
-        env = json.loads(zlib.decompress(env_z))
-    except (Damaged, zlib.error, ValueError) as exc:
+        env = json.loads(inflate(env_z))
+    except ValueError as exc:  # Damaged included
         raise _damaged(label, exc) from None
     src = Source(i, _label(i), Path(path), "index", None, env if isinstance(env, dict) else {}, None,
                  bool(interrupted), figures, _results_loader(index_path, bundle_id, f"{label} (index)"))
@@ -235,14 +249,15 @@ class CellHistory:
 CHANGE_FIELDS = ("gpu", "driver", "stack", "torch", "kit")
 
 
-def history(con: sqlite3.Connection, host: str, cell: Optional[str] = None, min_change_pct: float = 5.0,
+def history(con: sqlite3.Connection, host: str, min_change_pct: float = 5.0,
             flt: Optional[Filter] = None) -> tuple[list[dict], list[CellHistory]]:
-    """A host's runs in run-date order, and per cell its median throughput in each run, the
-    change against the previous run that measured it (kit.compare.stats.ratio_estimate on the
-    per-repeat throughputs, as compare does for two machines) and whether that change is
-    flagged: significant (Welch, p < 0.05) and at least ``min_change_pct`` percent. Where the cell's
-    method changed between two runs (kit.results.method.method_change) the series breaks: no change
-    is computed across it, never a "significant change"."""
+    """A host's runs in run-date order (each run once: kit.index.runs), and per cell its median
+    throughput in each run, the change against the previous run that measured it
+    (kit.compare.stats.ratio_estimate on the per-repeat throughputs, as compare does for two
+    machines) and whether that change is flagged: significant (Welch, p < 0.05) and at least
+    ``min_change_pct`` percent. Where the cell's method changed between two runs
+    (kit.results.method.method_change) the series breaks: no change is computed across it, never a
+    "significant change". :func:`summary` sums it up per run; :func:`matching` picks cells."""
     flt = Filter(dict(flt.equals), list(flt.words), flt.since) if flt else Filter()
     flt.equals["host"] = host
     runs = list_runs(con, flt)
@@ -256,21 +271,17 @@ def history(con: sqlite3.Connection, host: str, cell: Optional[str] = None, min_
     ids = list(by_id)
     for start in range(0, len(ids), 500):
         chunk = ids[start:start + 500]
-        args: list = list(chunk)
-        sql = q.format(", ".join("?" * len(chunk)))
-        if cell:
-            sql += " AND cell_id = ?"
-            args.append(cell)
-        rows.extend(con.execute(sql, args).fetchall())
-    if cell and not rows:
-        known = sorted({r[0] for r in con.execute(
-            "SELECT DISTINCT cell_id FROM cells JOIN bundles ON bundles.id = cells.bundle_id WHERE host = ?", (host,))})
-        raise UsageError(f"--cell {inert(repr(cell))}: {inert(host)} has no such cell"
-                         + (f" (its cells: {', '.join(map(inert, known[:6]))}{', ...' if len(known) > 6 else ''})." if known else "."))
+        rows.extend(con.execute(q.format(", ".join("?" * len(chunk))), chunk).fetchall())
     order = {r["id"]: i for i, r in enumerate(runs)}
     per_cell: dict = {}
     for bundle_id, cid, status, unit, median, values in rows:
-        per_cell.setdefault(cid, (unit, []))[1].append((order[bundle_id], bundle_id, status, median, json.loads(values)))
+        try:
+            values = json.loads(values)
+            if type(cid) is not str or cid.count("/") < 3 or type(values) is not list or type(status) is not str:
+                raise ValueError("not a cell of the kit's form")
+        except (TypeError, ValueError) as exc:  # the cells table is as untrusted as the rest of the file
+            raise _damaged(inert(by_id[bundle_id]["file_name"]), exc) from None
+        per_cell.setdefault(cid, (str(unit), []))[1].append((order[bundle_id], bundle_id, status, median, values))
     prev_run: dict = {}
     changes = {}
     for r in runs:
@@ -284,7 +295,8 @@ def history(con: sqlite3.Connection, host: str, cell: Optional[str] = None, min_
         unit, entries = per_cell[cid]
         points, prev = [], None
         for _, bid, status, median, values in sorted(entries):
-            p = HistoryPoint(by_id[bid], median if status == "ok" else None, values, status, changes[bid],
+            median = next(iter(ratios.finite_values([median])), None) if status == "ok" else None
+            p = HistoryPoint(by_id[bid], median, values, status, changes[bid],
                              method=methods.get((bid, cid)))
             if status == "ok" and values:
                 if prev is not None:
@@ -297,6 +309,71 @@ def history(con: sqlite3.Connection, host: str, cell: Optional[str] = None, min_
             points.append(p)
         out.append(CellHistory(cid, unit, points))
     return runs, out
+
+
+def matching(cells: list[CellHistory], host: str, pattern: str) -> list[CellHistory]:
+    """The cells whose id matches ``pattern``: a glob (``cifar/*/amp-fp16/*``), or without ``*?[`` any
+    id that holds it (``amp-fp16``); UsageError naming a few of the host's cells when none does."""
+    import fnmatch
+
+    glob = pattern if any(ch in pattern for ch in "*?[") else f"*{pattern}*"
+    out = [c for c in cells if fnmatch.fnmatchcase(c.cell_id, glob)]
+    if not out:
+        known = [c.cell_id for c in cells]
+        raise UsageError(f"--cells {inert(repr(pattern))}: {inert(host)} has no such cell"
+                         + (f" (its cells: {', '.join(map(inert, known[:6]))}{', ...' if len(known) > 6 else ''})." if known else "."))
+    return out
+
+
+@dataclass
+class PrecisionChange:
+    """One precision's cells of a run against the run before that measured each."""
+
+    #: the geometric mean of the cells' ratios (kit.results.ratios.geometric_mean); None: no cell has one
+    ratio: Optional[float]
+    cells: int  # cells with a ratio
+    flagged: int  # of them, a significant change of at least the minimum
+    breaks: int  # cells measured by another method than before: no ratio
+
+
+@dataclass
+class RunChange:
+    """A row of the history's summary: one run against the run before it."""
+
+    run: dict
+    #: (field, before, now) for each of CHANGE_FIELDS that differs from the run before
+    changed: list
+    by_precision: dict  # precision -> PrecisionChange (the precisions the run measured)
+    cells: int  # cells the run measured (status ok)
+
+
+def summary(runs: list[dict], cells: list[CellHistory]) -> tuple[list[str], list[RunChange]]:
+    """The precisions (in the cells' order) and a row per run: what changed since the run before
+    (software, and cells whose method changed: a break, never a change of speed) and per precision
+    the geometric mean of its cells' ratios to the previous run that measured each."""
+    precisions: list = []
+    per_run: dict = {r["id"]: {} for r in runs}
+    measured = dict.fromkeys(per_run, 0)
+    for c in cells:
+        precision = c.cell_id.split("/")[2]
+        if precision not in precisions:
+            precisions.append(precision)
+        for p in c.points:
+            bid = p.run["id"]
+            measured[bid] += p.status == "ok"
+            acc = per_run[bid].setdefault(precision, [[], 0, 0])
+            if p.vs_previous is not None:
+                acc[0].append(p.vs_previous.ratio)
+                acc[1] += p.flagged
+            acc[2] += p.method_break is not None
+    rows, prev = [], None
+    for r in runs:
+        changed = [(f, prev[f], r[f]) for f in CHANGE_FIELDS if prev is not None and r[f] != prev[f]]
+        by_precision = {pr: PrecisionChange(ratios.geometric_mean(xs), len(xs), flagged, breaks)
+                        for pr, (xs, flagged, breaks) in per_run[r["id"]].items()}
+        rows.append(RunChange(r, changed, by_precision, measured[r["id"]]))
+        prev = r
+    return precisions, rows
 
 
 def _methods(con: sqlite3.Connection, ids: list) -> dict:

@@ -75,6 +75,13 @@ def ratio_of_medians(num: Iterable[Any], den: Iterable[Any]) -> Optional[float]:
     return ratio_of(median_of(num), median_of(den))
 
 
+def geometric_mean(ratios: Iterable[Any]) -> Optional[float]:
+    """The geometric mean of the finite, positive numbers among ``ratios`` (the one way the kit sums up
+    many cells' ratios: a cell twice as fast and one half as fast average to 1); None when there are none."""
+    xs = [x for x in finite_values(ratios) if x > 0]
+    return math.exp(math.fsum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
 def ratio_of(a: Optional[float], b: Optional[float]) -> Optional[float]:
     """``a / b`` for two medians already taken (:func:`median_of`): :func:`ratio_of_medians` when a
     caller holds the medians (a fleet's comparison divides every machine's by the baseline's)."""
