@@ -26,6 +26,7 @@ import random
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -79,6 +80,124 @@ def fleet_machines(n: int, profile: str, rng: random.Random):
             out.append((speed, "NVIDIA H200", (1.0, 1.3, 0.7) if i == 23 else None))
         else:
             out.append((rng.uniform(0.61, 0.63), "NVIDIA H100", None))
+    return out
+
+
+# --- the full suite: 200 machines x 156 cells, with machines faulty in different ways ------------------
+
+#: the committed H200 reference bundle: its cells (156: CIFAR on two engines and seven precisions, the
+#: batch curves, the LSTM) give the full suite's shape and each cell's base throughput
+H200_REFERENCE = "references/h200/vm_NVIDIA-H200_native_20261130-141944.tar.gz"
+#: the engines whose loop the host paces (kit.bench.methods.HOST_PACED; their method record says so)
+_HOST_PACED = ("fastai", "kit")
+_SUITE: list = []
+
+
+def suite_shape() -> list:
+    """The reference bundle's cells (CellResults), read once: their identity, status, parameters and
+    median throughput are the template every synthetic machine rescales."""
+    if not _SUITE:
+        from kit.bundle.safe_open import open_bundle
+
+        _SUITE.extend(open_bundle(Path(__file__).resolve().parents[1] / H200_REFERENCE).results.cells)
+    return _SUITE
+
+
+@dataclass(frozen=True)
+class Machine:
+    """One synthetic machine of a fleet: its host name, GPU model, speed (x the reference), the
+    precisions where it is slower (``slow_in``: precision -> factor), whether only its GPU-paced cells
+    are slower (a power cap does not slow a loop the host paces), its repeats' noise (a fraction) and
+    its GPU's power limit (W)."""
+
+    host: str
+    gpu: str = "NVIDIA H200"
+    speed: float = 1.0
+    slow_in: tuple = ()
+    gpu_paced_factor: float = 1.0
+    noise: float = 0.01
+    power_limit_w: float = 700.0
+
+
+def doctor_fleet(n: int = 200, seed: int = 0, healthy: bool = False) -> list[Machine]:
+    """``n`` machines, three fifths H200s and the rest H100s (0.62x), each within +-1.5% of its model
+    ("silicon lottery") with 1% noise between repeats; unless ``healthy``, four of the H200s are
+    faulty: node011 20% slower everywhere, node022 20% slower in amp-fp16 only, node033 noisy (its
+    repeats scatter 12%, its medians unchanged), node044 power-capped at 500 W (GPU-paced cells 15%
+    slower, host-paced ones not)."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        h200 = i < n * 3 // 5
+        m = Machine(f"synthetic-node{i:03d}", "NVIDIA H200" if h200 else "NVIDIA H100",
+                    rng.uniform(0.985, 1.015) * (1.0 if h200 else 0.62), power_limit_w=700.0 if h200 else 700.0)
+        if not healthy and i == 11:
+            m = replace(m, speed=m.speed * 0.8)
+        elif not healthy and i == 22:
+            m = replace(m, slow_in=(("amp-fp16", 0.8),))
+        elif not healthy and i == 33:
+            m = replace(m, noise=0.12)
+        elif not healthy and i == 44:
+            m = replace(m, gpu_paced_factor=0.85, power_limit_w=500.0)
+        out.append(m)
+    return out
+
+
+def suite_results(i: int, m: Machine, rng: random.Random):
+    """Machine ``m``'s RunResults of the full suite (:func:`suite_shape`), synthetic: every ok cell's
+    three repeats at the reference's median throughput x the machine's speed, each with its noise."""
+    from kit.results.schema import CellResult, RunConfig, RunResults
+    from kit.results.stats import summarise_repeats
+
+    slow = dict(m.slow_in)
+    cells = []
+    for ref in suite_shape():
+        paced = ref.engine in _HOST_PACED
+        method = {"engine": f"{ref.workload}/{ref.engine}", "revision": 1, "settings": {},
+                  **({"paced_by": "host"} if paced else {})}
+        if ref.status != "ok":
+            cells.append(CellResult(ref.workload, ref.model, ref.precision, ref.engine, ref.status, params=ref.params,
+                                    reason=ref.reason, throughput_unit=ref.throughput_unit, notes=[SYNTHETIC_NOTE]))
+            continue
+        base = ref.summary["throughput_items_per_s"]["median"]
+        speed = m.speed * slow.get(ref.precision, 1.0) * (1.0 if paced else m.gpu_paced_factor)
+        items = base * 10.0
+        repeats = []
+        for _ in range(3):
+            tp = base * speed * (1.0 + rng.gauss(0.0, m.noise))
+            repeats.append({"epoch_seconds": [items / tp], "epoch_seconds_median": items / tp,
+                            "throughput_items_per_s": tp, "metrics": {}})
+        cells.append(CellResult(ref.workload, ref.model, ref.precision, ref.engine, "ok", params=ref.params,
+                                throughput_unit=ref.throughput_unit, repeats=repeats, summary=summarise_repeats(repeats),
+                                telemetry={"available": False, "reason": "synthetic"}, data={"source": "synthetic"},
+                                notes=[SYNTHETIC_NOTE], method=method,
+                                host={"cores": 32, "load_1m_start": 0.5, "load_1m_end": 0.6, "steal_pct": 0.0,
+                                      "busy": None, "source": "synthetic"}))
+    env = {"_synthetic": SYNTHETIC_NOTE, "host": {"name": m.host},
+           "nvml": {"available": True, "state": "ok", "driver_version": "580.159.04", "gpu_count": 1,
+                    "gpus": [{"index": 0, "name": m.gpu, "power_limit_w": m.power_limit_w,
+                              "clocks_mhz": {"sm": 1980, "memory": 3201}}]},
+           "cpu": {"model": "Synthetic Xeon", "logical_cores": 32, "usable_cores": 32},
+           "stack": "cuda12", "torch": "2.11.0", "cudnn": "91900", "python": "3.12.0", "data_source": "synthetic",
+           "kit_version": "0.2.0"}
+    config = RunConfig(suite="all", data="synthetic", repeats=3, command_line=["kit", "run", "(synthetic)"])
+    t0 = 1796000000.0 + i * 3600
+    return RunResults(run_id=f"SYNTHETIC-SUITE-{i:04d}", config=config, environment=env, status="complete",
+                      started_at=t0, finished_at=t0 + 3600, cells=cells)
+
+
+def suite_sources(machines: list[Machine], seed: int = 0) -> list:
+    """The fleet as in-memory Sources (kit.compare.load.Source, as a bundle's are read), without
+    writing tarballs: what the tests and the in-process timings compare."""
+    from kit.bundle.envinfo import summarise_environment
+    from kit.compare.load import Source, _label
+
+    rng = random.Random(seed)
+    out = []
+    for i, m in enumerate(machines):
+        res = suite_results(i, m, rng)
+        env = summarise_environment(res.environment, res.config, res.cells)
+        out.append(Source(i, _label(i), Path(f"{m.host}.tar.gz"), "bundle", res, res.environment, env, False))
     return out
 
 
