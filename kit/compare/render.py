@@ -213,6 +213,7 @@ def print_rich(cmp: Comparison, console, verbose: bool = False, view=None) -> No
     else:
         fleet_views.print_inputs_compact(cmp, console)
     console.print(f"[dim]Statistics: {cmp.method}.[/dim]")
+    _print_counted_once(cmp, console)
     _print_warnings(cmp, console)
     # a machine's column takes more than MIN_COLUMN characters: past that many, do not build them to measure
     many = len(cmp.sources) * MIN_COLUMN > console.width
@@ -273,6 +274,11 @@ def _print_not_compared(cmp: Comparison, console, verbose: bool) -> None:
             console.print(f"  {line}", highlight=False, markup=False)
 
 
+def _print_counted_once(cmp: Comparison, console) -> None:
+    for line in cmp.counted_once:
+        console.print(f"Counted once: {line}", markup=False, highlight=False)
+
+
 def _print_warnings(cmp: Comparison, console) -> None:
     if not cmp.warnings:
         console.print("[green]No comparability warnings.[/green]")
@@ -286,6 +292,7 @@ def _print_warnings(cmp: Comparison, console) -> None:
 
 def print_notes(cmp: Comparison, console, verbose: bool = False) -> None:
     """Warnings and not-comparable cells, for stderr when stdout carries CSV/JSON/Markdown."""
+    _print_counted_once(cmp, console)
     _print_warnings(cmp, console)
     _print_not_compared(cmp, console, verbose)
 
@@ -416,7 +423,7 @@ def to_markdown(cmp: Comparison, verbose: bool = False, view=None) -> str:
         ("", "machine", "GPU", "driver", "stack", "torch", "data", "file"),
         [(s.label + (" (baseline)" if s is base else ""), s.env.machine, s.env.gpu, s.env.driver, s.env.stack,
           s.env.torch, s.env.data_source, s.file_name + (" (interrupted)" if s.interrupted else "")) for s in cmp.sources],
-    ), "", f"Statistics: {cmp.method}.", ""]
+    ), "", f"Statistics: {cmp.method}.", ""] + [f"Counted once: {md(x)}" for x in cmp.counted_once] + [""] * bool(cmp.counted_once)
     if cmp.warnings:
         out += ["## Comparability warnings", ""] + [f"- **{w.severity}**: {md(w.message)}" for w in cmp.warnings] + [""]
     if view.rows or view.group_by or view.metric != "throughput" or len(cmp.sources) > MARKDOWN_COLUMNS:

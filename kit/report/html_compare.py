@@ -49,6 +49,8 @@ def render_compare_page(cmp: "Comparison", view=None) -> str:
           escape(s.file_name) + (' <span class="badge interrupted">INTERRUPTED</span>' if s.interrupted else "")]
          for s in cmp.sources],
     ))
+    if cmp.counted_once:
+        body.append("<h2>Counted once</h2><ul>" + "".join(f"<li>{escape(x)}</li>" for x in cmp.counted_once) + "</ul>")
     body.append("<h2>Comparability warnings</h2>")
     if cmp.warnings:
         body.append('<ul class="warnings">' + "".join(
@@ -144,6 +146,8 @@ def render_fleet_page(cmp: "Comparison", view=None) -> str:
         items.append(f"<li>{h(f.line)}<ul>" + "".join(f"<li>{h(c)}</li>" for c in causes) + "</ul></li>")
     body.append("<h2>Findings</h2>" + f'<p class="sub">{h(findings_title(fleet))}.</p>'
                 + '<ul class="findings">' + ("".join(items) or "<li>No machine is slow or unstable.</li>") + "</ul>")
+    if cmp.counted_once:
+        body.append("<h2>Counted once</h2><ul>" + "".join(f"<li>{h(x)}</li>" for x in cmp.counted_once) + "</ul>")
     body.append("<h2>Comparability warnings</h2>")
     body.append('<ul class="warnings">' + "".join(f'<li class="{h(w.severity)}"><strong>{h(w.severity)}</strong>: {h(w.message)}</li>'
                                                   for w in cmp.warnings) + "</ul>" if cmp.warnings else "<p>None.</p>")
