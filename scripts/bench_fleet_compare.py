@@ -14,6 +14,13 @@ machine may be shared). Writes JSON with every run.
 
     python scripts/bench_fleet_compare.py --out references/cpu-vm/fleet-compare/results.json
     python scripts/bench_fleet_compare.py --write-fleet /tmp/fleet --n 64    # just the bundles
+
+``--doctor`` times the fleet views of 200 machines of the full suite (156 cells, shaped on the H200
+reference bundle; :func:`doctor_fleet`: two GPU models, four machines faulty in different ways),
+recorded in a results index: the summary view, the findings as JSON and the fleet page
+(:func:`doctor_bench`). The tests build the same fleet in memory (:func:`suite_sources`).
+
+    python scripts/bench_fleet_compare.py --doctor --n 200 --runs 3 --out references/cpu-vm/fleet-compare/doctor.json
 """
 
 from __future__ import annotations
@@ -226,6 +233,98 @@ def write_fleet(folder: Path, n: int, seed: int = 0, profile: str = "spread") ->
     return paths
 
 
+def write_doctor_fleet(folder: Path, n: int = 200) -> list[Path]:
+    """The :func:`doctor_fleet` as ``n`` bundles of the full suite in ``folder``, in the real format
+    (kit.bundle.export.build_bundle), each carrying the reference bundle's report.html and charts
+    (its numbers are the synthetic machine's; the report's bytes are the reference's, as
+    scripts/bench_index.py's h200 shape does)."""
+    from kit.bundle.export import RunFolder, build_bundle
+    from kit.bundle.safe_open import open_bundle
+
+    ref = open_bundle(Path(__file__).resolve().parents[1] / H200_REFERENCE)
+    report = {name: data for name, data in ref.files.items() if name.startswith("charts/") or name == "report.html"}
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(0)
+    paths = []
+    for i, m in enumerate(doctor_fleet(n)):
+        res = suite_results(i, m, rng)
+        stem = f"{m.host}_{m.gpu.replace(' ', '-')}_cuda12"
+        path = folder / f"{stem}.tar.gz"
+        path.write_bytes(build_bundle(RunFolder(folder, res, res.environment), stem, lambda rf, name: report,
+                                      created_at=res.started_at))
+        paths.append(path)
+    return paths
+
+
+#: runs argv[2:], and writes its exit code and peak RSS (os.wait4) to the file argv[1]: the command's
+#: own peak, not this script's
+_WRAP = ("import json, os, subprocess, sys; p = subprocess.Popen(sys.argv[2:]); _, st, ru = os.wait4(p.pid, 0); "
+         "open(sys.argv[1], 'w').write(json.dumps({'rc': os.waitstatus_to_exitcode(st), 'maxrss_kib': ru.ru_maxrss}))")
+
+
+def _timed(cmd: list, out: Path, env: dict) -> dict:
+    """Wall seconds and peak RSS of ``cmd`` in a process of its own, its stdout to ``out``."""
+    report = out.with_suffix(".rc.json")
+    with open(out, "wb") as fh:
+        t0 = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-c", _WRAP, str(report), *map(str, cmd)], stdout=fh,
+                              stderr=subprocess.PIPE, env=env)
+        wall = time.perf_counter() - t0
+    got = json.loads(report.read_text())
+    if got["rc"] != 0:
+        raise SystemExit(f"{' '.join(map(str, cmd[:8]))} ... failed ({got['rc']}):\n{proc.stderr.decode()[-2000:]}")
+    return {"wall_s": round(wall, 3), "peak_rss_mib": round(got["maxrss_kib"] / 1024, 1)}
+
+
+def doctor_bench(n: int, rounds: int, keep: Path | None) -> dict:
+    """The fleet views of the :func:`doctor_fleet` (``n`` machines of the full suite): its bundles
+    recorded in a results index (``kit index add``, as the kit is here), then each view of
+    ``kit compare --index`` ``rounds`` times, each in a fresh process (wall time with Python's start;
+    the best is the figure, every round is kept): the summary view (``--group-by gpu``, the terminal
+    at 160 columns to a file), the findings as JSON (``--group-by gpu --json -``), and the fleet page
+    (``--group-by gpu --html FILE``, its size)."""
+    import tempfile
+
+    work = Path(tempfile.mkdtemp(prefix="kit-bench-doctor."))
+    env = dict(os.environ, COLUMNS="160")
+    kit = [sys.executable, "-m", "kit"]
+    try:
+        t0 = time.perf_counter()
+        paths = write_doctor_fleet(work / "bundles", n)
+        written = time.perf_counter() - t0
+        index = work / "index.sqlite"
+        added = _timed(kit + ["index", "add", "--index", str(index), str(work / "bundles")], work / "add.txt", env)
+        views = {"summary view (--group-by gpu, terminal)": ["--group-by", "gpu"],
+                 "--group-by gpu --json - (findings and summary)": ["--group-by", "gpu", "--json", "-"],
+                 "--group-by gpu --html FILE (the fleet page)": ["--group-by", "gpu", "--html", str(work / "fleet.html")]}
+        results = {}
+        for name, args in views.items():
+            runs = [_timed(kit + ["compare", "--index", str(index), *args], work / "view.txt", env) for _ in range(rounds)]
+            entry = {"runs": runs, "best_wall_s": min(r["wall_s"] for r in runs),
+                     "peak_rss_mib": max(r["peak_rss_mib"] for r in runs),
+                     "output_lines": len((work / "view.txt").read_text().splitlines())}
+            if "--html" in args:
+                entry["html_bytes"] = (work / "fleet.html").stat().st_size
+            results[name] = entry
+            print(json.dumps({name: {k: v for k, v in entry.items() if k != "runs"}}), flush=True)
+        if keep:
+            keep.mkdir(parents=True, exist_ok=True)
+            (keep / "summary-view.txt").write_bytes(subprocess.run(
+                kit + ["compare", "--index", str(index), "--group-by", "gpu"], env=env, capture_output=True).stdout)
+            (keep / "fleet.html").write_bytes((work / "fleet.html").read_bytes())
+        return {"what": f"kit compare --index of {n} synthetic bundles of the full suite ({SYNTHETIC_NOTE})",
+                "fleet": "scripts/bench_fleet_compare.py doctor_fleet: 3/5 NVIDIA H200, 2/5 NVIDIA H100; node011 20% "
+                         "slower everywhere, node022 20% slower in amp-fp16, node033 noisy, node044 power-capped",
+                "bundles": len(paths), "bundles_written_s": round(written, 1), "index_add": added,
+                "machine": {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count()},
+                "method": f"{rounds} rounds, each command in a fresh process (wall time from its start); the best kept",
+                "results": results}
+    finally:
+        import shutil
+
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def _one_run(paths: list[str], html: str | None) -> dict:
     """In this process: compare the bundles as `kit compare` does; seconds and peak RSS."""
     import resource
@@ -259,16 +358,27 @@ def main() -> None:
     ap.add_argument("--html-n", type=int, default=200, help="machines on the page whose size is measured")
     ap.add_argument("--write-fleet", type=Path, help="only write --n synthetic bundles into this folder")
     ap.add_argument("--n", type=int, default=64)
-    ap.add_argument("--profile", choices=("spread", "groups"), default="spread",
-                    help="with --write-fleet: speeds spread 0.6-1.2x, or H200s and H100s with one slow and one noisy node")
+    ap.add_argument("--profile", choices=("spread", "groups", "doctor"), default="spread",
+                    help="with --write-fleet: speeds spread 0.6-1.2x; H200s and H100s with one slow and one noisy node; "
+                         "or the full suite on H200s and H100s with four faulty machines (doctor_fleet)")
+    ap.add_argument("--doctor", action="store_true",
+                    help="time the fleet views (summary, findings, page) of --n machines of the full suite from an index")
+    ap.add_argument("--keep", type=Path, help="with --doctor: keep the summary view's text and the page in this folder")
     ap.add_argument("--one-run", nargs="*", help=argparse.SUPPRESS)
     ap.add_argument("--html", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one_run is not None:
         print(json.dumps(_one_run(args.one_run, "yes" if args.html else None)))
         return
+    if args.doctor:
+        report = doctor_bench(args.n, args.runs, args.keep)
+        if args.out:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps(report, indent=2) + "\n")
+        return
     if args.write_fleet:
-        for p in write_fleet(args.write_fleet, args.n, profile=args.profile):
+        writer = write_doctor_fleet if args.profile == "doctor" else lambda f, n: write_fleet(f, n, profile=args.profile)
+        for p in writer(args.write_fleet, args.n):
             print(p)
         return
     import tempfile

@@ -195,3 +195,21 @@ def test_kit_compare_group_by_names_the_capped_machine_and_its_power_limit(tmp_p
     assert code == 0 and "No machine is slow (more than 30% below" in " ".join(out.split())
     code, out, err = run_main(["compare", *paths, "--group-by", "gpu", "--by", "rack"], capsys, monkeypatch)
     assert code == 2 and "--by 'rack': choose one of precision, suite." in err and "Traceback" not in err
+
+
+def test_the_rest_of_a_group_is_the_pooled_values_less_the_machines_own():
+    """kit.compare.stats.rest_samples gives, for each member, the Sample of every other member's
+    values: the same count, median, min and max, and the same mean and spread to the last digits."""
+    from kit.compare.stats import Sample, rest_samples
+
+    rng = random.Random(1)
+    for trial in range(200):
+        vals = [[round(rng.gauss(1e5, 1e3), rng.choice([0, 6])) for _ in range(rng.choice([1, 2, 3, 3, 5]))]
+                for _ in range(rng.randint(2, 9))]
+        if trial % 7 == 0:
+            vals[0] = list(vals[1])  # equal values in the pool
+        for i, got in enumerate(rest_samples(vals)):
+            want = Sample.of_floats([x for j, v in enumerate(vals) if j != i for x in v])
+            assert (got.n, got.median, got.min, got.max) == (want.n, want.median, want.min, want.max)
+            assert got.mean == pytest.approx(want.mean, rel=1e-12) and got.sd == pytest.approx(want.sd, rel=1e-6, abs=1e-6)
+    assert rest_samples([[1.0, 1.0], [1.0]])[0] == Sample(1, 1.0, 0.0, 1.0, 1.0, 1.0)

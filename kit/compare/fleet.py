@@ -18,16 +18,14 @@ share of them); :func:`summarise_fleet` gives the groups' cells and those findin
 
 from __future__ import annotations
 
-import bisect
 import fnmatch
-import math
 import statistics
 from dataclasses import dataclass, field, replace
 
 from kit.compare.engine import Comparison, Row
 from kit.compare.fleet_findings import find, rule_sentence
 from kit.compare.load import Source
-from kit.compare.stats import RatioEstimate, Sample, ratio_estimates
+from kit.compare.stats import RatioEstimate, Sample, ratio_estimates, rest_samples
 from kit.errors import UsageError
 from kit.results.ratios import EPOCH_S, THROUGHPUT
 
@@ -160,60 +158,18 @@ def _speed_metric(cells: list) -> str:
     return EPOCH_S
 
 
-def _vs_rest(pairs: list[tuple[Sample, Sample | None]], metric: str) -> list[RatioEstimate | None]:
+def _vs_rest_all(pairs: list[tuple[Sample, Sample | None]], metrics: list[str]) -> list[RatioEstimate | None]:
     """Each machine's speed ÷ the rest's, for ``(mine, rest)`` pairs: the same estimate as a machine
     against the baseline (kit.compare.engine._speed_pair), with the rest's pooled repeats as the
-    baseline, all at once (kit.compare.stats.ratio_estimates). The point is the ratio of the two
-    samples' medians (kit.results.ratios.ratio_of_medians, in ratio_estimates); None where there is
-    no rest."""
+    baseline, all at once (kit.compare.stats.ratio_estimates); speed is throughput, or 1 / time
+    where ``metrics`` says EPOCH_S. The point is the ratio of the two samples' medians
+    (kit.results.ratios.ratio_of_medians, in ratio_estimates); None where there is no rest."""
     todo = [i for i, (_, rest) in enumerate(pairs) if rest is not None]
-    if metric == THROUGHPUT:
-        asked = [(pairs[i][0], pairs[i][1], None) for i in todo]
-    else:  # speed = 1 / time
-        asked = [(pairs[i][1], pairs[i][0], None) for i in todo]
+    asked = [(pairs[i][0], pairs[i][1], None) if metrics[i] == THROUGHPUT else (pairs[i][1], pairs[i][0], None)
+             for i in todo]
     out: list[RatioEstimate | None] = [None] * len(pairs)
     for i, est in zip(todo, ratio_estimates(asked)):
         out[i] = est
-    return out
-
-
-def _rest_samples(values: list[list[float]]) -> list[Sample | None]:
-    """For each member, the Sample of every other member's values pooled (what
-    :meth:`Sample.of_floats` gives for them, without building 200 lists of 600 values per cell): the
-    count, mean and standard deviation from the pool's sums less the member's own (centred on the
-    pool's mean, so no precision is lost to cancellation), the median, min and max read from the pool
-    sorted once, skipping the member's own values (found by bisection)."""
-    pooled = sorted(x for v in values for x in v)
-    total = len(pooled)
-    centre = math.fsum(pooled) / total
-    s1 = math.fsum(x - centre for x in pooled)
-    s2 = math.fsum((x - centre) ** 2 for x in pooled)
-    out: list[Sample | None] = []
-    for own in values:
-        n = total - len(own)
-        if n == 0:
-            out.append(None)
-            continue
-        mine = [x - centre for x in own]
-        r1, r2 = s1 - math.fsum(mine), s2 - math.fsum(d * d for d in mine)
-        mean = r1 / n
-        sd = math.sqrt(max(r2 - n * mean * mean, 0.0) / (n - 1)) if n > 1 else 0.0
-        taken: list[int] = []
-        for x in sorted(own):  # the pool's positions of the member's own values, each once
-            at = bisect.bisect_left(pooled, x)
-            taken.append(max(at, taken[-1] + 1) if taken else at)
-
-        def nth(k: int) -> float:
-            for at in taken:  # the k-th smallest of the rest: skip every own value at or before it
-                if at <= k:
-                    k += 1
-            return pooled[k]
-
-        half = n // 2
-        median = nth(half) if n % 2 else (nth(half - 1) + nth(half)) / 2.0
-        low, high = nth(0), nth(n - 1)
-        # identical values have no spread at all (Welch's test treats that case on its own)
-        out.append(Sample(n, low if low == high else mean + centre, 0.0 if low == high else sd, median, low, high))
     return out
 
 
@@ -227,7 +183,10 @@ def _spread(values: list[float]) -> tuple[float, float, float, float, float]:
 
 
 def summarise_fleet(cmp: Comparison, by: str = "gpu", outlier_pct: float = DEFAULT_OUTLIER_PCT) -> FleetSummary:
-    """Groups, their spread per cell, each machine against the rest of its group, and the findings."""
+    """Groups, their spread per cell, each machine against the rest of its group, and the findings.
+    Every machine's ratio to the rest of its group, in every cell, is estimated in one call
+    (kit.compare.stats.ratio_estimates), and each rest's sample is the pool less the machine's own
+    (kit.compare.stats.rest_samples)."""
     if by not in GROUP_BY:
         raise UsageError(f"--group-by {by!r}: choose one of {', '.join(GROUP_BY)}.")
     groups: dict[str, list[Source]] = {}
@@ -235,6 +194,8 @@ def summarise_fleet(cmp: Comparison, by: str = "gpu", outlier_pct: float = DEFAU
         groups.setdefault(group_of(s, by), []).append(s)
     ok = [s.figures.ok_cells() for s in cmp.sources]
     summary = FleetSummary(by, outlier_pct, groups)
+    todo = []  # (group, row, metric, members kept, their samples, the rests' samples)
+    pairs: list = []
     for row in cmp.rows:
         for group, members in groups.items():
             # a machine's cell left out of the row (measured by another method: kit.compare.engine) is
@@ -245,16 +206,23 @@ def summarise_fleet(cmp: Comparison, by: str = "gpu", outlier_pct: float = DEFAU
             if not cells:
                 continue
             metric = _speed_metric([c for _, c in cells])
-            values = [c.throughput_values if metric == THROUGHPUT else c.epoch_values for _, c in cells]
-            keep = [(s, v) for (s, _), v in zip(cells, values) if v]
+            thr = metric == THROUGHPUT
+            keep = [(s, c, c.throughput_values if thr else c.epoch_values) for s, c in cells]
+            keep = [k for k in keep if k[2]]
             if not keep:
                 continue
-            owns = [Sample.of_floats(mine) for _, mine in keep]
-            vs = _vs_rest(list(zip(owns, _rest_samples([v for _, v in keep]))), metric)
-            out = [Member(s, own.median, est, own.cv if own.n > 1 else None) for (s, _), own, est in zip(keep, owns, vs)]
-            faster_first = metric == THROUGHPUT
-            out.sort(key=lambda m: (-m.median if faster_first else m.median, m.source.index))
-            med, lo, hi, q1, q3 = _spread([m.median for m in out])
-            summary.cells.append(GroupCell(group, row, metric, out, med, lo, hi, q1, q3))
+            # each cell's own sample of its values (kit.compare.figures: the same Sample of the same values)
+            owns = [(c.throughput if thr else c.epoch_s) or Sample.of_floats(v) for _, c, v in keep]
+            rests = rest_samples([v for _, _, v in keep])
+            todo.append((group, row, metric, keep, owns, rests, len(pairs)))
+            pairs.extend(zip(owns, rests))
+    estimates = _vs_rest_all(pairs, [t[2] for t in todo for _ in t[3]])
+    for group, row, metric, keep, owns, rests, at in todo:
+        vs = estimates[at:at + len(keep)]
+        out = [Member(s, own.median, est, own.cv if own.n > 1 else None) for (s, _, _), own, est in zip(keep, owns, vs)]
+        faster_first = metric == THROUGHPUT
+        out.sort(key=lambda m: (-m.median if faster_first else m.median, m.source.index))
+        med, lo, hi, q1, q3 = _spread([m.median for m in out])
+        summary.cells.append(GroupCell(group, row, metric, out, med, lo, hi, q1, q3))
     summary.findings = find(summary, outlier_pct)
     return summary
