@@ -119,9 +119,9 @@ class Pattern:
 
     def text(self, with_rest: bool = True) -> str:
         if self.everywhere:
-            return f"everywhere, {self.flagged} of {self.cells} cells"
+            return f"everywhere, {self.flagged} of {self.cells} cell{'s' if self.cells != 1 else ''}"
         vals = " and ".join(self.values)
-        noun = "cells" if self.facet == "pacing" else f"{vals} cells"
+        noun = ("cell" if self.cells == 1 else "cells") if self.facet == "pacing" else f"{vals} cell{'s' if self.cells != 1 else ''}"
         out = f"{vals} only, {self.flagged} of {self.cells} {noun}"
         if with_rest and self.others_within_pct is not None:
             rest = f"{self.others[0]} cells" if len(self.others) == 1 else f"every other {self.facet}"

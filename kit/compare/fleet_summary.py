@@ -22,6 +22,8 @@ from kit.results.ratios import fmt_ratio
 
 #: decimals of a summary ratio (a 1% difference must show)
 DECIMALS = 3
+#: the fewest columns the worst cell's id folds into where the table is wider than the terminal
+WORST_MIN = 32
 
 
 def geometric_mean(ratios: list[float]) -> float | None:
@@ -137,7 +139,10 @@ def text_lines(t: GroupTable, width: int) -> list[str]:
 
     header, body = table_cells(t)
     right = {0} | set(range(2, 3 + len(t.columns) + 1))
-    head, rows = plain_table(header, body, right=right, fold=len(header) - 1, width=width)
+    widths = [max(len(r[i]) for r in [header] + body) for i in range(len(header))]
+    # the worst cell's id folds, but into no fewer than WORST_MIN columns (a narrower fold is unreadable)
+    at_least = 1 + sum(widths[:-1]) + 2 * (len(widths) - 1) + min(widths[-1], WORST_MIN)
+    head, rows = plain_table(header, body, right=right, fold=len(header) - 1, width=max(width, at_least))
     return head + [x for lines in rows for x in lines]
 
 
