@@ -213,3 +213,52 @@ def test_the_rest_of_a_group_is_the_pooled_values_less_the_machines_own():
             assert (got.n, got.median, got.min, got.max) == (want.n, want.median, want.min, want.max)
             assert got.mean == pytest.approx(want.mean, rel=1e-12) and got.sd == pytest.approx(want.sd, rel=1e-6, abs=1e-6)
     assert rest_samples([[1.0, 1.0], [1.0]])[0] == Sample(1, 1.0, 0.0, 1.0, 1.0, 1.0)
+
+
+def _one_model_slow(spread: float):
+    """30 machines of six cells; node009 8% slower in its three resnet50 cells, whose repeats spread
+    ``spread`` either side (the others' 0.3%)."""
+    from pathlib import Path
+
+    from fixtures.results.factory import make_cell
+    from kit.bundle.envinfo import summarise_environment
+    from kit.compare.load import Source, _label
+    from kit.results.schema import RunResults
+
+    def cells(speed, jitter, slow50=1.0):
+        return [make_cell(model, p, epoch_s=[(10.0 + 5 * i) / (1.0 + 0.6 * j) / speed / (slow50 if i else 1.0) * x
+                                             for x in jitter[model]])
+                for i, model in enumerate(("resnet18", "resnet50")) for j, p in enumerate(("fp32", "amp-fp16", "amp-bf16"))]
+
+    rng = random.Random(2)
+    sources = []
+    for i in range(30):
+        if i == 9:
+            cs = cells(1.0, {"resnet18": (1.0, 1.003, 0.997), "resnet50": (1.0, 1 + spread, 1 - spread)}, 0.92)
+        else:
+            j = tuple(1 + rng.uniform(-0.003, 0.003) for _ in range(3))
+            cs = cells(1 + rng.uniform(-0.003, 0.003), {"resnet18": j, "resnet50": j})
+        res = RunResults.from_dict(make_results(cs, make_env(host=f"node{i:03d}", gpu="NVIDIA H200"), run_id=f"FIXTURE-BH-{i}"))
+        sources.append(Source(i, _label(i), Path(f"node{i:03d}.tar.gz"), "bundle", res, res.environment,
+                              summarise_environment(res.environment, res.config, res.cells), False))
+    return build_comparison(sources)
+
+
+def test_the_false_discovery_rate_decides_between_three_cells_at_p_002_and_at_p_004(monkeypatch):
+    """node009's resnet50 cells are 8% below the rest. At p = 0.017 each, they survive
+    Benjamini-Hochberg over its six cells and name it, "resnet50 only"; at p = 0.038 each (wider
+    repeats) every one passes p < 0.05 alone, but not the false-discovery rate: not named slow."""
+    from kit.compare import fleet_findings
+
+    clear = summarise_fleet(_one_model_slow(0.02), "gpu", 5.0)
+    [slow] = clear.slow
+    assert slow.source.env.machine == "node009" and slow.pattern.values == ("resnet50",)
+    assert "resnet50 only, 3 of 3 resnet50 cells; resnet18 cells within 1%" in slow.line
+    marginal = _one_model_slow(0.03)
+    cells = [m.vs_rest for gc in summarise_fleet(marginal, "gpu", 5.0).cells for m in gc.members
+             if m.source.env.machine == "node009" and gc.row.model == "resnet50"]
+    assert len(cells) == 3 and all(0.025 < e.p_value < 0.05 and e.ratio < 0.95 for e in cells)
+    assert summarise_fleet(marginal, "gpu", 5.0).slow == []
+    # each cell tested on its own (no false-discovery control) would name it
+    monkeypatch.setattr(fleet_findings, "bh_reject", lambda ps: [p < 0.05 for p in ps])
+    assert [f.source.env.machine for f in summarise_fleet(marginal, "gpu", 5.0).slow] == ["node009"]

@@ -250,7 +250,13 @@ def find(summary, outlier_pct: float) -> list[Finding]:
     names: dict[str, int] = {}
     for i in marks:
         names[sources[i].env.machine] = names.get(sources[i].env.machine, 0) + 1
-    facts = {g: GroupFacts(members) for g, members in summary.groups.items()}
+    facts: dict[str, GroupFacts] = {}  # read for a group only once one of its machines is named
+
+    def causes_of(src, group: str) -> tuple[Cause, ...]:
+        if group not in facts:
+            facts[group] = GroupFacts(summary.groups[group])
+        return tuple(facts[group].causes(src))
+
     others = {}
     for gc in summary.cells:
         others[gc.group] = max(others.get(gc.group, 0), len(gc.members) - 1)
@@ -264,7 +270,7 @@ def find(summary, outlier_pct: float) -> list[Finding]:
         flagged = [r and c.ratio < limit for r, c in zip(rejected, ms)]
         pattern = find_pattern(ms, flagged)
         if pattern is not None:
-            causes = tuple(facts[group].causes(src))
+            causes = causes_of(src, group)
             keys = frozenset(c.row.key for c, f in zip(ms, flagged) if f)
             inside = [c for c, f in zip(ms, flagged) if f and (pattern.everywhere or _in(pattern, c))]
             pct = statistics.median(1.0 - c.ratio for c in inside) * 100.0
@@ -274,7 +280,7 @@ def find(summary, outlier_pct: float) -> list[Finding]:
                  and c.cv > UNSTABLE_FACTOR * c.group_cv for c in ms]
         wide = find_pattern(ms, noisy)
         if wide is not None:
-            causes = causes if causes is not None else tuple(facts[group].causes(src))
+            causes = causes if causes is not None else causes_of(src, group)
             mine = statistics.median(c.cv for c in ms if c.cv is not None) * 100.0
             theirs = statistics.median(c.group_cv for c in ms if c.group_cv is not None) * 100.0
             unstable.append(Finding("unstable", src, name, summary.by, group, others[group], len(ms), mine, wide,
