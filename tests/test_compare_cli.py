@@ -74,15 +74,27 @@ def test_not_compared_list_is_summarised_by_reason(tmp_path, capsys, monkeypatch
     assert len(data["not_comparable"]) == 3
 
 
-def test_two_copies_of_one_run_are_flagged_as_the_same_run(two, tmp_path, capsys, monkeypatch):
+def test_two_copies_of_one_run_are_one_input_and_a_changed_copy_is_flagged_as_the_same_run(two, tmp_path, capsys, monkeypatch):
+    import json as _json
+
+    from fixtures.results.factory import bundle_members, write_bundle
+    from kit.errors import UsageError
+
     a, _ = two
     copy = tmp_path / ("copy-" + a.name)
     copy.write_bytes(a.read_bytes())
-    cmp = compare_paths([a, copy])
+    with pytest.raises(UsageError, match="counted once. Fewer than two different runs remain"):
+        compare_paths([a, copy])
+    files = bundle_members(a)
+    res = _json.loads(files["results.json"])
+    res["cells"] = res["cells"][:-1]
+    files["results.json"] = _json.dumps(res).encode()
+    changed = write_bundle(tmp_path / ("changed-" + a.name), files)
+    cmp = compare_paths([a, changed])
     [same] = [w for w in cmp.warnings if w.kind == "same run"]
     assert same is cmp.warnings[0] and same.severity == "high"
-    assert "A (" in same.message and "B (copy-" in same.message and "FIXTURE-a" in same.message
-    code, out, _ = _run_cli(["compare", str(a), str(copy)], capsys, monkeypatch)
+    assert "A (" in same.message and "B (changed-" in same.message and "FIXTURE-a" in same.message
+    code, out, _ = _run_cli(["compare", str(a), str(changed)], capsys, monkeypatch)
     assert code == 0 and "are the same run" in out
     # two different runs get no such warning
     assert not [w for w in compare_paths(list(two)).warnings if w.kind == "same run"]

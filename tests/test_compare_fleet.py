@@ -125,8 +125,10 @@ def test_group_by_gpu_names_exactly_the_slow_node_not_the_noisy_one():
     cmp = build_comparison(_planted_fleet())
     summary = summarise_fleet(cmp, "gpu", 5.0)
     assert set(summary.groups) == {"NVIDIA H200", "NVIDIA H100"}
-    assert [f.name for f in summary.findings] == ["node017"]
-    assert summary.findings[0].line == "node017: 38% below the other 23 NVIDIA H200 machines in 6 of 6 cells, significant"
+    assert [f.name for f in summary.slow] == ["node017"]
+    assert summary.findings[0].line == "node017: 38% below the other 23 NVIDIA H200 machines: everywhere, 6 of 6 cells"
+    # the noisy node is a finding of its own, unstable, never slow
+    assert [(f.name, f.kind) for f in summary.findings[1:]] == [("node005", "unstable")]
     # the noisy node: same median, so its ratio is near 1 and no cell calls it slower
     noisy = [m for gc in summary.cells for m in gc.members if m.source.env.machine == "node005"]
     assert len(noisy) == 6 and all(abs(m.vs_rest.ratio - 1) < 0.03 and not (m.vs_rest.significant and m.vs_rest.ratio < 0.95)
@@ -137,26 +139,34 @@ def test_group_by_gpu_names_exactly_the_slow_node_not_the_noisy_one():
     cells = {s.env.machine: next(c for c in s.results.cells if c.cell_id == gc.row.cell_id) for s in summary.groups["NVIDIA H200"]}
     mine = ratios.metric_values(cells["node017"], "throughput_items_per_s")
     rest = [x for h, c in cells.items() if h != "node017" for x in ratios.metric_values(c, "throughput_items_per_s")]
-    assert slow.vs_rest == ratio_estimate(Sample.of(mine), Sample.of(rest), ratios.ratio_of_medians(mine, rest))
+    # (the rest's mean and spread come from the pool's sums less the machine's own: equal to the last digits)
+    expected = ratio_estimate(Sample.of(mine), Sample.of(rest), ratios.ratio_of_medians(mine, rest))
+    assert slow.vs_rest.ratio == expected.ratio and slow.vs_rest.verdict == expected.verdict
+    for name in ("ci_low", "ci_high", "p_value", "df", "mean_ratio"):
+        assert getattr(slow.vs_rest, name) == pytest.approx(getattr(expected, name), rel=1e-9), name
     assert gc.members[-1] is slow and gc.low <= gc.q1 <= gc.median <= gc.q3 <= gc.high
-    # a higher threshold than the slowdown names nobody
-    assert summarise_fleet(cmp, "gpu", 40.0).findings == []
+    # a higher threshold than the slowdown names nobody slow
+    assert summarise_fleet(cmp, "gpu", 40.0).slow == []
 
 
 def test_group_view_prints_the_finding_and_each_groups_spread():
     cmp = build_comparison(_planted_fleet())
     out = _rich(cmp, 120, View(group_by="gpu"))
     flat = " ".join(out.split())
-    assert "node017: 38% below the other 23 NVIDIA H200 machines in 6 of 6 cells, significant" in flat
-    rows = [line for line in out.splitlines() if re.match(r"^\s*\d+\s+\S+ node017 ", line)]
+    assert "node017: 38% below the other 23 NVIDIA H200 machines: everywhere, 6 of 6 cells" in flat
+    out = _rich(cmp, 120, View(group_by="gpu", verbose=True))  # the per-cell tables too
+    cells = out[out.index("One table per cell"):]
+    rows = [line for line in cells.splitlines() if re.match(r"^\s*\d+\s+\S+ node017 ", line)]
     assert len(rows) == 6 and all(line.rstrip().endswith("slower, outlier") for line in rows)
-    assert out.count(", outlier") == 6  # node017's six rows, and no other machine's
+    assert cells.count(", outlier") == 6  # node017's six rows, and no other machine's
+    flat = " ".join(out.split())
     assert "cifar/resnet18/fp32/torch · gpu NVIDIA H100: 8 NVIDIA H100 machines; median" in flat and "IQR" in flat
     assert "÷ group [95% CI]" in out and "…" not in out
-    md = render.to_markdown(cmp, False, View(group_by="gpu"))
+    md = render.to_markdown(cmp, False, View(group_by="gpu", verbose=True))
     assert "- node017: 38% below" in md and "### cifar/resnet50/amp-bf16/torch · gpu NVIDIA H200" in md
     data = json.loads(render.to_json(cmp, View(group_by="gpu")))
-    assert [f["machine"] for f in data["fleet"]["findings"]] == ["node017"]
+    assert [(f["machine"], f["kind"]) for f in data["fleet"]["findings"]] == [("node017", "slow"), ("node005", "unstable")]
+    assert data["fleet"]["rule"].startswith("a machine is slow when") and data["fleet"]["summary"][0]["machines"][0]["machine"] == "node017"
 
 
 def test_bad_options_are_usage_errors():
@@ -171,11 +181,15 @@ def test_fleet_page_is_ranked_bars_at_a_fixed_width_and_small():
     from kit.report.html_compare import render_compare_page
 
     cmp = build_comparison(_planted_fleet())
-    page = render_compare_page(cmp)
+    page = render_compare_page(cmp, View(verbose=True))
     assert "<script" not in page and "default-src 'none'" in page
     assert page.count('class="chart ranked"') == 6 * 2  # six cells, two GPU models
     assert "node017: 38% below the other 23 NVIDIA H200 machines" in page
     assert page.count('class="bar outlier"') == 6  # node017 in each cell
+    # by default: the summary and a heatmap per group, no per-cell chart
+    summary = render_compare_page(cmp)
+    assert summary.count('class="chart heatmap"') == 2 and 'class="chart ranked"' not in summary
+    assert summary.count('class="outlier"') == 3  # node017's three precisions, outlined
     big = render_compare_page(_cmp(200) if 200 in _FLEETS else build_comparison(fleet(200)))
     assert len(big.encode()) <= 2_000_000
     assert 'width="1060"' in big and not re.search(r'<svg[^>]* width="(?!1060")\d{5,}', big)
@@ -309,7 +323,7 @@ def test_the_fleet_page_of_200_machines_fits_1280_pixels_in_chromium(tmp_path):
     page.write_text(html)
     dom = _browser(tmp_path, page.as_uri(), "--dump-dom", "--window-size=1280,900")
     assert dom.returncode == 0, dom.stderr[-2000:]
-    assert dom.stdout.count('class="chart ranked"') == 6 and _console_errors(dom.stderr) == []
+    assert dom.stdout.count('class="chart heatmap"') == 1 and _console_errors(dom.stderr) == []
     probe = tmp_path / "probe.html"
     script = ("<script>window.addEventListener('load', () => { const d = document.documentElement; "
               "document.body.setAttribute('data-scroll-width', d.scrollWidth); });</script>")

@@ -33,7 +33,8 @@ def compare(
         None, "--group-by", metavar="KEY",
         help="Group the machines by gpu, driver, stack or host: each group's spread per cell, each machine against the rest of its group, the slow ones named.",
     ),
-    outlier_pct: float = typer.Option(5.0, "--outlier-pct", metavar="PCT", help="With --group-by: name a machine significantly slower than the rest of its group by more than PCT percent."),
+    outlier_pct: float = typer.Option(5.0, "--outlier-pct", metavar="PCT", help="With --group-by: name a machine slower than the rest of its group by more than PCT percent, consistently (the rule is printed with the findings)."),
+    by: str = typer.Option("precision", "--by", metavar="COLUMNS", help="With --group-by: the summary's columns, each machine's ratio to its group per precision or per suite."),
     index: Optional[Path] = typer.Option(None, "--index", help="Compare runs from a results index (kit index add) instead of files; earliest run first."),
     where: Optional[List[str]] = typer.Option(None, "--where", help="With --index: only runs whose FIELD holds VALUE as a word, e.g. gpu=H200 (repeatable; gpu, host, driver, stack, torch, kit)."),
     since: Optional[str] = typer.Option(None, "--since", help="With --index: only runs started on or after this date (YYYY-MM-DD, UTC)."),
@@ -57,7 +58,8 @@ def compare(
         from kit.errors import UsageError
 
         pct = parse_pct(fail_if_slower) if fail_if_slower is not None else None
-        view = View(metric=metric or "throughput", cells=cells, group_by=group_by, outlier_pct=outlier_pct, rows=metric is not None)
+        view = View(metric=metric or "throughput", cells=cells, group_by=group_by, outlier_pct=outlier_pct,
+                    rows=metric is not None, by=by, verbose=verbose)
         paths = list(inputs or [])
         if against:
             from kit.bundle.merge import reference_bundles

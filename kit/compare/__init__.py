@@ -7,6 +7,10 @@
   cells that cannot be compared) and checks ``--fail-if-slower``.
 - :mod:`kit.compare.render` writes it as a rich table, CSV, JSON or Markdown;
   :mod:`kit.report.html` writes the HTML page.
-- :mod:`kit.compare.fleet` groups many machines (``--group-by``) and names the slow ones;
-  :mod:`kit.compare.fleet_views` shows machines as rows where they do not fit as columns.
+- :mod:`kit.compare.once` counts each run once (copies, a resume's interrupted bundle).
+- :mod:`kit.compare.fleet` groups many machines (``--group-by``), each against the rest of its group;
+  :mod:`kit.compare.fleet_findings` names the slow and unstable ones, where, and
+  (:mod:`kit.compare.fleet_causes`) the facts that differ; :mod:`kit.compare.fleet_summary` is the
+  one-row-per-machine summary; :mod:`kit.compare.fleet_views` shows machines as rows where they do
+  not fit as columns.
 """

@@ -83,18 +83,25 @@ def _same_runs(sources: list[Source]) -> list[CompareWarning]:
 def _busy_hosts(sources: list[Source]) -> list[CompareWarning]:
     """Cells measured while the host was busy (load average past its cores, CPU steal;
     kit.env.hostload's thresholds, applied to the recorded numbers): their times include
-    waiting, so a gap may be the load, not the machine or its image stack."""
-    from kit.bundle.inert import inert
-
-    out = []
+    waiting, so a gap may be the load, not the machine or its image stack. One line, naming every
+    input it holds for, however many they are."""
+    hits = []
     for s in sources:
         busy = [(c.cell_id, c.busy) for c in s.figures.cells if c.ok and c.busy]
         if busy:
-            shown = "; ".join(f"{inert(cid)}: {why}" for cid, why in busy[:2]) + ("; ..." if len(busy) > 2 else "")
-            out.append(CompareWarning("busy", f"{s.label}: the host was busy during {len(busy)} cell(s) ({shown}): their "
-                                              "times include waiting for the CPU, so a gap may be the load, not the "
-                                              "machine or its image stack; measure again on a quiet host."))
-    return out
+            hits.append((s, busy))
+    if not hits:
+        return []
+    tail = ("their times include waiting for the CPU, so a gap may be the load, not the machine or its image "
+            "stack; measure again on a quiet host.")
+    if len(hits) == 1:
+        s, busy = hits[0]
+        shown = "; ".join(f"{inert(cid)}: {why}" for cid, why in busy[:2]) + ("; ..." if len(busy) > 2 else "")
+        return [CompareWarning("busy", f"{s.label}: the host was busy during {len(busy)} cell(s) ({shown}): {tail}")]
+    cells = sum(len(b) for _, b in hits)
+    s, busy = hits[0]
+    return [CompareWarning("busy", f"{len(hits)} inputs ({'+'.join(s.label for s, _ in hits)}): the host was busy during "
+                                   f"{cells} cells in all (e.g. {s.label}: {inert(busy[0][0])}: {busy[0][1]}): {tail}")]
 
 
 def _methods(changes: list[tuple[str, str]], allowed: bool) -> list[CompareWarning]:
@@ -196,12 +203,23 @@ def warnings_for(sources: list[Source], rows: list, method_changes: list[tuple[s
             cells = sum(len(h) for _, h, _ in flagged)
             out.append(CompareWarning(kind, f"{len(flagged)} inputs ({join_labels([label for label, _, _ in flagged])}): "
                                             f"{text} {cells} cells in all (--csv lists each input's flags)."))
+    interrupted = [s for s in sources if s.interrupted]
+    if len(interrupted) == 1:
+        s = interrupted[0]
+        out.append(CompareWarning("interrupted", f"{s.label} ({s.file_name}) is from an interrupted run: some cells may be missing."))
+    elif interrupted:
+        out.append(CompareWarning("interrupted", f"{len(interrupted)} inputs ({'+'.join(s.label for s in interrupted)}) "
+                                                 "are from interrupted runs: some cells may be missing."))
+    unknown: dict[str, list[str]] = {}
     for s in sources:
-        if s.interrupted:
-            out.append(CompareWarning("interrupted", f"{s.label} ({s.file_name}) is from an interrupted run: some cells may be missing."))
         missing = [what for what, v in (("stack", s.env.stack), ("torch version", s.env.torch), ("GPU", s.env.gpu)) if v == "unknown"]
         if missing:
-            out.append(CompareWarning("unknown", f"{s.label} does not record its {', '.join(missing)}; comparability cannot be fully checked."))
+            unknown.setdefault(", ".join(missing), []).append(s.label)
+    for what, labels in unknown.items():
+        who = labels[0] if len(labels) == 1 else f"{len(labels)} inputs ({'+'.join(labels)})"
+        verb = "does" if len(labels) == 1 else "do"
+        out.append(CompareWarning("unknown", f"{who} {verb} not record {'its' if len(labels) == 1 else 'their'} {what}; "
+                                             "comparability cannot be fully checked."))
     d = _differs(sources, "kit_version")
     if d:
         out.append(CompareWarning("kit", f"made by different kit versions: {_fmt_values(d)}."))

@@ -34,7 +34,8 @@ from kit.compare.figures import CellFigures
 from kit.compare.fmt import fmt_vs_baseline
 from kit.compare.load import Refused, Source, load_sources_keep_going
 from kit.compare.stats import METHOD, RatioEstimate, Sample, ratio_estimates
-from kit.errors import RegressionDetected
+from kit.compare.once import count_once
+from kit.errors import RegressionDetected, UsageError
 from kit.results import ratios
 from kit.results.cell_ids import cell_label
 from kit.results.derive import quality_gap
@@ -155,6 +156,8 @@ class Comparison:
     method_changes: list[tuple[str, str]] = field(default_factory=list)
     #: --allow-method-change: such cells are compared, their ratios marked
     allow_method_change: bool = False
+    #: one line per input left out because another stands for the same run (kit.compare.once)
+    counted_once: list[str] = field(default_factory=list)
 
     @property
     def baseline_source(self) -> Source:
@@ -192,6 +195,7 @@ class Comparison:
             "sources": [s.describe() for s in self.sources],
             **({"refused": [{"path": inert(str(r.path)), "reason": inert(r.error.message), "exit_code": r.exit_code}
                             for r in self.refused]} if self.refused else {}),
+            "counted_once": list(self.counted_once),
             "warnings": [w.to_dict() for w in self.warnings],
             "not_comparable": list(self.not_comparable),
             "not_compared_by_reason": [{"reason": r, "cells": n} for r, n in self.not_compared_by_reason()],
@@ -285,7 +289,11 @@ def build_comparison(sources: list[Source], allow_method_change: bool = False) -
     """The comparison of ``sources`` (the first is the baseline). Cells whose machines measured them by
     different methods (kit.results.method) are left out of the ratios, each machine that differs
     from the baseline's method "measured otherwise", unless ``allow_method_change`` keeps them,
-    marked."""
+    marked. Each run is counted once (kit.compare.once): a copy of an input, or an interrupted run
+    that its completed resume supersedes, is left out, with a line saying so."""
+    sources, once = count_once(sources)
+    if len(sources) < 2:
+        raise UsageError(" ".join(once) + " Fewer than two different runs remain: nothing to compare.")
     per_source = [s.figures.by_key() for s in sources]
     all_keys = sorted({k for cells in per_source for k in cells}, key=measures.order_key)
     base_converged = sources[0].figures.converged
@@ -339,7 +347,7 @@ def build_comparison(sources: list[Source], allow_method_change: bool = False) -
         mc.vs_baseline = est
     warnings = warnings_for(sources, rows, method_changes, allow_method_change)
     return Comparison(sources, rows, not_compared, warnings, method_changes=method_changes,
-                      allow_method_change=allow_method_change)
+                      allow_method_change=allow_method_change, counted_once=once)
 
 
 def _summarise_problems(problems: list[str]) -> str:

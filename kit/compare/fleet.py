@@ -11,29 +11,28 @@ For each group and cell (the cells ``kit compare`` lines up, :class:`kit.compare
   Fieller, Welch's test; the point from :func:`kit.results.ratios.ratio_of_medians`). Speed is
   throughput where the cells record it, else the inverse of the epoch time, as against the baseline.
 
-A machine significantly slower than the rest of its group by more than ``outlier_pct`` percent (the
-point estimate) in a cell is an outlier there; each outlier machine gets one finding line that says
-by how much (the median over the cells where it is slow) and in how many of its cells.
-
-A noisy machine (repeats spread widely around the same median) is not slow: its ratio of medians is
-near 1 and its wide interval makes Welch's test not significant.
+Which machines are slow or unstable, and where, is :mod:`kit.compare.fleet_findings`' rule (a
+slowdown that holds after controlling the false-discovery rate over the machine's cells, in a stated
+share of them); :func:`summarise_fleet` gives the groups' cells and those findings.
 """
 
 from __future__ import annotations
 
-import bisect
 import fnmatch
 import statistics
 from dataclasses import dataclass, field, replace
 
 from kit.compare.engine import Comparison, Row
+from kit.compare.fleet_findings import find, rule_sentence
 from kit.compare.load import Source
-from kit.compare.stats import RatioEstimate, Sample, ratio_estimates
+from kit.compare.stats import RatioEstimate, Sample, ratio_estimates, rest_samples
 from kit.errors import UsageError
 from kit.results.ratios import EPOCH_S, THROUGHPUT
 
 GROUP_BY = ("gpu", "driver", "stack", "host")
 METRICS = ("throughput", "speedup", "epoch-time", "energy")
+#: the columns of a fleet's summary table: each machine's ratio to its group per precision or per suite
+SUMMARY_BY = ("precision", "suite")
 DEFAULT_OUTLIER_PCT = 5.0
 _ATTR = {"gpu": "gpu", "driver": "driver", "stack": "stack", "host": "machine"}
 
@@ -41,14 +40,18 @@ _ATTR = {"gpu": "gpu", "driver": "driver", "stack": "stack", "host": "machine"}
 @dataclass(frozen=True)
 class View:
     """How a comparison is shown: the metric of the machines-as-rows tables, the cells (an fnmatch
-    pattern on the cell id), the grouping and the outlier threshold, and whether the rows layout
-    is asked for (else it is chosen when machines do not fit as columns)."""
+    pattern on the cell id), the grouping and the outlier threshold, whether the rows layout is asked
+    for (else it is chosen when machines do not fit as columns), the summary table's columns
+    (``by``: per precision or per suite) and whether every per-cell table is asked for (``verbose``:
+    a grouped fleet shows its summary alone unless ``cells`` or ``verbose`` asks for them)."""
 
     metric: str = "throughput"
     cells: str | None = None
     group_by: str | None = None
     outlier_pct: float = DEFAULT_OUTLIER_PCT
     rows: bool = False
+    by: str = "precision"
+    verbose: bool = False
 
     def __post_init__(self) -> None:
         if self.metric not in METRICS:
@@ -57,6 +60,8 @@ class View:
             raise UsageError(f"--group-by {self.group_by!r}: choose one of {', '.join(GROUP_BY)}.")
         if not 0 <= self.outlier_pct < 100:
             raise UsageError("--outlier-pct must be between 0 and 100 (percent).")
+        if self.by not in SUMMARY_BY:
+            raise UsageError(f"--by {self.by!r}: choose one of {', '.join(SUMMARY_BY)}.")
 
 
 def narrow_cells(cmp: Comparison, pattern: str | None) -> Comparison:
@@ -78,16 +83,6 @@ def group_of(src: Source, by: str) -> str:
     return getattr(src.env, _ATTR[by])
 
 
-def group_phrase(by: str, group: str, n: int) -> str:
-    """``23 NVIDIA H200 machines``, ``3 machines with driver 575.57``, ``2 runs of node017``."""
-    many = n != 1
-    if by == "gpu":
-        return f"{n} {group} machine{'s' if many else ''}"
-    if by == "host":
-        return f"{n} run{'s' if many else ''} of {group}"
-    return f"{n} machine{'s' if many else ''} with {by} {group}"
-
-
 @dataclass(frozen=True)
 class Member:
     """One machine in one group's cell: its median speed and its speed ÷ the rest of the group's."""
@@ -95,6 +90,7 @@ class Member:
     source: Source
     median: float  # the cell's median throughput (or epoch time, when it records no throughput)
     vs_rest: RatioEstimate | None  # None: the only machine of its group here
+    cv: float | None = None  # the coefficient of variation of its repeats (None: one repeat)
 
 
 @dataclass
@@ -118,51 +114,37 @@ class GroupCell:
         }
 
 
-@dataclass(frozen=True)
-class Finding:
-    """A machine slower than the rest of its group: by ``pct_below`` percent (the median over
-    the cells where it is significantly slower by more than the threshold) in ``slow`` of ``cells``."""
-
-    source: Source
-    name: str
-    by: str
-    group: str
-    others: int
-    slow: int
-    cells: int
-    pct_below: float
-
-    @property
-    def line(self) -> str:
-        return (f"{self.name}: {self.pct_below:.0f}% below the other {group_phrase(self.by, self.group, self.others)} "
-                f"in {self.slow} of {self.cells} cell{'s' if self.cells != 1 else ''}, significant")
-
-    def to_dict(self) -> dict:
-        return {"label": self.source.label, "machine": self.source.env.machine, "group": self.group,
-                "others_in_group": self.others, "slow_cells": self.slow, "cells": self.cells,
-                "pct_below": self.pct_below, "line": self.line}
-
-
 @dataclass
 class FleetSummary:
     by: str
     outlier_pct: float
     groups: dict[str, list[Source]]
     cells: list[GroupCell] = field(default_factory=list)
-    findings: list[Finding] = field(default_factory=list)
+    #: kit.compare.fleet_findings.Finding: the slow machines, then the unstable ones
+    findings: list = field(default_factory=list)
 
     def cells_of(self, group: str) -> list[GroupCell]:
         return [c for c in self.cells if c.group == group]
 
+    @property
+    def slow(self) -> list:
+        return [f for f in self.findings if f.kind == "slow"]
+
     def outliers(self) -> set[int]:
-        """The indices (Source.index) of the machines a finding names."""
-        return {f.source.index for f in self.findings}
+        """The indices (Source.index) of the machines named slow."""
+        return {f.source.index for f in self.slow}
+
+    def outlier_cells(self) -> set[tuple]:
+        """(Source.index, Row.key) of each cell where a machine named slow is slow: its outliers (a
+        cell it did not measure is never one)."""
+        return {(f.source.index, key) for f in self.slow for key in f.cell_keys}
 
     def to_dict(self) -> dict:
         return {
             "group_by": self.by, "outlier_pct": self.outlier_pct,
             "method": "each machine's repeats against the pooled repeats of the other machines of its group "
                       "(ratio of medians; 95% CI of the ratio of means by Fieller; Welch's test)",
+            "rule": rule_sentence(self.outlier_pct),
             "groups": {g: [s.label for s in members] for g, members in self.groups.items()},
             "cells": [c.to_dict() for c in self.cells],
             "findings": [f.to_dict() for f in self.findings],
@@ -176,33 +158,18 @@ def _speed_metric(cells: list) -> str:
     return EPOCH_S
 
 
-def _vs_rest(pairs: list[tuple[Sample, Sample | None]], metric: str) -> list[RatioEstimate | None]:
+def _vs_rest_all(pairs: list[tuple[Sample, Sample | None]], metrics: list[str]) -> list[RatioEstimate | None]:
     """Each machine's speed ÷ the rest's, for ``(mine, rest)`` pairs: the same estimate as a machine
     against the baseline (kit.compare.engine._speed_pair), with the rest's pooled repeats as the
-    baseline, all at once (kit.compare.stats.ratio_estimates). The point is the ratio of the two
-    samples' medians (kit.results.ratios.ratio_of_medians, in ratio_estimates); None where there is
-    no rest."""
+    baseline, all at once (kit.compare.stats.ratio_estimates); speed is throughput, or 1 / time
+    where ``metrics`` says EPOCH_S. The point is the ratio of the two samples' medians
+    (kit.results.ratios.ratio_of_medians, in ratio_estimates); None where there is no rest."""
     todo = [i for i, (_, rest) in enumerate(pairs) if rest is not None]
-    if metric == THROUGHPUT:
-        asked = [(pairs[i][0], pairs[i][1], None) for i in todo]
-    else:  # speed = 1 / time
-        asked = [(pairs[i][1], pairs[i][0], None) for i in todo]
+    asked = [(pairs[i][0], pairs[i][1], None) if metrics[i] == THROUGHPUT else (pairs[i][1], pairs[i][0], None)
+             for i in todo]
     out: list[RatioEstimate | None] = [None] * len(pairs)
     for i, est in zip(todo, ratio_estimates(asked)):
         out[i] = est
-    return out
-
-
-def _rest_samples(values: list[list[float]]) -> list[Sample | None]:
-    """For each member, the Sample of every other member's values pooled: the pool sorted once, each
-    member's own values taken out by bisection (a fleet of 500 machines stays linear, not quadratic)."""
-    pooled = sorted(x for v in values for x in v)
-    out: list[Sample | None] = []
-    for own in values:
-        rest = list(pooled)
-        for x in own:
-            del rest[bisect.bisect_left(rest, x)]
-        out.append(Sample.of_floats(rest) if rest else None)
     return out
 
 
@@ -216,7 +183,10 @@ def _spread(values: list[float]) -> tuple[float, float, float, float, float]:
 
 
 def summarise_fleet(cmp: Comparison, by: str = "gpu", outlier_pct: float = DEFAULT_OUTLIER_PCT) -> FleetSummary:
-    """Groups, their spread per cell, each machine against the rest of its group, and the findings."""
+    """Groups, their spread per cell, each machine against the rest of its group, and the findings.
+    Every machine's ratio to the rest of its group, in every cell, is estimated in one call
+    (kit.compare.stats.ratio_estimates), and each rest's sample is the pool less the machine's own
+    (kit.compare.stats.rest_samples)."""
     if by not in GROUP_BY:
         raise UsageError(f"--group-by {by!r}: choose one of {', '.join(GROUP_BY)}.")
     groups: dict[str, list[Source]] = {}
@@ -224,6 +194,8 @@ def summarise_fleet(cmp: Comparison, by: str = "gpu", outlier_pct: float = DEFAU
         groups.setdefault(group_of(s, by), []).append(s)
     ok = [s.figures.ok_cells() for s in cmp.sources]
     summary = FleetSummary(by, outlier_pct, groups)
+    todo = []  # (group, row, metric, members kept, their samples, the rests' samples)
+    pairs: list = []
     for row in cmp.rows:
         for group, members in groups.items():
             # a machine's cell left out of the row (measured by another method: kit.compare.engine) is
@@ -234,41 +206,23 @@ def summarise_fleet(cmp: Comparison, by: str = "gpu", outlier_pct: float = DEFAU
             if not cells:
                 continue
             metric = _speed_metric([c for _, c in cells])
-            values = [c.throughput_values if metric == THROUGHPUT else c.epoch_values for _, c in cells]
-            keep = [(s, v) for (s, _), v in zip(cells, values) if v]
+            thr = metric == THROUGHPUT
+            keep = [(s, c, c.throughput_values if thr else c.epoch_values) for s, c in cells]
+            keep = [k for k in keep if k[2]]
             if not keep:
                 continue
-            owns = [Sample.of_floats(mine) for _, mine in keep]
-            vs = _vs_rest(list(zip(owns, _rest_samples([v for _, v in keep]))), metric)
-            out = [Member(s, own.median, est) for (s, _), own, est in zip(keep, owns, vs)]
-            faster_first = metric == THROUGHPUT
-            out.sort(key=lambda m: (-m.median if faster_first else m.median, m.source.index))
-            med, lo, hi, q1, q3 = _spread([m.median for m in out])
-            summary.cells.append(GroupCell(group, row, metric, out, med, lo, hi, q1, q3))
-    summary.findings = _findings(summary, outlier_pct)
+            # each cell's own sample of its values (kit.compare.figures: the same Sample of the same values)
+            owns = [(c.throughput if thr else c.epoch_s) or Sample.of_floats(v) for _, c, v in keep]
+            rests = rest_samples([v for _, _, v in keep])
+            todo.append((group, row, metric, keep, owns, rests, len(pairs)))
+            pairs.extend(zip(owns, rests))
+    estimates = _vs_rest_all(pairs, [t[2] for t in todo for _ in t[3]])
+    for group, row, metric, keep, owns, rests, at in todo:
+        vs = estimates[at:at + len(keep)]
+        out = [Member(s, own.median, est, own.cv if own.n > 1 else None) for (s, _, _), own, est in zip(keep, owns, vs)]
+        faster_first = metric == THROUGHPUT
+        out.sort(key=lambda m: (-m.median if faster_first else m.median, m.source.index))
+        med, lo, hi, q1, q3 = _spread([m.median for m in out])
+        summary.cells.append(GroupCell(group, row, metric, out, med, lo, hi, q1, q3))
+    summary.findings = find(summary, outlier_pct)
     return summary
-
-
-def _findings(summary: FleetSummary, pct: float) -> list[Finding]:
-    per_source: dict[int, tuple[Source, str, int, list[float], int]] = {}
-    limit = 1.0 - pct / 100.0
-    for gc in summary.cells:
-        for m in gc.members:
-            if m.vs_rest is None:
-                continue
-            src, group, others, slow, cells = per_source.get(
-                m.source.index, (m.source, gc.group, len(gc.members) - 1, [], 0))
-            if m.vs_rest.significant and m.vs_rest.ratio < limit:
-                slow = slow + [m.vs_rest.ratio]
-            per_source[m.source.index] = (src, group, max(others, len(gc.members) - 1), slow, cells + 1)
-    names: dict[str, int] = {}
-    for s, *_ in per_source.values():
-        names[s.env.machine] = names.get(s.env.machine, 0) + 1
-    out = []
-    for src, group, others, slow, cells in per_source.values():
-        if not slow:
-            continue
-        name = src.env.machine if names[src.env.machine] == 1 else f"{src.env.machine} ({src.label})"
-        out.append(Finding(src, name, summary.by, group, others, len(slow), cells,
-                           (1.0 - statistics.median(slow)) * 100.0))
-    return sorted(out, key=lambda f: (-f.slow, -f.pct_below, f.source.index))

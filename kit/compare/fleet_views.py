@@ -16,7 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from kit.compare.engine import Comparison, MachineCell, Row
 from kit.compare.halves import map_text
-from kit.compare.fleet import FleetSummary, GroupCell, View, group_phrase, summarise_fleet
+from kit.compare.fleet import FleetSummary, GroupCell, View, summarise_fleet
+from kit.compare.fleet_findings import group_phrase, rule_sentence
 from kit.compare.console import natural_width, widest
 from kit.compare.fmt import _UNIT_SHORT, fmt_speedup_estimate, fmt_throughput, fmt_time, fmt_vs_baseline, speed_verdict
 from kit.compare.load import Source
@@ -62,6 +63,7 @@ class Line:
     ratio: str  # the ratio with its CI ("" where the metric has none)
     verdict: str
     key: tuple  # sort key: fastest (or lowest energy) first; machines without a value last
+    row_key: tuple = ()  # the cell's key (kit.compare.engine.Row.key)
 
 
 def metric_lines(cmp: Comparison, row: Row, metric: str, members: list[Source] | None = None,
@@ -73,7 +75,7 @@ def metric_lines(cmp: Comparison, row: Row, metric: str, members: list[Source] |
         mc: MachineCell | None = row.machines[s.index]
         if mc is None or mc.status != "ok":
             status = "—" if mc is None else mc.status + (f": {mc.reason}" if mc.reason else "")
-            out.append(Line(s, status, "", "", (1, 0.0, s.index)))
+            out.append(Line(s, status, "", "", (1, 0.0, s.index), row.key))
             continue
         if vs_rest is not None:
             est = vs_rest.get(s.index)
@@ -83,16 +85,24 @@ def metric_lines(cmp: Comparison, row: Row, metric: str, members: list[Source] |
             ratio, verdict = ((fmt_vs_baseline(est), speed_verdict(est)) if est
                               else ("baseline", "") if s is base else ("—", ""))
         if metric == "throughput" and mc.throughput is not None:
-            out.append(Line(s, fmt_throughput(mc.throughput, row.unit), ratio, verdict, (0, -mc.throughput.median, s.index)))
+            out.append(Line(s, fmt_throughput(mc.throughput, row.unit), ratio, verdict, (0, -mc.throughput.median, s.index), row.key))
         elif metric in ("throughput", "epoch-time") and mc.epoch_s is not None:
-            out.append(Line(s, f"{fmt_time(mc.epoch_s)}/epoch", ratio, verdict, (0, mc.epoch_s.median, s.index)))
+            out.append(Line(s, f"{fmt_time(mc.epoch_s)}/epoch", ratio, verdict, (0, mc.epoch_s.median, s.index), row.key))
         elif metric == "speedup" and mc.vs_fp32 is not None:
-            out.append(Line(s, fmt_speedup_estimate(mc.vs_fp32), "", mc.vs_fp32.verdict, (0, -mc.vs_fp32.ratio, s.index)))
+            out.append(Line(s, fmt_speedup_estimate(mc.vs_fp32), "", mc.vs_fp32.verdict, (0, -mc.vs_fp32.ratio, s.index), row.key))
         elif metric == "energy" and mc.energy_j_per_epoch is not None:
-            out.append(Line(s, f"{mc.energy_j_per_epoch:,.0f} J/epoch", "", "", (0, mc.energy_j_per_epoch, s.index)))
+            out.append(Line(s, f"{mc.energy_j_per_epoch:,.0f} J/epoch", "", "", (0, mc.energy_j_per_epoch, s.index), row.key))
         else:
-            out.append(Line(s, "—", ratio if metric in ("throughput", "epoch-time") else "", "", (1, 0.0, s.index)))
+            out.append(Line(s, "—", ratio if metric in ("throughput", "epoch-time") else "", "", (1, 0.0, s.index), row.key))
     return sorted(out, key=lambda ln: ln.key)
+
+
+def outlier_verdict(ln: Line, outliers: set[tuple]) -> str:
+    """The verdict, with ``outlier`` where the machine is named slow and this cell is one of its slow
+    cells (``outliers``: FleetSummary.outlier_cells); a cell it did not measure is never one."""
+    if (ln.source.index, ln.row_key) not in outliers:
+        return ln.verdict
+    return f"{ln.verdict}, outlier" if ln.verdict else "outlier"
 
 
 def metric_rows(cmp: Comparison, metric: str) -> list[Row]:
@@ -162,14 +172,15 @@ def fleet_of(cmp: Comparison, view: View) -> FleetSummary | None:
 
 
 def findings_lines(fleet: FleetSummary) -> list[str]:
+    """Each finding's lines (its candidate causes indented under it), or one line saying there is none."""
     if not fleet.findings:
-        return [f"No machine is significantly slower than the rest of its group by more than {fleet.outlier_pct:g}%."]
-    return [f.line for f in fleet.findings]
+        return [f"No machine is slow (more than {fleet.outlier_pct:g}% below the rest of its group, consistently) "
+                "or unstable."]
+    return [line for f in fleet.findings for line in f.lines]
 
 
 def findings_title(fleet: FleetSummary) -> str:
-    return (f"Findings (grouped by {fleet.by}; a machine significantly slower than the rest of its group "
-            f"by more than {fleet.outlier_pct:g}% in a cell)")
+    return f"Findings (grouped by {fleet.by}; {rule_sentence(fleet.outlier_pct)})"
 
 
 # --- rich -------------------------------------------------------------------------------------
@@ -234,20 +245,25 @@ def plain_table(header: list[str], rows: list[list[str]], right: set[int], fold:
     return head, [line(r) for r in rows]
 
 
-def print_rows(cmp: Comparison, console, view: View) -> None:
-    """The per-cell tables (and, with ``--group-by``, the findings) of the rows layout."""
+def print_findings(fleet: FleetSummary, console) -> None:
+    console.print(findings_title(fleet) + ":", style="bold", markup=False, highlight=False)
+    for line in findings_lines(fleet):
+        console.print(f"  {line}", markup=False, highlight=False)
+
+
+def print_rows(cmp: Comparison, console, view: View, fleet: FleetSummary | None = None, findings: bool = True) -> None:
+    """The per-cell tables of the rows layout, with ``--group-by`` against each group (``fleet``,
+    computed here when not given) and after the findings unless ``findings`` is false."""
     from rich.text import Text
 
-    fleet = fleet_of(cmp, view)
-    if fleet is not None:
-        console.print(findings_title(fleet) + ":", style="bold", markup=False, highlight=False)
-        for line in findings_lines(fleet):
-            console.print(f"  {line}", markup=False, highlight=False)
+    fleet = fleet if fleet is not None else fleet_of(cmp, view)
+    if fleet is not None and findings:
+        print_findings(fleet, console)
     console.print(explanation(cmp, view), markup=False, highlight=False, style="dim")
     if not metric_rows(cmp, view.metric):
         console.print(f"No cell has {'an' if view.metric[0] in 'aeiou' else 'a'} {view.metric} figure on any machine.", markup=False, highlight=False)
     value_h, ratio_h, verdict_h = headers(cmp, view.metric, fleet is not None)
-    outliers = fleet.outliers() if fleet else set()
+    outliers = fleet.outlier_cells() if fleet else set()
     header = ["#", "machine", value_h] + ([ratio_h] if ratio_h else []) + ([verdict_h] if verdict_h else [])
 
     def laid_out(lines_of) -> tuple:
@@ -255,7 +271,7 @@ def print_rows(cmp: Comparison, console, view: View) -> None:
         body, colours = [], []
         for rank, ln in enumerate(lines_of(), 1):
             name = f"{ln.source.label} {ln.source.env.machine}"  # the baseline says so in the ratio column
-            verdict = ln.verdict + (", outlier" if ln.source.index in outliers else "")
+            verdict = outlier_verdict(ln, outliers)
             body.append([str(rank), name, ln.value] + ([ln.ratio] if ratio_h else []) + ([verdict] if verdict_h else []))
             colours.append("green" if ln.verdict == "faster" else "red" if ln.verdict == "slower" else "")
         head, row_lines_all = plain_table(header, body, right={0, 2}, fold=1, width=console.width)
@@ -299,25 +315,31 @@ def md_table(header: list[str], rows: list[list[str]]) -> str:
                      + ["| " + " | ".join(r) + " |" for r in rows])
 
 
-def to_markdown_rows(cmp: Comparison, view: View) -> list[str]:
+def markdown_findings(fleet: FleetSummary) -> list[str]:
+    md = markdown_text
+    return ([f"## {md(findings_title(fleet))}", ""]
+            + [("  - " if x.startswith("  ") else "- ") + md(x.strip()) for x in findings_lines(fleet)] + [""])
+
+
+def to_markdown_rows(cmp: Comparison, view: View, fleet: FleetSummary | None = None, findings: bool = True) -> list[str]:
     """The rows layout's sections in Markdown (every bundle's text escaped)."""
     md = markdown_text
-    fleet = fleet_of(cmp, view)
+    fleet = fleet if fleet is not None else fleet_of(cmp, view)
     out: list[str] = []
-    if fleet is not None:
-        out += [f"## {md(findings_title(fleet))}", ""] + [f"- {md(x)}" for x in findings_lines(fleet)] + [""]
+    if fleet is not None and findings:
+        out += markdown_findings(fleet)
     out += [md(explanation(cmp, view)), ""]
     if not metric_rows(cmp, view.metric):
         out += [f"No cell has {'an' if view.metric[0] in 'aeiou' else 'a'} {view.metric} figure on any machine.", ""]
     value_h, ratio_h, verdict_h = headers(cmp, view.metric, fleet is not None)
-    outliers = fleet.outliers() if fleet else set()
+    outliers = fleet.outlier_cells() if fleet else set()
     for title, lines_of in tables(cmp, view, fleet):
         lines = lines_of()
         header = ["#", "machine", value_h] + ([ratio_h] if ratio_h else []) + ([verdict_h] if verdict_h else [])
         body = []
         for rank, ln in enumerate(lines, 1):
             name = f"{ln.source.label} {ln.source.env.machine}"
-            verdict = ln.verdict + (", outlier" if ln.source.index in outliers else "")
+            verdict = outlier_verdict(ln, outliers)
             body.append([str(rank), md(name), md(ln.value)]
                         + ([md(ln.ratio)] if ratio_h else []) + ([md(verdict)] if verdict_h else []))
         out += [f"### {md(title)}", "", md_table([md(h) for h in header], body), ""]

@@ -19,7 +19,7 @@ from typing import Iterable
 
 from kit.bundle.inert import markdown_text
 from kit.compare.engine import Comparison, MachineCell, Row
-from kit.compare import fleet_views
+from kit.compare import fleet_summary, fleet_views
 from kit.compare.console import fits, widest
 from kit.compare.fleet import View, summarise_fleet
 from kit.compare.fmt import fmt_cv, fmt_speedup_estimate, fmt_throughput, fmt_time, fmt_vs_baseline, speed_verdict
@@ -213,6 +213,7 @@ def print_rich(cmp: Comparison, console, verbose: bool = False, view=None) -> No
     else:
         fleet_views.print_inputs_compact(cmp, console)
     console.print(f"[dim]Statistics: {cmp.method}.[/dim]")
+    _print_counted_once(cmp, console)
     _print_warnings(cmp, console)
     # a machine's column takes more than MIN_COLUMN characters: past that many, do not build them to measure
     many = len(cmp.sources) * MIN_COLUMN > console.width
@@ -224,12 +225,36 @@ def print_rich(cmp: Comparison, console, verbose: bool = False, view=None) -> No
         for part in columns:
             console.print(part)
     else:
-        fleet_views.print_rows(cmp, console, view)
+        fleet = fleet_views.fleet_of(cmp, view)
+        if leads_with_summary(cmp, fleet):
+            fleet_views.print_findings(fleet, console)
+            console.print(fleet_summary.explanation(view.by), markup=False, highlight=False, style="dim")
+            for table in fleet_summary.summary_tables(fleet, view.by):
+                console.print(table.title, markup=False, highlight=False)
+                console.print()
+                console.file.write("".join(x + "\n" for x in fleet_summary.text_lines(table, console.width)) + "\n")
+            if per_cell_wanted(view):
+                fleet_views.print_rows(cmp, console, view, fleet, findings=False)
+        else:
+            fleet_views.print_rows(cmp, console, view, fleet)
         if any_outside_ci(cmp):
             console.print(OUTSIDE_NOTE + ".", highlight=False, markup=False)
     if any_host_paced(cmp):
         console.print(HOST_PACED_NOTE, highlight=False, markup=False)
     _print_not_compared(cmp, console, verbose)
+
+
+#: above this many machines a grouped fleet's views lead with the summary (kit.compare.fleet_summary)
+SUMMARY_ABOVE = 4
+
+
+def leads_with_summary(cmp: Comparison, fleet) -> bool:
+    return fleet is not None and len(cmp.sources) > SUMMARY_ABOVE
+
+
+def per_cell_wanted(view: View) -> bool:
+    """The per-cell tables after a fleet's summary: asked for by --cells, --verbose or --metric."""
+    return bool(view.cells or view.verbose or view.rows)
 
 
 def print_refused(cmp: Comparison, console) -> None:
@@ -249,6 +274,11 @@ def _print_not_compared(cmp: Comparison, console, verbose: bool) -> None:
             console.print(f"  {line}", highlight=False, markup=False)
 
 
+def _print_counted_once(cmp: Comparison, console) -> None:
+    for line in cmp.counted_once:
+        console.print(f"Counted once: {line}", markup=False, highlight=False)
+
+
 def _print_warnings(cmp: Comparison, console) -> None:
     if not cmp.warnings:
         console.print("[green]No comparability warnings.[/green]")
@@ -262,6 +292,7 @@ def _print_warnings(cmp: Comparison, console) -> None:
 
 def print_notes(cmp: Comparison, console, verbose: bool = False) -> None:
     """Warnings and not-comparable cells, for stderr when stdout carries CSV/JSON/Markdown."""
+    _print_counted_once(cmp, console)
     _print_warnings(cmp, console)
     _print_not_compared(cmp, console, verbose)
 
@@ -325,7 +356,9 @@ def to_json(cmp: Comparison, view=None) -> str:
     # process, as the tables use, costs more than it saves here)
     d = cmp.to_dict(rows=Written(dumps(cmp.row_dict(r)) for r in cmp.rows))
     if view is not None and view.group_by:
-        d["fleet"] = summarise_fleet(cmp, view.group_by, view.outlier_pct).to_dict()
+        fleet = summarise_fleet(cmp, view.group_by, view.outlier_pct)
+        d["fleet"] = fleet.to_dict()
+        d["fleet"]["summary"] = [t.to_dict() for t in fleet_summary.summary_tables(fleet, view.by)]
     return json_text(d) + "\n"
 
 
@@ -390,12 +423,20 @@ def to_markdown(cmp: Comparison, verbose: bool = False, view=None) -> str:
         ("", "machine", "GPU", "driver", "stack", "torch", "data", "file"),
         [(s.label + (" (baseline)" if s is base else ""), s.env.machine, s.env.gpu, s.env.driver, s.env.stack,
           s.env.torch, s.env.data_source, s.file_name + (" (interrupted)" if s.interrupted else "")) for s in cmp.sources],
-    ), "", f"Statistics: {cmp.method}.", ""]
+    ), "", f"Statistics: {cmp.method}.", ""] + [f"Counted once: {md(x)}" for x in cmp.counted_once] + [""] * bool(cmp.counted_once)
     if cmp.warnings:
         out += ["## Comparability warnings", ""] + [f"- **{w.severity}**: {md(w.message)}" for w in cmp.warnings] + [""]
     if view.rows or view.group_by or view.metric != "throughput" or len(cmp.sources) > MARKDOWN_COLUMNS:
         # a fleet: a Markdown table of 64 machine columns is unreadable wherever it is pasted
-        out += fleet_views.to_markdown_rows(cmp, view)
+        fleet = fleet_views.fleet_of(cmp, view)
+        if leads_with_summary(cmp, fleet):
+            out += fleet_views.markdown_findings(fleet) + [markdown_text(fleet_summary.explanation(view.by)), ""]
+            for table in fleet_summary.summary_tables(fleet, view.by):
+                out += fleet_summary.markdown_lines(table)
+            if per_cell_wanted(view):
+                out += fleet_views.to_markdown_rows(cmp, view, fleet, findings=False)
+        else:
+            out += fleet_views.to_markdown_rows(cmp, view, fleet)
         if any_outside_ci(cmp):
             out += [OUTSIDE_NOTE + ".", ""]
         return "\n".join(out + _md_not_compared(cmp, verbose))

@@ -20,7 +20,10 @@ FLEET_CSS = """
 table.fleet { table-layout: fixed; }
 table.fleet td { overflow-wrap: anywhere; }
 table.fleet th:first-child, table.fleet td:first-child { width: 92px; }
-svg.ranked { width: 100%; height: auto; display: block; margin: 4px 0 12px; }
+svg.ranked, svg.heatmap { width: 100%; height: auto; display: block; margin: 4px 0 12px; }
+table.summary { font-size: 0.8rem; }
+table.summary td { padding: 1px 6px; white-space: nowrap; }
+table.summary td:last-child { white-space: normal; overflow-wrap: anywhere; }
 .outlier-note { color: #a3231b; font-weight: 600; }
 h3 { font-size: 1rem; margin: 22px 0 4px; overflow-wrap: anywhere; }
 """
@@ -46,6 +49,8 @@ def render_compare_page(cmp: "Comparison", view=None) -> str:
           escape(s.file_name) + (' <span class="badge interrupted">INTERRUPTED</span>' if s.interrupted else "")]
          for s in cmp.sources],
     ))
+    if cmp.counted_once:
+        body.append("<h2>Counted once</h2><ul>" + "".join(f"<li>{escape(x)}</li>" for x in cmp.counted_once) + "</ul>")
     body.append("<h2>Comparability warnings</h2>")
     if cmp.warnings:
         body.append('<ul class="warnings">' + "".join(
@@ -116,34 +121,88 @@ def render_compare_page(cmp: "Comparison", view=None) -> str:
 
 def render_fleet_page(cmp: "Comparison", view=None) -> str:
     """The compare page for many machines, at the page's fixed width whatever their number: the
-    inputs one line each, the findings (machines slower than the rest of their group, grouped by
-    ``view.group_by`` or the GPU model), and per cell a ranked bar chart per group, each machine's
-    throughput ÷ the baseline's with its 95% CI as whiskers, the outliers in red. No scripts."""
+    findings (grouped by ``view.group_by`` or the GPU model) with their rule, the warnings, then per
+    group the summary table (kit.compare.fleet_summary) and its heatmap (machines x precisions or
+    suites, colour = ratio to the group, the cells a finding names outlined); the per-cell ranked bar
+    charts only where ``view.cells`` or ``view.verbose`` asks for them; the Inputs table last. No scripts."""
     from kit.bundle.inert import html_text
-    from kit.compare.fleet import View, group_phrase, summarise_fleet
-    from kit.compare.fleet_views import findings_lines, findings_title, spread_text
-    from kit.compare.fmt import fmt_vs_baseline, speed_verdict
+    from kit.compare.fleet import View, summarise_fleet
+    from kit.compare.fleet_summary import column_of, explanation, summary_tables, table_cells
+    from kit.compare.fleet_views import findings_title
     from kit.compare.render import not_compared_lines, not_compared_title
-    from kit.report.svg_ranked import RankedBar, bar_end, ranked_bars
+    from kit.report.svg_heatmap import HeatRow, heatmap
+    from kit.results.ratios import fmt_ratio
 
     view = view or View()
     by = view.group_by or "gpu"
     fleet = summarise_fleet(cmp, by, view.outlier_pct)
-    outliers = fleet.outliers()
     base = cmp.baseline_source
     h = html_text
     body = [f"<h1>Comparison of {len(cmp.sources)} runs</h1>",
             f'<p class="sub">Baseline: {h(base.label)} ({h(base.short_name)}). Statistics: {h(cmp.method)}.</p>']
-    body.append("<h2>Findings</h2>" + f'<p class="sub">{h(findings_title(fleet))}; each machine against the pooled '
-                "repeats of the other machines of its group.</p>"
-                + '<ul class="findings">' + "".join(f"<li>{h(x)}</li>" for x in findings_lines(fleet)) + "</ul>")
+    items = []
+    for f in fleet.findings:
+        causes = [c.line for c in f.causes] or ["no recorded environment fact differs from the group's"]
+        items.append(f"<li>{h(f.line)}<ul>" + "".join(f"<li>{h(c)}</li>" for c in causes) + "</ul></li>")
+    body.append("<h2>Findings</h2>" + f'<p class="sub">{h(findings_title(fleet))}.</p>'
+                + '<ul class="findings">' + ("".join(items) or "<li>No machine is slow or unstable.</li>") + "</ul>")
+    if cmp.counted_once:
+        body.append("<h2>Counted once</h2><ul>" + "".join(f"<li>{h(x)}</li>" for x in cmp.counted_once) + "</ul>")
     body.append("<h2>Comparability warnings</h2>")
     body.append('<ul class="warnings">' + "".join(f'<li class="{h(w.severity)}"><strong>{h(w.severity)}</strong>: {h(w.message)}</li>'
                                                   for w in cmp.warnings) + "</ul>" if cmp.warnings else "<p>None.</p>")
-    body.append(f"<h2>Throughput relative to {h(base.label)}, per cell</h2>"
-                f'<p class="sub">Each machine\'s median throughput ÷ {h(base.label)}\'s median, fastest first within '
-                f"each group ({h(by)}); whiskers: 95% CI of the ratio of means; "
-                '<span class="outlier-note">red: a machine named in the findings</span>.</p>')
+    body.append(f'<h2>Summary</h2><p class="sub">{h(explanation(view.by))} The heatmap shows the same ratios: '
+                "white = as fast as the rest of the group, vermillion = slower, blue = faster.</p>")
+    rows_by_key = {gc.row.key: gc.row for gc in fleet.cells}
+    for n_group, table in enumerate(summary_tables(fleet, view.by)):
+        header, cells = table_cells(table)
+        heat = []
+        for r in table.rows:
+            marked_cols = {column_of(rows_by_key[k], view.by) for f in r.findings if f.kind == "slow" for k in f.cell_keys}
+            heat.append(HeatRow(f"{r.source.label} {r.source.env.machine}", [r.by_column[c] for c in table.columns],
+                                [fmt_ratio(r.by_column[c], 2) for c in table.columns],
+                                [c in marked_cols for c in table.columns], "; ".join(f.short for f in r.findings)))
+        body.append(f"<h3>{h(table.title)}</h3>"
+                    + heatmap(heat, table.columns, f"heat-{n_group}", f"{table.title}: ratio to the group per {view.by}"))
+        numeric = set(range(2, 3 + len(table.columns) + 1))
+        head = "".join(f'<th class="num">{h(x)}</th>' if i in numeric else f"<th>{h(x)}</th>" for i, x in enumerate(header))
+        trs = "".join("<tr>" + "".join(f'<td class="num">{h(c)}</td>' if i in numeric else f"<td>{h(c)}</td>"
+                                       for i, c in enumerate(r)) + "</tr>" for r in cells)
+        body.append(f'<table class="summary"><thead><tr>{head}</tr></thead><tbody>{trs}</tbody></table>')
+    if view.cells or view.verbose:
+        body.extend(_per_cell_charts(cmp, fleet, by))
+    else:
+        body.append('<p class="sub">The per-cell charts (each machine\'s throughput ÷ the baseline\'s, per group): '
+                    "--cells PATTERN or --verbose.</p>")
+    body.append("<h2>Inputs</h2>" + _table(
+        ["", "machine", "GPU", "driver", "stack", "torch", "data", "file"],
+        [[h(s.label) + (" (baseline)" if s is base else ""), h(s.env.machine), h(s.env.gpu), h(s.env.driver),
+          h(s.env.stack), h(s.env.torch), h(s.env.data_source),
+          h(s.file_name) + (' <span class="badge interrupted">INTERRUPTED</span>' if s.interrupted else "")]
+         for s in cmp.sources], cls="fleet"))
+    if cmp.not_compared:
+        body.append(f"<h2>Not compared</h2><p class=\"sub\">{h(not_compared_title(cmp, verbose=False))}:</p><ul>"
+                    + "".join(f"<li>{h(x)}</li>" for x in not_compared_lines(cmp, verbose=False)) + "</ul>")
+    if cmp.refused:
+        body.append("<h2>Refused inputs</h2><ul>" + "".join(f"<li>{h(r.line)}</li>" for r in cmp.refused) + "</ul>")
+    return _page(f"Benchmark comparison — {len(cmp.sources)} runs", "\n".join(body), extra_css=FLEET_CSS)
+
+
+def _per_cell_charts(cmp: "Comparison", fleet, by: str) -> list[str]:
+    """Per cell a ranked bar chart per group: each machine's throughput ÷ the baseline's with its 95%
+    CI as whiskers, the machines slow in that cell in red."""
+    from kit.bundle.inert import html_text as h
+    from kit.compare.fleet_findings import group_phrase
+    from kit.compare.fleet_views import spread_text
+    from kit.compare.fmt import fmt_vs_baseline, speed_verdict
+    from kit.report.svg_ranked import RankedBar, bar_end, ranked_bars
+
+    base = cmp.baseline_source
+    outliers = fleet.outlier_cells()
+    body = [f"<h2>Throughput relative to {h(base.label)}, per cell</h2>"
+            f'<p class="sub">Each machine\'s median throughput ÷ {h(base.label)}\'s median, fastest first within '
+            f"each group ({h(by)}); whiskers: 95% CI of the ratio of means; "
+            '<span class="outlier-note">red: a machine named slow, in its slow cells</span>.</p>']
     for n_row, row in enumerate(cmp.rows):
         body.append(f"<h3>{h(row.label)}</h3>")
         charts = []
@@ -157,9 +216,9 @@ def render_fleet_page(cmp: "Comparison", view=None) -> str:
                 text = "baseline" if is_base else (fmt_vs_baseline(est) if est else "—")
                 verdict = "" if is_base or est is None else speed_verdict(est)
                 name = f"{m.source.label} {m.source.env.machine}"
+                out = (m.source.index, row.key) in outliers
                 bars.append(RankedBar(name, value, est.ci_low if est else None, est.ci_high if est else None,
-                                      text, f"{name}: {text} {verdict}".strip() + (" (outlier)" if m.source.index in outliers else ""),
-                                      marked=m.source.index in outliers))
+                                      text, f"{name}: {text} {verdict}".strip() + (" (outlier)" if out else ""), marked=out))
             charts.append((f"{by} {gc.group}: {group_phrase(by, gc.group, len(gc.members))}; {spread_text(gc, row.unit)}", bars))
         # one scale for the cell's groups, so that their bars (and the baseline's line) line up; a
         # whisker past 1.2x the longest bar is cut at the axis' end (the figure beside it is whole)
@@ -170,15 +229,4 @@ def render_fleet_page(cmp: "Comparison", view=None) -> str:
             body.append(f'<p class="sub">{h(caption)}</p>' + ranked_bars(
                 bars, f"fleet-{n_row}-{n_group}", f"{row.label}: {caption}", reference=1.0,
                 reference_label=f"{base.label} = 1", x_max=x_max))
-    body.append("<h2>Inputs</h2>" + _table(
-        ["", "machine", "GPU", "driver", "stack", "torch", "data", "file"],
-        [[h(s.label) + (" (baseline)" if s is base else ""), h(s.env.machine), h(s.env.gpu), h(s.env.driver),
-          h(s.env.stack), h(s.env.torch), h(s.env.data_source),
-          h(s.file_name) + (' <span class="badge interrupted">INTERRUPTED</span>' if s.interrupted else "")]
-         for s in cmp.sources], cls="fleet"))
-    if cmp.not_compared:
-        body.append(f"<h2>Not compared</h2><p class=\"sub\">{h(not_compared_title(cmp, verbose=False))}:</p><ul>"
-                    + "".join(f"<li>{h(x)}</li>" for x in not_compared_lines(cmp, verbose=False)) + "</ul>")
-    if cmp.refused:
-        body.append("<h2>Refused inputs</h2><ul>" + "".join(f"<li>{h(r.line)}</li>" for r in cmp.refused) + "</ul>")
-    return _page(f"Benchmark comparison — {len(cmp.sources)} runs", "\n".join(body), extra_css=FLEET_CSS)
+    return body

@@ -1,0 +1,124 @@
+"""The environment facts in which a machine differs from the rest of its group: candidate causes.
+
+A slow or unstable machine is often explained by its setup rather than its silicon: a lower power
+limit, a GPU whose clocks were held low, a different driver, another host CPU or fewer cores for the
+loader, cells the GPU throttled in, a busy host. Each fact is read from what a bundle records (the
+environment record's ``nvml.gpus`` and ``cpu``, the summary's driver, each cell's telemetry and
+host-load flags, :mod:`kit.compare.figures`), and a machine's value is set against the value most of
+the other machines of its group share. A difference is a *candidate* cause and is worded so
+("candidate cause: power limit 500 W vs the group's 700 W"): the kit does not know it is the cause.
+A fact a bundle does not record is left out, never guessed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from kit.bundle.inert import inert
+from kit.compare.load import Source
+
+
+def _gpu0(src: Source) -> dict:
+    nvml = src.environment.get("nvml") if isinstance(src.environment, dict) else None
+    gpus = nvml.get("gpus") if isinstance(nvml, dict) else None
+    if isinstance(gpus, list) and gpus and isinstance(gpus[0], dict):
+        return gpus[0]
+    return {}
+
+
+def _number(value) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _power_limit(src: Source) -> str | None:
+    w = _number(_gpu0(src).get("power_limit_w"))
+    return None if w is None else f"{w:,.0f} W"
+
+
+def _sm_clock(src: Source) -> str | None:
+    clocks = _gpu0(src).get("clocks_mhz")
+    mhz = _number(clocks.get("sm")) if isinstance(clocks, dict) else None
+    return None if mhz is None else f"{mhz:,.0f} MHz"
+
+
+def _cpu(key: str) -> Callable[[Source], str | None]:
+    def read(src: Source) -> str | None:
+        cpu = src.environment.get("cpu") if isinstance(src.environment, dict) else None
+        value = cpu.get(key) if isinstance(cpu, dict) else None
+        if isinstance(value, (int, str)) and not isinstance(value, bool) and str(value).strip():
+            return inert(str(value))
+        return None
+    return read
+
+
+def _driver(src: Source) -> str | None:
+    return None if src.env.driver == "unknown" else src.env.driver
+
+
+def _flagged(test: Callable) -> Callable[[Source], str | None]:
+    """``"none"`` or ``"N of M cells"``: the cells of the run the test holds for."""
+    def read(src: Source) -> str | None:
+        cells = [c for c in src.figures.cells if c.ok]
+        if not cells:
+            return None
+        n = sum(1 for c in cells if test(c))
+        return "none" if n == 0 else f"{n} of {len(cells)} cells"
+    return read
+
+
+#: (what, how it is read): the facts compared, in the order they are listed
+FACTS: tuple[tuple[str, Callable[[Source], str | None]], ...] = (
+    ("power limit", _power_limit),
+    ("SM clock at the run's start", _sm_clock),
+    ("driver", _driver),
+    ("host CPU", _cpu("model")),
+    ("usable CPU cores", _cpu("usable_cores")),
+    ("GPU throttled (power or thermal) in", _flagged(lambda c: "throttled" in c.flags)),
+    ("host busy in", _flagged(lambda c: bool(c.busy))),
+)
+
+
+@dataclass(frozen=True)
+class Cause:
+    """A fact in which a machine differs from most of its group."""
+
+    what: str
+    value: str
+    group_value: str
+    agree: int  # how many of the others share the group's value
+    others: int
+
+    @property
+    def line(self) -> str:
+        return f"candidate cause: {self.what} {self.value} vs the group's {self.group_value} ({self.agree} of {self.others})"
+
+    def to_dict(self) -> dict:
+        return {"fact": self.what, "value": self.value, "group_value": self.group_value,
+                "others_with_group_value": self.agree, "others": self.others, "line": self.line}
+
+
+class GroupFacts:
+    """Each fact of each machine of a group, read once; :meth:`causes` of one machine against the others."""
+
+    def __init__(self, members: list[Source]):
+        self.members = members
+        self.values = {s.index: [read(s) for _, read in FACTS] for s in members}
+
+    def causes(self, src: Source) -> list[Cause]:
+        out = []
+        mine = self.values[src.index]
+        for k, (what, _) in enumerate(FACTS):
+            if mine[k] is None:
+                continue
+            theirs = [v[k] for i, v in self.values.items() if i != src.index and v[k] is not None]
+            if not theirs:
+                continue
+            counts: dict[str, int] = {}
+            for v in theirs:
+                counts[v] = counts.get(v, 0) + 1
+            common, n = max(counts.items(), key=lambda kv: (kv[1], kv[0]))
+            # a fact the group itself does not agree on says nothing about one machine
+            if mine[k] != common and 2 * n > len(theirs):
+                out.append(Cause(what, mine[k], common, n, len(theirs)))
+        return out

@@ -1,0 +1,295 @@
+"""Which machines of a fleet are slow or unstable, and where: findings that hold up under many cells.
+
+Each machine's cells come from :mod:`kit.compare.fleet` (its repeats against the pooled repeats of
+the other machines of its group, by :func:`kit.compare.stats.ratio_estimates`). Testing each of 131
+cells at p < 0.05 names about 5% of the cells of a healthy machine by chance, so a machine is
+**slow** only when its slowdown is consistent:
+
+- a cell is slow when the machine is slower than the rest by more than ``outlier_pct`` (the ratio of
+  medians) and Welch's p-value stays under the false-discovery rate of 5% over the machine's cells
+  (Benjamini-Hochberg's adjusted p-values, :func:`bh_adjusted`: the procedure of
+  ``scipy.stats.false_discovery_control``, which tests/test_compare_fleet_doctor.py holds it to,
+  written out because importing scipy.stats costs 0.4 s of a fleet view's 2 s and the cuda10
+  image's scipy 1.5 lacks it);
+- the machine is named when such cells are at least half of its cells, or of the cells of one
+  precision, model, suite, engine or pacing (host-paced or GPU-paced, :mod:`kit.results.method`)
+  that has three cells or more.
+
+A machine whose repeats spread far more than its group's (its coefficient of variation over 3x the
+group's median and at least 2%, in the same share of cells) is **unstable**: a finding of its own,
+never "slow" (its medians may be where the group's are).
+
+Each finding names its pattern: of the facets above, the values that hold the flagged cells with the
+fewest others ("amp-fp16 only: 36 of 36 amp-fp16 cells; every other precision within 1%"), and the
+facts of its environment that differ from its group's as candidate causes (:mod:`kit.compare.fleet_causes`).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Callable
+
+from kit.compare.fleet_causes import Cause, GroupFacts
+from kit.compare.figures import HOST_PACED
+
+FDR = 0.05
+#: the share of a set of cells the slow (or unstable) cells must reach
+SHARE = 0.5
+#: the fewest cells of one precision, model, suite, engine or pacing that can carry a finding alone
+MIN_CELLS = 3
+UNSTABLE_FACTOR = 3.0
+UNSTABLE_MIN_CV = 0.02
+
+
+def rule_sentence(outlier_pct: float) -> str:
+    """The rule, in one sentence, as the views print it."""
+    return (f"a machine is slow when it is more than {outlier_pct:g}% slower than the pooled repeats of the "
+            f"rest of its group (ratio of medians) and significantly so after controlling the false-discovery "
+            f"rate over its cells at {FDR:.0%} (Benjamini-Hochberg on Welch's p-values), in at least half of its "
+            f"cells or of the cells of one precision, model, suite, engine or pacing ({MIN_CELLS} cells or more); "
+            f"unstable when its repeats' CV is over {UNSTABLE_FACTOR:g}x its group's median CV and at least "
+            f"{UNSTABLE_MIN_CV:.0%} in such a share of cells")
+
+
+def group_phrase(by: str, group: str, n: int) -> str:
+    """``23 NVIDIA H200 machines``, ``3 machines with driver 575.57``, ``2 runs of node017``."""
+    many = n != 1
+    if by == "gpu":
+        return f"{n} {group} machine{'s' if many else ''}"
+    if by == "host":
+        return f"{n} run{'s' if many else ''} of {group}"
+    return f"{n} machine{'s' if many else ''} with {by} {group}"
+
+
+def bh_reject(pvalues: list[float], rate: float = FDR) -> list[bool]:
+    """Which of ``pvalues`` Benjamini-Hochberg rejects at false-discovery rate ``rate``."""
+    return [q <= rate for q in bh_adjusted(pvalues)]
+
+
+def bh_adjusted(ps: list[float]) -> list[float]:
+    """Benjamini-Hochberg's adjusted p-values (``scipy.stats.false_discovery_control(ps)``): the
+    i-th smallest p x m / i, made monotone from the largest down, at most 1."""
+    m = len(ps)
+    order = sorted(range(m), key=lambda i: ps[i])
+    out = [1.0] * m
+    running = 1.0
+    for rank in range(m, 0, -1):
+        i = order[rank - 1]
+        running = min(running, ps[i] * m / rank)
+        out[i] = min(running, 1.0)
+    return out
+
+
+@dataclass(frozen=True)
+class CellMark:
+    """One machine's cell as the rule reads it."""
+
+    row: object  # kit.compare.engine.Row
+    ratio: float  # this machine's speed ÷ the rest of its group's (ratio of medians)
+    p_value: float  # Welch's (1 where there is none: one repeat)
+    paced_by_host: bool
+    cv: float | None  # the machine's repeats' coefficient of variation here
+    group_cv: float | None  # the median of its group's machines' CVs here
+
+
+#: (facet, its value for a cell): the ways a pattern is looked for, in the order ties are broken
+FACETS: tuple[tuple[str, Callable[[CellMark], str]], ...] = (
+    ("precision", lambda c: c.row.precision),
+    ("pacing", lambda c: "host-paced" if c.paced_by_host else "GPU-paced"),
+    ("engine", lambda c: f"{c.row.workload}/{c.row.engine}"),
+    ("model", lambda c: c.row.model),
+    ("suite", lambda c: c.row.workload),
+)
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """Where the flagged cells sit: ``values`` of ``facet`` (every cell where ``everywhere``)."""
+
+    facet: str
+    values: tuple
+    flagged: int  # flagged cells among those values' cells
+    cells: int  # those values' cells
+    elsewhere: int  # flagged cells outside them
+    others: tuple  # the facet's other values
+    others_within_pct: float | None  # the largest gap to 1 of the other values' geometric-mean ratios
+    everywhere: bool
+
+    def text(self, with_rest: bool = True) -> str:
+        if self.everywhere:
+            return f"everywhere, {self.flagged} of {self.cells} cell{'s' if self.cells != 1 else ''}"
+        vals = " and ".join(self.values)
+        noun = ("cell" if self.cells == 1 else "cells") if self.facet == "pacing" else f"{vals} cell{'s' if self.cells != 1 else ''}"
+        out = f"{vals} only, {self.flagged} of {self.cells} {noun}"
+        if with_rest and self.others_within_pct is not None:
+            rest = f"{self.others[0]} cells" if len(self.others) == 1 else f"every other {self.facet}"
+            out += f"; {rest} within {math.ceil(self.others_within_pct - 1e-9):.0f}%"
+        if self.elsewhere:
+            out += f" (and {self.elsewhere} cell{'s' if self.elsewhere != 1 else ''} elsewhere)"
+        return out
+
+    def to_dict(self) -> dict:
+        return {"facet": "all cells" if self.everywhere else self.facet, "values": list(self.values),
+                "flagged_cells": self.flagged, "cells": self.cells, "flagged_elsewhere": self.elsewhere,
+                "others_within_pct": self.others_within_pct, "text": self.text()}
+
+
+def _geomean(xs: list[float]) -> float:
+    return math.exp(math.fsum(math.log(x) for x in xs) / len(xs))
+
+
+def find_pattern(marks: list[CellMark], flagged: list[bool]) -> Pattern | None:
+    """The pattern of the flagged cells, or None where the rule does not name the machine: the
+    values of one facet whose cells are at least :data:`SHARE` flagged (and :data:`MIN_CELLS` or
+    more), the facet that leaves the fewest flagged cells outside, then holds the most, then the
+    fewest cells; every cell where that is all of them."""
+    total, hits = len(marks), sum(flagged)
+    if not hits:
+        return None
+    best = None
+    for order, (facet, value_of) in enumerate(FACETS):
+        by_value: dict[str, list[int]] = {}
+        for i, c in enumerate(marks):
+            by_value.setdefault(value_of(c), []).append(i)
+        chosen = sorted(v for v, idx in by_value.items()
+                        if len(idx) >= MIN_CELLS and sum(flagged[i] for i in idx) >= SHARE * len(idx))
+        if not chosen:
+            continue
+        inside = [i for v in chosen for i in by_value[v]]
+        covered = sum(flagged[i] for i in inside)
+        key = (hits - covered, -covered, len(inside), order)
+        if best is None or key < best[0]:
+            best = (key, facet, chosen, inside, covered, by_value)
+    if best is None:
+        if hits < SHARE * total:
+            return None
+        return Pattern("all cells", (), hits, total, 0, (), None, True)
+    _, facet, chosen, inside, covered, by_value = best
+    if len(inside) == total:
+        return Pattern("all cells", (), hits, total, 0, (), None, True)
+    others = tuple(sorted(v for v in by_value if v not in chosen))
+    gaps = [abs(1.0 - _geomean([marks[i].ratio for i in by_value[v]])) * 100.0 for v in others]
+    return Pattern(facet, tuple(chosen), covered, len(inside), hits - covered, others,
+                   max(gaps) if gaps else None, False)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A machine named slow (``kind`` "slow": by ``figure`` percent, the median over its slow cells
+    in the pattern) or unstable (``kind`` "unstable": ``figure`` its median CV in percent against
+    ``group_figure``, its group's), with the pattern and the candidate causes."""
+
+    kind: str
+    source: object  # kit.compare.load.Source
+    name: str
+    by: str
+    group: str
+    others: int
+    cells: int
+    figure: float
+    pattern: Pattern
+    causes: tuple = ()
+    group_figure: float | None = None
+    cell_keys: frozenset = field(default_factory=frozenset)  # the keys of the flagged cells
+
+    @property
+    def line(self) -> str:
+        if self.kind == "slow":
+            return (f"{self.name}: {self.figure:.0f}% below the other {group_phrase(self.by, self.group, self.others)}: "
+                    f"{self.pattern.text()}")
+        return (f"{self.name}: unstable: its repeats spread {self.figure:.1f}% (median CV) against the group's "
+                f"{self.group_figure:.1f}%, {self.pattern.text(with_rest=False)}")
+
+    @property
+    def lines(self) -> list[str]:
+        """The finding, then one line per candidate cause (or a line saying there is none)."""
+        causes = [c.line for c in self.causes] or ["no recorded environment fact differs from the group's"]
+        return [self.line] + [f"  {c}" for c in causes]
+
+    @property
+    def short(self) -> str:
+        """For the summary table: ``slow: amp-fp16 only``, ``slow: everywhere``, ``unstable``."""
+        if self.kind == "unstable":
+            return "unstable"
+        return "slow: " + ("everywhere" if self.pattern.everywhere else " and ".join(self.pattern.values) + " only")
+
+    def to_dict(self) -> dict:
+        src = self.source
+        return {"kind": self.kind, "label": src.label, "machine": src.env.machine, "group": self.group,
+                "others_in_group": self.others, "cells": self.cells,
+                **({"pct_below": self.figure} if self.kind == "slow" else
+                   {"cv_pct": self.figure, "group_cv_pct": self.group_figure}),
+                "flagged_cells": self.pattern.flagged + self.pattern.elsewhere, "pattern": self.pattern.to_dict(),
+                "candidate_causes": [c.to_dict() for c in self.causes], "line": self.line}
+
+
+def machine_marks(cells: list) -> dict[int, list[CellMark]]:
+    """Each machine's :class:`CellMark` per cell (``cells``: kit.compare.fleet.GroupCell)."""
+    out: dict[int, list[CellMark]] = {}
+    for gc in cells:
+        cvs = [m.cv for m in gc.members if m.cv is not None]
+        group_cv = statistics.median(cvs) if cvs else None
+        for m in gc.members:
+            if m.vs_rest is None or not m.vs_rest.ratio > 0:
+                continue
+            mc = gc.row.machines[m.source.index]
+            p = m.vs_rest.p_value
+            out.setdefault(m.source.index, []).append(CellMark(
+                gc.row, m.vs_rest.ratio, 1.0 if p is None or math.isnan(p) else p,
+                bool(mc and HOST_PACED in mc.flags), m.cv, group_cv))
+    return out
+
+
+def find(summary, outlier_pct: float) -> list[Finding]:
+    """The findings of a kit.compare.fleet.FleetSummary: the slow machines, then the unstable ones."""
+    marks = machine_marks(summary.cells)
+    sources = {s.index: s for members in summary.groups.values() for s in members}
+    group_of = {s.index: g for g, members in summary.groups.items() for s in members}
+    names: dict[str, int] = {}
+    for i in marks:
+        names[sources[i].env.machine] = names.get(sources[i].env.machine, 0) + 1
+    facts: dict[str, GroupFacts] = {}  # read for a group only once one of its machines is named
+
+    def causes_of(src, group: str) -> tuple[Cause, ...]:
+        if group not in facts:
+            facts[group] = GroupFacts(summary.groups[group])
+        return tuple(facts[group].causes(src))
+
+    others = {}
+    for gc in summary.cells:
+        others[gc.group] = max(others.get(gc.group, 0), len(gc.members) - 1)
+    limit = 1.0 - outlier_pct / 100.0
+    slow, unstable = [], []
+    for i, ms in marks.items():
+        src, group = sources[i], group_of[i]
+        name = src.env.machine if names[src.env.machine] == 1 else f"{src.env.machine} ({src.label})"
+        causes: tuple[Cause, ...] | None = None
+        rejected = bh_reject([c.p_value for c in ms])
+        flagged = [r and c.ratio < limit for r, c in zip(rejected, ms)]
+        pattern = find_pattern(ms, flagged)
+        if pattern is not None:
+            causes = causes_of(src, group)
+            keys = frozenset(c.row.key for c, f in zip(ms, flagged) if f)
+            inside = [c for c, f in zip(ms, flagged) if f and (pattern.everywhere or _in(pattern, c))]
+            pct = statistics.median(1.0 - c.ratio for c in inside) * 100.0
+            slow.append(Finding("slow", src, name, summary.by, group, others[group], len(ms), pct, pattern, causes,
+                                cell_keys=keys))
+        noisy = [c.cv is not None and c.group_cv is not None and c.cv >= UNSTABLE_MIN_CV
+                 and c.cv > UNSTABLE_FACTOR * c.group_cv for c in ms]
+        wide = find_pattern(ms, noisy)
+        if wide is not None:
+            causes = causes if causes is not None else causes_of(src, group)
+            mine = statistics.median(c.cv for c in ms if c.cv is not None) * 100.0
+            theirs = statistics.median(c.group_cv for c in ms if c.group_cv is not None) * 100.0
+            unstable.append(Finding("unstable", src, name, summary.by, group, others[group], len(ms), mine, wide,
+                                    causes, theirs))
+    slow.sort(key=lambda f: (-f.pattern.flagged, -f.figure, f.source.index))
+    unstable.sort(key=lambda f: (-f.figure, f.source.index))
+    return slow + unstable
+
+
+def _in(pattern: Pattern, mark: CellMark) -> bool:
+    value_of = dict(FACETS)[pattern.facet]
+    return value_of(mark) in pattern.values
