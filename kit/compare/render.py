@@ -208,7 +208,12 @@ def print_rich(cmp: Comparison, console, verbose: bool = False, view=None) -> No
     console, else (or when ``view`` asks for a metric or groups) machines as rows
     (:mod:`kit.compare.fleet_views`)."""
     view = view or View()
-    if _inputs_fit(cmp, console):
+    if summary_first(cmp, view) and not (verbose or per_cell_wanted(view)):
+        # the summary names every machine: the inputs' facts once, the table of them with --verbose
+        shared = " · ".join(f"{k} {v}" for k, v in fleet_views.shared_inputs(cmp))
+        console.print(f"{len(cmp.sources)} inputs" + (f"; every input: {shared}" if shared else "")
+                      + " (each input's facts: --verbose)", markup=False, highlight=False)
+    elif _inputs_fit(cmp, console):
         console.print(_inputs_table(cmp))
     else:
         fleet_views.print_inputs_compact(cmp, console)
@@ -250,6 +255,11 @@ SUMMARY_ABOVE = 4
 
 def leads_with_summary(cmp: Comparison, fleet) -> bool:
     return fleet is not None and len(cmp.sources) > SUMMARY_ABOVE
+
+
+def summary_first(cmp: Comparison, view: View) -> bool:
+    """Whether the views lead with the fleet's summary (a grouped fleet above SUMMARY_ABOVE machines)."""
+    return bool(view.group_by) and len(cmp.sources) > SUMMARY_ABOVE
 
 
 def per_cell_wanted(view: View) -> bool:
