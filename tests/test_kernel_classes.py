@@ -139,8 +139,9 @@ def test_a_cpu_table_parses_to_the_traces_own_times(cpu_trace):
 def test_every_rule_is_reached_by_a_recorded_or_cited_name(cpu_trace):
     """Each rule is the first match of at least one name. Recorded: the H200 tables and the CPU
     trace. Cited, as the rules' sources print them (no trace here has them): a CUTLASS tensorop
-    kernel (NVIDIA/cutlass issue #1025), cuBLAS's bf16 xmma GEMM (NVIDIA/TransformerEngine issue
-    #1391), a half-input nvjet GEMM (GindaChen/nsys-ai pull request #582). Constructed, no source
+    kernel (github.com/NVIDIA/cutlass/issues/1025), cuBLAS's bf16 xmma GEMM
+    (github.com/NVIDIA/TransformerEngine/issues/1391), a half-input nvjet GEMM
+    (github.com/GindaChen/nsys-ai/pull/582). Constructed, no source
     prints one: an nvjet GEMM with fp32 (s) inputs, which the rules must not claim for the tensor cores."""
     recorded = [n for n, _ in _table(FP32) + _table(FP16)] + [k for k, _ in cpu_trace[0]]
     cited = ["cutlass_80_tensorop_f16_s16816gemm_relu_f16_128x128_32x4_tn_align8",

@@ -12,12 +12,12 @@ Sources of the naming (checked again where a rule depends on it):
 
 - CUTLASS kernel names: ``tensorop`` runs on tensor cores (MMA), ``simt`` on the CUDA cores; an
   instruction shape such as ``s16816gemm`` or ``s1688gemm`` is a tensor-core MMA shape
-  (CUTLASS ``media/docs/functionality.md`` and ``profiler.md``; answered in NVIDIA/cutlass issues
-  #1025, #999, #2117).
+  (CUTLASS ``media/docs/functionality.md`` and ``profiler.md``; answered at
+  https://github.com/NVIDIA/cutlass/issues/1025 and https://github.com/NVIDIA/cutlass/issues/2117).
 - cuBLAS on Hopper names its GEMMs ``nvjet_sm90_...``: warpgroup (wgmma) tensor-core kernels
-  (GindaChen/nsys-ai pull request #582, which reports one reaching about 77% of an H100's dense
-  fp16 peak). cuBLAS's ``xmma`` GEMMs name their types as ``[A/B][C/D]`` (NVIDIA/TransformerEngine
-  issue #1391: ``sm90_xmma_gemm_bf16bf16_bf16f32_f32``).
+  (https://github.com/GindaChen/nsys-ai/pull/582, which reports one reaching about 77% of an H100's
+  dense fp16 peak). cuBLAS's ``xmma`` GEMMs name their types as ``[A/B][C/D]``
+  (https://github.com/NVIDIA/TransformerEngine/issues/1391: ``sm90_xmma_gemm_bf16bf16_bf16f32_f32``).
 - Volta/Turing cuBLAS and cuDNN tensor-core kernels carry ``884``/``1688``/``hmma`` in their names
   (``volta_h884gemm``, ``turing_fp16_s1688gemm``); the CUDA-core fp32 ones are ``*_sgemm_*``.
 - PyTorch: ``GradScaler`` calls ``aten::_amp_foreach_non_finite_check_and_unscale_`` and
@@ -47,9 +47,9 @@ OTHER = "other"
 CLASSES: Tuple[str, ...] = (TENSOR_CORE_MATMUL, OTHER_MATMUL, NORM_ELEMENTWISE, CASTS_COPIES, OPTIMIZER,
                             LOSS_SCALING, COMMUNICATION, OTHER)
 
-CUTLASS = "CUTLASS media/docs/functionality.md; NVIDIA/cutlass issues #1025, #2117"
-NVJET = "GindaChen/nsys-ai pull request #582 (cuBLAS's Hopper nvjet GEMMs are wgmma tensor-core kernels)"
-XMMA = "NVIDIA/TransformerEngine issue #1391 (cuBLAS xmma names: [A/B types][C/D types])"
+CUTLASS = "CUTLASS media/docs/functionality.md; github.com/NVIDIA/cutlass/issues/1025 and /2117"
+NVJET = "github.com/GindaChen/nsys-ai/pull/582 (cuBLAS's Hopper nvjet GEMMs are wgmma tensor-core kernels)"
+XMMA = "github.com/NVIDIA/TransformerEngine/issues/1391 (cuBLAS xmma names: [A/B types][C/D types])"
 AMP = "PyTorch aten/src/ATen/native/cuda/AmpKernels.cu (GradScaler's ops)"
 
 
