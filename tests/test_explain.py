@@ -48,6 +48,18 @@ def test_the_ceilings_are_the_peak_ratio_and_the_bytes_ratio():
     assert missing["compute"] is None and "not measured" in missing["compute_why"] and "CPU device" in missing["compute_why"]
 
 
+def test_a_runs_derived_figures_hold_the_ceilings_of_its_precisions():
+    from kit.results.derive import derive
+
+    cells = [cell("fp32", 100.0), cell("amp-fp16", 300.0), cell("tf32", 200.0)]
+    rows = {r["precision"]: r for r in derive(cells, "throughput", peaks=PEAKS)["ceilings"]}
+    assert set(rows) == {"tf32", "amp-fp16"}
+    assert rows["amp-fp16"]["compute_bound"] == pytest.approx(15.0) and rows["amp-fp16"]["memory_bound"] == 2.0
+    assert rows["tf32"]["peak_dtype"] == "tf32" and rows["tf32"]["memory_bound"] == 1.0
+    [none] = derive(cells[:2], "throughput", peaks={"available": False})["ceilings"]
+    assert none["compute_bound"] is None and none["memory_bound"] == 2.0  # bytes need no calibration
+
+
 def test_a_ladder_without_profiles_says_which_rungs_are_not_measured():
     rungs = ex.ladder(cell("amp-fp16", 300.0), cell("fp32", 100.0), {"peak_tflops_measured": PEAKS})
     names = [r["rung"] for r in rungs]
