@@ -77,7 +77,9 @@ def ceilings(environment: Dict[str, Any], precision: str) -> Dict[str, Any]:
         out["compute_why"] = f"matmul peak {p:g} TFLOP/s ({dtype}) ÷ {p32:g} (fp32), calibrated on this GPU"
     else:
         out["compute"] = None
-        reason = peaks.get("reason") if isinstance(peaks, dict) else None
+        errors = peaks.get("errors") if isinstance(peaks, dict) else None
+        reason = (errors.get(dtype) if isinstance(errors, dict) else None) or (
+            peaks.get("reason") if isinstance(peaks, dict) else None)
         out["compute_why"] = f"not measured: no calibrated {dtype} and fp32 matmul peak in this run" + (
             f" ({reason})" if reason else "")
     store = storage_dtype(precision)
