@@ -126,6 +126,7 @@ def test_after_a_point_runs_out_of_memory_the_curve_goes_on(tmp_path, tiny, monk
     bench = types.ModuleType("kit.bench.api")
     bench.resolve_device = lambda requested: "cpu"
     bench.calibrate = lambda device: {"available": False, "reason": "test"}
+    bench.memory_bandwidth = lambda device: {"available": False, "reason": "test"}
     bench.run_cell = suite.run_cell
     bench.skipped_cell = suite.skipped_cell
     monkeypatch.setitem(sys.modules, "kit.bench.api", bench)

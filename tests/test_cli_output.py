@@ -119,7 +119,7 @@ def test_every_format_option_of_every_command_takes_a_file_or_dash():
                 assert "to FILE, or print it with -" in param.help, f"kit {name} {opt}"
     assert {n: sorted(o) for n, o in seen.items()} == {
         "compare": ["--csv", "--html", "--json", "--markdown"], "doctor": ["--json"], "data info": ["--json"],
-        "image list": ["--json"], "index list": ["--json"], "index history": ["--json"]}
+        "explain": ["--json"], "image list": ["--json"], "index list": ["--json"], "index history": ["--json"]}
 
 
 @pytest.fixture(scope="module")

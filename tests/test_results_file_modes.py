@@ -29,6 +29,9 @@ class FakeBench(types.ModuleType):
     def calibrate(self, device):
         return {"available": False, "reason": "fake bench"}
 
+    def memory_bandwidth(self, device):
+        return {"available": False, "reason": "fake bench"}
+
     def run_cell(self, spec, ctx):
         repeats = [{"epoch_seconds": [1.0], "epoch_seconds_median": 1.0, "throughput_items_per_s": 100.0 + r}
                    for r in range(ctx.repeats)]

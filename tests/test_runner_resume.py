@@ -33,6 +33,9 @@ class FakeBench(types.ModuleType):
     def calibrate(self, device: str) -> dict:
         return {"available": False, "reason": "fake bench"}
 
+    def memory_bandwidth(self, device: str) -> dict:
+        return {"available": False, "reason": "fake bench"}
+
     def run_cell(self, spec, ctx):
         self.ran.append(spec.cell_id)
         if spec.cell_id == self.interrupt_on:

@@ -65,3 +65,10 @@ def calibrate(device: str) -> dict:
     from kit.bench.calibrate import calibrate as _calibrate
 
     return _calibrate(device)
+
+
+def memory_bandwidth(device: str) -> dict:
+    """The device's own copy bandwidth (see kit.bench.calibrate.memory_bandwidth)."""
+    from kit.bench.calibrate import memory_bandwidth as _bandwidth
+
+    return _bandwidth(device)

@@ -1,11 +1,16 @@
-"""Measure this GPU's own matrix-multiply peak per dtype (a few seconds).
+"""Measure this GPU's own matrix-multiply peak per dtype and its memory bandwidth (a few seconds).
 
 Achieved TFLOP/s of a cell is reported as a fraction of *this* number rather
 than of a datasheet figure: clocks, power limits and the software stack make
-vendor peaks unreachable, and the kit should compare like with like.
+vendor peaks unreachable, and the kit should compare like with like. The
+bandwidth (a device-to-device copy; on a CPU a memcpy) is the ceiling of
+memory-bound work, which a narrower dtype can speed up by its bytes per element
+at most (kit.results.explain).
 """
 
 from __future__ import annotations
+
+import time
 
 import torch
 
@@ -86,3 +91,42 @@ def calibrate(device: str) -> dict:
             out.setdefault("errors", {})["fp8"] = (str(exc).splitlines() or [exc.__class__.__name__])[0]
     configure_backends("fp32")
     return out
+
+
+def memory_bandwidth(device: str, mib: int | None = None, tries: int = 5) -> dict:
+    """{"available", "gb_per_s", "method"}: the best of ``tries`` copies of one ``mib`` MiB tensor
+    into another on ``device`` (each copy reads and writes it: 2 x its bytes moved), after one
+    warm-up copy; CUDA events time a GPU's, ``time.perf_counter`` a CPU's memcpy. The best, not the
+    median: the ceiling, as the matmul peak is. {"available": False, "reason"} where it fails
+    (out of memory). ``mib`` by default: 1024 on a GPU (far past a GPU's L2 cache, so the copy
+    goes to memory), 256 on a CPU (short in a CPU run)."""
+    if mib is None:
+        mib = 1024 if device.startswith("cuda") else 256
+    n = mib * 2**20 // 4
+    try:
+        src = torch.empty(n, dtype=torch.float32, device=device).fill_(1.0)
+        dst = torch.empty_like(src)
+        dst.copy_(src)  # warm-up: first touch of the pages, allocator
+        best = float("inf")
+        for _ in range(tries):
+            if device.startswith("cuda"):
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                dst.copy_(src)
+                end.record()
+                torch.cuda.synchronize(device)
+                seconds = start.elapsed_time(end) / 1000.0
+            else:
+                t0 = time.perf_counter()
+                dst.copy_(src)
+                seconds = time.perf_counter() - t0
+            best = min(best, seconds)
+        del src, dst
+    except RuntimeError as exc:
+        return {"available": False, "reason": (str(exc).splitlines() or [exc.__class__.__name__])[0]}
+    finally:
+        if device.startswith("cuda"):
+            torch.cuda.empty_cache()
+    kind = "device-to-device copy timed with CUDA events" if device.startswith("cuda") else "memcpy (Tensor.copy_) timed with perf_counter"
+    return {"available": True, "gb_per_s": round(2 * n * 4 / best / 1e9, 1), "device": device,
+            "method": f"{mib} MiB fp32 {kind}, best of {tries} after 1 warm-up; bytes moved = read + write"}

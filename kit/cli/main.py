@@ -12,7 +12,7 @@ import sys
 import typer
 
 from kit import __version__
-from kit.cli import bundle, compare, data, doctor, fidelity, fleet, image, index, launch, run
+from kit.cli import bundle, compare, data, doctor, explain, fidelity, fleet, image, index, launch, run
 from kit.cli import fast_exit
 from kit.errors import EXIT_CODES, DiskFull, KitError, without_parser_prefix
 
@@ -50,6 +50,7 @@ run.register(app)
 doctor.register(app)
 launch.register(app)
 compare.register(app)
+explain.register(app)
 app.add_typer(data.app, name="data")
 app.add_typer(bundle.app, name="bundle")
 app.add_typer(image.app, name="image")

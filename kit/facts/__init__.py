@@ -7,6 +7,7 @@
 - ``estimates``: the rates behind the plan's rough time estimate (measured by the kit).
 - ``stacks``: what each image stack pins, what it needs from the host, measured builds.
 - ``torch_pairs``: which torchvision goes with which torch.
+- ``dtypes``: bytes per element of each number format (the memory-bound ceiling of a precision).
 
 Nothing else in the kit hard-codes such a number.
 """

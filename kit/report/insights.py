@@ -16,14 +16,14 @@ from kit.compare.stats import ONE_REPEAT
 from kit.results import suites
 from kit.results.ratios import BASE_PRECISION, SPEEDUP_NAME, fmt_speedup
 from kit.results.cell_ids import key_of
+# the threshold kit explain's verdicts use too
+from kit.results.explain import DATA_BOUND_FRACTION
 from kit.results.schema import RunResults
 
 #: Below this speedup over fp32 a precision "gave no speedup" (the
 #: 2019 article's ResNet-101 gain was 1.13-1.18x; under 1.1 is within what
 #: launch overheads and loaders usually eat).
 NO_SPEEDUP_BELOW = 1.10
-#: A run that waited for data this share of its step time was loader-bound.
-DATA_BOUND_FRACTION = 0.30
 #: Mean NVML utilisation under this is worth saying out loud.
 LOW_UTIL_PCT = 70.0
 

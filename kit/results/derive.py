@@ -1,13 +1,16 @@
 """Figures derived from a run's cells: the seed's fp32/reduced-precision
-"performance ratios", the fp16/fp32 max-batch ratio, and the convergence
-parity verdicts. Pure Python (host side); stored under ``derived`` in results.json.
+"performance ratios", the fp16/fp32 max-batch ratio, the convergence
+parity verdicts, efficiency against the calibrated peaks, and the ceilings
+(the most each precision could buy over fp32 on this GPU). Pure Python (host
+side); stored under ``derived`` in results.json.
 """
 
 from __future__ import annotations
 
 from kit.results import ratios, suites
 from kit.results.curve import batch_curves
-from kit.results.precisions import BY_NAME, mode
+from kit.results.explain import ceilings
+from kit.results.precisions import BY_NAME, PRECISIONS, mode
 from kit.results.cell_ids import curve_batch, image_size_part
 from kit.results.schema import CellResult
 
@@ -179,9 +182,24 @@ def efficiency(cells: list[CellResult], peaks: dict | None) -> list[dict]:
     return rows
 
 
+def ceiling_rows(cells: list[CellResult], peaks: dict | None) -> list[dict]:
+    """The most each reduced precision of the run could buy over fp32 on this GPU
+    (kit.results.explain.ceilings): ``compute_bound``, the calibrated peak ratio (None where a peak
+    was not measured), and ``memory_bound``, the ratio of bytes per element. One row per precision."""
+    present = {c.precision for c in cells if c.status == "ok"}
+    env = {"peak_tflops_measured": peaks} if peaks else {}
+    rows = []
+    for name in PRECISIONS:
+        if name in present and name != ratios.BASE_PRECISION:
+            c = ceilings(env, name)
+            rows.append({"precision": name, "peak_dtype": mode(name).peak_dtype, "compute_bound": c["compute"],
+                         "memory_bound": c["memory"]})
+    return rows
+
+
 def derive(cells: list[CellResult], mode: str, tolerance: float | None = None, peaks: dict | None = None) -> dict:
     out = {"performance_ratios": performance_ratios(cells), "max_batch_ratios": max_batch_ratios(cells),
-           "efficiency": efficiency(cells, peaks)}
+           "efficiency": efficiency(cells, peaks), "ceilings": ceiling_rows(cells, peaks)}
     if any(against_bf16(c.workload) for c in cells):
         out["bf16_ratios"] = bf16_ratios(cells)
     if any(curve_batch(c.params) is not None for c in cells):

@@ -101,6 +101,10 @@ class CellResult:
     #: how the cell was measured: engine, its revision, the settings that shaped the figure
     #: (kit.results.method; None: a bundle made before the kit recorded it, "method unknown")
     method: dict[str, Any] | None = None
+    #: the profiled window's step, where the engine ran one (kit.results.explain reads it; None: not
+    #: profiled): {"available", "reason" (when not), "steps", "step_s", "device_s", "idle_s",
+    #: "device_s_by_class": {kit.results.kernel_classes class: seconds}, "source"}, seconds per step
+    profile: dict[str, Any] | None = None
 
     @property
     def cell_id(self) -> str:
@@ -117,6 +121,8 @@ class CellResult:
 
     def to_dict(self) -> dict:
         d = asdict(self)
+        if d["profile"] is None:  # not profiled: the file stays as a kit without profiles wrote it
+            del d["profile"]
         d["cell_id"] = self.cell_id
         return d
 

@@ -252,6 +252,9 @@ def _execute_locked(plan: Plan, run_id: str, run_dir: Path, results_root: Path, 
         if "peak_tflops_measured" not in results.environment:
             results.environment["peak_tflops_measured"] = bench.calibrate(device)
             atomic_write_json(run_dir / ENV_NAME, results.environment)
+        if "memory_bandwidth_measured" not in results.environment:
+            results.environment["memory_bandwidth_measured"] = bench.memory_bandwidth(device)
+            atomic_write_json(run_dir / ENV_NAME, results.environment)
         for spec in plan.cells:
             if spec.cell_id in done:
                 results.cells.append(done[spec.cell_id])

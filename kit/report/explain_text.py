@@ -1,0 +1,76 @@
+"""What `kit explain` prints: the ceilings of the run's GPU, then per cell its verdict and, against
+its fp32 cell, the speedup ladder (kit.results.explain computes them; this module only words them).
+
+Bundle text (cell ids, reasons, GPU names) is made inert before it is printed (kit.bundle.inert).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Optional
+
+from kit.bundle.inert import inert
+from kit.bundle.safe_open import Bundle
+from kit.errors import UsageError
+from kit.results.explain import explain
+from kit.results.ratios import fmt_ratio
+
+
+def _ceiling_lines(environment: dict) -> list:
+    peaks = environment.get("peak_tflops_measured")
+    bw = environment.get("memory_bandwidth_measured")
+    if isinstance(peaks, dict) and peaks.get("available"):
+        shown = ", ".join(f"{k} {v:g}" for k, v in peaks.items()
+                          if k in ("fp32", "tf32", "fp16", "bf16", "fp8") and isinstance(v, (int, float))
+                          and not isinstance(v, bool) and math.isfinite(v))
+        peak_line = f"matmul peaks (TFLOP/s, calibrated on this GPU): {shown}"
+    else:
+        why = peaks.get("reason") if isinstance(peaks, dict) else "this run has no calibration record"
+        peak_line = f"matmul peaks: not measured ({why})"
+    if isinstance(bw, dict) and bw.get("available") and isinstance(bw.get("gb_per_s"), (int, float)):
+        bw_line = f"memory bandwidth: {bw['gb_per_s']:g} GB/s ({bw.get('method', 'method not recorded')})"
+    elif isinstance(bw, dict):
+        bw_line = f"memory bandwidth: not measured ({bw.get('reason', 'no reason recorded')})"
+    else:
+        bw_line = "memory bandwidth: not measured (the run was made before the kit measured it)"
+    return [inert(peak_line), inert(bw_line)]
+
+
+def explain_rows(bundle: Bundle, pattern: Optional[str] = None) -> list:
+    """kit.results.explain's rows for the bundle's cells (UsageError when ``pattern`` matches none)."""
+    rows = explain(bundle.results, pattern)
+    if not rows:
+        raise UsageError(f"--cell {pattern}: no measured cell of {bundle.path.name} matches it." if pattern
+                         else f"{bundle.path.name}: no measured (ok) cell to explain.",
+                         remedy="`kit bundle show BUNDLE` lists the cells; --cell takes a shell pattern such as "
+                                "'cifar/resnet18/*'.")
+    return rows
+
+
+def explain_text(bundle: Bundle, pattern: Optional[str] = None) -> str:
+    """The terminal text of `kit explain`."""
+    rows = explain_rows(bundle, pattern)
+    env = bundle.results.environment if isinstance(bundle.results.environment, dict) else {}
+    out = [f"Why each precision is (not) faster: {inert(bundle.path.name)}", ""] + ["  " + x for x in _ceiling_lines(env)]
+    for row in rows:
+        out += ["", inert(row["cell_id"]), "  verdict: " + inert(row["verdict"])]
+        rungs = row.get("ladder", [])
+        for i, r in enumerate(rungs):
+            if r["ratio"] is None and i and rungs[i - 1]["ratio"] is None and rungs[i - 1]["how"] == r["how"]:
+                continue  # the same missing piece as the rung above: said once
+            same = [x["rung"] for x in rungs[i:] if x["ratio"] is None and x["how"] == r["how"]]
+            name = ", ".join(same) if r["ratio"] is None and len(same) > 1 else r["rung"]
+            out.append(f"  {name}: {fmt_ratio(r['ratio'])}" if r["ratio"] is not None else f"  {name}:")
+            out.append(f"      {inert(r['how'])}")
+            if r.get("lost"):
+                out.append(f"      {r['lost']}")
+    return "\n".join(out) + "\n"
+
+
+def explain_json(bundle: Bundle, pattern: Optional[str] = None) -> str:
+    """The same rows as JSON: {"bundle", "environment": {peaks, bandwidth}, "cells": [...]}."""
+    env = bundle.results.environment if isinstance(bundle.results.environment, dict) else {}
+    doc = {"bundle": bundle.path.name, "peak_tflops_measured": env.get("peak_tflops_measured"),
+           "memory_bandwidth_measured": env.get("memory_bandwidth_measured"), "cells": explain_rows(bundle, pattern)}
+    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"

@@ -1,0 +1,135 @@
+"""Verdicts and speedup ladders (kit.results.explain) on cells built here (label: synthetic: fixture
+numbers, not measurements), two of them carrying the device time by class of the H200's recorded
+LSTM profiler tables (references/h200/lstm/probe/prof/), and the optional profile in results.json."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kit.results import explain as ex
+from kit.results import kernel_classes as kc
+from kit.results.schema import CellResult, RunConfig, RunResults
+
+PROF = Path(__file__).resolve().parents[1] / "references" / "h200" / "lstm" / "probe" / "prof"
+#: synthetic calibration record (fixture numbers of the shape kit.bench.calibrate writes)
+PEAKS = {"available": True, "fp32": 50.0, "tf32": 400.0, "fp16": 750.0, "bf16": 750.0}
+#: each H200 table holds 40 graph replays, one step each
+REPLAYS = 40
+
+
+def cell(precision, throughput, profile=None, engine="kit", workload="lstm", model="tensor-core", **rep):
+    reps = [{"throughput_items_per_s": throughput, **rep}]
+    return CellResult(workload, model, precision, engine, "ok", repeats=reps, profile=profile,
+                      params={"steps": 10})
+
+
+def h200_profile(name: str, idle_s: float) -> dict:
+    """A profile whose device time by class is the H200 table's, per replay; the idle gap is synthetic."""
+    rows = kc.parse_table((PROF / name).read_text(encoding="utf-8"))
+    by = {k: v / REPLAYS for k, v in kc.device_time_by_class(rows).items()}
+    device = sum(by.values())
+    return {"available": True, "steps": REPLAYS, "step_s": device + idle_s, "device_s": device, "idle_s": idle_s,
+            "device_s_by_class": by, "source": "H200 table " + name}
+
+
+FP32_PROF = h200_profile("profile-tensor-core-fp32.txt", idle_s=0.0005)
+FP16_PROF = h200_profile("profile-tensor-core-amp-fp16.txt", idle_s=0.0005)
+
+
+def test_the_ceilings_are_the_peak_ratio_and_the_bytes_ratio():
+    c = ex.ceilings({"peak_tflops_measured": PEAKS}, "amp-fp16")
+    assert c["compute"] == pytest.approx(15.0) and c["memory"] == 2.0
+    assert ex.ceilings({"peak_tflops_measured": PEAKS}, "tf32")["memory"] == 1.0  # TF32 stores fp32
+    assert ex.storage_dtype("fp8-rowwise") == "bf16"  # fp8 GEMMs, bf16 activations
+    missing = ex.ceilings({"peak_tflops_measured": {"available": False, "reason": "CPU device"}}, "amp-bf16")
+    assert missing["compute"] is None and "not measured" in missing["compute_why"] and "CPU device" in missing["compute_why"]
+
+
+def test_a_runs_derived_figures_hold_the_ceilings_of_its_precisions():
+    from kit.results.derive import derive
+
+    cells = [cell("fp32", 100.0), cell("amp-fp16", 300.0), cell("tf32", 200.0)]
+    rows = {r["precision"]: r for r in derive(cells, "throughput", peaks=PEAKS)["ceilings"]}
+    assert set(rows) == {"tf32", "amp-fp16"}
+    assert rows["amp-fp16"]["compute_bound"] == pytest.approx(15.0) and rows["amp-fp16"]["memory_bound"] == 2.0
+    assert rows["tf32"]["peak_dtype"] == "tf32" and rows["tf32"]["memory_bound"] == 1.0
+    [none] = derive(cells[:2], "throughput", peaks={"available": False})["ceilings"]
+    assert none["compute_bound"] is None and none["memory_bound"] == 2.0  # bytes need no calibration
+
+
+def test_a_ladder_without_profiles_says_which_rungs_are_not_measured():
+    rungs = ex.ladder(cell("amp-fp16", 300.0), cell("fp32", 100.0), {"peak_tflops_measured": PEAKS})
+    names = [r["rung"] for r in rungs]
+    assert names == ["peak ratio", "matmul kernels' time ratio", "device-time ratio", "step-time ratio", "measured speedup"]
+    assert [r["ratio"] is None for r in rungs] == [False, True, True, True, False]
+    assert all("not measured: no profiled window" in r["how"] and "fp32 and amp-fp16" in r["how"] for r in rungs[1:4])
+    assert rungs[4]["ratio"] == pytest.approx(3.0)
+    assert rungs[4]["kept"] == pytest.approx(0.2) and "rungs between are not measured" in rungs[4]["lost"]
+
+
+def test_a_ladder_from_the_h200_breakdowns_reads_each_rung_from_the_profiles():
+    rungs = {r["rung"]: r for r in ex.ladder(cell("amp-fp16", 366.0, FP16_PROF), cell("fp32", 100.0, FP32_PROF),
+                                             {"peak_tflops_measured": PEAKS})}
+    mm32 = FP32_PROF["device_s_by_class"][kc.OTHER_MATMUL] + FP32_PROF["device_s_by_class"][kc.TENSOR_CORE_MATMUL]
+    mm16 = FP16_PROF["device_s_by_class"][kc.OTHER_MATMUL] + FP16_PROF["device_s_by_class"][kc.TENSOR_CORE_MATMUL]
+    assert rungs["matmul kernels' time ratio"]["ratio"] == pytest.approx(mm32 / mm16)
+    assert 8 < mm32 / mm16 < 9  # the H200 tables: 832.6 ms of fp32 matmuls against 95.9 ms in amp-fp16
+    assert rungs["device-time ratio"]["ratio"] == pytest.approx(FP32_PROF["device_s"] / FP16_PROF["device_s"])
+    assert rungs["step-time ratio"]["ratio"] == pytest.approx(FP32_PROF["step_s"] / FP16_PROF["step_s"])
+    assert rungs["measured speedup"]["ratio"] == pytest.approx(3.66)
+    # each measured rung says what it kept of the one above
+    assert rungs["device-time ratio"]["kept"] == pytest.approx(rungs["device-time ratio"]["ratio"]
+                                                              / rungs["matmul kernels' time ratio"]["ratio"])
+    assert "rungs between" not in rungs["device-time ratio"]["lost"]
+
+
+def test_verdicts_from_a_profile_tell_tensor_cores_from_none_and_host_gaps():
+    assert ex.verdict(cell("amp-fp16", 1.0, FP16_PROF)).startswith("compute-bound on the tensor cores")
+    assert ex.verdict(cell("fp32", 1.0, FP32_PROF)).startswith("compute-bound off the tensor cores")
+    idle = dict(FP16_PROF, step_s=FP16_PROF["device_s"] * 2)
+    assert ex.verdict(cell("amp-fp16", 1.0, idle)).startswith("host-bound: the GPU idle 50% of the step")
+    memory = dict(FP16_PROF, device_s_by_class={kc.NORM_ELEMENTWISE: 0.004, kc.TENSOR_CORE_MATMUL: 0.001})
+    assert ex.verdict(cell("amp-fp16", 1.0, dict(memory, device_s=0.005, step_s=0.0055))).startswith("memory-bound")
+
+
+def test_verdicts_without_a_profile_use_data_wait_and_nvml_only_where_they_speak():
+    loader = cell("fp32", 1.0, data_wait_s=4.0, compute_s=6.0)
+    assert ex.verdict(loader).startswith("loader-bound: waited for data 40%")
+    # NVML 20% over a cell whose timed steps were 80% of it: at least (0.8 - 0.2) / 0.8 = 75% idle in them
+    host = cell("fp32", 1.0, steady_seconds=8.0, data_wait_s=0.1, compute_s=9.9)
+    host.telemetry = {"available": True, "util_mean_pct": 20.0, "duration_s": 10.0}
+    assert ex.verdict(host).startswith("host-bound: the GPU idle at least 75% of the timed steps")
+    # the same NVML figure over a cell whose timed steps were 10% of it says nothing about them
+    diluted = cell("fp32", 1.0, steady_seconds=1.0)
+    diluted.telemetry = {"available": True, "util_mean_pct": 20.0, "duration_s": 10.0}
+    assert ex.verdict(diluted).startswith("not measured: no profiled window")
+    assert ex.verdict(cell("fp32", 1.0)).startswith("not measured") and "no NVML utilisation" in ex.verdict(cell("fp32", 1.0))
+
+
+def test_a_strangers_malformed_profile_counts_as_none():
+    for bad in ({"step_s": "fast", "device_s": 1.0}, {"step_s": -1.0, "device_s": 1.0}, {"available": False},
+                [1, 2], {"step_s": float("nan"), "device_s": 1.0}):
+        c = cell("amp-fp16", 1.0, bad)
+        assert ex.profile_of(c) is None and ex.verdict(c).startswith("not measured")
+
+
+def test_explain_pairs_each_cell_with_its_fp32_cell_and_filters_by_pattern():
+    run = RunResults("r", RunConfig(suite="lstm"), environment={"peak_tflops_measured": PEAKS},
+                     cells=[cell("fp32", 100.0), cell("amp-fp16", 250.0), cell("amp-bf16", 200.0, model="apex-2018")])
+    rows = {r["cell_id"]: r for r in ex.explain(run)}
+    assert "ladder" not in rows["lstm/tensor-core/fp32/kit"]
+    assert rows["lstm/tensor-core/amp-fp16/kit"]["ladder"][-1]["ratio"] == pytest.approx(2.5)
+    assert rows["lstm/apex-2018/amp-bf16/kit"]["ladder"][0]["how"] == "not measured: no fp32 cell of these settings"
+    assert [r["cell_id"] for r in ex.explain(run, "lstm/tensor-core/*")] == ["lstm/tensor-core/fp32/kit",
+                                                                          "lstm/tensor-core/amp-fp16/kit"]
+
+
+def test_the_profile_is_optional_in_results_json_and_round_trips():
+    plain = cell("fp32", 100.0)
+    assert "profile" not in plain.to_dict()  # a cell without one is written as before
+    run = RunResults("r", RunConfig(suite="lstm"), cells=[plain, cell("amp-fp16", 366.0, FP16_PROF)])
+    back = RunResults.from_dict(json.loads(json.dumps(run.to_dict())))
+    assert back.cells[0].profile is None and back.cells[1].profile == FP16_PROF

@@ -1,0 +1,155 @@
+"""The kernel-class rules (kit.results.kernel_classes) on recorded traces.
+
+Two kinds of trace: the H200's own profiler tables committed under references/h200/lstm/probe/prof/
+(the LSTM's graphed engine, tensor-core preset, strict fp32 and amp-fp16; names cut to 55 characters
+by torch's table), and real CPU traces this test records with torch.profiler on a tiny model (label:
+CPU). Rules no recorded trace here reaches are checked on the names their cited sources print, and
+say so.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from kit.results import kernel_classes as kc
+
+PROF = Path(__file__).resolve().parents[1] / "references" / "h200" / "lstm" / "probe" / "prof"
+FP32 = PROF / "profile-tensor-core-fp32.txt"
+FP16 = PROF / "profile-tensor-core-amp-fp16.txt"
+
+
+def _table(path: Path) -> list:
+    return kc.parse_table(path.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def cpu_trace():
+    """A real CPU trace (label: CPU): conv, batch norm, linear under bf16 autocast, a GradScaler, a
+    foreach SGD step and a gloo all-reduce in a one-process group; (key, self CPU us) and its table."""
+    torch = pytest.importorskip("torch")
+    import torch.distributed as dist
+    from torch.profiler import ProfilerActivity, profile
+
+    if dist.is_initialized():
+        pytest.skip("a process group is already up in this process")
+    import tempfile
+
+    store = tempfile.NamedTemporaryFile(prefix="kit-gloo-", delete=False)
+    store.close()
+    dist.init_process_group("gloo", init_method="file://" + store.name, rank=0, world_size=1)
+    try:
+        torch.manual_seed(0)
+        m = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU(),
+                                torch.nn.Flatten(), torch.nn.Linear(4 * 6 * 6, 5))
+        opt = torch.optim.SGD(m.parameters(), lr=0.1, foreach=True)
+        scaler = torch.amp.GradScaler("cpu")
+        x, y = torch.randn(2, 3, 8, 8), torch.tensor([0, 1])
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = torch.nn.functional.cross_entropy(m(x), y)
+            scaler.scale(loss).backward()
+            for p in m.parameters():
+                dist.all_reduce(p.grad)
+            scaler.step(opt)
+            scaler.update()
+        events = [(e.key, e.self_cpu_time_total) for e in prof.key_averages()]
+        table = prof.key_averages().table(row_limit=-1)
+    finally:
+        dist.destroy_process_group()
+        Path(store.name).unlink(missing_ok=True)
+    return events, table
+
+
+def test_every_rule_says_why_and_names_a_known_class():
+    assert len({r.pattern for r in kc.RULES}) == len(kc.RULES)
+    for r in kc.RULES:
+        assert r.klass in kc.CLASSES and len(r.why) > 20, r
+        re.compile(r.pattern)
+
+
+def test_h200_tables_parse_to_every_row_with_its_time():
+    for path in (FP32, FP16):
+        rows = _table(path)
+        assert len(rows) == 25 and all(t > 0 for _, t in rows)
+    # the first row of the fp32 table, as printed: 206.326ms
+    assert _table(FP32)[0] == ("sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize32x32x...", pytest.approx(0.206326))
+
+
+def test_strict_fp32_lstm_on_the_h200_has_no_tensor_core_time():
+    """TF32 off (the kit's fp32): the xmma f32f32 GEMMs and CUTLASS simt sgemms are counted off the
+    tensor cores, and they are most of the device time."""
+    by = kc.device_time_by_class(_table(FP32))
+    total = sum(by.values())
+    assert by[kc.TENSOR_CORE_MATMUL] == 0
+    assert by[kc.OTHER_MATMUL] / total > 0.8
+    assert kc.rule_for("void cutlass::Kernel2<cutlass_80_simt_sgemm_128x64_8...").klass == kc.OTHER_MATMUL
+    assert "not established" in kc.rule_for("sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize32x32x...").why
+
+
+def test_amp_fp16_lstm_on_the_h200_runs_its_gemms_on_the_tensor_cores():
+    rows = _table(FP16)
+    by = kc.device_time_by_class(rows)
+    nvjet = [n for n, _ in rows if n.startswith("nvjet_sm90_hsh")]
+    assert len(nvjet) == 9 and {kc.classify(n) for n in nvjet} == {kc.TENSOR_CORE_MATMUL}
+    assert by[kc.TENSOR_CORE_MATMUL] > by[kc.OTHER_MATMUL] > 0  # cuBLASLt's split-K reduce is not an MMA
+    assert by[kc.OPTIMIZER] > 0 and by[kc.NORM_ELEMENTWISE] > 0
+    # the sums keep every row's time
+    assert sum(by.values()) == pytest.approx(sum(t for _, t in rows))
+
+
+def test_h200_rows_of_each_kind_land_in_their_class():
+    seen = {n: kc.classify(n) for n, _ in _table(FP32) + _table(FP16)}
+    assert seen["Memset (Unknown)"] == kc.CASTS_COPIES
+    assert seen["void at::native::(anonymous namespace)::multi_tensor..."] == kc.OPTIMIZER
+    assert seen["void LSTM_elementWise_bp1<float, float, float>(int, ..."] == kc.NORM_ELEMENTWISE
+    assert seen["void cudnn::dropout_apply_mask<float, float, 4>(floa..."] == kc.NORM_ELEMENTWISE
+    assert seen["void at::native::(anonymous namespace)::fused_dropou..."] == kc.NORM_ELEMENTWISE
+    assert seen["void cublasLt::splitKreduce_kernel<32, 16, int, floa..."] == kc.OTHER_MATMUL
+    assert kc.OTHER not in seen.values()
+
+
+def test_a_cpu_trace_classifies_its_ops(cpu_trace):
+    """CPU: loss scaling, communication, optimizer, casts, matmul and elementwise ops by their names."""
+    events, _ = cpu_trace
+    cls = {k: kc.classify(k) for k, _ in events}
+    assert cls["aten::_amp_foreach_non_finite_check_and_unscale_"] == kc.LOSS_SCALING
+    assert cls["aten::_amp_update_scale_"] == kc.LOSS_SCALING
+    assert cls["gloo:all_reduce"] == kc.COMMUNICATION and cls["c10d::allreduce_"] == kc.COMMUNICATION
+    assert cls["aten::_foreach_add_"] == kc.OPTIMIZER and cls["Optimizer.step#SGD.step"] == kc.OPTIMIZER
+    assert cls["aten::_to_copy"] == kc.CASTS_COPIES and cls["aten::copy_"] == kc.CASTS_COPIES
+    assert cls["aten::addmm"] == kc.OTHER_MATMUL and cls["aten::convolution_backward"] == kc.OTHER_MATMUL
+    assert cls["aten::native_batch_norm"] == kc.NORM_ELEMENTWISE and cls["aten::relu"] == kc.NORM_ELEMENTWISE
+    assert cls["autograd::engine::evaluate_function: AddmmBackward0"] == kc.OTHER
+    assert kc.TENSOR_CORE_MATMUL not in cls.values()  # a CPU has none
+
+
+def test_a_cpu_table_parses_to_the_traces_own_times(cpu_trace):
+    events, table = cpu_trace
+    rows = kc.parse_table(table, column="Self CPU")
+    assert len(rows) == len(events)
+    # the table prints each time to 3 decimals of its unit
+    assert sum(t for _, t in rows) == pytest.approx(sum(t for _, t in events) / 1e6, rel=1e-3)
+    with pytest.raises(ValueError, match="Self CUDA"):
+        kc.parse_table(table)
+
+
+def test_every_rule_is_reached_by_a_recorded_or_cited_name(cpu_trace):
+    """Each rule is the first match of at least one name. Recorded: the H200 tables and the CPU
+    trace. Cited, as the rules' sources print them (no trace here has them): a CUTLASS tensorop
+    kernel (github.com/NVIDIA/cutlass/issues/1025), cuBLAS's bf16 xmma GEMM
+    (github.com/NVIDIA/TransformerEngine/issues/1391), a half-input nvjet GEMM
+    (github.com/GindaChen/nsys-ai/pull/582). Constructed, no source
+    prints one: an nvjet GEMM with fp32 (s) inputs, which the rules must not claim for the tensor cores."""
+    recorded = [n for n, _ in _table(FP32) + _table(FP16)] + [k for k, _ in cpu_trace[0]]
+    cited = ["cutlass_80_tensorop_f16_s16816gemm_relu_f16_128x128_32x4_tn_align8",
+             "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_k",
+             "nvjet_sm90_hss_320x128"]
+    constructed = ["nvjet_sm90_sss_128x64"]
+    reached = {kc.RULES.index(kc.rule_for(n)) for n in recorded + cited + constructed if kc.rule_for(n)}
+    assert reached == set(range(len(kc.RULES))), [kc.RULES[i].pattern for i in set(range(len(kc.RULES))) - reached]
+    assert {kc.classify(n) for n in cited} == {kc.TENSOR_CORE_MATMUL}
+    assert kc.classify("nvjet_sm90_sss_128x64") == kc.OTHER_MATMUL  # fp32 inputs: not claimed
+    assert kc.classify("unknown_kernel_xyz") == kc.OTHER
