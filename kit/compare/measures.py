@@ -103,15 +103,6 @@ def throttled(cell: CellResult) -> bool:
     return bool(value)
 
 
-def util_pct(cell: CellResult) -> float | None:
-    t = telemetry(cell) or {}
-    for key in ("util_mean_pct", "gpu_util_mean_pct", "utilization_mean_pct"):
-        v = t.get(key)
-        if isinstance(v, (int, float)):
-            return float(v)
-    return None
-
-
 def energy_per_epoch(cell: CellResult, cache: SampleCache | None = None) -> float | None:
     """Joules per epoch (median over repeats) where the run recorded energy."""
     v = _median_of(cell, ENERGY, cache)
@@ -125,14 +116,6 @@ def energy_per_epoch(cell: CellResult, cache: SampleCache | None = None) -> floa
         # telemetry covers the whole cell (all repeats, warm-ups included): an upper bound
         return float(energy) / (epochs * n_rep)
     return None
-
-
-def data_wait_fraction(cell: CellResult) -> float | None:
-    """Share of training time spent waiting for the next batch (median repeats)."""
-    wait, compute = _median_of(cell, "data_wait_s"), _median_of(cell, "compute_s")
-    if wait is None or compute is None or wait + compute <= 0:
-        return None
-    return wait / (wait + compute)
 
 
 def high_cvs(cell: CellResult, cache: SampleCache | None = None) -> dict[str, float]:

@@ -18,6 +18,7 @@ from html import escape
 
 from kit.bundle.envinfo import EnvSummary, cell_is_synthetic, summarise_environment
 from kit.compare import measures
+from kit.results import explain
 from kit.compare.stats import METHOD
 from kit.env import record as env_record
 from kit.results.curve import KNEE_DEFINITION, WHOLE_CELL, curves, fmt_knee, point_parts
@@ -103,7 +104,7 @@ def _cells_table(results: RunResults) -> str:
         n = (t or e).n if (t or e) else 0
         ecv = e.cv if e and e.n > 1 else None
         tcv = t.cv if t and t.n > 1 else None
-        wait = measures.data_wait_fraction(c)
+        wait = explain.data_wait_fraction(c)
         ttfs = measures.sample(c, "time_to_first_step_s")
         mem = measures.sample(c, "peak_memory_bytes")
         metric = measures.sample(c, "final_metric")
@@ -218,7 +219,7 @@ def _telemetry_table(results: RunResults) -> str:
             _fmt(t.get("power_mean_w") if isinstance(t.get("power_mean_w"), (int, float)) else None, "{:.0f}"),
             _fmt(t.get("energy_j") if isinstance(t.get("energy_j"), (int, float)) else None, "{:,.0f}"),
             _fmt(measures.energy_per_epoch(c), "{:,.0f}"),
-            _fmt(measures.util_pct(c), "{:.0f}%"),
+            _fmt(explain.util_pct(c), "{:.0f}%"),
             "yes" if measures.throttled(c) else "no",
             escape(str(len(others) if isinstance(others, list) else others if others is not None else "—")),
         ])

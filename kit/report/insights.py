@@ -12,12 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kit.compare import measures
+from kit.results import explain
 from kit.compare.stats import ONE_REPEAT
 from kit.results import suites
 from kit.results.ratios import BASE_PRECISION, SPEEDUP_NAME, fmt_speedup
 from kit.results.cell_ids import key_of
 # the threshold kit explain's verdicts use too
-from kit.results.explain import DATA_BOUND_FRACTION
 from kit.results.schema import RunResults
 
 #: Below this speedup over fp32 a precision "gave no speedup" (the
@@ -114,7 +114,7 @@ def run_insights(results: RunResults, synthetic: bool) -> list[Insight]:
     flat = _Finding(f"No speedup ({SPEEDUP_NAME} {fmt_speedup(1.0)}–{fmt_speedup(NO_SPEEDUP_BELOW)})")
     slower = _Finding(f"Slower than fp32 ({SPEEDUP_NAME} under {fmt_speedup(1.0)})")
     loader = _Finding("Limited by the data loader",
-                      f"waiting for data {_pct(DATA_BOUND_FRACTION)} or more of the step time")
+                      f"waiting for data {_pct(explain.DATA_BOUND_FRACTION)} or more of the step time")
     idle = _Finding(f"GPU busy under {LOW_UTIL_PCT:.0f}% of the time",
                     "Python, kernel launches or the input pipeline bound the run, not GPU math")
     not_loader = _Finding("The data loader was not the limit", "waiting for data")
@@ -132,7 +132,7 @@ def run_insights(results: RunResults, synthetic: bool) -> list[Insight]:
         if len(key) > 4:  # at another image size, or a batch curve's point: say which
             precision = " ".join((precision,) + tuple(key[4:]))
         est = speedups.get(key)
-        wait, util = measures.data_wait_fraction(cell), measures.util_pct(cell)
+        wait, util = explain.data_wait_fraction(cell), explain.util_pct(cell)
         lacks_speedup = est is not None and est.ratio < NO_SPEEDUP_BELOW
         if est is not None:
             note = "" if est.significant else "1 repeat" if est.verdict == ONE_REPEAT else est.verdict
@@ -142,7 +142,7 @@ def run_insights(results: RunResults, synthetic: bool) -> list[Insight]:
             why = fp32_reasons.get(_without_precision(key))
             no_base.add(key, precision + (f" (fp32: {why})" if why else ""))
         if lacks_speedup or key[2] == BASE_PRECISION:
-            if lacks_speedup and wait is not None and wait >= DATA_BOUND_FRACTION:
+            if lacks_speedup and wait is not None and wait >= explain.DATA_BOUND_FRACTION:
                 loader.add(key, f"{precision} {_pct(wait)}")
             elif util is not None and util < LOW_UTIL_PCT:
                 idle.add(key, f"{precision} {util:.0f}%")

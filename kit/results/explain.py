@@ -102,7 +102,8 @@ def _by_class(p: Dict[str, Any]) -> Dict[str, float]:
 
 
 def data_wait_fraction(cell: CellResult) -> Optional[float]:
-    """Share of training time spent waiting for the next batch (medians over repeats)."""
+    """Share of training time spent waiting for the next batch (medians over repeats; the kit's one
+    definition: the report, the insights and the verdicts read it)."""
     wait = ratios.median_of(ratios.metric_values(cell, "data_wait_s"))
     compute = ratios.median_of(ratios.metric_values(cell, "compute_s"))
     if wait is None or compute is None or wait + compute <= 0:
@@ -111,10 +112,14 @@ def data_wait_fraction(cell: CellResult) -> Optional[float]:
 
 
 def util_pct(cell: CellResult) -> Optional[float]:
-    """NVML's mean GPU utilisation over the cell, where telemetry recorded it."""
-    t = cell.telemetry if isinstance(cell.telemetry, dict) else {}
-    v = t.get("util_mean_pct")
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+    """NVML's mean GPU utilisation over the cell, where telemetry recorded it (the kit's one reading of
+    it: the report, the insights and the verdicts); older bundles named it otherwise."""
+    t = cell.telemetry if isinstance(cell.telemetry, dict) and cell.telemetry.get("available", True) is not False else {}
+    for key in ("util_mean_pct", "gpu_util_mean_pct", "utilization_mean_pct"):
+        v = t.get(key)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+            return float(v)
+    return None
 
 
 def steps_share(cell: CellResult) -> Optional[float]:
