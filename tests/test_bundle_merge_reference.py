@@ -14,6 +14,9 @@ from kit.bundle.safe_open import open_bundle
 from kit.errors import UsageError
 
 REPO = Path(__file__).resolve().parents[1]
+#: another run of the same GPU model stands in for a user's bundle (a copy of the reference itself would
+#: be the same run, counted once: nothing to compare)
+USERS_H200 = REPO / "references" / "h200" / "perf" / "r18-torch" / "vm_NVIDIA-H200_native_20261201-230834.tar.gz"
 
 
 def test_the_h200_reference_ships_and_verifies():
@@ -38,9 +41,8 @@ def test_merging_a_bundle_with_itself_is_refused_because_cells_repeat(tmp_path):
 def test_compare_against_the_reference_from_the_command_line(tmp_path):
     import shutil
 
-    [ref] = reference_bundles("h200")
-    mine = tmp_path / "mine.tar.gz"  # a copy stands in for a user's bundle from an identical machine
-    shutil.copy(ref, mine)
+    mine = tmp_path / "mine.tar.gz"
+    shutil.copy(USERS_H200, mine)
     out = subprocess.run([sys.executable, "-m", "kit", "compare", str(mine), "--against", "h200", "--json", "-"],
                          capture_output=True, text=True, cwd=REPO)
     assert out.returncode == 0, out.stderr
@@ -151,10 +153,9 @@ def _env_with(path: Path) -> dict:
 def test_compare_against_h200_works_from_any_folder(tmp_path):
     import shutil
 
-    [ref] = reference_bundles("h200")
     elsewhere = tmp_path / "somewhere" / "else"
     elsewhere.mkdir(parents=True)
-    shutil.copy(ref, elsewhere / "mine.tar.gz")
+    shutil.copy(USERS_H200, elsewhere / "mine.tar.gz")
     out = subprocess.run([sys.executable, "-m", "kit", "compare", "mine.tar.gz", "--against", "h200", "--json", "-"],
                          capture_output=True, text=True, cwd=elsewhere, env=_env_with(REPO))
     assert out.returncode == 0, out.stderr
@@ -200,7 +201,7 @@ def test_an_installed_wheel_ships_the_reference_and_compare_against_works_from_i
     assert inst.returncode == 0, inst.stderr
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    shutil.copy(reference_bundles("h200")[0], elsewhere / "mine.tar.gz")
+    shutil.copy(USERS_H200, elsewhere / "mine.tar.gz")
     which = subprocess.run([sys.executable, "-c", "import kit; print(kit.__file__)"], cwd=elsewhere,
                            capture_output=True, text=True, env=_env_with(site))
     assert which.stdout.strip().startswith(str(site)), which.stdout  # the installed copy, not the checkout

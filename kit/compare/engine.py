@@ -154,8 +154,6 @@ class Comparison:
     refused: list[Refused] = field(default_factory=list)
     #: (cell id, what differs) for every cell whose machines' methods differ, kept or left out
     method_changes: list[tuple[str, str]] = field(default_factory=list)
-    #: --allow-method-change: such cells are compared, their ratios marked
-    allow_method_change: bool = False
     #: one line per input left out because another stands for the same run (kit.compare.once)
     counted_once: list[str] = field(default_factory=list)
 
@@ -346,8 +344,7 @@ def build_comparison(sources: list[Source], allow_method_change: bool = False) -
     for (mc, _), est in zip(speed, ratio_estimates([pair for _, pair in speed])):
         mc.vs_baseline = est
     warnings = warnings_for(sources, rows, method_changes, allow_method_change)
-    return Comparison(sources, rows, not_compared, warnings, method_changes=method_changes,
-                      allow_method_change=allow_method_change, counted_once=once)
+    return Comparison(sources, rows, not_compared, warnings, method_changes=method_changes, counted_once=once)
 
 
 def _summarise_problems(problems: list[str]) -> str:
