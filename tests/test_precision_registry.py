@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from fixtures.kit_copy import copy_kit, two_runs_compared
 from kit.results import precisions
 from kit.results.precisions import MODES, PRECISIONS
 
@@ -143,36 +144,16 @@ def test_a_new_mode_is_one_row_of_one_module(tmp_path):
     """A copy of the kit with one row added to kit/results/precisions.py, and nothing else changed,
     runs the new mode through kit run on the CPU into a bundle that kit bundle show, kit compare and the
     report show."""
-    import shutil
-    import subprocess
-    import sys
-
-    shutil.copytree(ROOT / "kit", tmp_path / "kit", ignore=shutil.ignore_patterns("__pycache__"))
+    kit = copy_kit(tmp_path)
     home = tmp_path / "kit" / "results" / "precisions.py"
     text = home.read_text(encoding="utf-8")
     anchor = "MODES: Tuple[PrecisionMode, ...] = (\n"
     assert anchor in text
     home.write_text(text.replace(anchor, anchor + TOY_ROW), encoding="utf-8")
-    env = {k: v for k, v in __import__("os").environ.items() if k != "PYTHONPATH"}
-    env.update(PYTHONPATH=str(tmp_path), COLUMNS="200")
-
-    def kit(*args):
-        done = subprocess.run([sys.executable, "-m", "kit", *args], capture_output=True, text=True, cwd=tmp_path,
-                              env=env, timeout=600)
-        assert done.returncode == 0, done.stdout + done.stderr
-        return done.stdout
-
     assert "fp32-toy" in kit("run", "--help")
-    bundles = []
-    for host in ("a", "b"):
-        out = kit("run", "--suite", "cifar", "--smoke", "-p", "fp32,fp32-toy", "--device", "cpu",
-                  "--results-dir", str(tmp_path / f"results-{host}"))
-        bundles.append(out.strip().splitlines()[-1])
-    show = kit("bundle", "show", bundles[0])
+    bundles, show, rows = two_runs_compared(kit, tmp_path, "--suite", "cifar", "--smoke", "-p", "fp32,fp32-toy",
+                                            "--device", "cpu")
     assert "cifar/resnet18/fp32-toy/torch" in show and "cifar/resnet18/fp32-toy/fastai" in show
-    shutil.copy(bundles[1], tmp_path / "b.tar.gz")
-    compared = kit("compare", bundles[0], str(tmp_path / "b.tar.gz"), "--json", "-")
-    rows = {r["cell_id"]: r for r in __import__("json").loads(compared)["rows"]}
     toy = rows["cifar/resnet18/fp32-toy/torch"]
     assert toy["machines"]["A"]["speedup_vs_fp32"]["ratio"] > 0 and toy["machines"]["B"]["throughput_vs_baseline"]
     import tarfile

@@ -5,14 +5,12 @@ and a new suite is one module."""
 from __future__ import annotations
 
 import ast
-import json
-import os
-import shutil
 import subprocess
 import sys
 import tarfile
 from pathlib import Path
 
+from fixtures.kit_copy import copy_kit, two_runs_compared
 from kit.results import suites
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -143,28 +141,13 @@ def test_a_new_suite_is_one_module(tmp_path):
     """A copy of the kit with one module added, kit/bench/toy/__init__.py, and nothing else changed,
     runs the new suite through kit run on the CPU into a bundle that kit bundle show, kit compare and
     the report show."""
-    shutil.copytree(ROOT / "kit", tmp_path / "kit", ignore=shutil.ignore_patterns("__pycache__"))
+    kit = copy_kit(tmp_path)
     (tmp_path / "kit" / "bench" / "toy").mkdir()
     (tmp_path / "kit" / "bench" / "toy" / "__init__.py").write_text(TOY, encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(PYTHONPATH=str(tmp_path), COLUMNS="200")
-
-    def kit(*args):
-        done = subprocess.run([sys.executable, "-m", "kit", *args], capture_output=True, text=True, cwd=tmp_path,
-                              env=env, timeout=600)
-        assert done.returncode == 0, done.stdout + done.stderr
-        return done.stdout
-
     assert "toy (a linear layer, for the kit's own test)" in " ".join(kit("run", "--help").split())
-    bundles = []
-    for host in ("a", "b"):
-        out = kit("run", "--suite", "toy", "--device", "cpu", "--repeats", "2", "--skip-checks",
-                  "--results-dir", str(tmp_path / f"results-{host}"))
-        bundles.append(out.strip().splitlines()[-1])
-    show = kit("bundle", "show", bundles[0])
+    bundles, show, rows = two_runs_compared(kit, tmp_path, "--suite", "toy", "--device", "cpu", "--repeats", "2",
+                                            "--skip-checks")
     assert "toy/linear/fp32/kit" in show and "toy/linear/amp-bf16/kit" in show
-    shutil.copy(bundles[1], tmp_path / "b.tar.gz")
-    rows = {r["cell_id"]: r for r in json.loads(kit("compare", bundles[0], str(tmp_path / "b.tar.gz"), "--json", "-"))["rows"]}
     bf16 = rows["toy/linear/amp-bf16/kit"]["machines"]
     assert bf16["A"]["speedup_vs_fp32"]["ratio"] > 0 and bf16["B"]["throughput_vs_baseline"]
     with tarfile.open(bundles[0]) as tar:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kit.report.svg_primitives import svg_open
+
 #: how far from 1 a ratio is drawn at full colour
 SATURATE = 0.2
 SLOW = (213, 94, 0)  # Okabe-Ito vermillion
@@ -48,10 +50,7 @@ def heatmap(rows: list[HeatRow], columns: list[str], chart_id: str, title: str, 
     x0 = label_w + 8
     col_w = max(24, min(110, (width - x0 - note_w) // max(len(columns), 1)))
     height = top + row_h * len(rows) + legend_h
-    cid = h(chart_id)
-    out = [f'<svg class="chart heatmap" id="{cid}" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
-           f'role="img" aria-labelledby="{cid}-title" font-family="\'DejaVu Sans\', Helvetica, Arial, sans-serif" font-size="9">',
-           f'<title id="{cid}-title">{h(title)}</title>']
+    out = svg_open("heatmap", chart_id, title, width, height, 9)
     for j, c in enumerate(columns):
         out.append(f'<text x="{x0 + j * col_w + col_w / 2:.1f}" y="{top - 8}" text-anchor="middle" font-size="10">{h(c)}</text>')
     outlines = []

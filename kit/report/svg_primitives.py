@@ -150,3 +150,14 @@ def _figure(width, height, box, x_limits, y_top, ticks, step, y_label, x_label):
     if x_label:
         ax.set_xlabel(_plain(x_label), fontsize=12, color="#333333")
     return fig, ax
+
+
+def svg_open(kind: str, chart_id: str, title: str, width: int, height: int, font_size: int) -> list:
+    """The opening of a chart's SVG (its class, id, size, accessible title and font), the first lines
+    of the list a chart writer appends its marks to; ``chart_id`` and ``title`` are escaped here."""
+    from kit.bundle.inert import html_text
+
+    cid = html_text(chart_id)
+    return [f'<svg class="chart {kind}" id="{cid}" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
+            f'role="img" aria-labelledby="{cid}-title" font-family="\'DejaVu Sans\', Helvetica, Arial, sans-serif" '
+            f'font-size="{font_size}">', f'<title id="{cid}-title">{html_text(title)}</title>']

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import List
 
+from kit.report.svg_primitives import svg_open
+
 # --- ranked horizontal bars (a fleet's machines in one cell), written directly --------------------------
 
 @dataclass
@@ -41,10 +43,7 @@ def ranked_bars(bars: List[RankedBar], chart_id: str, title: str, reference: flo
     hi = x_max or max([bar_end(b) for b in shown] + [reference or 0.0, 0.0]) or 1.0
     scale = (x1 - x0) / (hi * 1.05)
     height = top + row_h * len(bars) + bottom
-    cid = html_text(chart_id)
-    out = [f'<svg class="chart ranked" id="{cid}" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
-           f'role="img" aria-labelledby="{cid}-title" font-family="\'DejaVu Sans\', Helvetica, Arial, sans-serif" font-size="11">',
-           f'<title id="{cid}-title">{html_text(title)}</title>']
+    out = svg_open("ranked", chart_id, title, width, height, 11)
     for i, b in enumerate(bars):
         y = top + i * row_h
         colour = "#D55E00" if b.marked else "#0072B2"
