@@ -175,13 +175,16 @@ def test_benjamini_hochberg_is_scipys():
 # --- through the command line -----------------------------------------------------------------------
 
 def test_kit_compare_group_by_names_the_capped_machine_and_its_power_limit(tmp_path, capsys, monkeypatch):
-    """Eight bundles (the kit's own export), fixture-node003 power-capped (450 W) and 15% slower."""
+    """Eight bundles (the kit's own export), fixture-node003 power-capped (450 W), its application clock
+    held at 1,410 MHz, and 15% slower."""
     from fixtures.fleet import machine_cells
 
     paths = []
     for i in range(8):
         env = make_env(host=f"fixture-node{i:03d}", gpu="NVIDIA H200")
-        env["nvml"] = {"available": True, "gpus": [{"name": "NVIDIA H200", "power_limit_w": 450.0 if i == 3 else 700.0}]}
+        clocks = {"sm": 1980, "max_sm": 1980, "applications_sm": 1410 if i == 3 else 1980}
+        env["nvml"] = {"available": True, "gpus": [{"name": "NVIDIA H200", "power_limit_w": 450.0 if i == 3 else 700.0,
+                                                    "clocks_mhz": clocks}]}
         jitter = (1.0, 1.004 + 0.001 * i, 0.996 - 0.001 * i)
         res = make_results(machine_cells(0.85 if i == 3 else 1.0 + 0.002 * (i % 3), jitter), env, run_id=f"FIXTURE-CAP-{i}")
         paths.append(str(export_run(make_run_dir(tmp_path / "runs", res), tmp_path / "b")))
@@ -190,6 +193,8 @@ def test_kit_compare_group_by_names_the_capped_machine_and_its_power_limit(tmp_p
     flat = " ".join(out.split())
     assert "fixture-node003: 15% below the other 7 NVIDIA H200 machines: everywhere, 6 of 6 cells" in flat
     assert "candidate cause: power limit 450 W vs the group's 700 W (7 of 7)" in flat
+    assert "candidate cause: SM clock applications are held to 1,410 MHz vs the group's 1,980 MHz (7 of 7)" in flat
+    assert "maximum SM clock" not in flat  # the same on every machine: no cause
     assert "Benjamini-Hochberg" in flat and "One table per cell" not in out
     code, out, err = run_main(["compare", *paths, "--group-by", "gpu", "--outlier-pct", "30"], capsys, monkeypatch)
     assert code == 0 and "No machine is slow (more than 30% below" in " ".join(out.split())

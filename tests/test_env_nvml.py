@@ -36,9 +36,18 @@ def test_probe_reports_driver_cuda_and_each_gpu():
     assert gpu["power_limit_w"] == 700.0
     assert gpu["pcie"] == {"generation": 5, "width": 16}
     assert gpu["ecc_mode"] == "enabled"
-    assert gpu["clocks_mhz"] == {"sm": 1980, "memory": 3201}  # the timeline's first entry
+    # the timeline's first entry, and the most the GPU may clock to and the clock applications are held to
+    assert gpu["clocks_mhz"] == {"sm": 1980, "memory": 3201, "max_sm": 1980, "applications_sm": 1980}
     assert gpu["processes"] == []
     assert fake.initialised == 0, "the probe must shut NVML down again"
+
+
+def test_a_clock_this_pynvml_cannot_read_is_recorded_unknown_with_the_reason():
+    fake = FakeNVML(load("h200_580"))
+    fake.nvmlDeviceGetMaxClockInfo = None  # an nvidia-ml-py without the call
+    (gpu,) = nvml.probe(fake)["gpus"]
+    assert gpu["clocks_mhz"]["sm"] == 1980 and gpu["clocks_mhz"]["applications_sm"] == 1980
+    assert "nvmlDeviceGetMaxClockInfo not provided by this pynvml" in str(gpu["clocks_mhz"]["max_sm"])
 
 
 def test_a_probe_that_fails_records_unknown_with_the_reason():

@@ -1,7 +1,7 @@
 """The environment facts in which a machine differs from the rest of its group: candidate causes.
 
 A slow or unstable machine is often explained by its setup rather than its silicon: a lower power
-limit, a GPU whose clocks were held low, a different driver, another host CPU or fewer cores for the
+limit, a GPU whose clocks were held low (its maximum or application clock), a different driver, another host CPU or fewer cores for the
 loader, cells the GPU throttled in, a busy host. Each fact is read from what a bundle records (the
 environment record's ``nvml.gpus`` and ``cpu``, the summary's driver, each cell's telemetry and
 host-load flags, :mod:`kit.compare.figures`), and a machine's value is set against the value most of
@@ -36,10 +36,14 @@ def _power_limit(src: Source) -> str | None:
     return None if w is None else f"{w:,.0f} W"
 
 
-def _sm_clock(src: Source) -> str | None:
-    clocks = _gpu0(src).get("clocks_mhz")
-    mhz = _number(clocks.get("sm")) if isinstance(clocks, dict) else None
-    return None if mhz is None else f"{mhz:,.0f} MHz"
+def _clock(key: str) -> Callable[[Source], str | None]:
+    """A clock of the first GPU's record (``clocks_mhz``: at the run's start, the most it may run at, the
+    one applications are held to), in MHz."""
+    def read(src: Source) -> str | None:
+        clocks = _gpu0(src).get("clocks_mhz")
+        mhz = _number(clocks.get(key)) if isinstance(clocks, dict) else None
+        return None if mhz is None else f"{mhz:,.0f} MHz"
+    return read
 
 
 def _cpu(key: str) -> Callable[[Source], str | None]:
@@ -70,7 +74,9 @@ def _flagged(test: Callable) -> Callable[[Source], str | None]:
 #: (what, how it is read): the facts compared, in the order they are listed
 FACTS: tuple[tuple[str, Callable[[Source], str | None]], ...] = (
     ("power limit", _power_limit),
-    ("SM clock at the run's start", _sm_clock),
+    ("SM clock at the run's start", _clock("sm")),
+    ("maximum SM clock", _clock("max_sm")),
+    ("SM clock applications are held to", _clock("applications_sm")),
     ("driver", _driver),
     ("host CPU", _cpu("model")),
     ("usable CPU cores", _cpu("usable_cores")),

@@ -141,12 +141,27 @@ def probe_gpu(nvml: Any, index: int) -> dict:
         "width": attempt(nvml.nvmlDeviceGetCurrPcieLinkWidth, handle, convert=int),
     }
     gpu["ecc_mode"] = attempt(nvml.nvmlDeviceGetEccMode, handle, convert=lambda m: "enabled" if int(m[0]) else "disabled")
+    sm, memory = const(nvml, "NVML_CLOCK_SM", _CLOCK_SM), const(nvml, "NVML_CLOCK_MEM", _CLOCK_MEM)
     gpu["clocks_mhz"] = {
-        "sm": attempt(nvml.nvmlDeviceGetClockInfo, handle, const(nvml, "NVML_CLOCK_SM", _CLOCK_SM), convert=int),
-        "memory": attempt(nvml.nvmlDeviceGetClockInfo, handle, const(nvml, "NVML_CLOCK_MEM", _CLOCK_MEM), convert=int),
+        "sm": attempt(nvml.nvmlDeviceGetClockInfo, handle, sm, convert=int),
+        "memory": attempt(nvml.nvmlDeviceGetClockInfo, handle, memory, convert=int),
+        # the most the GPU may clock to, and the clock applications are held to (lowered by
+        # `nvidia-smi -ac`): a machine whose clocks were locked low shows here, not in its power limit
+        "max_sm": attempt(_provided(nvml, "nvmlDeviceGetMaxClockInfo"), handle, sm, convert=int),
+        "applications_sm": attempt(_provided(nvml, "nvmlDeviceGetApplicationsClock"), handle, sm, convert=int),
     }
     gpu["processes"] = processes(nvml, handle)
     return gpu
+
+
+def _provided(nvml: Any, name: str):
+    """``nvml``'s function ``name``, or one that raises saying this pynvml has none (recorded as unknown)."""
+    fn = getattr(nvml, name, None)
+    if fn is None:
+        def missing(*_args):
+            raise AttributeError(f"{name} not provided by this pynvml")
+        return missing
+    return fn
 
 
 def processes(nvml: Any, handle: Any, with_names: bool = True) -> list[dict] | dict:
