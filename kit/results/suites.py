@@ -91,8 +91,8 @@ class Suite(NamedTuple):
     vs_bf16: bool = False
     #: ``--smoke``'s settings for it (kit run options' names and values; given options win)
     smoke: Dict[str, Any] = {}
-    #: checks its cells' settings before anything runs (UsageError): ``check(cells, mode)``
-    check: Optional[Callable[[list, str], None]] = None
+    #: checks one cell's settings before anything runs (UsageError): ``check(spec.params, mode)``
+    check: Optional[Callable[[dict, str], Any]] = None
     #: the splits of ``dataset`` a run reads where fewer than all: ``splits(config, dataset) -> tuple | None``
     splits: Optional[Callable[[Any, str], Optional[tuple]]] = None
     #: before a run on real data: checks what it reads and says it, ``data_note(config, dataset, described)

@@ -50,8 +50,8 @@ def build_plan(config: RunConfig) -> Plan:
     cells: list[CellSpec] = []
     for s in suites.run_by(config.suite):
         planned = s.plan(config)
-        if s.check is not None:
-            s.check(planned, config.mode)
+        for spec in planned if s.check is not None else ():
+            s.check(spec.params, config.mode)
         cells += planned
     return Plan(config, cells)
 

@@ -10,13 +10,14 @@ WikiText-2 token ids, in fp32, TF32, fp16, bf16 and fp8 (torchao float8).
 """
 
 from kit.bench.gpt import plan
+from kit.bench.gpt.config import resolve
 from kit.results.suites import Parity, Suite
 
 SUITE = Suite(
     name="gpt", help="the GPT-style transformer on Wikitext-2; not in all: heavy, and it needs a recent GPU",
     title="Wikitext-2 GPT decoder ({engine})", subject="GPT",
     models=("tiny", "gpt2-small", "gpt-1b", "gpt-2b"), model_option="gpt_presets", model_kind="GPT preset",
-    engines=("kit",), plan=plan.cells, work=plan.work, check=plan.check, splits=plan.splits,
+    engines=("kit",), plan=plan.cells, work=plan.work, check=resolve, splits=plan.splits,
     runner="kit.bench.gpt.suite",
     #: the suite's question: is fp8 within 1% of bf16's held-out loss after the same steps?
     parity=Parity("held-out loss", base="amp-bf16", tolerance=0.01, gap="either"),

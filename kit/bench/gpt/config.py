@@ -1,6 +1,6 @@
 """One GPT cell's settings: a preset (kit.facts.models.GPT_PRESETS) plus the user's
 overrides, merged and validated here. Torch-free: the runner checks every cell's
-settings with it before anything is written (kit.bench.gpt.plan.check, as the run's plan is built).
+settings with it before anything is written (the suite descriptor's check, as the run's plan is built).
 """
 
 from __future__ import annotations

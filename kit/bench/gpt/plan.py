@@ -31,12 +31,6 @@ def work(spec: CellSpec, mode: str) -> float:
     return per_token * g.batch_size * g.seq_len * (g.steps + (0 if mode == "convergence" else g.warmup_steps))
 
 
-def check(cells: list, mode: str) -> None:
-    """Bad overrides (``--n-heads`` that does not divide ``--d-model``) are refused before any cell runs."""
-    for spec in cells:
-        resolve(spec.params, mode)
-
-
 def splits(config: RunConfig, dataset: str):
     """WikiText-2's splits the run reads (``--train-split valid``: valid and test only)."""
     return splits_read((config.gpt or {}).get("train_split"))

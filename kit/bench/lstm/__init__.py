@@ -11,6 +11,7 @@ Modules, in the order a cell uses them::
 """
 
 from kit.bench.lstm import plan
+from kit.bench.lstm.config import resolve
 from kit.results.suites import Parity, Suite
 
 #: Recommended convergence parity tolerance: |ppl(mode) - ppl(fp32)| / ppl(fp32).
@@ -23,7 +24,7 @@ SUITE = Suite(
     models=plan.PRESETS, model_option="presets", model_kind="LSTM preset", engines=plan.ENGINES,
     engine_labels={"kit": "kit engine: Apex's example loop, every kernel launched from Python",
                    "graphed": "graphed engine: the whole step one CUDA graph"},
-    plan=plan.cells, work=plan.work, check=plan.check, splits=plan.splits, runner="kit.bench.lstm.suite",
+    plan=plan.cells, work=plan.work, check=resolve, splits=plan.splits, runner="kit.bench.lstm.suite",
     parity=Parity("test perplexity", noun="perplexity", tolerance=0.02),
     datasets=("wikitext2",), unit="tokens", in_all=True, order=2, data_parallel=("kit",),
     data_note=plan.data_note,

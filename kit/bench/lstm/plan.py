@@ -6,7 +6,6 @@ from pathlib import Path
 
 from kit.bench.lstm.config import resolve, splits_read, train_split_note
 from kit.errors import UsageError
-from kit.env.record import device_kind
 from kit.facts import models as model_facts
 from kit.results import precisions as precision_modes
 from kit.results.schema import CellSpec, RunConfig
@@ -24,6 +23,8 @@ def engines(config: RunConfig) -> list:
     chosen = [e for e in config.engines if e in ENGINES]
     if chosen:
         return chosen
+    from kit.env.record import device_kind  # when planning, not when the suites are listed (kit's start-up)
+
     return list(ENGINES) if device_kind(config.device) == "cuda" else ["kit"]
 
 
@@ -47,12 +48,6 @@ def work(spec: CellSpec, mode: str) -> float:
     """One repeat's training and evaluation FLOPs (kit.facts.models), at the settings the cell resolves to."""
     p = resolve(spec.params, mode).to_dict()
     return model_facts.lstm_train_flops(p) + model_facts.lstm_eval_flops(p)
-
-
-def check(cells: list, mode: str) -> None:
-    """Bad overrides (``--dropout 1.5``) are refused before any cell runs, not after the CIFAR cells."""
-    for spec in cells:
-        resolve(spec.params, mode)
 
 
 def splits(config: RunConfig, dataset: str):
