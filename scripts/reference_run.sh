@@ -2,41 +2,66 @@
 # The shipped reference (references/<name>/): exactly the cells, settings and defaults of
 # `kit run --suite all` (what `make run GPU=0` runs: both CIFAR engines with every ResNet, both LSTM
 # engines with both presets, every precision, default steps, batches and repeats), plus the batch
-# search of the torch cells, on synthetic data. It runs in parts of under ten minutes each on an
-# H200, then joins them into one bundle.
+# search of the torch cells, on synthetic data. It runs in parts sized to finish in under ten minutes
+# each on an H200 (from the parts' measured wall times, references/h200/remeasure/), then joins them
+# into one bundle.
 #
 #   bash scripts/reference_run.sh OUT_DIR [PART...]
 #
 # PARTs (default: all of them, in order):
-#   torch-a torch-b        CIFAR, torch engine: ResNet-18/34/50, then ResNet-101/152 (with --find-max-batch)
-#   fastai-a fastai-b fastai-c   CIFAR, fastai engine: ResNet-18/34/50, ResNet-101, ResNet-152
-#   lstm-kit lstm-graphed  the LSTM's two engines, both presets
-#   merge                  join the parts' bundles with `kit bundle merge` into OUT_DIR/merged
-# A part whose run was cut short resumes with `kit run --resume OUT_DIR/<part>/<run folder>`.
+#   torch-a torch-b torch-c torch-d   CIFAR, torch engine (with --find-max-batch): ResNet-18/34, -50, -101, -152
+#   fastai-a fastai-b fastai-c fastai-d   CIFAR, fastai engine: ResNet-18/34, -50, -101, -152
+#   lstm-graphed                     the LSTM's graphed engine, both presets
+#   lstm-kit-a lstm-kit-b            the LSTM's kit engine: apex-2018, then tensor-core
+#   merge                            join every part's bundle in OUT_DIR (any folder torch-*, fastai-*,
+#                                    lstm-*) with `kit bundle merge --same-model` into OUT_DIR/merged
+# A part continues where it stopped: when OUT_DIR/<part>/ already holds a run folder (a run cut short by
+# a time limit or Ctrl-C), the part resumes it (`kit run --resume`; a complete one is left as it is), on
+# this machine or another with the same GPU model. Parts may run on different machines of one GPU model
+# and driver: the merged bundle records each part's machine.
 # DEVICE (default cuda:0) picks the GPU. Every part's cells carry today's engine revisions
-# (kit/bench/methods.py); tests/test_methods.py fails when the shipped reference's differ.
+# (each suite's descriptor, kit/bench/<suite>/__init__.py); tests/test_methods.py fails when the
+# shipped reference's differ.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-OUT=${1:?usage: reference_run.sh OUT_DIR [torch-a|torch-b|fastai-a|fastai-b|fastai-c|lstm-kit|lstm-graphed|merge ...]}
+OUT=${1:?usage: reference_run.sh OUT_DIR [torch-a..torch-d|fastai-a..fastai-d|lstm-graphed|lstm-kit-a|lstm-kit-b|merge ...]}
 shift
 PARTS=("$@")
-[ ${#PARTS[@]} -gt 0 ] || PARTS=(torch-a torch-b fastai-a fastai-b fastai-c lstm-kit lstm-graphed merge)
+[ ${#PARTS[@]} -gt 0 ] || PARTS=(torch-a torch-b torch-c torch-d fastai-a fastai-b fastai-c fastai-d
+                                 lstm-graphed lstm-kit-a lstm-kit-b merge)
 KIT=${KIT:-python3 -m kit}
 mkdir -p "$OUT"
 common=(--data synthetic --skip-checks --device "${DEVICE:-cuda:0}")
 
+# run PART ARGS...: the part's run, or the resumption of the run it started before
+run() {
+  local part=$1; shift
+  local dir
+  dir=$(ls -d "$OUT/$part"/*/ 2>/dev/null | sort | tail -1 || true)
+  if [ -n "$dir" ]; then
+    echo "$part: resuming ${dir%/}"
+    $KIT run --resume "${dir%/}"
+  else
+    $KIT run "$@" "${common[@]}" --results-dir "$OUT/$part"
+  fi
+}
+
 for part in "${PARTS[@]}"; do
   case "$part" in
-    torch-a)      $KIT run --suite cifar --engines torch --models resnet18,resnet34,resnet50 --find-max-batch "${common[@]}" --results-dir "$OUT/$part" ;;
-    torch-b)      $KIT run --suite cifar --engines torch --models resnet101,resnet152 --find-max-batch "${common[@]}" --results-dir "$OUT/$part" ;;
-    fastai-a)     $KIT run --suite cifar --engines fastai --models resnet18,resnet34,resnet50 "${common[@]}" --results-dir "$OUT/$part" ;;
-    fastai-b)     $KIT run --suite cifar --engines fastai --models resnet101 "${common[@]}" --results-dir "$OUT/$part" ;;
-    fastai-c)     $KIT run --suite cifar --engines fastai --models resnet152 "${common[@]}" --results-dir "$OUT/$part" ;;
-    lstm-kit)     $KIT run --suite lstm --engines kit "${common[@]}" --results-dir "$OUT/$part" ;;
-    lstm-graphed) $KIT run --suite lstm --engines graphed "${common[@]}" --results-dir "$OUT/$part" ;;
+    torch-a)      run "$part" --suite cifar --engines torch --models resnet18,resnet34 --find-max-batch ;;
+    torch-b)      run "$part" --suite cifar --engines torch --models resnet50 --find-max-batch ;;
+    torch-c)      run "$part" --suite cifar --engines torch --models resnet101 --find-max-batch ;;
+    torch-d)      run "$part" --suite cifar --engines torch --models resnet152 --find-max-batch ;;
+    fastai-a)     run "$part" --suite cifar --engines fastai --models resnet18,resnet34 ;;
+    fastai-b)     run "$part" --suite cifar --engines fastai --models resnet50 ;;
+    fastai-c)     run "$part" --suite cifar --engines fastai --models resnet101 ;;
+    fastai-d)     run "$part" --suite cifar --engines fastai --models resnet152 ;;
+    lstm-graphed) run "$part" --suite lstm --engines graphed ;;
+    lstm-kit-a)   run "$part" --suite lstm --engines kit --preset apex-2018 ;;
+    lstm-kit-b)   run "$part" --suite lstm --engines kit --preset tensor-core ;;
     merge)
       mapfile -t bundles < <(ls "$OUT"/{torch,fastai,lstm}-*/*.tar.gz 2>/dev/null | grep -v '\.interrupted\.tar\.gz$')
-      $KIT bundle merge "${bundles[@]}" --out "$OUT/merged" ;;
-    *) echo "unknown part: $part (torch-a, torch-b, fastai-a, fastai-b, fastai-c, lstm-kit, lstm-graphed, merge)" >&2; exit 2 ;;
+      $KIT bundle merge "${bundles[@]}" --same-model --out "$OUT/merged" ;;
+    *) echo "unknown part: $part (torch-a..torch-d, fastai-a..fastai-d, lstm-graphed, lstm-kit-a, lstm-kit-b, merge)" >&2; exit 2 ;;
   esac
 done

@@ -319,3 +319,47 @@ def test_bundle_show_names_the_engines_and_revisions_that_measured_the_run(revis
     assert re.search(r"^engines\s+cifar/torch r5 \(each cell's settings: results.json, method\)", out, re.M), out
     code, out, err = run_main(["bundle", "show", str(revisions["unknown"])], capsys, monkeypatch)
     assert re.search(rf"^engines\s+{re.escape(UNKNOWN)}", out, re.M), out
+
+
+def _reference_script_runs(tmp_path: Path) -> list[list[str]]:
+    """The `kit run` argument lists of every part of scripts/reference_run.sh, as the script forms them."""
+    import os
+
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "reference_run.sh"), str(tmp_path / "out")],
+                          env={**os.environ, "KIT": "echo kit"}, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    runs = [line.split()[2:] for line in done.stdout.splitlines() if line.startswith("kit run ")]
+    assert runs and any(line.startswith("kit bundle merge") for line in done.stdout.splitlines()), done.stdout
+    return runs
+
+
+def test_the_reference_scripts_parts_are_what_kit_run_suite_all_measures_each_cell_once(tmp_path):
+    from kit.runner.option_checks import config_from_options
+    from kit.runner.options import parse_args
+    from kit.runner.plan import build_plan
+
+    def cells(argv):
+        return build_plan(config_from_options(parse_args(argv), argv)).cell_ids
+
+    parts = _reference_script_runs(tmp_path)
+    measured = [cell for argv in parts for cell in cells(argv)]
+    everything = cells(["--suite", "all", "--data", "synthetic", "--skip-checks", "--device", "cuda:0"])
+    assert sorted(measured) == sorted(everything), (
+        "scripts/reference_run.sh's parts differ from `kit run --suite all`: "
+        f"missing {sorted(set(everything) - set(measured))}, extra or twice "
+        f"{sorted(c for c in set(measured) if measured.count(c) > 1 or c not in everything)}")
+    for argv in parts:  # the reference carries the torch cells' batch search; nothing else differs from the defaults
+        assert ("--find-max-batch" in argv) == ("torch" in argv), argv
+
+
+def test_the_parts_of_the_next_reference_measured_so_far_carry_todays_engine_revisions():
+    """references/h200/remeasure/ holds the parts of the re-measure in progress; a part measured by an
+    engine revision that is no longer today's must be measured again before it joins the reference."""
+    parts = sorted((ROOT / "references" / "h200" / "remeasure").glob("*-*/*.tar.gz"))
+    if not parts:
+        pytest.skip("no re-measure in progress")
+    for bundle in parts:
+        for engine, revs in _reference_revisions(bundle).items():
+            assert revs == {engine_methods.revisions()[engine][0]}, (
+                f"{bundle.relative_to(ROOT)}: {engine} r{sorted(revs)} is not today's "
+                f"r{engine_methods.revisions()[engine][0]}: measure that part again")
