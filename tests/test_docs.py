@@ -286,3 +286,39 @@ def test_every_format_option_shown_in_a_command_has_its_file_or_dash(page):
         "2: kit compare a b --json", "4: kit compare a b --csv > x"]
     bad = format_options_without_a_target(page.read_text(encoding="utf-8"))
     assert not bad, "a format option needs FILE or - (kit.cli.output):\n" + "\n".join(bad)
+
+
+def _readme_rows_from_the_reference():
+    """The rows of the README's "On an H200" table whose figures are from the shipped reference: (the row's
+    text, the cell key it names, its fp32, amp-fp16 and ratio columns as printed)."""
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = text.split("## On an H200", 1)[1].split("\n## ", 1)[0]
+    rows = []
+    for line in section.splitlines():
+        cols = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cols) != 5 or "[reference](references/h200/README.md)" not in cols[4]:
+            continue
+        engine = re.search(r"`(fastai|torch|kit|graphed)` engine", cols[0]).group(1)
+        model = re.search(r"ResNet-(\d+)", cols[0])
+        workload, model = ("cifar", f"resnet{model.group(1)}") if model else (
+            "lstm", re.search(r"LSTM `([\w-]+)`", cols[0]).group(1))
+        rows.append((cols[0], (workload, model, engine), cols[1].split()[0], cols[2], cols[3].strip("*")))
+    return rows
+
+
+def test_the_readmes_reference_rows_print_the_shipped_references_own_figures():
+    from kit.bundle.merge import reference_bundles
+    from kit.bundle.safe_open import open_bundle
+    from kit.results import ratios
+
+    (bundle,) = reference_bundles("h200")
+    cells = {c.cell_id: c for c in open_bundle(bundle).results.cells if c.status == "ok"}
+    rows = _readme_rows_from_the_reference()
+    assert rows, "the README's H200 table names no row from the shipped reference"
+    for label, key, fp32, fp16, ratio in rows:
+        base, half = (cells.get(f"{key[0]}/{key[1]}/{p}/{key[2]}") for p in ("fp32", "amp-fp16"))  # the default cell
+        assert base and half, f"README row {label!r}: the reference has no {key} fp32 and amp-fp16 cells"
+        want = (f"{ratios.median_of(ratios.metric_values(base, ratios.THROUGHPUT)):,.0f}",
+                f"{ratios.median_of(ratios.metric_values(half, ratios.THROUGHPUT)):,.0f}",
+                ratios.fmt_speedup(ratios.speedup_over_fp32(half, base)))
+        assert (fp32, fp16, ratio) == want, f"README row {label!r} prints {(fp32, fp16, ratio)}, the reference {want}"
