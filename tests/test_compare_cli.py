@@ -399,3 +399,15 @@ def test_a_throughput_comparison_shows_no_final_quality(two, capsys, monkeypatch
     assert code == 0 and "Final quality" not in out
     code, text, err = _run_cli(["compare", str(a), str(b), "--csv", "-"], capsys, monkeypatch)
     assert all(r["final_metric_median"] == "" for r in csv.DictReader(io.StringIO(text)))
+
+
+def test_a_fastai_version_difference_is_named_only_where_both_inputs_measured_fastai_cells(tmp_path):
+    torch_cells = [make_cell("resnet18", p, epoch_s=[10.0, 10.1, 9.9], engine="torch") for p in ("fp32", "amp-fp16")]
+    fastai_cells = [make_cell("resnet18", p, epoch_s=[10.0, 10.1, 9.9], engine="fastai") for p in ("fp32", "amp-fp16")]
+    a = _bundle(tmp_path, "a", torch_cells + fastai_cells, fastai="2.8.12")
+    b = _bundle(tmp_path, "b", torch_cells, host="fixture-host-b", fastai="not installed")
+    text = " ".join(w.message for w in compare_paths([a, b]).warnings)
+    assert "fastai" not in text, text  # B measured no fastai cell: its fastai cannot have shaped a figure
+    c = _bundle(tmp_path, "c", torch_cells + fastai_cells, host="fixture-host-c", fastai="2.7.19")
+    text = " ".join(w.message for w in compare_paths([a, c]).warnings)
+    assert "different fastai versions: A 2.8.12, B 2.7.19" in text, text

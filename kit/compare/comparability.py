@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from kit.bundle.inert import inert
 from kit.compare.load import Source
+from kit.results import suites
 from kit.results.method import join_labels
 
 #: Severity ranks (lower = more severe) and their names, in the order the
@@ -57,6 +58,18 @@ def _differs(sources: list[Source], attr: str) -> dict[str, list[str]] | None:
         values.setdefault(getattr(s.env, attr), []).append(s.label)
     known = {v for v in values if v != "unknown"}
     return values if len(known) > 1 else None
+
+
+def _measured_with(sources: list[Source], rows: list, package: str) -> list[Source]:
+    """The sources that measured (ok) at least one compared cell which imports ``package`` (its
+    suite's ``needs``): a package's version shapes only the figures of the cells that use it."""
+    def imports(row) -> bool:
+        found = suites.find(row.workload)
+        return bool(found is not None and found.needs is not None and package in found.needs(row))
+
+    used = [row for row in rows if imports(row)]
+    return [s for i, s in enumerate(sources)
+            if any(row.machines[i] is not None and row.machines[i].status == "ok" for row in used)]
 
 
 def _fmt_values(values: dict[str, list[str]]) -> str:
@@ -141,9 +154,10 @@ def warnings_for(sources: list[Source], rows: list, method_changes: list[tuple[s
         d = _differs(sources, attr)
         if d:
             out.append(CompareWarning("stack", f"different {what}: {_fmt_values(d)}; differences include the software, not only the hardware."))
-    for attr, what in (("torch", "torch"), ("cudnn", "cuDNN"), ("fastai", "fastai"), ("cuda", "CUDA")):
-        # a run that used no GPU used no cuDNN or CUDA (torch was only built with them)
-        d = _differs([s for s in sources if s not in cpu] if attr in ("cudnn", "cuda") else sources, attr)
+    on_gpu = [s for s in sources if s not in cpu]  # a run that used no GPU used no cuDNN or CUDA (torch was only built with them)
+    for attr, what, pool in (("torch", "torch", sources), ("cudnn", "cuDNN", on_gpu),
+                             ("fastai", "fastai", _measured_with(sources, rows, "fastai")), ("cuda", "CUDA", on_gpu)):
+        d = _differs(pool, attr)
         if d:
             out.append(CompareWarning("libraries", f"different {what} versions: {_fmt_values(d)}."))
     data_by_source: dict[str, set[str]] = {}
