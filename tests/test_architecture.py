@@ -77,6 +77,18 @@ def test_the_compare_package_has_a_no_circle_contract():
     assert any(c["type"] == "acyclic_siblings" and "kit.compare" in c.get("ancestors", []) for c in contracts)
 
 
+def test_the_cli_contract_names_every_module_of_kit_cli():
+    """The kit.cli layers contract lists the command modules by name: a command module it does not
+    name would escape "a command imports no other command"."""
+    import tomllib
+
+    contracts = tomllib.loads((ROOT.parent / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    (cli,) = [c for c in contracts if c.get("type") == "layers" and c["layers"][0] == "kit.cli.main"]
+    named = {m.strip() for layer in cli["layers"] for m in layer.split("|")}
+    modules = {f"kit.cli.{p.stem}" for p in (ROOT / "cli").glob("*.py") if p.stem != "__init__"}
+    assert modules == named, f"pyproject.toml's kit.cli contract: add {sorted(modules - named)}, drop {sorted(named - modules)}"
+
+
 def test_the_package_layers_hold():
     """The import-linter contracts in pyproject.toml (layers, no circles, torch only in kit.bench)."""
     import importlib.util
