@@ -164,3 +164,10 @@ def test_rungs_missing_for_one_reason_are_one_line():
                                           "measured speedup"]
     assert lines[1]["ratio"] is None and lines[1]["how"].startswith("not measured")
     assert lines[2]["lost"].startswith("keeps 20% of the peak ratio's")
+
+
+def test_a_profile_recorded_as_unavailable_gives_its_reason_on_the_missing_rungs():
+    off = {"available": False, "reason": "CPU device: no kernels to time"}
+    rungs = ex.ladder(cell("amp-fp16", 300.0, off), cell("fp32", 100.0, off), {"peak_tflops_measured": PEAKS})
+    assert rungs[1]["how"] == ("not measured: " + ex.NO_PROFILE + " for fp32 and amp-fp16 (fp32: CPU device: no kernels "
+                               "to time; amp-fp16: CPU device: no kernels to time)")

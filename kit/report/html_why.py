@@ -18,7 +18,7 @@ from kit.compare import measures
 from kit.report.svg_primitives import PALETTE, Series
 from kit.report.svg_stacked import stacked_bars
 from kit.results import kernel_classes as kc
-from kit.results.explain import HOST_GAP, NO_PROFILE, explain, ladder_lines
+from kit.results.explain import HOST_GAP, NO_PROFILE, explain, ladder_lines, profile_reason
 from kit.results.precisions import PRECISIONS
 from kit.results.ratios import BASE_PRECISION, fmt_ratio
 from kit.results.schema import RunResults
@@ -38,11 +38,10 @@ CHART_NOTE = "ms per step in each cell's profiled window (outside the timed repe
 
 def _profile_reasons(results: RunResults) -> list[str]:
     """The reasons the run's cells give for having no profile (a profile recorded as unavailable)."""
-    out = []
+    out: list[str] = []
     for c in results.cells:
-        p = getattr(c, "profile", None)
-        reason = p.get("reason") if isinstance(p, dict) and p.get("available") is False else None
-        if isinstance(reason, str) and reason and reason not in out:
+        reason = profile_reason(c)
+        if reason and reason not in out:
             out.append(reason)
     return out
 
@@ -114,11 +113,7 @@ def why_section(results: RunResults) -> str:
     groups: dict[str, list[dict]] = {}
     for r in rows:
         groups.setdefault(r["group"], []).append(r)
-    missing_why = {}
-    for cid, c in cells.items():
-        p = getattr(c, "profile", None)
-        if isinstance(p, dict) and p.get("available") is False and isinstance(p.get("reason"), str):
-            missing_why[cid] = "not profiled: " + p["reason"]
+    missing_why = {cid: "not profiled: " + profile_reason(c) for cid, c in cells.items() if profile_reason(c)}
     any_profile = any(r["step_parts_s"] for r in rows)
     out = ['<h2 id="why">Why this speedup</h2>', f'<p class="sub">{escape(INTRO)}</p>']
     if not any_profile:

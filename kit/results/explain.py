@@ -96,6 +96,13 @@ def profile_of(cell: CellResult) -> Optional[Dict[str, Any]]:
     return p
 
 
+def profile_reason(cell: CellResult) -> Optional[str]:
+    """Why the cell has no profile, where its run recorded one as unavailable with a reason (else None)."""
+    p = getattr(cell, "profile", None)
+    reason = p.get("reason") if isinstance(p, dict) and p.get("available") is False else None
+    return reason if isinstance(reason, str) and reason else None
+
+
 def idle_s(p: Dict[str, Any]) -> float:
     """The host gap of a profiled step (:func:`profile_of`'s): step_s - device_s, seconds per step in
     which no kernel ran (never below zero; the kit's one reading of it: the verdict, the ladder and the
@@ -258,8 +265,10 @@ def ladder(cell: CellResult, base: CellResult, environment: Dict[str, Any]) -> L
         rungs.append(_rung("step-time ratio", s32 / s, f"fp32 {s32 * 1e3:.2f} ms ÷ {s * 1e3:.2f} ms per step; "
                            f"GPU idle {idle_s(p) * 1e3:.2f} ms (fp32 {idle_s(p32) * 1e3:.2f})"))
     else:
-        missing = "not measured: " + NO_PROFILE + " for " + " and ".join(
-            x.precision for x, q in ((base, p32), (cell, p)) if q is None)
+        lacking = [x for x, q in ((base, p32), (cell, p)) if q is None]
+        reasons = [f"{x.precision}: {r}" for x in lacking for r in [profile_reason(x)] if r]
+        missing = ("not measured: " + NO_PROFILE + " for " + " and ".join(x.precision for x in lacking)
+                   + (f" ({'; '.join(reasons)})" if reasons else ""))
         rungs += [_rung(n, None, missing) for n in ("matmul kernels' time ratio", "device-time ratio", "step-time ratio")]
     rungs.append(_rung("measured speedup", ratios.speedup_over_fp32(cell, base),
                        "median steady-state throughput ÷ fp32's, over repeats (the kit's " + ratios.SPEEDUP_NAME + ")"))
