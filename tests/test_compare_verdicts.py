@@ -137,3 +137,11 @@ def test_the_index_keeps_each_cells_verdict_and_refuses_a_forged_one():
         c.explain_kind = "fast-bound"
     with pytest.raises(figures_codec.Damaged, match="its verdict is not one of the kit's"):
         figures_codec.decode(figures_codec.encode(figures))
+
+
+def test_the_compare_page_puts_the_verdict_under_each_speedup():
+    from kit.report.html_compare import render_compare_page
+
+    page = render_compare_page(build_comparison([_source(0, "fixture-a"), _source(1, "fixture-b", amp_profile=HOST_BOUND)]))
+    speedups = page[page.index("Speedup over fp32 on each machine"):]
+    assert speedups.count('<span class="note">host-bound 70% idle</span>') == 4

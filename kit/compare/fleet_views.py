@@ -112,6 +112,13 @@ def any_verdict(cmp: Comparison) -> bool:
     return any(mc is not None and mc.explain_kind not in (None, NOT_MEASURED) for r in cmp.rows for mc in r.machines)
 
 
+def verdict_lines(mc: MachineCell | None, shown: bool = True) -> list[str]:
+    """What bound the machine's cell (kit.results.explain.bound's short form, kit explain's verdict),
+    as a line under its ratio in the column tables; none for a cell without one, or where no cell of
+    the comparison has a measured verdict (``shown``: :func:`any_verdict`)."""
+    return [mc.explain_verdict] if shown and mc is not None and mc.explain_verdict else []
+
+
 def bound_header(cmp: Comparison, metric: str) -> str:
     """The verdict column's name ("" where the metric has no ratio beside it, energy, or no cell has
     a measured verdict: :func:`any_verdict`)."""

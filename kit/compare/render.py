@@ -39,13 +39,6 @@ def speedup_title(with_verdicts: bool) -> str:
     return SPEEDUP_TITLE[:-1] + "; under it what bound the cell: kit explain's verdict)" if with_verdicts else SPEEDUP_TITLE
 
 
-def explain_lines(mc: MachineCell | None, shown: bool = True) -> list[str]:
-    """What bound the machine's cell (kit.results.explain.bound's short form, kit explain's verdict),
-    as a line under its ratio; none for a cell without one, or where no cell of the comparison has a
-    measured verdict (``shown``: kit.compare.fleet_views.any_verdict)."""
-    return [mc.explain_verdict] if shown and mc is not None and mc.explain_verdict else []
-
-
 #: what the "host-paced" flag (kit.compare.figures.HOST_PACED) means, where a view shows it
 HOST_PACED_NOTE = (f"{HOST_PACED}: an engine whose loop the host drives step by step, as the original tools' did "
                    "(CIFAR's fastai, the LSTM's kit engine): on a fast GPU its figure measures the host's CPU as much "
@@ -186,7 +179,7 @@ def _column_tables(cmp: Comparison) -> list:
     if sp_rows:
         shown = fleet_views.any_verdict(cmp)
         per_machine(speedup_title(shown), sp_rows, lambda row, mc: [fmt_speedup_estimate(mc.vs_fp32), mc.vs_fp32.verdict]
-                    + explain_lines(mc, shown) if mc and mc.vs_fp32 else ["—"])
+                    + fleet_views.verdict_lines(mc, shown) if mc and mc.vs_fp32 else ["—"])
 
     base = cmp.baseline_source
     t = Table(title=f"Throughput relative to {base.label} (baseline; median ÷ median, >1 = faster than {base.label}; [95% CI of the ratio of means])", title_justify="left")
@@ -475,8 +468,7 @@ def to_markdown(cmp: Comparison, verbose: bool = False, view=None) -> str:
         shown = fleet_views.any_verdict(cmp)
         out += [f"## {speedup_title(shown)}", "", _md_table(
             ["cell"] + [s.label for s in cmp.sources],
-            [[_cell_label(r)] + ["\n".join([f"{fmt_speedup_estimate(mc.vs_fp32)} {mc.vs_fp32.verdict}"] + explain_lines(mc, shown))
-                                 if mc and mc.vs_fp32 else "—" for mc in r.machines] for r in sp_rows],
+            [[_cell_label(r)] + ["\n".join([f"{fmt_speedup_estimate(mc.vs_fp32)} {mc.vs_fp32.verdict}"] + fleet_views.verdict_lines(mc, shown)) if mc and mc.vs_fp32 else "—" for mc in r.machines] for r in sp_rows],
         ), ""]
     out += [f"## Throughput relative to {base.label} (baseline; median ÷ median; [95% CI of the ratio of means])", "", _md_table(
         ["cell"] + [f"{s.label} ÷ {base.label}" for s in cmp.sources[1:]],
