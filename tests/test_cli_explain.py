@@ -56,3 +56,25 @@ def test_a_bad_bundle_is_one_line_not_a_traceback(capsys, tmp_path, content):
         path.write_bytes(content)
     code, out, err = _kit(capsys, "explain", str(path))
     assert code not in (0, None) and "error:" in err and "Traceback" not in err
+
+
+def test_a_profiled_bundles_json_carries_each_steps_parts_and_the_text_every_rung(capsys, tmp_path):
+    """Fixture profiles (invented numbers in CellResult.profile's shape), through a real bundle."""
+    from fixtures.results.factory import make_cell, make_env, make_profile, make_results, make_run_dir
+    from kit.report.export import export_run
+    from kit.results import kernel_classes as kc
+
+    env = dict(make_env(), peak_tflops_measured={"available": True, "fp32": 50.0, "fp16": 700.0, "bf16": 700.0})
+    cells = [make_cell("resnet18", "fp32", profile=make_profile(10.0, {kc.OTHER_MATMUL: 8.0})),
+             make_cell("resnet18", "amp-fp16", epoch_s=[5.0, 5.1, 4.9],
+                       profile=make_profile(5.0, {kc.TENSOR_CORE_MATMUL: 2.0, kc.NORM_ELEMENTWISE: 1.0}))]
+    bundle = export_run(make_run_dir(tmp_path / "runs", make_results(cells, env)), tmp_path / "out")
+    code, out, err = _kit(capsys, "explain", str(bundle), "--json", "-")
+    assert code == 0, err
+    fp32, fp16 = json.loads(out)["cells"]
+    assert fp16["verdict_short"] == "host-bound 40% idle" and fp32["verdict_kind"] == "compute-bound off the tensor cores"
+    assert fp16["step_parts_s"] == [[kc.TENSOR_CORE_MATMUL, pytest.approx(0.002)],
+                                    [kc.NORM_ELEMENTWISE, pytest.approx(0.001)], ["host gap (GPU idle)", pytest.approx(0.002)]]
+    code, out, err = _kit(capsys, "explain", str(bundle))
+    assert "  matmul kernels' time ratio: 4.00×" in out and "  step-time ratio: 2.00×" in out
+    assert "not measured" not in out.split("amp-fp16/torch", 1)[1]  # every rung of the ladder measured

@@ -133,3 +133,41 @@ def test_the_profile_is_optional_in_results_json_and_round_trips():
     run = RunResults("r", RunConfig(suite="lstm"), cells=[plain, cell("amp-fp16", 366.0, FP16_PROF)])
     back = RunResults.from_dict(json.loads(json.dumps(run.to_dict())))
     assert back.cells[0].profile is None and back.cells[1].profile == FP16_PROF
+
+
+def test_each_verdict_has_a_kind_and_a_short_form_from_the_same_rules():
+    host = ex.bound(cell("amp-fp16", 1.0, dict(FP16_PROF, step_s=FP16_PROF["device_s"] * 2)))
+    assert host.kind == ex.HOST_BOUND and host.short == "host-bound 50% idle" and host.text == ex.verdict(
+        cell("amp-fp16", 1.0, dict(FP16_PROF, step_s=FP16_PROF["device_s"] * 2)))
+    assert ex.bound(cell("amp-fp16", 1.0, FP16_PROF)).short == "compute-bound (TC)"
+    assert ex.bound(cell("fp32", 1.0, FP32_PROF)).short == "compute-bound (no TC)"
+    assert ex.bound(cell("fp32", 1.0, data_wait_s=4.0, compute_s=6.0)).short == "loader-bound 40% wait"
+    nvml = cell("fp32", 1.0, steady_seconds=8.0)
+    nvml.telemetry = {"available": True, "util_mean_pct": 20.0, "duration_s": 10.0}
+    assert ex.bound(nvml).short == "host-bound ≥75% idle"  # NVML gives only a least share
+    assert ex.bound(cell("fp32", 1.0))[:2] == (ex.NOT_MEASURED, "not measured")
+
+
+def test_a_profiled_steps_parts_add_up_to_the_step_with_the_host_gap_last():
+    prof = {"available": True, "steps": 5, "step_s": 0.010, "device_s": 0.006, "idle_s": 0.004,
+            "device_s_by_class": {kc.TENSOR_CORE_MATMUL: 0.004, kc.NORM_ELEMENTWISE: 0.001}}
+    parts = ex.step_parts(cell("amp-fp16", 1.0, prof))
+    assert [n for n, _ in parts] == [kc.TENSOR_CORE_MATMUL, kc.NORM_ELEMENTWISE, kc.OTHER, ex.HOST_GAP]
+    assert sum(t for _, t in parts) == pytest.approx(0.010) and parts[-1][1] == pytest.approx(0.004)
+    assert ex.step_parts(cell("fp32", 1.0)) is None
+
+
+def test_rungs_missing_for_one_reason_are_one_line():
+    rungs = ex.ladder(cell("amp-fp16", 300.0), cell("fp32", 100.0), {"peak_tflops_measured": PEAKS})
+    lines = ex.ladder_lines(rungs)
+    assert [x["name"] for x in lines] == ["peak ratio", "matmul kernels' time ratio, device-time ratio, step-time ratio",
+                                          "measured speedup"]
+    assert lines[1]["ratio"] is None and lines[1]["how"].startswith("not measured")
+    assert lines[2]["lost"].startswith("keeps 20% of the peak ratio's")
+
+
+def test_a_profile_recorded_as_unavailable_gives_its_reason_on_the_missing_rungs():
+    off = {"available": False, "reason": "CPU device: no kernels to time"}
+    rungs = ex.ladder(cell("amp-fp16", 300.0, off), cell("fp32", 100.0, off), {"peak_tflops_measured": PEAKS})
+    assert rungs[1]["how"] == ("not measured: " + ex.NO_PROFILE + " for fp32 and amp-fp16 (fp32: CPU device: no kernels "
+                               "to time; amp-fp16: CPU device: no kernels to time)")

@@ -12,13 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from fixtures.results.factory import make_cell, make_env, make_results, make_run_dir, standard_cells
+from fixtures.results.factory import make_cell, make_env, make_profile, make_results, make_run_dir, standard_cells
 from kit.report.export import export_run
 from kit.bundle.safe_open import open_bundle
 from kit.report.charts import run_charts
 from kit.report.html import render_run_report
 from kit.report.svg import bar_chart
 from kit.report.svg_primitives import Series
+from kit.results import kernel_classes as kc
 from kit.results.schema import RunResults
 
 
@@ -162,6 +163,65 @@ def test_bundle_report_matches_the_bundle_charts(tmp_path):
             assert data.decode() in report  # the report inlines exactly the charts it ships
 
 
+# --- why this speedup (fixture profiles: invented numbers in CellResult.profile's shape) -------------
+
+FP32_PROFILE = make_profile(30.0, {kc.OTHER_MATMUL: 12.0, kc.NORM_ELEMENTWISE: 4.0, kc.OPTIMIZER: 1.0})
+FP16_PROFILE = make_profile(24.0, {kc.TENSOR_CORE_MATMUL: 2.0, kc.NORM_ELEMENTWISE: 2.5, kc.OPTIMIZER: 1.0})
+PEAKS = {"available": True, "fp32": 50.0, "tf32": 400.0, "fp16": 700.0, "bf16": 700.0}
+
+
+def _why(html: str) -> str:
+    return html[html.index('<h2 id="why">'):html.index("<h2>", html.index('<h2 id="why">') + 1)]
+
+
+def test_the_why_section_draws_each_profiled_precisions_step_and_its_ladder():
+    env = dict(make_env(), peak_tflops_measured=PEAKS)
+    cells = [make_cell("resnet18", "fp32", engine="fastai", epoch_s=[10.0, 10.1, 9.9], profile=FP32_PROFILE),
+             make_cell("resnet18", "amp-fp16", engine="fastai", epoch_s=[9.8, 9.9, 9.7], profile=FP16_PROFILE),
+             make_cell("resnet18", "amp-bf16", engine="fastai", epoch_s=[9.9, 9.9, 9.8])]
+    why = _why(_report(cells, env=env))
+    assert "<h3>cifar/resnet18/fastai</h3>" in why and "Ladders partial" not in why
+    [svg] = re.findall(r"<svg.*?</svg>", why, flags=re.S)
+    assert '<title id="why-cifar-resnet18-fastai-title">Where a step' in svg  # the accessible title
+    # a segment per kernel class with time, and the host gap: fp32 3 + 1, amp-fp16 3 + 1
+    assert svg.count('class="segment"') == 8 and svg.count('class="legend"') == 5
+    assert "fp32, host gap (GPU idle): 13.00 ms (43% of 30.00 ms)" in svg
+    assert "amp-fp16, tensor-core matmul/convolution: 2.00 ms" in svg
+    assert "amp-bf16: not profiled" in svg and ">30.00 ms<" in svg and ">24.00 ms<" in svg
+    text = _visible_text(why)
+    for rung in ("peak ratio 14.00×", "matmul kernels' time ratio 6.00×", "device-time ratio 3.09×",
+                 "step-time ratio 1.25×", "keeps 43% of the peak ratio's 14.00×"):
+        assert rung in text.replace("&#x27;", "'")
+    assert "host-bound 43% idle" in text and "host-bound 77% idle" in text  # each cell's verdict
+    # amp-bf16 has no profile: its middle rungs are one "not measured" line
+    assert "step-time ratio not measured not measured: no profiled window" in text
+
+
+def test_the_why_section_and_kit_explain_give_the_same_figures():
+    from kit.results.explain import explain
+
+    env = dict(make_env(), peak_tflops_measured=PEAKS)
+    cells = [make_cell("resnet18", "fp32", profile=FP32_PROFILE), make_cell("resnet18", "amp-fp16", profile=FP16_PROFILE,
+                                                                            epoch_s=[5.0, 5.1, 4.9])]
+    res = RunResults.from_dict(make_results(cells, env))
+    text = _visible_text(_why(render_run_report(res, res.environment, interrupted=False, charts={})))
+    for row in explain(res):
+        assert row["verdict"] in text
+        for r in row.get("ladder", []):
+            assert r["how"].replace("'", "&#x27;") in text and (r.get("lost") or "").replace("'", "&#x27;") in text
+
+
+def test_without_any_profile_the_why_section_says_in_one_line_why_the_ladders_are_partial():
+    why = _why(_report(standard_cells(models=("resnet18",))))
+    assert len(re.findall(r"Ladders partial", why)) == 1 and "<svg" not in why
+    assert "Ladders partial: not measured in this run: no profiled window" in why
+    assert "are not measured" in _visible_text(why) and "measured speedup" in why
+    unavailable = standard_cells(models=("resnet18",))
+    for c in unavailable:
+        c["profile"] = {"available": False, "reason": "fixture: the profiler is off"}
+    assert "the run says: fixture: the profiler is off" in _why(_report(unavailable))
+
+
 # --- a real browser ---------------------------------------------------------------------------------
 
 def _chromium() -> str:
@@ -185,8 +245,9 @@ def _console_errors(stderr: str) -> list[str]:
 @pytest.mark.browser
 def test_report_renders_in_headless_chromium_without_console_errors(tmp_path):
     cells = standard_cells() + [
-        make_cell("resnet34", "fp32", epoch_s=[12.0, 12.2, 11.8], data_wait_frac=0.5, util_pct=35),
-        make_cell("resnet34", "amp-fp16", epoch_s=[11.8, 12.3, 11.6], data_wait_frac=0.55, util_pct=30),
+        make_cell("resnet34", "fp32", epoch_s=[12.0, 12.2, 11.8], data_wait_frac=0.5, util_pct=35, profile=FP32_PROFILE),
+        make_cell("resnet34", "amp-fp16", epoch_s=[11.8, 12.3, 11.6], data_wait_frac=0.55, util_pct=30,
+                  profile=FP16_PROFILE),
         make_cell("resnet50", "apex-o1", status="skipped", reason="Apex not installed (fixture)"),
     ]
     run = make_run_dir(tmp_path / "runs", make_results(cells, make_env(), status="interrupted"))
@@ -195,8 +256,9 @@ def test_report_renders_in_headless_chromium_without_console_errors(tmp_path):
 
     dom = _browser(tmp_path, page.as_uri(), "--dump-dom")
     assert dom.returncode == 0, dom.stderr[-2000:]
-    assert "<table" in dom.stdout and dom.stdout.count("<svg") == 3
+    assert "<table" in dom.stdout and dom.stdout.count("<svg") == 4  # three charts, and the why section's bars
     assert dom.stdout.count('class="bar"') >= 20
+    assert "Why this speedup" in dom.stdout and dom.stdout.count('class="segment"') == 8
     assert "SYNTHETIC DATA" in dom.stdout and "INTERRUPTED" in dom.stdout
     assert "Limited by the data loader" in dom.stdout
     assert _console_errors(dom.stderr) == []

@@ -68,6 +68,9 @@ class MachineCell:
     final_metric: Sample | None = None
     parity: dict | None = None
     quality_vs_baseline: float | None = None
+    #: what bound the cell (kit explain's verdict, kit.results.explain.bound): its kind and short form
+    explain_kind: str | None = None
+    explain_verdict: str | None = None
 
     def to_dict(self) -> dict:
         def s(x: Sample | None) -> dict | None:
@@ -90,6 +93,8 @@ class MachineCell:
             "parity": dict(self.parity) if self.parity else None,
             "final_metric_gap_vs_baseline": self.quality_vs_baseline,
             "method": self.method,
+            "explain_verdict": self.explain_verdict,
+            "explain_verdict_kind": self.explain_kind,
         }
 
 
@@ -246,6 +251,8 @@ def _machine_cell(cell: CellFigures, src: Source, base_cell: CellFigures | None,
         flags=list(cell.flags),
         data_source=str(cell.data_source or src.env.data_source),
         method=cell.method,
+        explain_kind=cell.explain_kind,
+        explain_verdict=cell.explain_verdict,
     )
     if src.figures.converged:
         mc.final_metric = cell.final_metric

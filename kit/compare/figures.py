@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from kit.compare import measures
 from kit.compare.stats import RatioEstimate, Sample
-from kit.results import ratios
+from kit.results import explain, ratios
 from kit.results.cell_ids import cell_learner
 from kit.results.method import host_paced, method_of
 from kit.results.schema import CellResult, RunResults
@@ -65,6 +65,10 @@ class CellFigures:
     epoch_median: float | None = None
     #: how the cell was measured (kit.results.method; None: method unknown)
     method: dict | None = None
+    #: what bound the cell (kit.results.explain.bound, kit explain's verdict): its kind and its short
+    #: form ("host-bound", "host-bound 62% idle"); None only for a cell that is not ok
+    explain_kind: str | None = None
+    explain_verdict: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -132,6 +136,7 @@ def run_figures(results: RunResults) -> RunFigures:
         if measures.throttled(cell):
             flags.append("throttled")
         method = method_of(cell)
+        why = explain.bound(cell)
         if host_paced(method):
             flags.append(HOST_PACED)
         cells.append(CellFigures(
@@ -149,6 +154,8 @@ def run_figures(results: RunResults) -> RunFigures:
             vs_fp32=speedups.get(key),
             parity=parities.get(key),
             method=method,
+            explain_kind=why.kind,
+            explain_verdict=why.short,
         ))
     data = getattr(results.config, "data", None)
     return RunFigures(results.run_id, mode, cells, None if data is None else str(data))

@@ -22,6 +22,9 @@ never "slow" (its medians may be where the group's are).
 Each finding names its pattern: of the facets above, the values that hold the flagged cells with the
 fewest others ("amp-fp16 only: 36 of 36 amp-fp16 cells; every other precision within 1%"), and the
 facts of its environment that differ from its group's as candidate causes (:mod:`kit.compare.fleet_causes`).
+Where every slow cell of a finding has the same measured verdict (:func:`kit.results.explain.bound`'s kind:
+host-bound, loader-bound, compute-bound...), the finding says so ("host-bound cells only"): the machine's
+slowness sits where its host, not its GPU, paced the step.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from typing import Callable
 
 from kit.compare.fleet_causes import Cause, GroupFacts
 from kit.compare.figures import HOST_PACED
+from kit.results.explain import NOT_MEASURED
 
 FDR = 0.05
 #: the share of a set of cells the slow (or unstable) cells must reach
@@ -92,6 +96,7 @@ class CellMark:
     paced_by_host: bool
     cv: float | None  # the machine's repeats' coefficient of variation here
     group_cv: float | None  # the median of its group's machines' CVs here
+    bound: str | None = None  # what bound the machine's cell: kit.results.explain.bound's kind
 
 
 #: (facet, its value for a cell): the ways a pattern is looked for, in the order ties are broken
@@ -193,12 +198,14 @@ class Finding:
     causes: tuple = ()
     group_figure: float | None = None
     cell_keys: frozenset = field(default_factory=frozenset)  # the keys of the flagged cells
+    #: the verdict every flagged cell shares (:func:`shared_verdict`), or None
+    shared: SharedVerdict | None = None
 
     @property
     def line(self) -> str:
         if self.kind == "slow":
             return (f"{self.name}: {self.figure:.0f}% below the other {group_phrase(self.by, self.group, self.others)}: "
-                    f"{self.pattern.text()}")
+                    f"{self.pattern.text()}" + (f"; {self.shared.text}" if self.shared else ""))
         return (f"{self.name}: unstable: its repeats spread {self.figure:.1f}% (median CV) against the group's "
                 f"{self.group_figure:.1f}%, {self.pattern.text(with_rest=False)}")
 
@@ -213,7 +220,8 @@ class Finding:
         """For the summary table: ``slow: amp-fp16 only``, ``slow: everywhere``, ``unstable``."""
         if self.kind == "unstable":
             return "unstable"
-        return "slow: " + ("everywhere" if self.pattern.everywhere else " and ".join(self.pattern.values) + " only")
+        return ("slow: " + ("everywhere" if self.pattern.everywhere else " and ".join(self.pattern.values) + " only")
+                + (f", {self.shared.kind} cells only" if self.shared else ""))
 
     def to_dict(self) -> dict:
         src = self.source
@@ -222,7 +230,37 @@ class Finding:
                 **({"pct_below": self.figure} if self.kind == "slow" else
                    {"cv_pct": self.figure, "group_cv_pct": self.group_figure}),
                 "flagged_cells": self.pattern.flagged + self.pattern.elsewhere, "pattern": self.pattern.to_dict(),
-                "candidate_causes": [c.to_dict() for c in self.causes], "line": self.line}
+                "candidate_causes": [c.to_dict() for c in self.causes],
+                "shared_verdict": None if self.shared is None else self.shared.to_dict(), "line": self.line}
+
+
+@dataclass(frozen=True)
+class SharedVerdict:
+    """The verdict (kit.results.explain.bound's kind) every slow cell of a finding shares: ``flagged``
+    slow cells, of the machine's ``of_kind`` cells of that kind."""
+
+    kind: str
+    flagged: int
+    of_kind: int
+
+    @property
+    def text(self) -> str:
+        return (f"{self.kind} cells only: every slow cell {self.kind} (kit explain's verdict), {self.flagged} of the "
+                f"machine's {self.of_kind} {self.kind} cell{'s' if self.of_kind != 1 else ''}")
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "flagged_cells": self.flagged, "cells_of_kind": self.of_kind, "text": self.text}
+
+
+def shared_verdict(marks: list[CellMark], flagged: list[bool]) -> SharedVerdict | None:
+    """The verdict every flagged cell shares, where it is a measured one (not "not measured"), else None."""
+    kinds = {c.bound for c, f in zip(marks, flagged) if f}
+    if len(kinds) != 1:
+        return None
+    kind = kinds.pop()
+    if kind is None or kind == NOT_MEASURED:
+        return None
+    return SharedVerdict(kind, sum(flagged), sum(c.bound == kind for c in marks))
 
 
 def machine_marks(cells: list) -> dict[int, list[CellMark]]:
@@ -238,7 +276,7 @@ def machine_marks(cells: list) -> dict[int, list[CellMark]]:
             p = m.vs_rest.p_value
             out.setdefault(m.source.index, []).append(CellMark(
                 gc.row, m.vs_rest.ratio, 1.0 if p is None or math.isnan(p) else p,
-                bool(mc and HOST_PACED in mc.flags), m.cv, group_cv))
+                bool(mc and HOST_PACED in mc.flags), m.cv, group_cv, mc.explain_kind if mc else None))
     return out
 
 
@@ -275,7 +313,7 @@ def find(summary, outlier_pct: float) -> list[Finding]:
             inside = [c for c, f in zip(ms, flagged) if f and (pattern.everywhere or _in(pattern, c))]
             pct = statistics.median(1.0 - c.ratio for c in inside) * 100.0
             slow.append(Finding("slow", src, name, summary.by, group, others[group], len(ms), pct, pattern, causes,
-                                cell_keys=keys))
+                                cell_keys=keys, shared=shared_verdict(ms, flagged)))
         noisy = [c.cv is not None and c.group_cv is not None and c.cv >= UNSTABLE_MIN_CV
                  and c.cv > UNSTABLE_FACTOR * c.group_cv for c in ms]
         wide = find_pattern(ms, noisy)

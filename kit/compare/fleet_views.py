@@ -23,6 +23,7 @@ from kit.compare.fmt import _UNIT_SHORT, fmt_speedup_estimate, fmt_throughput, f
 from kit.compare.load import Source
 from kit.compare.stats import RatioEstimate
 from kit.bundle.inert import markdown_text
+from kit.results.explain import NOT_MEASURED
 from kit.results.ratios import EPOCH_S
 
 INPUT_COLUMNS = ("machine", "GPU", "driver", "stack", "torch", "data")
@@ -64,6 +65,7 @@ class Line:
     verdict: str
     key: tuple  # sort key: fastest (or lowest energy) first; machines without a value last
     row_key: tuple = ()  # the cell's key (kit.compare.engine.Row.key)
+    bound: str = ""  # what bound the machine's cell (kit explain's verdict, short), "" where it has none
 
 
 def metric_lines(cmp: Comparison, row: Row, metric: str, members: list[Source] | None = None,
@@ -84,17 +86,43 @@ def metric_lines(cmp: Comparison, row: Row, metric: str, members: list[Source] |
             est = mc.vs_baseline
             ratio, verdict = ((fmt_vs_baseline(est), speed_verdict(est)) if est
                               else ("baseline", "") if s is base else ("—", ""))
+        bound = mc.explain_verdict or ""
         if metric == "throughput" and mc.throughput is not None:
-            out.append(Line(s, fmt_throughput(mc.throughput, row.unit), ratio, verdict, (0, -mc.throughput.median, s.index), row.key))
+            out.append(Line(s, fmt_throughput(mc.throughput, row.unit), ratio, verdict, (0, -mc.throughput.median, s.index), row.key, bound))
         elif metric in ("throughput", "epoch-time") and mc.epoch_s is not None:
-            out.append(Line(s, f"{fmt_time(mc.epoch_s)}/epoch", ratio, verdict, (0, mc.epoch_s.median, s.index), row.key))
+            out.append(Line(s, f"{fmt_time(mc.epoch_s)}/epoch", ratio, verdict, (0, mc.epoch_s.median, s.index), row.key, bound))
         elif metric == "speedup" and mc.vs_fp32 is not None:
-            out.append(Line(s, fmt_speedup_estimate(mc.vs_fp32), "", mc.vs_fp32.verdict, (0, -mc.vs_fp32.ratio, s.index), row.key))
+            out.append(Line(s, fmt_speedup_estimate(mc.vs_fp32), "", mc.vs_fp32.verdict, (0, -mc.vs_fp32.ratio, s.index), row.key, bound))
         elif metric == "energy" and mc.energy_j_per_epoch is not None:
-            out.append(Line(s, f"{mc.energy_j_per_epoch:,.0f} J/epoch", "", "", (0, mc.energy_j_per_epoch, s.index), row.key))
+            out.append(Line(s, f"{mc.energy_j_per_epoch:,.0f} J/epoch", "", "", (0, mc.energy_j_per_epoch, s.index), row.key, bound))
         else:
-            out.append(Line(s, "—", ratio if metric in ("throughput", "epoch-time") else "", "", (1, 0.0, s.index), row.key))
+            out.append(Line(s, "—", ratio if metric in ("throughput", "epoch-time") else "", "", (1, 0.0, s.index), row.key, bound))
     return sorted(out, key=lambda ln: ln.key)
+
+
+#: the column of what bound each machine's cell (kit explain's verdict), beside its ratio
+BOUND_HEADER = "bound"
+
+
+def any_verdict(cmp: Comparison) -> bool:
+    """Whether some machine's cell has a measured verdict (kit.results.explain.bound: a kind other than
+    "not measured"). Where none has, the tables leave the verdict out rather than fill a column with
+    "not measured" (a comparison of runs without a profile, data wait or NVML over the steps); --json
+    and --csv carry it for every cell."""
+    return any(mc is not None and mc.explain_kind not in (None, NOT_MEASURED) for r in cmp.rows for mc in r.machines)
+
+
+def verdict_lines(mc: MachineCell | None, shown: bool = True) -> list[str]:
+    """What bound the machine's cell (kit.results.explain.bound's short form, kit explain's verdict),
+    as a line under its ratio in the column tables; none for a cell without one, or where no cell of
+    the comparison has a measured verdict (``shown``: :func:`any_verdict`)."""
+    return [mc.explain_verdict] if shown and mc is not None and mc.explain_verdict else []
+
+
+def bound_header(cmp: Comparison, metric: str) -> str:
+    """The verdict column's name ("" where the metric has no ratio beside it, energy, or no cell has
+    a measured verdict: :func:`any_verdict`)."""
+    return "" if metric == "energy" or not any_verdict(cmp) else BOUND_HEADER
 
 
 def outlier_verdict(ln: Line, outliers: set[tuple]) -> str:
@@ -138,7 +166,8 @@ def explanation(cmp: Comparison, view: View) -> str:
     else:
         ratio = f"; ÷ {base}: speed ÷ {base}'s (ratio of medians, [95% CI of the ratio of means], >1 = faster)"
     order = "lowest first" if view.metric == "energy" else "fastest first"
-    return f"One table per cell, one row per machine, {order}: {what}{ratio}."
+    bound = "; bound: what bound the machine's cell (kit explain's verdict)" if bound_header(cmp, view.metric) else ""
+    return f"One table per cell, one row per machine, {order}: {what}{ratio}{bound}."
 
 
 def spread_text(gc: GroupCell, unit: str) -> str:
@@ -263,8 +292,10 @@ def print_rows(cmp: Comparison, console, view: View, fleet: FleetSummary | None 
     if not metric_rows(cmp, view.metric):
         console.print(f"No cell has {'an' if view.metric[0] in 'aeiou' else 'a'} {view.metric} figure on any machine.", markup=False, highlight=False)
     value_h, ratio_h, verdict_h = headers(cmp, view.metric, fleet is not None)
+    bound_h = bound_header(cmp, view.metric)
     outliers = fleet.outlier_cells() if fleet else set()
-    header = ["#", "machine", value_h] + ([ratio_h] if ratio_h else []) + ([verdict_h] if verdict_h else [])
+    header = (["#", "machine", value_h] + ([ratio_h] if ratio_h else []) + ([bound_h] if bound_h else [])
+              + ([verdict_h] if verdict_h else []))
 
     def laid_out(lines_of) -> tuple:
         """(the header's lines, the rows' cells, their colours, each row's lines) of one table."""
@@ -272,7 +303,8 @@ def print_rows(cmp: Comparison, console, view: View, fleet: FleetSummary | None 
         for rank, ln in enumerate(lines_of(), 1):
             name = f"{ln.source.label} {ln.source.env.machine}"  # the baseline says so in the ratio column
             verdict = outlier_verdict(ln, outliers)
-            body.append([str(rank), name, ln.value] + ([ln.ratio] if ratio_h else []) + ([verdict] if verdict_h else []))
+            body.append([str(rank), name, ln.value] + ([ln.ratio] if ratio_h else []) + ([ln.bound] if bound_h else [])
+                        + ([verdict] if verdict_h else []))
             colours.append("green" if ln.verdict == "faster" else "red" if ln.verdict == "slower" else "")
         head, row_lines_all = plain_table(header, body, right={0, 2}, fold=1, width=console.width)
         return head, body, colours, row_lines_all
@@ -332,16 +364,18 @@ def to_markdown_rows(cmp: Comparison, view: View, fleet: FleetSummary | None = N
     if not metric_rows(cmp, view.metric):
         out += [f"No cell has {'an' if view.metric[0] in 'aeiou' else 'a'} {view.metric} figure on any machine.", ""]
     value_h, ratio_h, verdict_h = headers(cmp, view.metric, fleet is not None)
+    bound_h = bound_header(cmp, view.metric)
     outliers = fleet.outlier_cells() if fleet else set()
     for title, lines_of in tables(cmp, view, fleet):
         lines = lines_of()
-        header = ["#", "machine", value_h] + ([ratio_h] if ratio_h else []) + ([verdict_h] if verdict_h else [])
+        header = (["#", "machine", value_h] + ([ratio_h] if ratio_h else []) + ([bound_h] if bound_h else [])
+                  + ([verdict_h] if verdict_h else []))
         body = []
         for rank, ln in enumerate(lines, 1):
             name = f"{ln.source.label} {ln.source.env.machine}"
             verdict = outlier_verdict(ln, outliers)
-            body.append([str(rank), md(name), md(ln.value)]
-                        + ([md(ln.ratio)] if ratio_h else []) + ([md(verdict)] if verdict_h else []))
+            body.append([str(rank), md(name), md(ln.value)] + ([md(ln.ratio)] if ratio_h else [])
+                        + ([md(ln.bound)] if bound_h else []) + ([md(verdict)] if verdict_h else []))
         out += [f"### {md(title)}", "", md_table([md(h) for h in header], body), ""]
     return out
 

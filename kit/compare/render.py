@@ -34,6 +34,11 @@ SPEEDUP_TITLE = (
 )
 
 
+def speedup_title(with_verdicts: bool) -> str:
+    """The speedup table's title; where its cells carry their verdicts, it says what they are."""
+    return SPEEDUP_TITLE[:-1] + "; under it what bound the cell: kit explain's verdict)" if with_verdicts else SPEEDUP_TITLE
+
+
 #: what the "host-paced" flag (kit.compare.figures.HOST_PACED) means, where a view shows it
 HOST_PACED_NOTE = (f"{HOST_PACED}: an engine whose loop the host drives step by step, as the original tools' did "
                    "(CIFAR's fastai, the LSTM's kit engine): on a fast GPU its figure measures the host's CPU as much "
@@ -172,8 +177,9 @@ def _column_tables(cmp: Comparison) -> list:
                 lambda row, mc: _time_cell(row, mc, energy), show_lines=True)
     sp_rows = [r for r in cmp.rows if any(mc and mc.vs_fp32 for mc in r.machines)]
     if sp_rows:
-        per_machine(SPEEDUP_TITLE, sp_rows, lambda row, mc: [fmt_speedup_estimate(mc.vs_fp32), mc.vs_fp32.verdict]
-                    if mc and mc.vs_fp32 else ["—"])
+        shown = fleet_views.any_verdict(cmp)
+        per_machine(speedup_title(shown), sp_rows, lambda row, mc: [fmt_speedup_estimate(mc.vs_fp32), mc.vs_fp32.verdict]
+                    + fleet_views.verdict_lines(mc, shown) if mc and mc.vs_fp32 else ["—"])
 
     base = cmp.baseline_source
     t = Table(title=f"Throughput relative to {base.label} (baseline; median ÷ median, >1 = faster than {base.label}; [95% CI of the ratio of means])", title_justify="left")
@@ -318,6 +324,7 @@ CSV_COLUMNS = (
     "vs_baseline_welch_p", "vs_baseline_verdict", "vs_baseline_median_outside_ci",
     "energy_j_per_epoch", "data_source", "flags",
     "final_metric_name", "final_metric_median", "parity_base", "parity_gap", "parity_verdict", "final_metric_gap_vs_baseline",
+    "explain_verdict", "explain_verdict_kind",
 )
 
 
@@ -356,6 +363,7 @@ def to_csv(cmp: Comparison) -> str:
                 "" if mc.energy_j_per_epoch is None else mc.energy_j_per_epoch, mc.data_source if mc.status == "ok" else "",
                 ";".join(mc.flags),
                 *_quality_cols(row, mc),
+                mc.explain_verdict or "", mc.explain_kind or "",
             ])
     return buf.getvalue()
 
@@ -457,9 +465,10 @@ def to_markdown(cmp: Comparison, verbose: bool = False, view=None) -> str:
     ), ""]
     sp_rows = [r for r in cmp.rows if any(mc and mc.vs_fp32 for mc in r.machines)]
     if sp_rows:
-        out += [f"## {SPEEDUP_TITLE}", "", _md_table(
+        shown = fleet_views.any_verdict(cmp)
+        out += [f"## {speedup_title(shown)}", "", _md_table(
             ["cell"] + [s.label for s in cmp.sources],
-            [[_cell_label(r)] + [f"{fmt_speedup_estimate(mc.vs_fp32)} {mc.vs_fp32.verdict}" if mc and mc.vs_fp32 else "—" for mc in r.machines] for r in sp_rows],
+            [[_cell_label(r)] + ["\n".join([f"{fmt_speedup_estimate(mc.vs_fp32)} {mc.vs_fp32.verdict}"] + fleet_views.verdict_lines(mc, shown)) if mc and mc.vs_fp32 else "—" for mc in r.machines] for r in sp_rows],
         ), ""]
     out += [f"## Throughput relative to {base.label} (baseline; median ÷ median; [95% CI of the ratio of means])", "", _md_table(
         ["cell"] + [f"{s.label} ÷ {base.label}" for s in cmp.sources[1:]],

@@ -13,7 +13,8 @@ numbers written as text was most of reading 200 runs). The JSON part:
      "cells": [[key, status, reason, data_source]                                  (a cell not ok)
                [key, status, reason, data_source, unit, params (an index into "params"), busy,
                 flags, the verdict of the speedup over fp32 (null: none), parity, shape,
-                method (an index into "methods", or -1: method unknown)]]}
+                method (an index into "methods", or -1: method unknown),
+                [what bound the cell: its kind and short form (kit.results.explain.bound)]]]}
 
 where ``shape`` is ``[n of the throughput, of the epoch time, of the final metric (0: no such
 sample), the number of throughput values, of epoch values, presence bits]`` and says which numbers
@@ -39,9 +40,10 @@ from kit.bundle.safe_open import DEFAULT_LIMITS
 from kit.compare.figures import CellFigures, RunFigures
 from kit.results.method import method_of
 from kit.compare.stats import NOT_SIGNIFICANT, ONE_REPEAT, SIGNIFICANT, RatioEstimate, Sample
+from kit.results.explain import KINDS
 
-FORMAT = 3
-_OK_ROW = 12  # the length of an ok cell's row
+FORMAT = 4
+_OK_ROW = 13  # the length of an ok cell's row
 _VERDICTS = frozenset((SIGNIFICANT, NOT_SIGNIFICANT, ONE_REPEAT))
 #: the presence bits of ``shape``: the numbers a cell may lack, in the order they are stored
 _ENERGY, _TP_MEDIAN, _EP_MEDIAN, _CI_LOW, _CI_HIGH, _P, _DF, _MEAN_RATIO = (1 << i for i in range(8))
@@ -123,7 +125,7 @@ def encode(fig: RunFigures) -> bytes:
                 methods.append(c.method)
             m = seen_methods[m_text]
         cells.append(head + [c.unit, seen[text], c.busy, list(c.flags), None if e is None else e.verdict, c.parity,
-                             shape, m])
+                             shape, m, [c.explain_kind, c.explain_verdict]])
     doc = {"format": FORMAT, "run_id": fig.run_id, "mode": fig.mode, "data": fig.data, "params": params,
            "methods": methods, "cells": cells}
     text = json.dumps(doc, separators=(",", ":"), allow_nan=True).encode("utf-8")
@@ -186,7 +188,9 @@ def _cell(row, params: list, methods: list, nums: list, at: int) -> tuple[CellFi
     _text(reason, what), _text(data_source, what)
     if status != "ok":
         return CellFigures(key, status, reason, data_source=data_source), at
-    unit, p_index, busy, flags, verdict, parity, shape, m_index = row[4:]
+    unit, p_index, busy, flags, verdict, parity, shape, m_index, bound = row[4:]
+    if type(bound) is not list or len(bound) != 2 or bound[0] not in KINDS or type(bound[1]) is not str:
+        raise Damaged(f"{what}: its verdict is not one of the kit's")
     if type(p_index) is not int or not 0 <= p_index < len(params):
         raise Damaged(f"{what}: its params are not in the table")
     if type(m_index) is not int or not -1 <= m_index < len(methods):
@@ -252,7 +256,7 @@ def _cell(row, params: list, methods: list, nums: list, at: int) -> tuple[CellFi
     return CellFigures(
         key, status, reason, unit or "items", params[p_index], data_source, busy, samples[0], samples[1],
         samples[2], energy, flags, tp_values, ep_values, vs_fp32, parity, opt[0], opt[1],
-        methods[m_index] if m_index >= 0 else None), at
+        methods[m_index] if m_index >= 0 else None, bound[0], bound[1]), at
 
 
 def decode(blob: bytes) -> RunFigures:

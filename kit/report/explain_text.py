@@ -13,7 +13,7 @@ from typing import Optional
 from kit.bundle.inert import inert
 from kit.bundle.safe_open import Bundle
 from kit.errors import UsageError
-from kit.results.explain import explain
+from kit.results.explain import explain, ladder_lines
 from kit.results.ratios import fmt_ratio
 
 
@@ -55,16 +55,12 @@ def explain_text(bundle: Bundle, pattern: Optional[str] = None) -> str:
     out = [f"Why each precision is (not) faster: {inert(bundle.path.name)}", ""] + ["  " + x for x in _ceiling_lines(env)]
     for row in rows:
         out += ["", inert(row["cell_id"]), "  verdict: " + inert(row["verdict"])]
-        rungs = row.get("ladder", [])
-        for i, r in enumerate(rungs):
-            if r["ratio"] is None and i and rungs[i - 1]["ratio"] is None and rungs[i - 1]["how"] == r["how"]:
-                continue  # the same missing piece as the rung above: said once
-            same = [x["rung"] for x in rungs[i:] if x["ratio"] is None and x["how"] == r["how"]]
-            name = ", ".join(same) if r["ratio"] is None and len(same) > 1 else r["rung"]
-            out.append(f"  {name}: {fmt_ratio(r['ratio'])}" if r["ratio"] is not None else f"  {name}:")
-            out.append(f"      {inert(r['how'])}")
-            if r.get("lost"):
-                out.append(f"      {r['lost']}")
+        for line in ladder_lines(row.get("ladder", [])):
+            ratio = line["ratio"]
+            out.append(f"  {line['name']}: {fmt_ratio(ratio)}" if ratio is not None else f"  {line['name']}:")
+            out.append(f"      {inert(line['how'])}")
+            if line["lost"]:
+                out.append(f"      {line['lost']}")
     return "\n".join(out) + "\n"
 
 

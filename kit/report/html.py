@@ -24,6 +24,7 @@ from kit.env import record as env_record
 from kit.results.curve import KNEE_DEFINITION, WHOLE_CELL, curves, fmt_knee, point_parts
 from kit.results.ratios import EPOCH_S, SPEEDUP_DEFINITION, THROUGHPUT
 from kit.report.html_page import _outside_note, _page, _table, _verdict_html
+from kit.report.html_why import why_section
 from kit.report.insights import run_insights
 from kit.results.cell_ids import image_size_part, key_of
 from kit.results.schema import CellResult, RunResults
@@ -289,6 +290,7 @@ def render_run_report(
     body.append(f'<p class="sub">{escape(SPEEDUP_DEFINITION[0].upper() + SPEEDUP_DEFINITION[1:])}. '
                 f'Statistics over repeats: {escape(METHOD)}. CV (coefficient of variation) = standard deviation ÷ mean '
                 "over repeats, of the epoch time (includes warm-up) and of the steady-state throughput; ≥ 10% is flagged.</p>")
+    body.append(why_section(results))
     body.append(_parity_table(results))
     body.append(_batch_curve_table(results))
     body.append(_max_batch_table(results))

@@ -75,11 +75,17 @@ def render_compare_page(cmp: "Comparison", view=None) -> str:
     ))
     sp_rows = [r for r in cmp.rows if any(mc and mc.vs_fp32 for mc in r.machines)]
     if sp_rows:
+        from kit.compare.fleet_views import any_verdict, verdict_lines
+
+        shown = any_verdict(cmp)
         body.append("<h2>Speedup over fp32 on each machine</h2><p class=\"sub\">"
                     + escape(SPEEDUP_DEFINITION[0].upper() + SPEEDUP_DEFINITION[1:])
-                    + "; [95% CI of the ratio of means].</p>" + _table(
+                    + "; [95% CI of the ratio of means]" + ("; under it what bound the cell (kit explain's verdict)"
+                                                            if shown else "") + ".</p>" + _table(
             ["cell"] + [escape(s.label) for s in cmp.sources],
-            [[escape(r.label)] + [_verdict_html(mc.vs_fp32) if mc else "—" for mc in r.machines] for r in sp_rows], numeric_from=1,
+            [[escape(r.label)] + [_verdict_html(mc.vs_fp32) + "".join(f'<br><span class="note">{escape(x)}</span>'
+                                                                      for x in verdict_lines(mc, shown and mc.vs_fp32 is not None))
+                                  if mc else "—" for mc in r.machines] for r in sp_rows], numeric_from=1,
         ) + _outside_note(mc.vs_fp32 for r in sp_rows for mc in r.machines if mc))
 
     def vs_cell(mc) -> str:

@@ -37,7 +37,9 @@ ul.findings li { margin-bottom: 6px; }
 ul.warnings li.high { color: #8a1c17; }
 ul.warnings li.medium { color: #7a5200; }
 .charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(500px, 1fr)); gap: 14px 18px; }
+h3 { font-size: 1rem; margin: 22px 0 6px; }
 figure { margin: 0; }
+figure.why-chart { max-width: 760px; }
 figcaption { font-size: .8rem; color: #555; }
 svg.chart { width: 100%; height: auto; border: 1px solid #eee; }
 details pre { background: #f6f7f9; padding: 10px; overflow-x: auto; font-size: .78rem; }

@@ -87,9 +87,10 @@ class _Marks:
 
 
 def _titles_and_legend(fig, marks: _Marks, series: list[Series], title_main: str, title_sub: str, note: str,
-                       width: int, height: int, margin_l: float, top_pad: float, legend_rows: int, fy) -> None:
-    """Title, subtitle, note and legend, in figure coordinates where the hand-drawn charts had them
-    (shared by the bar and the line chart)."""
+                       width: int, height: int, margin_l: float, top_pad: float, legend_rows: int, fy,
+                       columns: int = 4) -> None:
+    """Title, subtitle, note and legend (at most ``columns`` entries a row), in figure coordinates where
+    the hand-drawn charts had them (shared by the bar, line and stacked bar charts)."""
     from matplotlib.patches import Rectangle
 
     fig.text(margin_l / width, fy(20), _plain(title_main), fontsize=15, fontweight="bold", color="#222222",
@@ -102,7 +103,7 @@ def _titles_and_legend(fig, marks: _Marks, series: list[Series], title_main: str
     if not series:
         return
     # matplotlib fills a legend column by column; this order reads row by row, as the old charts did
-    ncol = min(len(series), 4)
+    ncol = min(len(series), columns)
     order = [r * ncol + c for c in range(ncol) for r in range(legend_rows) if r * ncol + c < len(series)]
     handles = [Rectangle((0, 0), 1, 1, facecolor=series[i].colour or PALETTE[i % len(PALETTE)]) for i in order]
     legend = fig.legend(

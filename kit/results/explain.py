@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import fnmatch
 import math
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 from kit.facts.dtypes import AUTOCAST_DTYPE, BYTES_PER_ELEMENT
 from kit.results import kernel_classes as kc
@@ -96,6 +96,39 @@ def profile_of(cell: CellResult) -> Optional[Dict[str, Any]]:
     return p
 
 
+def profile_reason(cell: CellResult) -> Optional[str]:
+    """Why the cell has no profile, where its run recorded one as unavailable with a reason (else None)."""
+    p = getattr(cell, "profile", None)
+    reason = p.get("reason") if isinstance(p, dict) and p.get("available") is False else None
+    return reason if isinstance(reason, str) and reason else None
+
+
+def idle_s(p: Dict[str, Any]) -> float:
+    """The host gap of a profiled step (:func:`profile_of`'s): step_s - device_s, seconds per step in
+    which no kernel ran (never below zero; the kit's one reading of it: the verdict, the ladder and the
+    report's bars)."""
+    return max(_num(p, "step_s") - _num(p, "device_s"), 0.0)
+
+
+#: the name of the host gap where a step's parts are listed beside the kernel classes
+HOST_GAP = "host gap (GPU idle)"
+
+
+def step_parts(cell: CellResult) -> Optional[List[Tuple[str, float]]]:
+    """A profiled step's parts, seconds per step: each kernel class's device time (kit.results.kernel_classes'
+    order, the classes with time only), then the host gap (:data:`HOST_GAP`); they add up to the step.
+    None without a profile. Device time the profile does not put in a class is "other"."""
+    p = profile_of(cell)
+    if p is None:
+        return None
+    by = _by_class(p)
+    unclassed = _num(p, "device_s") - sum(by.values())
+    if unclassed > 1e-12:
+        by[kc.OTHER] = by.get(kc.OTHER, 0.0) + unclassed
+    parts = [(k, by[k]) for k in kc.CLASSES if by.get(k, 0.0) > 0]
+    return parts + [(HOST_GAP, idle_s(p))]
+
+
 def _by_class(p: Dict[str, Any]) -> Dict[str, float]:
     d = p.get("device_s_by_class")
     return {k: float(v) for k, v in d.items() if k in kc.CLASSES and _num(d, k)} if isinstance(d, dict) else {}
@@ -139,39 +172,74 @@ def idle_within_steps(util: float, share: float) -> float:
     return max(share - util / 100.0, 0.0) / share
 
 
-def verdict(cell: CellResult) -> str:
-    """What bound the cell, in one line, from its measured pieces (or what is missing)."""
+#: the kinds of verdict (:attr:`Verdict.kind`): what bound a cell
+HOST_BOUND = "host-bound"
+LOADER_BOUND = "loader-bound"
+COMPUTE_TENSOR_CORES = "compute-bound on the tensor cores"
+COMPUTE_OFF_TENSOR_CORES = "compute-bound off the tensor cores"
+MEMORY_BOUND = "memory-bound"
+DEVICE_BOUND = "device-bound"
+NOT_MEASURED = "not measured"
+KINDS = (HOST_BOUND, LOADER_BOUND, COMPUTE_TENSOR_CORES, COMPUTE_OFF_TENSOR_CORES, MEMORY_BOUND, DEVICE_BOUND,
+         NOT_MEASURED)
+
+
+class Verdict(NamedTuple):
+    """What bound a cell: its ``kind`` (one of :data:`KINDS`), the ``short`` form the tables put beside
+    a cell's ratios ("host-bound 62% idle", "compute-bound (TC)"), and the full line with its figures
+    (``text``, what `kit explain` and the report print). One rule set makes all three."""
+
+    kind: str
+    short: str
+    text: str
+
+
+def bound(cell: CellResult) -> Verdict:
+    """What bound the cell, from its measured pieces (or what is missing): see the module's docstring."""
     p = profile_of(cell)
     if p is not None:
-        step, device = _num(p, "step_s"), _num(p, "device_s")
-        idle = max(step - device, 0.0)
+        step, device, idle = _num(p, "step_s"), _num(p, "device_s"), idle_s(p)
         if idle / step >= HOST_BOUND_IDLE:
-            return f"host-bound: the GPU idle {idle / step:.0%} of the step (profiled: {idle * 1e3:.2f} of {step * 1e3:.2f} ms)"
+            return Verdict(HOST_BOUND, f"host-bound {idle / step:.0%} idle",
+                           f"host-bound: the GPU idle {idle / step:.0%} of the step "
+                           f"(profiled: {idle * 1e3:.2f} of {step * 1e3:.2f} ms)")
         by = _by_class(p)
         if by:
             top = max(by, key=by.get)
             share = by[top] / device
             if top == kc.TENSOR_CORE_MATMUL:
-                return f"compute-bound on the tensor cores: {share:.0%} of device time in tensor-core matmuls"
+                return Verdict(COMPUTE_TENSOR_CORES, "compute-bound (TC)", f"compute-bound on the tensor cores: "
+                               f"{share:.0%} of device time in tensor-core matmuls")
             if top == kc.OTHER_MATMUL:
-                return f"compute-bound off the tensor cores: {share:.0%} of device time in matmuls without them"
+                return Verdict(COMPUTE_OFF_TENSOR_CORES, "compute-bound (no TC)", f"compute-bound off the tensor "
+                               f"cores: {share:.0%} of device time in matmuls without them")
             if top in MEMORY_CLASSES:
                 mem = sum(by.get(k, 0.0) for k in MEMORY_CLASSES) / device
-                return f"memory-bound: {mem:.0%} of device time in normalisation, elementwise, casts and copies"
-            return f"device-bound, mostly {top}: {share:.0%} of device time"
+                return Verdict(MEMORY_BOUND, "memory-bound", f"memory-bound: {mem:.0%} of device time in "
+                               "normalisation, elementwise, casts and copies")
+            return Verdict(DEVICE_BOUND, f"device-bound ({top})", f"device-bound, mostly {top}: {share:.0%} of "
+                           "device time")
     wait = data_wait_fraction(cell)
     util = util_pct(cell)
     if wait is not None and wait >= DATA_BOUND_FRACTION:
-        return f"loader-bound: waited for data {wait:.0%} of training time" + (
-            f" (NVML utilisation {util:.0f}%)" if util is not None else "")
+        return Verdict(LOADER_BOUND, f"loader-bound {wait:.0%} wait", f"loader-bound: waited for data {wait:.0%} of "
+                       "training time" + (f" (NVML utilisation {util:.0f}%)" if util is not None else ""))
     share = steps_share(cell)
     waited = "data wait " + ("not measured" if wait is None else format(wait, ".0%"))
     if util is not None and share is not None and idle_within_steps(util, share) >= HOST_BOUND_IDLE:
-        return (f"host-bound: the GPU idle at least {idle_within_steps(util, share):.0%} of the timed steps "
-                f"(NVML utilisation {util:.0f}% over the cell, the timed steps {min(share, 1.0):.0%} of it; {waited})")
+        least = idle_within_steps(util, share)
+        return Verdict(HOST_BOUND, f"host-bound ≥{least:.0%} idle",
+                       f"host-bound: the GPU idle at least {least:.0%} of the timed steps (NVML utilisation "
+                       f"{util:.0f}% over the cell, the timed steps {min(share, 1.0):.0%} of it; {waited})")
     seen = [f"NVML utilisation {util:.0f}%" if util is not None else "no NVML utilisation",
             f"timed steps {share:.0%} of the cell" if share is not None else "no step time against NVML's", waited]
-    return f"not measured: no profiled window of the steps, and NVML over the whole cell cannot say ({'; '.join(seen)})"
+    return Verdict(NOT_MEASURED, NOT_MEASURED, "not measured: no profiled window of the steps, and NVML over the "
+                   f"whole cell cannot say ({'; '.join(seen)})")
+
+
+def verdict(cell: CellResult) -> str:
+    """What bound the cell, in one line with its figures (:func:`bound`'s text)."""
+    return bound(cell).text
 
 
 def _rung(name: str, value: Optional[float], how: str) -> Dict[str, Any]:
@@ -195,10 +263,12 @@ def ladder(cell: CellResult, base: CellResult, environment: Dict[str, Any]) -> L
                            f"per step; other kernels {(d - mm) * 1e3:.2f} ms (fp32 {(d32 - mm32) * 1e3:.2f})"))
         s, s32 = _num(p, "step_s"), _num(p32, "step_s")
         rungs.append(_rung("step-time ratio", s32 / s, f"fp32 {s32 * 1e3:.2f} ms ÷ {s * 1e3:.2f} ms per step; "
-                           f"GPU idle {max(s - d, 0) * 1e3:.2f} ms (fp32 {max(s32 - d32, 0) * 1e3:.2f})"))
+                           f"GPU idle {idle_s(p) * 1e3:.2f} ms (fp32 {idle_s(p32) * 1e3:.2f})"))
     else:
-        missing = "not measured: " + NO_PROFILE + " for " + " and ".join(
-            x.precision for x, q in ((base, p32), (cell, p)) if q is None)
+        lacking = [x for x, q in ((base, p32), (cell, p)) if q is None]
+        reasons = [f"{x.precision}: {r}" for x in lacking for r in [profile_reason(x)] if r]
+        missing = ("not measured: " + NO_PROFILE + " for " + " and ".join(x.precision for x in lacking)
+                   + (f" ({'; '.join(reasons)})" if reasons else ""))
         rungs += [_rung(n, None, missing) for n in ("matmul kernels' time ratio", "device-time ratio", "step-time ratio")]
     rungs.append(_rung("measured speedup", ratios.speedup_over_fp32(cell, base),
                        "median steady-state throughput ÷ fp32's, over repeats (the kit's " + ratios.SPEEDUP_NAME + ")"))
@@ -213,9 +283,36 @@ def ladder(cell: CellResult, base: CellResult, environment: Dict[str, Any]) -> L
     return rungs
 
 
+def ladder_lines(rungs: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """The rungs as views print them: consecutive rungs missing for the same reason said once, their
+    names joined ("matmul kernels' time ratio, device-time ratio, step-time ratio"). Each line:
+    {"name", "ratio" (None: not measured), "how", "lost" (or None)}."""
+    out: List[Dict[str, Any]] = []
+    for i, r in enumerate(rungs):
+        if r["ratio"] is None and i and rungs[i - 1]["ratio"] is None and rungs[i - 1]["how"] == r["how"]:
+            continue  # the same missing piece as the rung above: said once
+        same = []
+        for x in rungs[i:]:
+            if x["ratio"] is not None or x["how"] != r["how"]:
+                break
+            same.append(x["rung"])
+        name = ", ".join(same) if r["ratio"] is None and len(same) > 1 else r["rung"]
+        out.append({"name": name, "ratio": r["ratio"], "how": r["how"], "lost": r.get("lost")})
+    return out
+
+
+def group_of(cell: CellResult) -> str:
+    """The cells a precision is compared within: the cell's id without its precision
+    ("cifar/resnet18/fastai", "cifar/resnet18/torch/224px")."""
+    k = key_of(cell)
+    return "/".join(k[:2] + k[3:])
+
+
 def explain(results: RunResults, pattern: Optional[str] = None) -> List[Dict[str, Any]]:
-    """Per cell (ok, matching the shell ``pattern`` on its id): its id, verdict, and against its fp32
-    cell (same workload, model, engine and settings) the ladder; the run's ceilings' inputs first."""
+    """Per cell (ok, matching the shell ``pattern`` on its id): its id, group (:func:`group_of`),
+    precision, verdict (the line, its kind and short form: :func:`bound`), its profiled step's parts
+    (:func:`step_parts`, seconds per step, None without a profile) and against its fp32 cell (same
+    workload, model, engine and settings) the ladder; the run's ceilings' inputs first."""
     cells = [c for c in results.cells if c.status == "ok" and c.precision in BY_NAME
              and (pattern is None or fnmatch.fnmatchcase(c.cell_id, pattern))]
     by_key = {key_of(c): c for c in results.cells if c.status == "ok"}
@@ -223,7 +320,11 @@ def explain(results: RunResults, pattern: Optional[str] = None) -> List[Dict[str
     for c in cells:
         k = key_of(c)
         base = by_key.get(k[:2] + (ratios.BASE_PRECISION,) + k[3:])
-        row: Dict[str, Any] = {"cell_id": c.cell_id, "verdict": verdict(c)}
+        v = bound(c)
+        parts = step_parts(c)
+        row: Dict[str, Any] = {"cell_id": c.cell_id, "group": group_of(c), "precision": c.precision,
+                               "verdict": v.text, "verdict_kind": v.kind, "verdict_short": v.short,
+                               "step_parts_s": None if parts is None else [[n, t] for n, t in parts]}
         if c.precision != ratios.BASE_PRECISION:
             row["ladder"] = (ladder(c, base, results.environment) if base is not None
                              else [_rung("measured speedup", None, "not measured: no fp32 cell of these settings")])
