@@ -107,6 +107,12 @@ def test_verdicts_without_a_profile_use_data_wait_and_nvml_only_where_they_speak
     diluted.telemetry = {"available": True, "util_mean_pct": 20.0, "duration_s": 10.0}
     assert ex.verdict(diluted).startswith("not measured: no profiled window")
     assert ex.verdict(cell("fp32", 1.0)).startswith("not measured") and "no NVML utilisation" in ex.verdict(cell("fp32", 1.0))
+    # timed steps too short for NVML's sample period (an H200's captured ResNet-18: 0.34 s of steps in a
+    # 3.9 s cell read 0.1% utilisation): nothing is inferred from NVML
+    burst = cell("amp-bf16", 1.0, steady_seconds=0.34, data_wait_s=0.0, compute_s=0.34)
+    burst.telemetry = {"available": True, "util_mean_pct": 0.1, "duration_s": 3.9}
+    assert ex.bound(burst).kind == ex.NOT_MEASURED, ex.verdict(burst)
+    assert "the timed steps 0.3 s in all, under the 5 s NVML's utilisation needs" in ex.verdict(burst)
 
 
 def test_a_strangers_malformed_profile_counts_as_none():

@@ -17,8 +17,9 @@ so and why, never a guess.
   compute-bound on or off the tensor cores or memory-bound (the profile's kernel classes); without a
   profile, loader-bound (data wait against compute, medians over repeats), else host-bound where
   NVML's utilisation, sampled over the whole cell, leaves the GPU idle for at least 30% of the timed
-  steps however the idle time falls (:func:`idle_within_steps`); otherwise "not measured" and what
-  is missing.
+  steps however the idle time falls (:func:`idle_within_steps`) and the timed steps lasted long
+  enough for NVML's utilisation to cover them (:data:`NVML_MIN_STEPS_S`); otherwise "not measured"
+  and what is missing.
 - **Ladder** (:func:`ladder`): peak ratio -> matmul kernels' time ratio -> device-time ratio ->
   step-time ratio -> the measured speedup (kit.results.ratios' one definition), each rung with what
   it lost against the rung above where both are measured.
@@ -45,6 +46,13 @@ DATA_BOUND_FRACTION = 0.30
 #: A step whose device was idle this share of it is host-bound (the profile's idle gap, or the least
 #: idle share NVML's utilisation allows within the timed steps: :func:`idle_within_steps`).
 HOST_BOUND_IDLE = 0.30
+#: The least time the timed steps must last, in all, for NVML's mean utilisation over the cell to say
+#: anything about them. NVML's utilisation is the share of its own sample period (1/6 s to 1 s by the
+#: NVML reference, depending on the product) in which a kernel ran, read at the kit's sampling
+#: interval: a burst of steps shorter than a few of those periods can fall between readings. Seen on
+#: an H200 (references/h200/remeasure/): captured-step ResNet-18 cells whose 0.3-0.4 s of timed steps
+#: were 2-9% of the cell read 0.1-2% utilisation, which the rule alone would call host-bound.
+NVML_MIN_STEPS_S = 5.0
 #: the kernel classes whose time the peak ratio bounds
 MATMUL_CLASSES = (kc.TENSOR_CORE_MATMUL, kc.OTHER_MATMUL)
 #: the kernel classes of memory-bound work
@@ -155,10 +163,15 @@ def util_pct(cell: CellResult) -> Optional[float]:
     return None
 
 
+def steps_seconds(cell: CellResult) -> float:
+    """The timed steps' time in all: the repeats' steady_seconds summed (0 where none is recorded)."""
+    return sum(ratios.finite_values(r.get("steady_seconds") for r in cell.repeats if isinstance(r, dict)))
+
+
 def steps_share(cell: CellResult) -> Optional[float]:
-    """The timed steps' share of the time NVML sampled: the repeats' steady_seconds summed ÷ the
-    telemetry's duration_s (None where either is missing)."""
-    steady = sum(ratios.finite_values(r.get("steady_seconds") for r in cell.repeats if isinstance(r, dict)))
+    """The timed steps' share of the time NVML sampled: :func:`steps_seconds` ÷ the telemetry's
+    duration_s (None where either is missing)."""
+    steady = steps_seconds(cell)
     duration = _num(cell.telemetry, "duration_s")
     return steady / duration if steady > 0 and duration else None
 
@@ -226,13 +239,17 @@ def bound(cell: CellResult) -> Verdict:
                        "training time" + (f" (NVML utilisation {util:.0f}%)" if util is not None else ""))
     share = steps_share(cell)
     waited = "data wait " + ("not measured" if wait is None else format(wait, ".0%"))
-    if util is not None and share is not None and idle_within_steps(util, share) >= HOST_BOUND_IDLE:
+    long_enough = steps_seconds(cell) >= NVML_MIN_STEPS_S
+    if util is not None and share is not None and long_enough and idle_within_steps(util, share) >= HOST_BOUND_IDLE:
         least = idle_within_steps(util, share)
         return Verdict(HOST_BOUND, f"host-bound ≥{least:.0%} idle",
                        f"host-bound: the GPU idle at least {least:.0%} of the timed steps (NVML utilisation "
                        f"{util:.0f}% over the cell, the timed steps {min(share, 1.0):.0%} of it; {waited})")
     seen = [f"NVML utilisation {util:.0f}%" if util is not None else "no NVML utilisation",
             f"timed steps {share:.0%} of the cell" if share is not None else "no step time against NVML's", waited]
+    if share is not None and not long_enough:
+        seen.insert(2, f"the timed steps {steps_seconds(cell):.1f} s in all, under the {NVML_MIN_STEPS_S:g} s "
+                       "NVML's utilisation needs to cover them")
     return Verdict(NOT_MEASURED, NOT_MEASURED, "not measured: no profiled window of the steps, and NVML over the "
                    f"whole cell cannot say ({'; '.join(seen)})")
 
