@@ -184,6 +184,9 @@ class RunConfig:
     global_batch_size: int | None = None
     #: data-parallel: also measure each cell on one rank, for the scaling efficiency
     scaling: bool = False
+    #: after each cell's timed repeats, profile a few of its steps (kit.bench.profile_window) into
+    #: CellResult.profile; outside the timed figures and the cell's method
+    profile_window: bool = True
 
     def __post_init__(self) -> None:
         if self.suite not in suites.choices():
@@ -269,6 +272,8 @@ class RunConfig:
         # a run recorded before --learner existed trained its fastai cells with the plain Learner
         # (a resumed run keeps that, so its cells stay alike)
         d.setdefault("learner", LEARNER_BEFORE_THE_OPTION)
+        # a run recorded before the option existed profiled no window (a resumed run keeps that)
+        d.setdefault("profile_window", False)
         return cls(**{k: v for k, v in d.items() if k in known})
 
 
