@@ -127,3 +127,15 @@ def test_the_derivation_reads_in_python_3_7_for_the_cuda10_image():
     source = (ROOT / "kit" / "results" / "step_profile.py").read_text(encoding="utf-8")
     ast.parse(source, feature_version=(3, 7))
     assert "import torch" not in source
+
+
+def test_explain_says_why_a_window_that_ran_measured_no_device_time():
+    cpu = sp.host_profile([("aten::addmm", 0.01)], wall_s=0.03, steps=3, source="test",
+                          reason="the device is the CPU: no device kernels to time")
+    cell, base = _cell(cpu), _cell(cpu, "fp32")
+    assert explain.verdict(cell).startswith(
+        "not measured: the profiled window measured no device time (the device is the CPU: no device kernels to time)")
+    rungs = {r["rung"]: r for r in explain.ladder(cell, base, {})}
+    assert rungs["device-time ratio"]["ratio"] is None
+    assert "a window ran but measured no device time: the device is the CPU" in rungs["device-time ratio"]["how"]
+    assert explain.unmeasured_window(_cell(None)) is None

@@ -9,10 +9,10 @@ so and why, never a guess.
   of bytes per element (kit.facts.dtypes; a mode's tensors are in its autocast dtype, else its
   ``peak_dtype``'s format). The copy bandwidth measured beside the peaks is shown with them.
 - **A cell's profile** (``CellResult.profile``, optional: the profiled window of a few steps under
-  ``torch.profiler``, outside the timed repeats): per step, ``step_s`` (host wall time),
-  ``device_s`` (summed kernel time), ``idle_s`` (the gap: step_s - device_s), and
-  ``device_s_by_class`` (kit.results.kernel_classes' classes). Bundles without it lack the rungs
-  that need it.
+  ``torch.profiler``, outside the timed repeats, kit.results.step_profile): per step, ``step_s``
+  (host wall time), ``device_s`` (summed kernel time), ``idle_s`` (the gap: step_s - device_s,
+  never negative), and ``device_s_by_class`` (kit.results.kernel_classes' classes). Bundles without
+  it lack the rungs that need it; a window that measured no device time (a CPU) says why.
 - **Verdict** (:func:`verdict`): host-bound with the GPU-idle share (the profile's idle gap), else
   compute-bound on or off the tensor cores or memory-bound (the profile's kernel classes); without a
   profile, loader-bound (data wait against compute, medians over repeats), else host-bound where
@@ -96,6 +96,16 @@ def profile_of(cell: CellResult) -> Optional[Dict[str, Any]]:
     return p
 
 
+def unmeasured_window(cell: CellResult) -> Optional[str]:
+    """Why the cell's profiled window measured no device time, where one ran and said so (a CPU
+    device, no profiler, a failed window); None where the cell has a usable profile or none at all."""
+    p = getattr(cell, "profile", None)
+    if isinstance(p, dict) and p.get("available") is False:
+        reason = p.get("reason")
+        return reason if isinstance(reason, str) and reason else "the window measured no device time"
+    return None
+
+
 def _by_class(p: Dict[str, Any]) -> Dict[str, float]:
     d = p.get("device_s_by_class")
     return {k: float(v) for k, v in d.items() if k in kc.CLASSES and _num(d, k)} if isinstance(d, dict) else {}
@@ -171,7 +181,9 @@ def verdict(cell: CellResult) -> str:
                 f"(NVML utilisation {util:.0f}% over the cell, the timed steps {min(share, 1.0):.0%} of it; {waited})")
     seen = [f"NVML utilisation {util:.0f}%" if util is not None else "no NVML utilisation",
             f"timed steps {share:.0%} of the cell" if share is not None else "no step time against NVML's", waited]
-    return f"not measured: no profiled window of the steps, and NVML over the whole cell cannot say ({'; '.join(seen)})"
+    why = unmeasured_window(cell)
+    window = f"the profiled window measured no device time ({why})" if why else "no profiled window of the steps"
+    return f"not measured: {window}, and NVML over the whole cell cannot say ({'; '.join(seen)})"
 
 
 def _rung(name: str, value: Optional[float], how: str) -> Dict[str, Any]:
@@ -199,6 +211,10 @@ def ladder(cell: CellResult, base: CellResult, environment: Dict[str, Any]) -> L
     else:
         missing = "not measured: " + NO_PROFILE + " for " + " and ".join(
             x.precision for x, q in ((base, p32), (cell, p)) if q is None)
+        whys = sorted({w for w in (unmeasured_window(base) if p32 is None else None,
+                                   unmeasured_window(cell) if p is None else None) if w})
+        if whys:
+            missing += "; a window ran but measured no device time: " + "; ".join(whys)
         rungs += [_rung(n, None, missing) for n in ("matmul kernels' time ratio", "device-time ratio", "step-time ratio")]
     rungs.append(_rung("measured speedup", ratios.speedup_over_fp32(cell, base),
                        "median steady-state throughput ÷ fp32's, over repeats (the kit's " + ratios.SPEEDUP_NAME + ")"))
