@@ -55,13 +55,13 @@ def runs():
         return real_run(*a, **kw)
 
     mp.setattr(profile_window, "run", spy)
-    real_fit = cifar.fastai_engine.profile_fit
+    real_fit = cifar.fastai_window.profile_fit
 
     def fit_spy(*a, **kw):
         events.append(("window", {}))
         return real_fit(*a, **kw)
 
-    mp.setattr(cifar.fastai_engine, "profile_fit", fit_spy)
+    mp.setattr(cifar.fastai_window, "profile_fit", fit_spy)
     out = {}
     try:
         for name, spec in CELLS.items():

@@ -42,14 +42,13 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import torch
 
-from kit.bench import profile_window, timing
+from kit.bench import timing
 from kit.bench.cifar import models
 from kit.bench.cifar.batch_search import free_device_memory
 from kit.bench.cifar.gpu_data import channel_stats
 from kit.bench.cifar.train_config import TrainConfig
 from kit.bench.precision import configure_backends, unavailable_reason
 from kit.results import precisions as precision_modes
-from kit.results import step_profile
 
 WARMUP = 5
 
@@ -466,85 +465,19 @@ def timed_record(clock: timing.StepClock, device: str, data_wait: float) -> dict
 
 def run_repeats(cfg: TrainConfig, arrays: Any, ctx: Any, repeats: int,
                 progress: Callable[[int, int], None] | None = None, num_workers: int | None = None,
-                train: Callable[..., dict] | None = None, profile: dict | None = None) -> list[dict]:
+                train: Callable[..., dict] | None = None, after_last: Callable[[Any], None] | None = None) -> list[dict]:
     """All repeats of one cell, seeds cfg.seed + r; ``train`` is the engine's
-    train_repeat (this module's by default; the fastai v1 engine passes its own). Where
-    ``ctx.profile_steps`` asks for it, the last repeat's Learner then runs the profiled window
-    (:func:`profile_fit`) into ``profile``."""
+    train_repeat (this module's by default; the fastai v1 engine passes its own). ``after_last``,
+    when given, gets the last repeat's Learner once its record is complete (the profiled window:
+    kit.bench.cifar.fastai_window)."""
     from dataclasses import replace
 
-    steps = getattr(ctx, "profile_steps", 0) if profile is not None else 0
-    if steps and train not in (None, train_repeat):
-        profile.update(step_profile.unavailable("the fastai v1 engine runs no profiled window"))
-        steps = 0
     train = train or train_repeat
     per = _steps_per_epoch(cfg, len(arrays.train_x)) * cfg.epochs
     out = []
     for r in range(repeats):
         cb = (lambda n, d=r * per: progress(d + n, repeats * per)) if progress else None
-        kw = {}
-        if steps and r == repeats - 1:
-            kw["after"] = lambda learn: profile.update(profile_fit(learn, cfg, steps))
+        kw = {"after": after_last} if after_last is not None and r == repeats - 1 else {}
         out.append(train(replace(cfg, seed=cfg.seed + r), arrays, ctx, r, cb, num_workers, **kw))
     return out
 
-
-def _make_window_cls():
-    with fastai_imports():
-        from fastai.callback.core import Callback, CancelFitException
-
-    class ProfileWindow(Callback):
-        """Runs ``warm`` training batches, then profiles the next ``steps`` whole loop iterations
-        (the loader's next batch, the batch transforms, the step with the precision callbacks)
-        and ends the fit: the window starts and ends at ``after_batch``, the device synchronised."""
-
-        def __init__(self, window: profile_window.Window, warm: int, steps: int):
-            self.window, self.warm, self.steps = window, warm, steps
-            self.seen = 0
-            self.profile: dict | None = None
-
-        def before_train(self):
-            if self.warm == 0:
-                self.window.start()
-
-        def after_batch(self):
-            if not self.training:
-                return
-            self.seen += 1
-            if self.seen == self.warm:
-                self.window.start()
-            elif self.seen == self.warm + self.steps:
-                self.profile = self.window.stop()
-                raise CancelFitException()
-
-    return ProfileWindow
-
-
-def profile_fit(learn: Any, cfg: TrainConfig, steps: int) -> dict:
-    """The profiled window of a fastai cell: one more ``learn.fit`` of the same Learner, with its
-    precision callbacks and its loader, ended after ``steps`` profiled batches (after a fresh
-    loader's first batches, unprofiled). The step profiled is the loop a fastai user runs, data
-    loading included: its idle gap holds the wait for data."""
-    where = "of one more fit of the same Learner, after the timed repeats"
-    why = profile_window.not_profiled_reason(cfg.device)
-    if why:
-        return step_profile.unavailable(why, profile_window.source(steps, where))
-    batches = len(learn.dls.train)
-    steps = min(steps, batches)
-    warm = min(step_profile.DEFAULT_WARMUP, batches - steps)
-    window = profile_window.Window(cfg.device, steps, where)
-    cb = _make_window_cls()(window, warm, steps)
-    try:
-        learn.fit(1, lr=cfg.lr, cbs=[cb])
-    except KeyboardInterrupt:
-        window.abandon()
-        raise
-    except Exception as exc:  # the window is an extra: its failure must not cost the cell's figures
-        window.abandon()
-        return step_profile.unavailable(f"the profiled window failed: {exc.__class__.__name__}: {exc}",
-                                        window.source)
-    if cb.profile is None:
-        window.abandon()
-        return step_profile.unavailable(f"the fit ended after {cb.seen} batches, before the window's {steps}",
-                                        window.source)
-    return cb.profile

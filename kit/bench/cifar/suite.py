@@ -17,7 +17,7 @@ from typing import Any
 
 from kit.bench import flops as flops_mod
 from kit.bench import methods
-from kit.bench.cifar import batch_search, fastai_engine, models, torch_engine
+from kit.bench.cifar import batch_search, fastai_engine, fastai_window, models, torch_engine
 from kit.bench.cifar.train_config import TrainConfig
 from kit.bench.precision import unavailable_reason
 from kit.results import precisions as precision_modes
@@ -290,7 +290,13 @@ def _measure(spec: CellSpec, cfg: TrainConfig, arrays: Any, dev_data: Any, ctx: 
         if device.startswith("cuda"):
             notes.append("peak_memory_bytes includes the uint8 data set resident on the device")
     else:
-        repeats = fastai_impl().run_repeats(cfg, arrays, ctx, ctx.repeats, progress, cfg.num_workers, profile=profile)
+        impl, after_last = fastai_impl(), None
+        if ctx.profile_steps and impl is fastai_engine:
+            def after_last(learn: Any) -> None:
+                profile.update(fastai_window.profile_fit(learn, cfg, ctx.profile_steps))
+        elif ctx.profile_steps:
+            profile.update(step_profile.unavailable("the fastai v1 engine runs no profiled window"))
+        repeats = impl.run_repeats(cfg, arrays, ctx, ctx.repeats, progress, cfg.num_workers, after_last=after_last)
         notes.append("data_wait_s = host time between batches (DataLoader, host-to-device copy, batch transforms), "
                      "read without device synchronisation; epoch_seconds time the training phase only")
         if not cfg.evaluate:
