@@ -23,9 +23,13 @@ says so (``available: false``) instead of reporting a device that did nothing.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import sys
+import tempfile
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from kit.bench import timing
 from kit.bench.distributed import state as data_parallel
@@ -53,6 +57,30 @@ def not_profiled_reason(device: str) -> str | None:
     return None
 
 
+@contextlib.contextmanager
+def _native_stderr_to_log() -> Iterator[None]:
+    """Kineto, the profiler's C++ side, writes status lines (``profiler_start``, ``profiler_stop``,
+    a CPU-only machine's failed GPU count) straight to the process's stderr, in the middle of the
+    run's progress display: while the profiler starts and stops they go to the run's log instead."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):  # no real stderr (a test's capture): leave it be
+        yield
+        return
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            text = tmp.read().decode("utf-8", "replace").strip()
+            if text:
+                log.info("torch.profiler (Kineto) said:\n%s", text)
+
+
 class Window:
     """A profiled window driven from outside (a fastai callback): :meth:`start` before the first
     of ``steps`` steps, :meth:`stop` after the last; :meth:`stop` returns the profile."""
@@ -71,13 +99,15 @@ class Window:
         timing.sync(self.device)  # nothing of the steps before the window runs inside it
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
         self._prof = profile(activities=activities, record_shapes=False, profile_memory=False, with_stack=False)
-        self._prof.start()
+        with _native_stderr_to_log():
+            self._prof.start()
         self._t0 = timing.now(self.device)
 
     def stop(self) -> dict:
         wall = timing.now(self.device) - self._t0  # every kernel of the window has finished
-        self._prof.stop()
-        events = self._prof.events()
+        with _native_stderr_to_log():
+            self._prof.stop()
+            events = self._prof.events()
         profile = self._derive(events, wall)
         profile["window_wall_s"] = time.perf_counter() - self.t_created
         return profile
@@ -86,7 +116,8 @@ class Window:
         """Stop a started profiler without a profile (the window failed)."""
         if self._prof is not None:
             try:
-                self._prof.stop()
+                with _native_stderr_to_log():
+                    self._prof.stop()
             except Exception:  # already stopped, or never fully started
                 pass
 
