@@ -225,9 +225,8 @@ def train_repeat(cfg: TrainConfig, data: DeviceData, ctx: Any, repeat: int, comp
     data_parallel.repeat_done(trainer.model)  # a data-parallel rank records its weights' digest
     if after is not None:
         x_last, y_last = xs[(spe - 1) * bs : spe * bs], ys[(spe - 1) * bs : spe * bs]
-        if not converts_input:
-            x_last = data.to_input(x_last, cfg.image_size)
-        after(lambda: trainer.step(x_last, y_last))
+        # as in the loop: the input conversion is part of the step (inside the captured graph, or here)
+        after(lambda: trainer.step(x_last if converts_input else data.to_input(x_last, cfg.image_size), y_last))
     del trainer, xs, ys
     free_device_memory()
     return rec
