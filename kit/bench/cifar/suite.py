@@ -279,7 +279,8 @@ def _measure(spec: CellSpec, cfg: TrainConfig, arrays: Any, dev_data: Any, ctx: 
     """The engine's repeats (with the notes they add), then its profiled window into ``profile``
     where ctx asks for one."""
     if spec.engine == "torch":
-        repeats, compile_notes = torch_engine.run_repeats(cfg, dev_data, ctx, ctx.repeats, progress, metrics, profile)
+        repeats, compile_notes = torch_engine.run_repeats(cfg, dev_data, ctx, ctx.repeats, progress, metrics,
+                                                          profile=profile)
         notes.extend(compile_notes)
         if metrics.get("untimed_warmup_steps"):
             notes.append(f"untimed warm-up before the first repeat: {metrics['untimed_warmup_steps']} steps in "

@@ -204,7 +204,8 @@ def run_cell(spec: CellSpec, ctx: CellContext) -> CellResult:
         after = None
         if r == ctx.repeats - 1 and ctx.profile_steps:
             def after(step, windows, device=ctx.device, n=ctx.profile_steps):
-                profile.update(profile_window.run(step, device, max(1, min(n, windows))))
+                profile.update(profile_window.run(step, device, min(n, windows)) if windows else step_profile.unavailable(
+                    "no training chunk a whole bptt long to profile", profile_window.source(n)))
         record = repeat(cfg, data, spec.precision, ctx.device, seed, kwargs, hooks, after=after)
         record["repeat"] = r
         repeats.append(record)
@@ -236,7 +237,6 @@ def run_cell(spec: CellSpec, ctx: CellContext) -> CellResult:
         method=method(spec, cfg, ctx.device, repeats, kwargs, batches_per_epoch),
         profile=step_profile.with_timed_step(profile, repeats),
     )
-
 
 
 def method(spec: CellSpec, cfg: lstm_config.LSTMConfig, device: str, repeats: list[dict], kwargs: dict,
