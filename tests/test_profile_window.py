@@ -18,10 +18,12 @@ from fixtures.results.factory import make_env, make_results, make_run_dir  # noq
 from kit.bench import profile_window  # noqa: E402
 from kit.bench.cifar import suite as cifar  # noqa: E402
 from kit.bench.context import CellContext  # noqa: E402
+from kit.bench.gpt import suite as gpt  # noqa: E402
 from kit.bench.lstm import suite as lstm  # noqa: E402
 from kit.results.method import identity  # noqa: E402
 from kit.results.schema import CellSpec, RunConfig  # noqa: E402
 from test_cifar_suite import TinyArrays  # noqa: E402
+from test_gpt_suite import fixture_corpus  # noqa: E402
 from test_lstm_suite import TINY, tiny_corpus  # noqa: E402
 
 STEPS = 3
@@ -34,6 +36,7 @@ CELLS = {
     "cifar/fastai": CellSpec("cifar", "resnet18", "fp32", "fastai", {"batch_size": 4, "image_size": 32, "epochs": 1, "steps": 6}),
     "lstm/kit": CellSpec("lstm", "apex-2018", "fp32", "kit", dict(TINY, max_batches=6)),
     "lstm/graphed": CellSpec("lstm", "apex-2018", "fp32", "graphed", dict(TINY, max_batches=6)),
+    "gpt/kit": CellSpec("gpt", "tiny", "fp32", "kit", {"preset": "tiny", "compile": "off", "steps": 4}),
 }
 
 
@@ -47,6 +50,8 @@ def runs():
     arrays, corpus = TinyArrays(), tiny_corpus()
     mp.setattr(cifar, "load_data", lambda ctx: arrays)
     mp.setattr(lstm, "load_corpus", lambda ctx, pad, splits=None: corpus)
+    gpt_corpus = fixture_corpus()
+    mp.setattr(gpt, "load_corpus", lambda ctx, pad, splits=None: gpt_corpus)
     events: list = []
     real_run = profile_window.run
 
@@ -65,7 +70,7 @@ def runs():
     out = {}
     try:
         for name, spec in CELLS.items():
-            suite = lstm if spec.workload == "lstm" else cifar
+            suite = {"lstm": lstm, "gpt": gpt}.get(spec.workload, cifar)
             for on in (True, False):
                 events.clear()
                 ctx = CellContext(device="cpu", data_dir=Path("unused"), data_source="synthetic", repeats=2,
@@ -87,8 +92,11 @@ def test_the_window_runs_after_the_timed_repeats_and_leaves_their_records_as_the
     on, off = runs[engine, True], runs[engine, False]
     kinds = [k for k, _ in on.events]
     assert kinds.count("window") == 1 and "window" not in [k for k, _ in off.events]
-    last_epoch = max(i for i, (k, f) in enumerate(on.events) if k == "epoch" and f.get("repeat") == 1)
-    assert kinds.index("window") > last_epoch  # after the last repeat's last epoch
+    # after the last repeat's last epoch (GPT's repeats have no epoch event: after the first repeat's end)
+    gpt_cell = engine.startswith("gpt")
+    last = max(i for i, (k, f) in enumerate(on.events) if f.get("repeat") == (0 if gpt_cell else 1)
+               and k == ("note" if gpt_cell else "epoch"))
+    assert kinds.index("window") > last
     assert len(on.result.repeats) == len(off.result.repeats) == 2
     for a, b in zip(on.result.repeats, off.result.repeats):
         # the steps counted, losses, metrics, counters and seeds: identical, as if no window had run
