@@ -6,6 +6,7 @@ method is the same either way (a bundle with windows compares with one without, 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -163,3 +164,22 @@ def test_the_runner_gives_each_cell_the_windows_steps_from_the_runs_config(tmp_p
         cell_run._run_one(bench, spec, RunConfig(suite="lstm", profile_window=on), "cpu", tmp_path, journal, ui,
                           SimpleNamespace(stop=False))
     assert seen == [steps]
+
+
+@pytest.mark.parametrize("cuda, env, runs", [("13.0", None, True), ("12.6", "1", True), ("12.4", None, False),
+                                             (None, None, False), ("13.0", "0", False)])
+def test_a_gpu_window_runs_only_where_the_profiler_will_release_cupti_after_it(monkeypatch, cuda, env, runs):
+    import torch
+
+    monkeypatch.setattr(torch.version, "cuda", cuda)
+    if env is None:
+        monkeypatch.delenv("TEARDOWN_CUPTI", raising=False)
+    else:
+        monkeypatch.setenv("TEARDOWN_CUPTI", env)
+    why = profile_window.not_profiled_reason("cuda:0")
+    if runs:
+        assert why is None and os.environ["TEARDOWN_CUPTI"] == "1"
+    else:
+        assert "CUPTI" in why and "slow the cells timed after it" in why
+        assert os.environ.get("TEARDOWN_CUPTI") == env  # nothing asked of the profiler
+    assert profile_window.not_profiled_reason("cpu") is None  # no CUPTI on the CPU

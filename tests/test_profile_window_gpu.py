@@ -1,7 +1,8 @@
 """The profiled window on a GPU (`pytest -m gpu`; skipped where there is none): a torch-engine ResNet-18
 cell with the captured step and a graphed LSTM cell get a profile whose parts add up to the profiled
 step, whose device time holds the kernels replayed inside the CUDA graphs, whose verdict (ResNet) is
-compute-bound, and whose timed throughput is the same with and without the window. Seconds each."""
+compute-bound, and whose timed throughput is the same with and without the window, and in a cell
+timed after a window ran in the process (the profiler released CUPTI). Seconds each."""
 
 from __future__ import annotations
 
@@ -45,16 +46,20 @@ def _explained(p: dict) -> str:
 
 
 def _on_and_off(run_cell, spec: CellSpec):
-    """The cell without the window, then with it (so the process's one-time costs land in the cell
-    without it), each with the wall time of the whole cell as ``wall_s``."""
+    """The cell without the window, with it, and without it again (the process's one-time costs
+    land in the first; the last is timed after a window ran in the process, so CUPTI left attached
+    by the profiler would slow it), each with the wall time of the whole cell as ``wall_s``; the
+    first two returned, the third's throughput checked against the first's."""
     out = []
-    for on in (False, True):
+    for on in (False, True, False):
         t0 = time.perf_counter()
         result = run_cell(spec, _ctx(on))
         result.wall_s = time.perf_counter() - t0
+        assert result.status == "ok", result.reason
         out.append(result)
-    off, on = out
-    assert on.status == off.status == "ok", (on.reason, off.reason)
+    off, on, after = out
+    assert _throughput(after) == pytest.approx(_throughput(off), rel=SAME_THROUGHPUT), \
+        "a cell timed after a window ran in the process is slower: the profiler left CUPTI attached?"
     return on, off
 
 

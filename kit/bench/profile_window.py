@@ -19,6 +19,12 @@ tables recorded from replays of the graphed LSTM step with this same profiler
 of the 40 replays, with no CPU time of its own) show them; that this holds on every stack the kit
 runs on (older CUDA, the cuda10 image) is assumed, and a window whose profiler saw no device event
 says so (``available: false``) instead of reporting a device that did nothing.
+
+CUPTI, the library the profiler traces the device with, stays attached to the process after a
+profile unless it is torn down, and slows what runs after it: the window asks for the teardown
+(:func:`release_cupti_reason`), so that the cells timed after it in the same process run as if no
+window had run (tests/test_profile_window_gpu.py times a cell before and after a window). Where that is not safe (CUDA before 12.6 with CUDA graphs) the window does not run
+on a GPU and the profile says why.
 """
 
 from __future__ import annotations
@@ -43,6 +49,44 @@ def source(steps: int, where: str = "after the timed repeats") -> str:
     return f"torch.profiler, {steps} steps {where}"
 
 
+#: the CUDA release from which CUPTI can be finalized after a window and set up again for the next
+#: one in a process that replays CUDA graphs (PyTorch turns the teardown off below it: "crashes on
+#: 2nd non-lazy CUPTI re-init after teardown (CUDA 12)", torch/profiler/profiler.py; fixed in 12.6,
+#: github.com/pytorch/pytorch/pull/146604)
+TEARDOWN_FROM_CUDA = (12, 6)
+
+
+def _cuda_release() -> tuple | None:
+    import torch
+
+    try:
+        return tuple(int(x) for x in str(torch.version.cuda).split(".")[:2])
+    except (TypeError, ValueError):
+        return None
+
+
+def release_cupti_reason() -> str | None:
+    """Make the profiler release CUPTI when a window stops, or say why it cannot (None: it will).
+
+    Kineto keeps CUPTI attached after a profile unless ``TEARDOWN_CUPTI=1`` (libkineto's
+    CuptiActivityProfiler reads it when the trace stops), and an attached CUPTI slows the work that
+    follows it in the process (github.com/pytorch/pytorch/issues/144455: 10-20% in training): the
+    next cells of the run would be timed under it. So the window asks for the teardown, and runs
+    only where the teardown is safe with CUDA graphs."""
+    said = os.environ.get("TEARDOWN_CUPTI")
+    if said is not None and said != "1":
+        return (f"TEARDOWN_CUPTI={said} is set: the profiler would stay attached after the window and slow "
+                "the cells timed after it in this process")
+    release = _cuda_release()
+    if release is None or release < TEARDOWN_FROM_CUDA:
+        shown = ".".join(map(str, release)) if release else "unknown"
+        return (f"CUDA {shown}: before CUDA {'.'.join(map(str, TEARDOWN_FROM_CUDA))} the profiler cannot release CUPTI "
+                "after a window in a process that replays CUDA graphs without risking a crash, and CUPTI left "
+                "attached would slow the cells timed after it")
+    os.environ["TEARDOWN_CUPTI"] = "1"
+    return None
+
+
 def not_profiled_reason(device: str) -> str | None:
     """Why no window can be profiled here (None: it can)."""
     if data_parallel.active() is not None:
@@ -54,6 +98,8 @@ def not_profiled_reason(device: str) -> str | None:
         return f"torch.profiler is not available in this PyTorch ({exc.__class__.__name__}: {exc})"
     if not kineto_available():
         return "this PyTorch was built without Kineto, which torch.profiler needs to trace the device"
+    if device.startswith("cuda"):
+        return release_cupti_reason()
     return None
 
 
