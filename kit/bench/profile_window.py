@@ -16,15 +16,17 @@ as CUPTI reports them) with its own duration. Kernels that run inside a CUDA-gra
 reported by CUPTI as kernels of their own, under the replay's ``cudaGraphLaunch``: the H200
 tables recorded from replays of the graphed LSTM step with this same profiler
 (references/h200/lstm/probe/prof/, torch 2.11 + CUDA 13.0: every kernel row's count is a multiple
-of the 40 replays, with no CPU time of its own) show them; that this holds on every stack the kit
-runs on (older CUDA, the cuda10 image) is assumed, and a window whose profiler saw no device event
-says so (``available: false``) instead of reporting a device that did nothing.
+of the 40 replays, with no CPU time of its own) show them. On other stacks it is assumed, and
+checked by tests/test_profile_window_gpu.py on the GPU it runs on (a captured step's device time
+must fill most of its timed step); a window whose profiler saw no device event says so
+(``available: false``) instead of reporting a device that did nothing.
 
 CUPTI, the library the profiler traces the device with, stays attached to the process after a
 profile unless it is torn down, and slows what runs after it: the window asks for the teardown
 (:func:`release_cupti_reason`), so that the cells timed after it in the same process run as if no
-window had run (tests/test_profile_window_gpu.py times a cell before and after a window). Where that is not safe (CUDA before 12.6 with CUDA graphs) the window does not run
-on a GPU and the profile says why.
+window had run (tests/test_profile_window_gpu.py times a cell before and after a window). Where
+the teardown is not safe (CUDA before 12.6, beside CUDA graphs) a GPU cell runs no window and its
+profile says why.
 """
 
 from __future__ import annotations
