@@ -183,3 +183,11 @@ def test_a_gpu_window_runs_only_where_the_profiler_will_release_cupti_after_it(m
         assert "CUPTI" in why and "slow the cells timed after it" in why
         assert os.environ.get("TEARDOWN_CUPTI") == env  # nothing asked of the profiler
     assert profile_window.not_profiled_reason("cpu") is None  # no CUPTI on the CPU
+
+
+@pytest.mark.parametrize("workers, warm", [(0, 2), (16, 34)])
+def test_the_fastai_window_starts_after_the_loaders_queue_of_prepared_batches(workers, warm):
+    from kit.bench.cifar import fastai_window
+
+    learn = SimpleNamespace(dls=SimpleNamespace(train=SimpleNamespace(fake_l=SimpleNamespace(num_workers=workers))))
+    assert fastai_window.warmup_batches(learn) == warm

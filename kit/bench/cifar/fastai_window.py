@@ -43,10 +43,24 @@ def _make_window_cls():
     return ProfileWindow
 
 
+#: batches each loader worker prepares ahead (torch's DataLoader default, which fastai's loader keeps)
+PREFETCH_FACTOR = 2
+
+
+def warmup_batches(learn: Any) -> int:
+    """Unprofiled batches before the window: the loader's start (step_profile.DEFAULT_WARMUP) and
+    the queue its workers fill ahead while the first batch starts them (workers x prefetch): a
+    window taken on that queue would not wait for data as the timed loop did. Where the loop is
+    slower than its workers the queue takes longer to drain; the profile's ``timed_step_s`` beside
+    its ``step_s`` shows what is left."""
+    workers = getattr(getattr(learn.dls.train, "fake_l", None), "num_workers", 0) or 0
+    return step_profile.DEFAULT_WARMUP + workers * PREFETCH_FACTOR
+
+
 def profile_fit(learn: Any, cfg: TrainConfig, steps: int) -> dict:
     """The profiled window of a fastai cell: one more ``learn.fit`` of the same Learner, with its
-    precision callbacks and its loader, ended after ``steps`` profiled batches (after a fresh
-    loader's first batches, unprofiled). The step profiled is the loop a fastai user runs, data
+    precision callbacks and its loader, ended after ``steps`` profiled batches (after the fresh
+    loader's first batches, unprofiled: :func:`warmup_batches`). The step profiled is the loop a fastai user runs, data
     loading included: its idle gap holds the wait for data."""
     where = "of one more fit of the same Learner, after the timed repeats"
     why = profile_window.not_profiled_reason(cfg.device)
@@ -54,7 +68,7 @@ def profile_fit(learn: Any, cfg: TrainConfig, steps: int) -> dict:
         return step_profile.unavailable(why, profile_window.source(steps, where))
     batches = len(learn.dls.train)
     steps = min(steps, batches)
-    warm = min(step_profile.DEFAULT_WARMUP, batches - steps)
+    warm = min(warmup_batches(learn), batches - steps)
     window = profile_window.Window(cfg.device, steps, where)
     cb = _make_window_cls()(window, warm, steps)
     try:
