@@ -86,10 +86,10 @@ def test_the_torch_engine_measures_a_curve_point_on_the_cpu(tiny):
 
 
 def _oom_at(batch: int, real):
-    def run_repeats(cfg, data, ctx, repeats, progress=None, metrics=None):
+    def run_repeats(cfg, data, ctx, repeats, progress=None, metrics=None, profile=None):
         if cfg.batch_size == batch:
             raise torch.cuda.OutOfMemoryError(f"CUDA out of memory. Tried to allocate (batch {batch}, simulated)")
-        return real(cfg, data, ctx, repeats, progress, metrics)
+        return real(cfg, data, ctx, repeats, progress, metrics, profile=profile)
 
     return run_repeats
 
@@ -115,7 +115,7 @@ def test_after_a_point_runs_out_of_memory_the_curve_goes_on(tmp_path, tiny, monk
     from kit.results.curve import curves
     from kit.runner.execute import execute
 
-    def fixture_repeats(cfg, data, ctx, repeats, progress=None, metrics=None):
+    def fixture_repeats(cfg, data, ctx, repeats, progress=None, metrics=None, profile=None):
         if cfg.batch_size == 4:
             raise torch.cuda.OutOfMemoryError("CUDA out of memory (simulated)")
         # fixture numbers, not a measurement: the runner's bookkeeping is under test here

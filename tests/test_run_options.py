@@ -24,7 +24,7 @@ EVERY_OPTION = [
     "-p", "fp32", "-e", "torch", "--preset", "tensor-core", "--gpt-presets", "tiny", "--seq-len", "64", "--d-model", "32",
     "--n-layers", "2", "--n-heads", "4", "--train-split", "valid", "--epochs", "2", "--steps", "5", "--max-batches", "6",
     "--batch-size", "7", "--batch-sizes", "8,16", "--image-size", "64", "--repeats", "2", "--seed", "9", "--mode", "convergence",
-    "--find-max-batch", "--compile", "off", "--gpus", "2", "--global-batch-size", "64", "--scaling", "--isolate", "all", "--tolerance", "0.5", "--emsize", "10",
+    "--find-max-batch", "--compile", "off", "--no-profile-window", "--gpus", "2", "--global-batch-size", "64", "--scaling", "--isolate", "all", "--tolerance", "0.5", "--emsize", "10",
     "--nhid", "11", "--nlayers", "1", "--lr", "2.5", "--clip", "0.1", "--bptt", "8", "--dropout", "0.2",
     "--untied", "--static-loss-scale", "64", "--dynamic-loss-scale", "--learner", "scratch", "--data-dir", "/d", "--results-dir", "/r",
     "--resume", "/r/run", "--smoke", "--skip-checks", "--dry-run",

@@ -27,4 +27,7 @@ class CellContext:
     progress: Callable[..., Any] = _noop
     #: set by the runner when the user asked to stop; bench code may poll it
     should_stop: Callable[[], bool] = lambda: False
+    #: steps of the profiled window after the timed repeats (kit.bench.profile_window); 0: none
+    #: (kit run --no-profile-window, and a context built by hand)
+    profile_steps: int = 0
     extra: dict[str, Any] = field(default_factory=dict)

@@ -9,10 +9,10 @@ so and why, never a guess.
   of bytes per element (kit.facts.dtypes; a mode's tensors are in its autocast dtype, else its
   ``peak_dtype``'s format). The copy bandwidth measured beside the peaks is shown with them.
 - **A cell's profile** (``CellResult.profile``, optional: the profiled window of a few steps under
-  ``torch.profiler``, outside the timed repeats): per step, ``step_s`` (host wall time),
-  ``device_s`` (summed kernel time), ``idle_s`` (the gap: step_s - device_s), and
-  ``device_s_by_class`` (kit.results.kernel_classes' classes). Bundles without it lack the rungs
-  that need it.
+  ``torch.profiler``, outside the timed repeats, kit.results.step_profile): per step, ``step_s``
+  (host wall time), ``device_s`` (summed kernel time), ``idle_s`` (the gap: step_s - device_s,
+  never negative), and ``device_s_by_class`` (kit.results.kernel_classes' classes). Bundles without
+  it lack the rungs that need it; a window that measured no device time (a CPU) says why.
 - **Verdict** (:func:`verdict`): host-bound with the GPU-idle share (the profile's idle gap), else
   compute-bound on or off the tensor cores or memory-bound (the profile's kernel classes); without a
   profile, loader-bound (data wait against compute, medians over repeats), else host-bound where
@@ -105,10 +105,13 @@ def profile_of(cell: CellResult) -> Optional[Dict[str, Any]]:
 
 
 def profile_reason(cell: CellResult) -> Optional[str]:
-    """Why the cell has no profile, where its run recorded one as unavailable with a reason (else None)."""
+    """Why the cell's profiled window measured no device time, where one ran and said so (a CPU
+    device, no profiler, a failed window); None where the cell has a usable profile or none at all."""
     p = getattr(cell, "profile", None)
-    reason = p.get("reason") if isinstance(p, dict) and p.get("available") is False else None
-    return reason if isinstance(reason, str) and reason else None
+    if isinstance(p, dict) and p.get("available") is False:
+        reason = p.get("reason")
+        return reason if isinstance(reason, str) and reason else "the window measured no device time"
+    return None
 
 
 def idle_s(p: Dict[str, Any]) -> float:
@@ -250,8 +253,10 @@ def bound(cell: CellResult) -> Verdict:
     if share is not None and not long_enough:
         seen.insert(2, f"the timed steps {steps_seconds(cell):.1f} s in all, under the {NVML_MIN_STEPS_S:g} s "
                        "NVML's utilisation needs to cover them")
-    return Verdict(NOT_MEASURED, NOT_MEASURED, "not measured: no profiled window of the steps, and NVML over the "
-                   f"whole cell cannot say ({'; '.join(seen)})")
+    why = profile_reason(cell)
+    window = f"the profiled window measured no device time ({why})" if why else "no profiled window of the steps"
+    return Verdict(NOT_MEASURED, NOT_MEASURED, f"not measured: {window}, and NVML over the whole cell cannot say "
+                   f"({'; '.join(seen)})")
 
 
 def verdict(cell: CellResult) -> str:
@@ -283,9 +288,9 @@ def ladder(cell: CellResult, base: CellResult, environment: Dict[str, Any]) -> L
                            f"GPU idle {idle_s(p) * 1e3:.2f} ms (fp32 {idle_s(p32) * 1e3:.2f})"))
     else:
         lacking = [x for x, q in ((base, p32), (cell, p)) if q is None]
-        reasons = [f"{x.precision}: {r}" for x in lacking for r in [profile_reason(x)] if r]
+        whys = sorted({r for x in lacking for r in [profile_reason(x)] if r})
         missing = ("not measured: " + NO_PROFILE + " for " + " and ".join(x.precision for x in lacking)
-                   + (f" ({'; '.join(reasons)})" if reasons else ""))
+                   + ("; a window ran but measured no device time: " + "; ".join(whys) if whys else ""))
         rungs += [_rung(n, None, missing) for n in ("matmul kernels' time ratio", "device-time ratio", "step-time ratio")]
     rungs.append(_rung("measured speedup", ratios.speedup_over_fp32(cell, base),
                        "median steady-state throughput ÷ fp32's, over repeats (the kit's " + ratios.SPEEDUP_NAME + ")"))

@@ -101,9 +101,12 @@ class CellResult:
     #: how the cell was measured: engine, its revision, the settings that shaped the figure
     #: (kit.results.method; None: a bundle made before the kit recorded it, "method unknown")
     method: dict[str, Any] | None = None
-    #: the profiled window's step, where the engine ran one (kit.results.explain reads it; None: not
-    #: profiled): {"available", "reason" (when not), "steps", "step_s", "device_s", "idle_s",
-    #: "device_s_by_class": {kit.results.kernel_classes class: seconds}, "source"}, seconds per step
+    #: the profiled window's step, where the engine ran one (kit.results.step_profile makes it,
+    #: kit.results.explain reads it; None: not profiled): {"available", "reason" (when not), "steps",
+    #: "step_s", "device_s", "idle_s", "busy_s", "device_exceeds_step", "note",
+    #: "device_s_by_class": {kit.results.kernel_classes class: seconds}, "timed_step_s",
+    #: "window_wall_s", "source"}, seconds per step (window_wall_s: the whole window); on a CPU
+    #: "available" false with "step_s", "host_op_s" and "host_op_s_by_class" (host time, never device)
     profile: dict[str, Any] | None = None
 
     @property
@@ -184,6 +187,9 @@ class RunConfig:
     global_batch_size: int | None = None
     #: data-parallel: also measure each cell on one rank, for the scaling efficiency
     scaling: bool = False
+    #: after each cell's timed repeats, profile a few of its steps (kit.bench.profile_window) into
+    #: CellResult.profile; outside the timed figures and the cell's method
+    profile_window: bool = True
 
     def __post_init__(self) -> None:
         if self.suite not in suites.choices():
@@ -269,6 +275,8 @@ class RunConfig:
         # a run recorded before --learner existed trained its fastai cells with the plain Learner
         # (a resumed run keeps that, so its cells stay alike)
         d.setdefault("learner", LEARNER_BEFORE_THE_OPTION)
+        # a run recorded before the option existed profiled no window (a resumed run keeps that)
+        d.setdefault("profile_window", False)
         return cls(**{k: v for k, v in d.items() if k in known})
 
 

@@ -9,6 +9,7 @@ import traceback
 from pathlib import Path
 
 from kit.errors import KitError
+from kit.results import step_profile
 from kit.results.journal import Journal
 from kit.results.schema import CellResult, RunConfig, CellSpec
 from kit.results.stats import summarise_repeats
@@ -56,6 +57,7 @@ def _run_one(bench, spec: CellSpec, config: RunConfig, device: str, run_dir: Pat
         progress=lambda done, total, desc="": ui.cell_progress(spec, done, total, desc),
         should_stop=lambda: stop.stop,
         extra={"run_dir": str(run_dir)},
+        profile_steps=step_profile.DEFAULT_STEPS if config.profile_window else 0,
     )
     ui.cell_start(spec)
     log.info("cell %s: started", spec.cell_id)

@@ -80,7 +80,7 @@ def wants_isolation(spec: CellSpec, isolate: str) -> bool:
 
 def _ctx_fields(ctx: CellContext) -> dict:
     return {"device": ctx.device, "data_dir": str(ctx.data_dir), "data_source": ctx.data_source, "seed": ctx.seed,
-            "repeats": ctx.repeats, "mode": ctx.mode, "extra": dict(ctx.extra)}
+            "repeats": ctx.repeats, "mode": ctx.mode, "extra": dict(ctx.extra), "profile_steps": ctx.profile_steps}
 
 
 #: what the child calls, as "module:function" (tests give their own)
@@ -386,6 +386,7 @@ def _child_main(call: str, spec_dict: dict, ctx_fields: dict, messages: Any, sto
     ctx = CellContext(
         device=ctx_fields["device"], data_dir=Path(ctx_fields["data_dir"]), data_source=ctx_fields["data_source"],
         seed=ctx_fields["seed"], repeats=ctx_fields["repeats"], mode=ctx_fields["mode"], extra=ctx_fields["extra"],
+        profile_steps=ctx_fields.get("profile_steps", 0),
         event=lambda kind, **f: messages.put(("event", kind, f)),
         progress=lambda *a: messages.put(("progress", a)),
         should_stop=stop.is_set,

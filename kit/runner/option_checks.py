@@ -129,6 +129,8 @@ def as_config(options: RunOptions, name: str):
         return str(value)
     if name == "isolate":
         return value or "apex"
+    if name == "profile_window":
+        return value is not False  # on unless --no-profile-window
     return value
 
 

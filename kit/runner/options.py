@@ -89,6 +89,7 @@ class RunOptions:
     gpus: Optional[int] = option(None, "Data-parallel: run each cell over N ranks with DistributedDataParallel (GPUs 0..N-1, NCCL; with --device cpu, N gloo processes). --batch-size is per GPU; --gpus 1 is the data-parallel path on one GPU.")
     global_batch_size: Optional[int] = option(None, "Data-parallel: the global batch, split evenly over --gpus (instead of --batch-size per GPU).")
     scaling: bool = option(False, "Data-parallel: also measure each cell on one rank first, and record the scaling efficiency.")
+    profile_window: Optional[bool] = option(None, "After each cell's timed repeats, run a few more steps (5) under torch.profiler for `kit explain`: host and device time per step, the GPU's idle gap, kernel time by class (CellResult.profile). Outside the timed figures; on by default, --no-profile-window skips it.", names=("--profile-window",), off="--no-profile-window")
     isolate: str = option("apex", "Cells run in a process of their own, so one cell's global state (Apex amp's patches of torch) cannot reach the next: apex (the Apex cells), all, or none.")
     tolerance: Optional[float] = option(None, "Convergence parity tolerance (accuracy points for CIFAR, relative perplexity for the LSTM).")
     emsize: Optional[int] = option(None, "LSTM: embedding size (overrides the preset).", lstm=True)

@@ -388,8 +388,11 @@ def _make_timer_cls():
 
 
 def train_repeat(cfg: TrainConfig, arrays: Any, ctx: Any, repeat: int,
-                 progress: Callable[[int], None] | None = None, num_workers: int | None = None) -> dict:
-    """One instrumented repeat (seed cfg.seed). Returns the repeat record."""
+                 progress: Callable[[int], None] | None = None, num_workers: int | None = None,
+                 after: Callable[[Any], None] | None = None) -> dict:
+    """One instrumented repeat (seed cfg.seed). Returns the repeat record. ``after``, when given,
+    is called with the Learner once the record is complete and the timer removed (the profiled
+    window runs there, on the Learner the repeat timed)."""
     device = cfg.device
     spe, clock = repeat_clock(cfg, len(arrays.train_x))
     learn = build_learner(cfg, arrays, num_workers)
@@ -416,6 +419,8 @@ def train_repeat(cfg: TrainConfig, arrays: Any, ctx: Any, repeat: int,
         **parameter_counts(learn.model),
     )
     learn.remove_cb(timer)
+    if after is not None:
+        after(learn)
     del learn
     free_device_memory()
     return rec
@@ -460,9 +465,11 @@ def timed_record(clock: timing.StepClock, device: str, data_wait: float) -> dict
 
 def run_repeats(cfg: TrainConfig, arrays: Any, ctx: Any, repeats: int,
                 progress: Callable[[int, int], None] | None = None, num_workers: int | None = None,
-                train: Callable[..., dict] | None = None) -> list[dict]:
+                train: Callable[..., dict] | None = None, after_last: Callable[[Any], None] | None = None) -> list[dict]:
     """All repeats of one cell, seeds cfg.seed + r; ``train`` is the engine's
-    train_repeat (this module's by default; the fastai v1 engine passes its own)."""
+    train_repeat (this module's by default; the fastai v1 engine passes its own). ``after_last``,
+    when given, gets the last repeat's Learner once its record is complete (the profiled window:
+    kit.bench.cifar.fastai_window)."""
     from dataclasses import replace
 
     train = train or train_repeat
@@ -470,5 +477,7 @@ def run_repeats(cfg: TrainConfig, arrays: Any, ctx: Any, repeats: int,
     out = []
     for r in range(repeats):
         cb = (lambda n, d=r * per: progress(d + n, repeats * per)) if progress else None
-        out.append(train(replace(cfg, seed=cfg.seed + r), arrays, ctx, r, cb, num_workers))
+        kw = {"after": after_last} if after_last is not None and r == repeats - 1 else {}
+        out.append(train(replace(cfg, seed=cfg.seed + r), arrays, ctx, r, cb, num_workers, **kw))
     return out
+

@@ -382,5 +382,8 @@ def _epoch_marks(clock: "timing.StepClock", timer: Any, ctx: Any, repeat: int, c
 
 
 def run_repeats(cfg: TrainConfig, arrays: Any, ctx: Any, repeats: int,
-                progress: Callable[[int, int], None] | None = None, num_workers: int | None = None) -> list:
+                progress: Callable[[int, int], None] | None = None, num_workers: int | None = None,
+                after_last: Any = None) -> list:
+    """All repeats, by the v2 engine's loop with this engine's repeat; ``after_last`` is not
+    called: this engine runs no profiled window."""
     return fastai_engine.run_repeats(cfg, arrays, ctx, repeats, progress, num_workers, train=train_repeat)

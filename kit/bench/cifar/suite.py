@@ -17,11 +17,12 @@ from typing import Any
 
 from kit.bench import flops as flops_mod
 from kit.bench import methods
-from kit.bench.cifar import batch_search, fastai_engine, models, torch_engine
+from kit.bench.cifar import batch_search, fastai_engine, fastai_window, models, torch_engine
 from kit.bench.cifar.train_config import TrainConfig
 from kit.bench.precision import unavailable_reason
 from kit.results import precisions as precision_modes
 from kit.env.record import cpu_has_native_bf16
+from kit.results import step_profile
 from kit.results.cell_ids import curve_batch
 from kit.results.schema import CellResult, CellSpec
 from kit.results.schema_names import DEFAULT_FASTAI_LEARNER
@@ -250,8 +251,9 @@ def run_cell(spec: CellSpec, ctx: CellContext) -> CellResult:
         batch_search.free_device_memory()
 
     progress = (lambda done, total: ctx.progress(done, total, f"{spec.model} {spec.precision} {spec.engine}"))
+    profile: dict = {}  # the profiled window's, after the timed repeats (filled where ctx asks for one)
     try:
-        repeats = _measure(spec, cfg, arrays, dev_data, ctx, progress, metrics, notes, device)
+        repeats = _measure(spec, cfg, arrays, dev_data, ctx, progress, metrics, notes, device, profile)
     except Exception as exc:
         if curve_batch(spec.params) is None or not batch_search.is_oom(exc):
             raise
@@ -261,7 +263,9 @@ def run_cell(spec: CellSpec, ctx: CellContext) -> CellResult:
         _device_cache.clear()
         batch_search.free_device_memory()
         return out_of_memory(spec, cfg.batch_size)
-    return _result(spec, cfg, arrays, ctx, repeats, metrics, notes, per_image, create_cnn, dev_data, device)
+    result = _result(spec, cfg, arrays, ctx, repeats, metrics, notes, per_image, create_cnn, dev_data, device)
+    result.profile = step_profile.with_timed_step(profile, result.repeats)
+    return result
 
 
 def out_of_memory(spec: CellSpec, batch_size: int) -> CellResult:
@@ -271,10 +275,12 @@ def out_of_memory(spec: CellSpec, batch_size: int) -> CellResult:
 
 
 def _measure(spec: CellSpec, cfg: TrainConfig, arrays: Any, dev_data: Any, ctx: CellContext, progress: Any,
-             metrics: dict, notes: list, device: str) -> list:
-    """The engine's repeats (with the notes they add)."""
+             metrics: dict, notes: list, device: str, profile: dict) -> list:
+    """The engine's repeats (with the notes they add), then its profiled window into ``profile``
+    where ctx asks for one."""
     if spec.engine == "torch":
-        repeats, compile_notes = torch_engine.run_repeats(cfg, dev_data, ctx, ctx.repeats, progress, metrics)
+        repeats, compile_notes = torch_engine.run_repeats(cfg, dev_data, ctx, ctx.repeats, progress, metrics,
+                                                          profile=profile)
         notes.extend(compile_notes)
         if metrics.get("untimed_warmup_steps"):
             notes.append(f"untimed warm-up before the first repeat: {metrics['untimed_warmup_steps']} steps in "
@@ -285,7 +291,13 @@ def _measure(spec: CellSpec, cfg: TrainConfig, arrays: Any, dev_data: Any, ctx: 
         if device.startswith("cuda"):
             notes.append("peak_memory_bytes includes the uint8 data set resident on the device")
     else:
-        repeats = fastai_impl().run_repeats(cfg, arrays, ctx, ctx.repeats, progress, cfg.num_workers)
+        impl, after_last = fastai_impl(), None
+        if ctx.profile_steps and impl is fastai_engine:
+            def after_last(learn: Any) -> None:
+                profile.update(fastai_window.profile_fit(learn, cfg, ctx.profile_steps))
+        elif ctx.profile_steps:
+            profile.update(step_profile.unavailable("the fastai v1 engine runs no profiled window"))
+        repeats = impl.run_repeats(cfg, arrays, ctx, ctx.repeats, progress, cfg.num_workers, after_last=after_last)
         notes.append("data_wait_s = host time between batches (DataLoader, host-to-device copy, batch transforms), "
                      "read without device synchronisation; epoch_seconds time the training phase only")
         if not cfg.evaluate:

@@ -35,7 +35,7 @@ from typing import Any, Callable
 
 import torch
 
-from kit.bench import caps, timing
+from kit.bench import caps, profile_window, timing
 from kit.bench.cifar.batch_search import free_device_memory, is_oom
 from kit.bench.cifar.gpu_data import DeviceData, augment
 from kit.bench.cifar.graphed import (
@@ -136,8 +136,13 @@ class _Untimed:
 
 
 def train_repeat(cfg: TrainConfig, data: DeviceData, ctx: Any, repeat: int, compile_mode: str | None,
-                 progress: Callable[[int], None] | None = None) -> dict:
-    """One repeat: fresh model (seed cfg.seed), train, time. Returns the repeat record."""
+                 progress: Callable[[int], None] | None = None,
+                 after: Callable[[Callable[[], Any]], None] | None = None) -> dict:
+    """One repeat: fresh model (seed cfg.seed), train, time. Returns the repeat record.
+
+    ``after``, when given, is called once the record is complete (every clock read, every
+    counter taken) with the repeat's own step on its last batch: the profiled window runs there,
+    on the trainer the repeat timed, and cannot change the record."""
     device = cfg.device
     n_train = data.train_x.shape[0]
     spe = cfg.steps_per_epoch(n_train)
@@ -218,6 +223,10 @@ def train_repeat(cfg: TrainConfig, data: DeviceData, ctx: Any, repeat: int, comp
     )
     rec["precision"] = trainer.describe()
     data_parallel.repeat_done(trainer.model)  # a data-parallel rank records its weights' digest
+    if after is not None:
+        x_last, y_last = xs[(spe - 1) * bs : spe * bs], ys[(spe - 1) * bs : spe * bs]
+        # as in the loop: the input conversion is part of the step (inside the captured graph, or here)
+        after(lambda: trainer.step(x_last if converts_input else data.to_input(x_last, cfg.image_size), y_last))
     del trainer, xs, ys
     free_device_memory()
     return rec
@@ -225,9 +234,13 @@ def train_repeat(cfg: TrainConfig, data: DeviceData, ctx: Any, repeat: int, comp
 
 def run_repeats(cfg: TrainConfig, data: DeviceData, ctx: Any, repeats: int,
                 progress: Callable[[int, int], None] | None = None,
-                metrics: dict | None = None) -> tuple[list[dict], list[str]]:
+                metrics: dict | None = None, profile: dict | None = None) -> tuple[list[dict], list[str]]:
     """All repeats of one cell, seeds cfg.seed + r. Falls back from a failing
     torch.compile mode to the next (recording why) and keeps that choice.
+
+    Where ``ctx.profile_steps`` asks for it, the last repeat, once its record is complete,
+    profiles that many more steps of its own step function (kit.bench.profile_window) into
+    ``profile``: the same step mode the repeats timed, outside every timed figure.
 
     On CUDA an untimed warm-up (a few steps of a throwaway model) runs first: cuDNN
     autotuning, lazy kernel loading and compilation are paid once per process and
@@ -268,7 +281,12 @@ def run_repeats(cfg: TrainConfig, data: DeviceData, ctx: Any, repeats: int,
                     break
                 done_before = r * per_repeat
                 cb = (lambda n, d=done_before: progress(d + n, repeats * per_repeat)) if progress else None
-                out.append(train_repeat(replace(cfg, seed=cfg.seed + r), data, ctx, r, mode, cb))
+                window = None
+                if r == repeats - 1 and profile is not None and getattr(ctx, "profile_steps", 0):
+                    def window(step, device=cfg.device, n=ctx.profile_steps):
+                        profile.clear()
+                        profile.update(profile_window.run(step, device, n))
+                out.append(train_repeat(replace(cfg, seed=cfg.seed + r), data, ctx, r, mode, cb, after=window))
                 break
             except (KeyboardInterrupt, KitError):
                 raise

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from kit.bench import methods
+from kit.bench import methods, profile_window
 from kit.bench.gpt import config as gpt_config
 from kit.bench.gpt.data import heldout_batches
 from kit.bench.gpt.train import CompileState, Hooks, compile_state, run_repeat
@@ -30,6 +30,7 @@ from kit.data.wikitext import corpus_provenance
 from kit.errors import KitError
 from kit.facts.models import gpt_matmul_params, gpt_train_flops_per_token
 from kit.results import precisions as precision_modes
+from kit.results import step_profile
 from kit.results.schema import CellResult, CellSpec
 from kit.results.stats import repeat_notes, summarise_repeats
 from kit.bench.context import CellContext
@@ -89,6 +90,7 @@ def run_cell(spec: CellSpec, ctx: CellContext) -> CellResult:
     total = ctx.repeats * per_repeat
     done = 0
     repeats: list[dict] = []
+    profile: dict = {}  # the profiled window's, after the last repeat's record (where ctx asks for one)
     r = 0
     while r < ctx.repeats:
         seed = cfg.seed + ctx.seed + r
@@ -99,9 +101,15 @@ def run_cell(spec: CellSpec, ctx: CellContext) -> CellResult:
             ctx.progress(min(done, total), total, f"repeat {_r + 1}/{ctx.repeats}")
 
         warm = cfg.warmup_steps if r == 0 else 1
+        after = None
+        if r == ctx.repeats - 1 and ctx.profile_steps:
+            def after(step, device=ctx.device, n=ctx.profile_steps):
+                profile.clear()
+                profile.update(profile_window.run(step, device, n))
         try:
             record = run_repeat(cfg, train_ids, heldout, vocab, spec.precision, ctx.device, seed,
-                                flops_per_token, comp, warm, Hooks(on_steps=on_steps, should_stop=ctx.should_stop))
+                                flops_per_token, comp, warm, Hooks(on_steps=on_steps, should_stop=ctx.should_stop),
+                                after=after)
         except (KeyboardInterrupt, KitError):
             raise
         except Exception as exc:
@@ -167,6 +175,7 @@ def run_cell(spec: CellSpec, ctx: CellContext) -> CellResult:
             "batch_size": cfg.batch_size,
             "seq_len": cfg.seq_len,
         }, {"compile": comp.reason} if comp.reason else None),
+        profile=step_profile.with_timed_step(profile, repeats),
     )
 
 

@@ -186,9 +186,20 @@ def heldout_loss(loss_fn: Callable, batches: list, prec: Precision, model: GPT) 
     return float(total.item()) / len(batches)
 
 
+def train_step(loss_fn: Callable, x: torch.Tensor, y: torch.Tensor, prec: Precision, optimizer, params: list) -> torch.Tensor:
+    """One training step: the loss under the mode's autocast, the mode's backward, clipping and update."""
+    with prec.autocast():
+        loss = loss_fn(x, y)
+    prec.backward_step(loss, optimizer, clip=GRAD_CLIP, params=params)
+    return loss
+
+
 def run_repeat(cfg: GPTConfig, train_ids, heldout: list | None, vocab: int, mode: str, device: str, seed: int,
-               flops_per_token: int, comp: CompileState, warmup_steps: int, hooks: Hooks | None = None) -> dict:
-    """Train a fresh model; return the repeat's record (kit.results.schema's repeat metrics)."""
+               flops_per_token: int, comp: CompileState, warmup_steps: int, hooks: Hooks | None = None,
+               after: Callable[[Callable[[], object]], None] | None = None) -> dict:
+    """Train a fresh model; return the repeat's record (kit.results.schema's repeat metrics).
+    ``after``, when given, is called once the record is complete with the loop's own step on the
+    next batches (:func:`train_step`): the profiled window runs there and cannot change the record."""
     hooks = hooks or Hooks()
     if cfg.mode == "convergence":
         total = cfg.steps
@@ -227,9 +238,7 @@ def run_repeat(cfg: GPTConfig, train_ids, heldout: list | None, vocab: int, mode
             for group in optimizer.param_groups:
                 group["lr"] = lr_at(step, total, cfg.lr, cfg.mode)
             x, y = batches.next()
-            with prec.autocast():
-                loss = loss_fn(x, y)
-            prec.backward_step(loss, optimizer, clip=GRAD_CLIP, params=params)
+            loss = train_step(loss_fn, x, y, prec, optimizer, params)
             losses.append(loss.detach())
             clock.step_done(tokens_per_step)
             pending += 1
@@ -282,6 +291,8 @@ def run_repeat(cfg: GPTConfig, train_ids, heldout: list | None, vocab: int, mode
     }
     if fp8_info is not None:
         record["fp8"] = fp8_info
+    if after is not None:
+        after(lambda: train_step(loss_fn, *batches.next(), prec, optimizer, params))
     del model, optimizer, params, batches, loss_fn, losses
     gc.collect()
     if device.startswith("cuda"):

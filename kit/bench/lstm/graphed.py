@@ -41,6 +41,8 @@ steady steps (``gpu_busy_fraction`` in each repeat): near 1 when the GPU, not th
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 
 from kit.bench import caps, timing
@@ -49,7 +51,8 @@ from kit.bench.lstm.batching import chunk_starts, get_batch
 from kit.bench.lstm.config import LSTMConfig
 from kit.bench.lstm.model import LSTMModel
 from kit.bench.lstm.train import (PROGRESS_EVERY, WARMUP_BATCHES, BestCheckpoint, Hooks, SplitData, _finite,
-                                  anneal_lr, evaluate, lm_loss, loss_in_fp32, perplexity, repeat_record)
+                                  anneal_lr, evaluate, full_windows, lm_loss, loss_in_fp32, perplexity,
+                                  repeat_record)
 from kit.bench.precision import GRADSCALER_INIT_SCALE, Precision
 from kit.bench.timing import StepClock, warmup_steps_for
 from kit.results import precisions as precision_modes
@@ -318,10 +321,14 @@ def train_epoch(step: GraphedStep, cfg: LSTMConfig, clock: StepClock, hooks: Hoo
 
 
 def run_repeat(cfg: LSTMConfig, data: SplitData, precision_mode: str, device: str, seed: int,
-               precision_kwargs: dict | None = None, hooks: Hooks | None = None, step_losses: list | None = None) -> dict:
+               precision_kwargs: dict | None = None, hooks: Hooks | None = None, step_losses: list | None = None,
+               after: Callable[[Callable[[], object], int], None] | None = None) -> dict:
     """The faithful engine's repeat (kit.bench.lstm.train.run_repeat: epochs, annealing, the best
     checkpoint's test perplexity), trained by the captured step. ``step_losses``, when given, gets every
-    training step's loss (tests; one host read per step, so never in a timed run)."""
+    training step's loss (tests; one host read per step, so never in a timed run). ``after``, when given,
+    is called once the record is complete with the captured step (``window()``: one replay per call,
+    from the epoch's first window) and the number of whole windows an epoch has: the profiled window
+    runs there and cannot change the record."""
     hooks = hooks or Hooks()
     n_batches = len(chunk_starts(data.train, cfg.bptt, cfg.max_batches))
     clock = StepClock(device, warmup_steps=warmup_steps_for(n_batches * cfg.epochs, WARMUP_BATCHES))
@@ -357,12 +364,17 @@ def run_repeat(cfg: LSTMConfig, data: SplitData, precision_mode: str, device: st
     peak = timing.peak_memory_bytes(device)
     times = clock.summary()
     steady = times["steady_seconds"]
-    return repeat_record(seed, times, n_batches, peak, counters, train_losses, val_losses, lrs, test_loss, best.epoch,
-                         step.describe(), extra={
-                             "graph_replays": step.replays,
-                             "gpu_busy_seconds": busy.busy_s if busy.on else None,
-                             "gpu_busy_fraction": (busy.busy_s / steady) if busy.on and steady else None,
-                         })
+    record = repeat_record(seed, times, n_batches, peak, counters, train_losses, val_losses, lrs, test_loss, best.epoch,
+                           step.describe(), extra={
+                               "graph_replays": step.replays,
+                               "gpu_busy_seconds": busy.busy_s if busy.on else None,
+                               "gpu_busy_fraction": (busy.busy_s / steady) if busy.on and steady else None,
+                           })
+    if after is not None:
+        step.new_epoch(lr)  # the device's window counter back to the epoch's first window
+        step.model.train()
+        after(step.window, len(full_windows(data.train, cfg)))
+    return record
 
 
 def _record_losses(step: GraphedStep, out: list) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from kit.bench import methods
+from kit.bench import methods, profile_window
 from kit.bench.lstm import config as lstm_config
 from kit.bench.lstm import graphed as lstm_graphed
 from kit.bench.lstm.batching import batchify, chunk_starts
@@ -27,6 +27,7 @@ from kit.bench.lstm.model import pad_vocab
 from kit.bench.lstm.train import Hooks, SplitData, run_repeat, sgd_update_kwargs
 from kit.bench.precision import unavailable_reason
 from kit.results import precisions as precision_modes
+from kit.results import step_profile
 from kit.data.wikitext import corpus_provenance
 from kit.results.schema import CellResult, CellSpec
 from kit.results.stats import repeat_notes, summarise_repeats
@@ -185,6 +186,7 @@ def run_cell(spec: CellSpec, ctx: CellContext) -> CellResult:
     total = ctx.repeats * cfg.epochs * batches_per_epoch
     done = 0
     repeats: list[dict] = []
+    profile: dict = {}  # the profiled window's, after the last repeat's record (where ctx asks for one)
     for r in range(ctx.repeats):
         seed = cfg.seed + ctx.seed + r
 
@@ -199,7 +201,12 @@ def run_cell(spec: CellSpec, ctx: CellContext) -> CellResult:
             should_stop=ctx.should_stop,
         )
         repeat = lstm_graphed.run_repeat if graphed else run_repeat
-        record = repeat(cfg, data, spec.precision, ctx.device, seed, kwargs, hooks)
+        after = None
+        if r == ctx.repeats - 1 and ctx.profile_steps:
+            def after(step, windows, device=ctx.device, n=ctx.profile_steps):
+                profile.update(profile_window.run(step, device, min(n, windows)) if windows else step_profile.unavailable(
+                    "no training chunk a whole bptt long to profile", profile_window.source(n)))
+        record = repeat(cfg, data, spec.precision, ctx.device, seed, kwargs, hooks, after=after)
         record["repeat"] = r
         repeats.append(record)
         ctx.event("note", message=f"repeat {r + 1}/{ctx.repeats} done", repeat=r,
@@ -228,6 +235,7 @@ def run_cell(spec: CellSpec, ctx: CellContext) -> CellResult:
         data=_provenance(corpus, ntokens, cfg, data, batches_per_epoch),
         notes=notes,
         method=method(spec, cfg, ctx.device, repeats, kwargs, batches_per_epoch),
+        profile=step_profile.with_timed_step(profile, repeats),
     )
 
 

@@ -148,6 +148,19 @@ def sgd_update_kwargs(precision_mode: str) -> dict:
     return {"foreach": False}
 
 
+def train_step(model, data: torch.Tensor, target: torch.Tensor, hidden, prec: Precision, optimizer, clip: float,
+               params, in_fp32: bool):
+    """One step of the example's loop on one bptt chunk: the hidden state cut from the last chunk's
+    graph (truncated BPTT), forward and loss under the mode's autocast, the mode's backward and
+    update; returns (loss, the hidden state for the next chunk)."""
+    hidden = repackage_hidden(hidden)
+    with prec.autocast():
+        logits, hidden = model(data, hidden)
+        loss = lm_loss(logits, target, in_fp32=in_fp32)
+    prec.backward_step(loss, optimizer, clip=clip, params=params)
+    return loss, hidden
+
+
 def train_epoch(model, core: LSTMModel, source: torch.Tensor, cfg: LSTMConfig, prec: Precision, optimizer, clock: StepClock, hooks: Hooks) -> float:
     """One pass over the training columns; returns the mean training loss per token."""
     model.train()
@@ -160,11 +173,7 @@ def train_epoch(model, core: LSTMModel, source: torch.Tensor, cfg: LSTMConfig, p
     clock.epoch_start()
     for i in chunk_starts(source, cfg.bptt, cfg.max_batches):
         data, target = get_batch(source, i, cfg.bptt)
-        hidden = repackage_hidden(hidden)  # truncated BPTT: the graph stops at this chunk
-        with prec.autocast():
-            logits, hidden = model(data, hidden)
-            loss = lm_loss(logits, target, in_fp32=in_fp32)
-        prec.backward_step(loss, optimizer, clip=cfg.clip, params=params)
+        loss, hidden = train_step(model, data, target, hidden, prec, optimizer, cfg.clip, params, in_fp32)
         n = target.numel()
         loss_sum += loss.detach().double() * n
         tokens += n
@@ -186,10 +195,21 @@ def _finite(x: float | None) -> float | None:
     return x if x is not None and math.isfinite(x) else None
 
 
+def full_windows(source: torch.Tensor, cfg: LSTMConfig) -> list[int]:
+    """The starts of an epoch's chunks that are a whole bptt long (the shape most steps have)."""
+    return [i for i in chunk_starts(source, cfg.bptt, cfg.max_batches) if i + cfg.bptt <= source.size(0) - 1]
+
+
 def run_repeat(cfg: LSTMConfig, data: SplitData, precision_mode: str, device: str, seed: int,
-               precision_kwargs: dict | None = None, hooks: Hooks | None = None) -> dict:
+               precision_kwargs: dict | None = None, hooks: Hooks | None = None,
+               after: Callable[[Callable[[], object], int], None] | None = None) -> dict:
     """Train a fresh model for ``cfg.epochs`` epochs; return the repeat's record
-    (the metric names of kit.results.schema.CellResult.repeats)."""
+    (the metric names of kit.results.schema.CellResult.repeats).
+
+    ``after``, when given, is called once the record is complete with the loop's own step
+    (:func:`train_step`, walking the whole-bptt chunks from the first, the hidden state carried)
+    and how many such chunks there are: the profiled window runs there and cannot change the
+    record."""
     hooks = hooks or Hooks()
     n_batches = len(chunk_starts(data.train, cfg.bptt, cfg.max_batches))
     # short smoke runs still get a steady-state window: warm up over at most half of the steps
@@ -230,8 +250,30 @@ def run_repeat(cfg: LSTMConfig, data: SplitData, precision_mode: str, device: st
     counters = prec.counters()
     peak = timing.peak_memory_bytes(device)
 
-    return repeat_record(seed, clock.summary(), n_batches, peak, counters, train_losses, val_losses, lrs, test_loss,
-                         best.epoch, prec.describe())
+    record = repeat_record(seed, clock.summary(), n_batches, peak, counters, train_losses, val_losses, lrs, test_loss,
+                           best.epoch, prec.describe())
+    if after is not None:
+        after(_window_step(model, core, data.train, cfg, prec, optimizer), len(full_windows(data.train, cfg)))
+    return record
+
+
+def _window_step(model, core: LSTMModel, source: torch.Tensor, cfg: LSTMConfig, prec: Precision, optimizer):
+    """The loop's step as a call without arguments: each call trains the next whole-bptt chunk
+    from the first (again from the first after the last), the hidden state carried."""
+    starts = full_windows(source, cfg)
+    params = prec.optimizer_params(model)
+    in_fp32 = loss_in_fp32(prec)
+    state = {"at": 0, "hidden": core.init_hidden(source.size(1))}
+    model.train()
+
+    def step():
+        i = starts[state["at"] % len(starts)]
+        state["at"] += 1
+        x, y = get_batch(source, i, cfg.bptt)
+        loss, state["hidden"] = train_step(model, x, y, state["hidden"], prec, optimizer, cfg.clip, params, in_fp32)
+        return loss
+
+    return step
 
 
 def repeat_record(seed: int, times: dict, n_batches: int, peak, counters: dict, train_losses: list, val_losses: list,

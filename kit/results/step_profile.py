@@ -1,0 +1,154 @@
+"""A cell's profile (``CellResult.profile``) from the events of its profiled window.
+
+The window is a few training steps run under ``torch.profiler`` after the timed repeats
+(kit.bench.profile_window runs it and hands the events here). Per step it gives:
+
+- ``step_s``: the host's wall time per step over the window, the device synchronised at both ends
+  (the profiler's own cost included: it is the step as profiled, not the timed step);
+- ``device_s``: the summed time of the device's events (kernels, copies, sets) per step;
+- ``busy_s``: where the events' start and end are known, the time per step at least one of them ran
+  (their union): below ``device_s`` when streams overlap;
+- ``idle_s``: ``step_s - device_s``, never negative. Where ``device_s`` exceeds ``step_s`` (kernels
+  on overlapping streams, or events that reach past the window) the parts cannot add up:
+  ``device_exceeds_step`` is true and ``note`` says so, instead of a negative idle time;
+- ``device_s_by_class``: ``device_s`` by kit.results.kernel_classes' classes.
+
+On a CPU there is no device time to measure: the profile says ``available: false`` with the
+reason, and keeps only what was measured and is labelled as what it is (``step_s`` and the CPU
+operators' own time, ``host_op_s`` and ``host_op_s_by_class``), never as device time.
+
+Torch-free and Python 3.7 syntax (the cuda10 image reads results).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from kit.results import kernel_classes as kc
+
+#: steps a profiled window runs by default (kit run --profile-window): enough for a per-step mean
+#: of a few replays, few enough to cost a small share of a cell
+DEFAULT_STEPS = 5
+#: warm steps before the window where the engine needs them to reach its steady step (a fresh
+#: loader's first batches in the fastai engine)
+DEFAULT_WARMUP = 2
+
+
+def busy_seconds(intervals: Iterable[Tuple[float, float]]) -> float:
+    """Seconds covered by at least one of the ``(start, end)`` intervals (their union)."""
+    total, end_so_far = 0.0, None
+    start_so_far = None
+    for start, end in sorted((float(a), float(b)) for a, b in intervals if b > a):
+        if end_so_far is None or start > end_so_far:
+            if end_so_far is not None:
+                total += end_so_far - start_so_far
+            start_so_far, end_so_far = start, end
+        else:
+            end_so_far = max(end_so_far, end)
+    if end_so_far is not None:
+        total += end_so_far - start_so_far
+    return total
+
+
+def _seconds(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
+
+
+def device_profile(kernels: Sequence[Tuple[str, float]], wall_s: float, steps: int, source: str,
+                   intervals: Optional[Iterable[Tuple[float, float]]] = None,
+                   window_wall_s: Optional[float] = None) -> Dict[str, Any]:
+    """The profile of a window on a GPU: ``kernels`` are its device events as ``(name, seconds)``,
+    ``wall_s`` the synchronised host wall time of its ``steps`` steps, ``intervals`` the events'
+    ``(start, end)`` in seconds where known (for ``busy_s``), ``window_wall_s`` what the whole
+    window cost (warm-up and the profiler's start and stop included)."""
+    if steps < 1 or not _seconds(wall_s) or wall_s <= 0:
+        return unavailable(f"the window timed no step ({steps} steps in {wall_s!r} s)", source)
+    kernels = [(str(n), float(t)) for n, t in kernels if _seconds(t)]
+    if not kernels:
+        return unavailable("the profiler recorded no device event in the window (no kernel was traced)",
+                           source, steps=steps, step_s=wall_s / steps, window_wall_s=window_wall_s)
+    step_s = wall_s / steps
+    device_s = sum(t for _, t in kernels) / steps
+    by_class = {k: v / steps for k, v in kc.device_time_by_class(kernels).items()}
+    out: Dict[str, Any] = {
+        "available": True,
+        "steps": steps,
+        "step_s": step_s,
+        "device_s": device_s,
+        "idle_s": max(step_s - device_s, 0.0),
+        "device_s_by_class": by_class,
+        "device_exceeds_step": device_s > step_s,
+        "source": source,
+    }
+    if intervals is not None:
+        out["busy_s"] = busy_seconds(intervals) / steps
+    if device_s > step_s:
+        out["note"] = (f"the device's events add up to {device_s * 1e3:.3f} ms per step, more than the step's "
+                       f"{step_s * 1e3:.3f} ms: kernels overlapped (several streams) or ran past the window, so "
+                       "device and idle time do not add up to the step; idle time is shown as 0")
+    if window_wall_s is not None:
+        out["window_wall_s"] = window_wall_s
+    return out
+
+
+def host_profile(ops: Sequence[Tuple[str, float]], wall_s: float, steps: int, source: str, reason: str,
+                 window_wall_s: Optional[float] = None) -> Dict[str, Any]:
+    """The profile of a window with no device to time (the CPU): ``available`` false with
+    ``reason``, and the host's measured pieces under their own names: ``step_s`` and the CPU
+    operators' own (self) time per step, ``host_op_s`` and ``host_op_s_by_class``."""
+    extra: Dict[str, Any] = {}
+    if steps >= 1 and _seconds(wall_s) and wall_s > 0:
+        ops = [(str(n), float(t)) for n, t in ops if _seconds(t)]
+        extra.update(steps=steps, step_s=wall_s / steps, host_op_s=sum(t for _, t in ops) / steps,
+                     host_op_s_by_class={k: v / steps for k, v in kc.device_time_by_class(ops).items()})
+    if window_wall_s is not None:
+        extra["window_wall_s"] = window_wall_s
+    return unavailable(reason, source, **extra)
+
+
+def unavailable(reason: str, source: Optional[str] = None, **measured: Any) -> Dict[str, Any]:
+    """A profile that could not measure the device: ``available`` false, the ``reason``, and
+    whatever host-side figures were measured (``measured``), under their own names."""
+    out: Dict[str, Any] = {"available": False, "reason": reason}
+    if source:
+        out["source"] = source
+    out.update({k: v for k, v in measured.items() if v is not None})
+    return out
+
+
+def adds_up(profile: Dict[str, Any], tolerance: float = 0.05) -> bool:
+    """Whether device and idle time add up to the step within ``tolerance`` (relative)."""
+    step, device, idle = (profile.get(k) for k in ("step_s", "device_s", "idle_s"))
+    if not all(_seconds(x) for x in (step, device, idle)) or not step:
+        return False
+    return abs(device + idle - step) <= tolerance * step
+
+
+def timed_step_s(repeats: List[dict]) -> Optional[float]:
+    """The timed repeats' mean step in seconds (median over repeats of steady seconds ÷ steady
+    steps), to set beside the profiled step: the difference is what profiling cost the step."""
+    per = []
+    for r in repeats:
+        if not isinstance(r, dict):
+            continue
+        seconds, steps = r.get("steady_seconds"), r.get("steps")
+        warm = r.get("warmup_steps", r.get("warmup_batches"))
+        if _seconds(seconds) and isinstance(steps, int) and isinstance(warm, int) and steps > warm and seconds > 0:
+            per.append(seconds / (steps - warm))
+    if not per:
+        return None
+    per.sort()
+    mid = len(per) // 2
+    return per[mid] if len(per) % 2 else (per[mid - 1] + per[mid]) / 2
+
+
+def with_timed_step(profile: Optional[Dict[str, Any]], repeats: List[dict]) -> Optional[Dict[str, Any]]:
+    """A window's profile (None where no window ran: an empty or missing one) with the timed
+    repeats' step (:func:`timed_step_s`) beside its own as ``timed_step_s``."""
+    if not profile:
+        return None
+    timed = timed_step_s(repeats)
+    if timed is not None:
+        profile["timed_step_s"] = timed
+    return profile

@@ -1,0 +1,193 @@
+"""The profiled window of real cells on the CPU, with the window on and off: it runs after the timed
+repeats and leaves their records as they were, its profile has the documented shape (on a CPU: not
+available, host time under its own names), --no-profile-window leaves no profile, and the cell's
+method is the same either way (a bundle with windows compares with one without, no method change)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("torchvision")
+
+from fixtures.results.factory import make_env, make_results, make_run_dir  # noqa: E402
+from kit.bench import profile_window  # noqa: E402
+from kit.bench.cifar import suite as cifar  # noqa: E402
+from kit.bench.context import CellContext  # noqa: E402
+from kit.bench.gpt import suite as gpt  # noqa: E402
+from kit.bench.lstm import suite as lstm  # noqa: E402
+from kit.results.method import identity  # noqa: E402
+from kit.results.schema import CellSpec, RunConfig  # noqa: E402
+from test_cifar_suite import TinyArrays  # noqa: E402
+from test_gpt_suite import fixture_corpus  # noqa: E402
+from test_lstm_suite import TINY, tiny_corpus  # noqa: E402
+
+STEPS = 3
+#: what a repeat records from clocks (differs run to run); everything else must not move
+TIMED = ("epoch_seconds", "epoch_seconds_median", "throughput_items_per_s", "time_to_first_step_s", "steady_seconds",
+         "steady_windows", "data_wait_s", "compute_s", "achieved_tflops", "fit_seconds", "gpu_busy_seconds",
+         "gpu_busy_fraction")
+CELLS = {
+    "cifar/torch": CellSpec("cifar", "resnet18", "fp32", "torch", {"batch_size": 4, "image_size": 32, "epochs": 1, "steps": 4}),
+    "cifar/fastai": CellSpec("cifar", "resnet18", "fp32", "fastai", {"batch_size": 4, "image_size": 32, "epochs": 1, "steps": 6}),
+    "lstm/kit": CellSpec("lstm", "apex-2018", "fp32", "kit", dict(TINY, max_batches=6)),
+    "lstm/graphed": CellSpec("lstm", "apex-2018", "fp32", "graphed", dict(TINY, max_batches=6)),
+    "gpt/kit": CellSpec("gpt", "tiny", "fp32", "kit", {"preset": "tiny", "compile": "off", "steps": 4}),
+}
+
+
+@pytest.fixture(scope="module")
+def runs():
+    """Each engine's cell run twice (2 repeats, same seed): window on, then off; with the journal's
+    events and the moment the window ran among them."""
+    if CELLS["cifar/fastai"].engine == "fastai":
+        pytest.importorskip("fastai")
+    mp = pytest.MonkeyPatch()
+    arrays, corpus = TinyArrays(), tiny_corpus()
+    mp.setattr(cifar, "load_data", lambda ctx: arrays)
+    mp.setattr(lstm, "load_corpus", lambda ctx, pad, splits=None: corpus)
+    gpt_corpus = fixture_corpus()
+    mp.setattr(gpt, "load_corpus", lambda ctx, pad, splits=None: gpt_corpus)
+    events: list = []
+    real_run = profile_window.run
+
+    def spy(*a, **kw):
+        events.append(("window", {}))
+        return real_run(*a, **kw)
+
+    mp.setattr(profile_window, "run", spy)
+    real_fit = cifar.fastai_window.profile_fit
+
+    def fit_spy(*a, **kw):
+        events.append(("window", {}))
+        return real_fit(*a, **kw)
+
+    mp.setattr(cifar.fastai_window, "profile_fit", fit_spy)
+    out = {}
+    try:
+        for name, spec in CELLS.items():
+            suite = {"lstm": lstm, "gpt": gpt}.get(spec.workload, cifar)
+            for on in (True, False):
+                events.clear()
+                ctx = CellContext(device="cpu", data_dir=Path("unused"), data_source="synthetic", repeats=2,
+                                  event=lambda kind, **f: events.append((kind, f)), profile_steps=STEPS if on else 0)
+                result = suite.run_cell(spec, ctx)
+                assert result.status == "ok", result.reason
+                out[name, on] = SimpleNamespace(result=result, events=list(events))
+    finally:
+        mp.undo()
+    return out
+
+
+def _untimed(rec: dict) -> dict:
+    return {k: v for k, v in rec.items() if k not in TIMED}
+
+
+@pytest.mark.parametrize("engine", list(CELLS))
+def test_the_window_runs_after_the_timed_repeats_and_leaves_their_records_as_they_were(runs, engine):
+    on, off = runs[engine, True], runs[engine, False]
+    kinds = [k for k, _ in on.events]
+    assert kinds.count("window") == 1 and "window" not in [k for k, _ in off.events]
+    # after the last repeat's last epoch (GPT's repeats have no epoch event: after the first repeat's end)
+    gpt_cell = engine.startswith("gpt")
+    last = max(i for i, (k, f) in enumerate(on.events) if f.get("repeat") == (0 if gpt_cell else 1)
+               and k == ("note" if gpt_cell else "epoch"))
+    assert kinds.index("window") > last
+    assert len(on.result.repeats) == len(off.result.repeats) == 2
+    for a, b in zip(on.result.repeats, off.result.repeats):
+        # the steps counted, losses, metrics, counters and seeds: identical, as if no window had run
+        assert _untimed(a) == _untimed(b)
+    assert on.result.summary.keys() == off.result.summary.keys()
+
+
+@pytest.mark.parametrize("engine", list(CELLS))
+def test_a_cpu_window_says_the_device_was_not_measured_and_keeps_the_host_time(runs, engine):
+    p = runs[engine, True].result.profile
+    assert p["available"] is False and "CPU" in p["reason"]
+    assert p["source"].startswith(f"torch.profiler, {STEPS} steps")
+    assert p["steps"] == STEPS and p["step_s"] > 0 and p["host_op_s"] > 0
+    assert 0 < p["window_wall_s"] and p["timed_step_s"] > 0
+    assert not any(k.startswith("device") or k in ("idle_s", "busy_s") for k in p)
+    json.dumps(p)  # stored as it is
+
+
+@pytest.mark.parametrize("engine", list(CELLS))
+def test_no_window_leaves_no_profile_and_the_same_method(runs, engine):
+    on, off = runs[engine, True].result, runs[engine, False].result
+    assert off.profile is None and "profile" not in off.to_dict()
+    assert "profile" in on.to_dict()
+    assert on.method and identity(on.method) == identity(off.method)
+
+
+def test_a_bundle_with_windows_compares_with_one_without_and_no_method_changes(runs, tmp_path):
+    from kit.compare.engine import compare_paths
+    from kit.report.export import export_run
+
+    bundles = []
+    for on, host in ((False, "fixture-host-a"), (True, "fixture-host-b")):
+        cells = [runs[name, on].result.to_dict() for name in CELLS]
+        res = make_results(cells, make_env(host=host), run_id=f"FIXTURE-window-{on}")
+        bundles.append(export_run(make_run_dir(tmp_path / f"runs-{host}", res), tmp_path / f"bundles-{host}"))
+    cmp = compare_paths(bundles)
+    assert len(cmp.rows) == len(CELLS)
+    assert not cmp.method_changes and "method" not in [w.kind for w in cmp.warnings]
+
+
+def test_the_option_is_on_by_default_off_with_no_profile_window_and_off_for_older_runs():
+    from kit.runner.option_checks import config_from_options
+    from kit.runner.options import parse_args, to_args
+
+    base = ["--device", "cpu", "--suite", "lstm", "--skip-checks"]
+    assert config_from_options(parse_args(base)).profile_window is True
+    off = parse_args(base + ["--no-profile-window"])
+    assert config_from_options(off).profile_window is False
+    assert "--no-profile-window" in to_args(off)
+    assert config_from_options(parse_args(["--smoke", "--device", "cpu"])).profile_window is True
+    assert RunConfig.from_dict({"suite": "lstm"}).profile_window is False  # recorded before the option
+
+
+@pytest.mark.parametrize("on, steps", [(True, 5), (False, 0)])
+def test_the_runner_gives_each_cell_the_windows_steps_from_the_runs_config(tmp_path, on, steps):
+    from kit.results.journal import Journal
+    from kit.runner import cell_run
+
+    seen = []
+    spec = CELLS["lstm/kit"]
+    bench = SimpleNamespace(run_cell=lambda s, ctx: seen.append(ctx.profile_steps) or cell_run.CellResult.skipped(s, "test"))
+    ui = SimpleNamespace(cell_start=lambda s: None, cell_progress=lambda *a: None)
+    with Journal(tmp_path / "journal.jsonl") as journal:
+        cell_run._run_one(bench, spec, RunConfig(suite="lstm", profile_window=on), "cpu", tmp_path, journal, ui,
+                          SimpleNamespace(stop=False))
+    assert seen == [steps]
+
+
+@pytest.mark.parametrize("cuda, env, runs", [("13.0", None, True), ("12.6", "1", True), ("12.4", None, False),
+                                             (None, None, False), ("13.0", "0", False)])
+def test_a_gpu_window_runs_only_where_the_profiler_will_release_cupti_after_it(monkeypatch, cuda, env, runs):
+    import torch
+
+    monkeypatch.setattr(torch.version, "cuda", cuda)
+    if env is None:
+        monkeypatch.delenv("TEARDOWN_CUPTI", raising=False)
+    else:
+        monkeypatch.setenv("TEARDOWN_CUPTI", env)
+    why = profile_window.not_profiled_reason("cuda:0")
+    if runs:
+        assert why is None and os.environ["TEARDOWN_CUPTI"] == "1"
+    else:
+        assert "CUPTI" in why and "slow the cells timed after it" in why
+        assert os.environ.get("TEARDOWN_CUPTI") == env  # nothing asked of the profiler
+    assert profile_window.not_profiled_reason("cpu") is None  # no CUPTI on the CPU
+
+
+@pytest.mark.parametrize("workers, warm", [(0, 2), (16, 34)])
+def test_the_fastai_window_starts_after_the_loaders_queue_of_prepared_batches(workers, warm):
+    from kit.bench.cifar import fastai_window
+
+    learn = SimpleNamespace(dls=SimpleNamespace(train=SimpleNamespace(fake_l=SimpleNamespace(num_workers=workers))))
+    assert fastai_window.warmup_batches(learn) == warm
