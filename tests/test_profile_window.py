@@ -138,16 +138,18 @@ def test_a_bundle_with_windows_compares_with_one_without_and_no_method_changes(r
     assert not cmp.method_changes and "method" not in [w.kind for w in cmp.warnings]
 
 
-def test_the_option_is_on_by_default_off_with_no_profile_window_and_off_for_older_runs():
+def test_the_option_is_off_by_default_on_with_profile_window_and_off_for_older_runs():
     from kit.runner.option_checks import config_from_options
     from kit.runner.options import parse_args, to_args
 
     base = ["--device", "cpu", "--suite", "lstm", "--skip-checks"]
-    assert config_from_options(parse_args(base)).profile_window is True
-    off = parse_args(base + ["--no-profile-window"])
-    assert config_from_options(off).profile_window is False
-    assert "--no-profile-window" in to_args(off)
-    assert config_from_options(parse_args(["--smoke", "--device", "cpu"])).profile_window is True
+    assert config_from_options(parse_args(base)).profile_window is False
+    on = parse_args(base + ["--profile-window"])
+    assert config_from_options(on).profile_window is True
+    assert "--profile-window" in to_args(on)
+    assert config_from_options(parse_args(base + ["--no-profile-window"])).profile_window is False
+    assert config_from_options(parse_args(["--smoke", "--device", "cpu"])).profile_window is False
+    assert config_from_options(parse_args(["--smoke", "--device", "cpu", "--profile-window"])).profile_window is True
     assert RunConfig.from_dict({"suite": "lstm"}).profile_window is False  # recorded before the option
 
 
