@@ -31,23 +31,13 @@ read -r -a extra <<< "${EXTRA:-}"
 read -r -a lstm_extra <<< "${LSTM_EXTRA:-}"
 common=(--data synthetic --skip-checks --profile-window --precisions "$PRECISIONS" --device "${DEVICE:-cuda:0}" "${extra[@]}")
 
-run() {
-  local part=$1; shift
-  local dir
-  dir=$(ls -d "$OUT/$part"/*/ 2>/dev/null | sort | tail -1 || true)
-  if [ -n "$dir" ]; then
-    echo "$part: resuming ${dir%/}"
-    $KIT run --resume "${dir%/}"
-  else
-    $KIT run "$@" "${common[@]}" --results-dir "$OUT/$part"
-  fi
-}
+source scripts/part_run.sh
 
 for part in "${PARTS[@]}"; do
   case "$part" in
     gpu-tests) $PY -m pytest -q -p no:cacheprovider -m gpu tests/test_profile_window_gpu.py 2>&1 | tee "$OUT/gpu-tests.log" ;;
-    cifar)     run "$part" --suite cifar --engines torch,fastai --models resnet18,resnet50 ;;
-    lstm)      run "$part" --suite lstm --engines kit,graphed --preset "${PRESETS:-apex-2018}" "${lstm_extra[@]}" ;;
+    cifar)     run_part "$part" --suite cifar --engines torch,fastai --models resnet18,resnet50 ;;
+    lstm)      run_part "$part" --suite lstm --engines kit,graphed --preset "${PRESETS:-apex-2018}" "${lstm_extra[@]}" ;;
     explain)
       for b in "$OUT"/{cifar,lstm}/*.tar.gz; do
         [ -e "$b" ] || continue

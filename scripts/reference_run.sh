@@ -33,32 +33,21 @@ KIT=${KIT:-python3 -m kit}
 mkdir -p "$OUT"
 common=(--data synthetic --skip-checks --device "${DEVICE:-cuda:0}")
 
-# run PART ARGS...: the part's run, or the resumption of the run it started before
-run() {
-  local part=$1; shift
-  local dir
-  dir=$(ls -d "$OUT/$part"/*/ 2>/dev/null | sort | tail -1 || true)
-  if [ -n "$dir" ]; then
-    echo "$part: resuming ${dir%/}"
-    $KIT run --resume "${dir%/}"
-  else
-    $KIT run "$@" "${common[@]}" --results-dir "$OUT/$part"
-  fi
-}
+source scripts/part_run.sh
 
 for part in "${PARTS[@]}"; do
   case "$part" in
-    torch-a)      run "$part" --suite cifar --engines torch --models resnet18,resnet34 --find-max-batch ;;
-    torch-b)      run "$part" --suite cifar --engines torch --models resnet50 --find-max-batch ;;
-    torch-c)      run "$part" --suite cifar --engines torch --models resnet101 --find-max-batch ;;
-    torch-d)      run "$part" --suite cifar --engines torch --models resnet152 --find-max-batch ;;
-    fastai-a)     run "$part" --suite cifar --engines fastai --models resnet18,resnet34 ;;
-    fastai-b)     run "$part" --suite cifar --engines fastai --models resnet50 ;;
-    fastai-c)     run "$part" --suite cifar --engines fastai --models resnet101 ;;
-    fastai-d)     run "$part" --suite cifar --engines fastai --models resnet152 ;;
-    lstm-graphed) run "$part" --suite lstm --engines graphed ;;
-    lstm-kit-a)   run "$part" --suite lstm --engines kit --preset apex-2018 ;;
-    lstm-kit-b)   run "$part" --suite lstm --engines kit --preset tensor-core ;;
+    torch-a)      run_part "$part" --suite cifar --engines torch --models resnet18,resnet34 --find-max-batch ;;
+    torch-b)      run_part "$part" --suite cifar --engines torch --models resnet50 --find-max-batch ;;
+    torch-c)      run_part "$part" --suite cifar --engines torch --models resnet101 --find-max-batch ;;
+    torch-d)      run_part "$part" --suite cifar --engines torch --models resnet152 --find-max-batch ;;
+    fastai-a)     run_part "$part" --suite cifar --engines fastai --models resnet18,resnet34 ;;
+    fastai-b)     run_part "$part" --suite cifar --engines fastai --models resnet50 ;;
+    fastai-c)     run_part "$part" --suite cifar --engines fastai --models resnet101 ;;
+    fastai-d)     run_part "$part" --suite cifar --engines fastai --models resnet152 ;;
+    lstm-graphed) run_part "$part" --suite lstm --engines graphed ;;
+    lstm-kit-a)   run_part "$part" --suite lstm --engines kit --preset apex-2018 ;;
+    lstm-kit-b)   run_part "$part" --suite lstm --engines kit --preset tensor-core ;;
     merge)
       mapfile -t bundles < <(ls "$OUT"/{torch,fastai,lstm}-*/*.tar.gz 2>/dev/null | grep -v '\.interrupted\.tar\.gz$')
       $KIT bundle merge "${bundles[@]}" --same-model --out "$OUT/merged" ;;
