@@ -78,3 +78,37 @@ def test_a_profiled_bundles_json_carries_each_steps_parts_and_the_text_every_run
     code, out, err = _kit(capsys, "explain", str(bundle))
     assert "  matmul kernels' time ratio: 4.00×" in out and "  step-time ratio: 2.00×" in out
     assert "not measured" not in out.split("amp-fp16/torch", 1)[1]  # every rung of the ladder measured
+
+
+def test_the_text_names_each_profiled_steps_parts_its_rate_against_the_peak_and_its_largest_kernels(capsys, tmp_path):
+    """A step profiled from invented kernel events (kit.results.step_profile.device_profile), one of
+    them named with a terminal escape as a stranger's bundle could."""
+    from fixtures.results.factory import make_cell, make_env, make_results, make_run_dir
+    from kit.report.export import export_run
+    from kit.results import step_profile as sp
+
+    env = dict(make_env(), peak_tflops_measured={"available": True, "fp32": 50.0, "fp16": 700.0, "bf16": 700.0})
+    kernels = [("sm90_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x128x64", 6e-3), ("elementwise\x1b[31m_add", 2e-3),
+               ("Memcpy DtoD (Device -> Device)", 1e-3), ("reduce_kernel", 0.5e-3)]
+    cells = [make_cell("resnet18", "fp32"), make_cell("resnet18", "amp-fp16", epoch_s=[5.0, 5.1, 4.9])]
+    cells[1]["profile"] = sp.device_profile(kernels * 2, wall_s=2 * 10e-3, steps=2, source="test")
+    for rep in cells[1]["repeats"]:
+        rep["achieved_tflops"] = 35.0
+    from kit.results.stats import summarise_repeats
+
+    cells[1]["summary"] = summarise_repeats(cells[1]["repeats"])
+    bundle = export_run(make_run_dir(tmp_path / "runs", make_results(cells, env)), tmp_path / "out")
+    code, out, err = _kit(capsys, "explain", str(bundle), "--cell", "*amp-fp16*")
+    assert code == 0, err
+    assert ("  profiled step 10.000 ms: tensor-core matmul/convolution 6.000 + normalisation and elementwise 2.500 + "
+            "casts and copies 1.000 + host gap (GPU idle) 0.500") in out
+    assert "  achieved 35 TFLOP/s: 5.0% of this GPU's calibrated fp16 matmul peak (700)" in out
+    lines = out.splitlines()
+    at = lines.index("  largest kernels (share of device time, ms per step):")
+    assert lines[at + 1].split()[:2] == ["63%", "6.000"] and "[tensor-core matmul/convolution]" in lines[at + 1]
+    assert len([ln for ln in lines[at + 1:] if ln.startswith("      ") and "[" in ln]) == 3  # the text names three
+    assert "\x1b" not in out and "elementwise" in lines[at + 2]
+    code, out, err = _kit(capsys, "explain", str(bundle), "--json", "-")
+    fp16 = json.loads(out)["cells"][1]
+    assert len(fp16["largest_kernels"]) == 4 and fp16["efficiency"]["peak_dtype"] == "fp16"
+    assert fp16["profiled_step_s"] == pytest.approx(10e-3)

@@ -177,3 +177,31 @@ def test_a_profile_recorded_as_unavailable_gives_its_reason_on_the_missing_rungs
     rungs = ex.ladder(cell("amp-fp16", 300.0, off), cell("fp32", 100.0, off), {"peak_tflops_measured": PEAKS})
     assert rungs[1]["how"] == ("not measured: " + ex.NO_PROFILE + " for fp32 and amp-fp16; a window ran but measured "
                                "no device time: CPU device: no kernels to time")  # one reason, said once
+
+
+def test_a_cells_largest_kernels_carry_their_share_of_device_time_and_drop_a_strangers_junk():
+    from kit.results import step_profile as sp
+
+    kernels = [("sm90_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x128x64", 3e-3), ("elementwise_kernel<add>", 1e-3)]
+    p = sp.device_profile(kernels, wall_s=5e-3, steps=1, source="test")
+    rows = ex.largest_kernels(cell("amp-fp16", 1.0, p))
+    assert [(r["class"], r["share"]) for r in rows] == [(kc.TENSOR_CORE_MATMUL, pytest.approx(0.75)),
+                                                       (kc.NORM_ELEMENTWISE, pytest.approx(0.25))]
+    p["largest_kernels"] = ([{"name": 7, "class": kc.OTHER, "s": 1e-3}, {"name": "x", "class": "made-up", "s": 1e-3},
+                             {"name": "y", "class": kc.OTHER, "s": float("nan")}, "junk"]
+                            + [{"name": "z" * 10_000, "class": kc.OTHER, "s": 1e-3}] * 100)
+    junk = ex.largest_kernels(cell("amp-fp16", 1.0, p))
+    assert len(junk) == sp.LARGEST - 4 and all(len(r["name"]) == sp.NAME_CHARS for r in junk)
+    assert ex.largest_kernels(cell("amp-fp16", 1.0)) == []  # no profile
+
+
+def test_efficiency_is_the_achieved_rate_over_the_precisions_calibrated_peak_where_both_were_measured():
+    c = CellResult("cifar", "resnet18", "amp-fp16", "torch", "ok", summary={"achieved_tflops": {"median": 70.0}})
+    e = ex.efficiency(c, PEAKS)
+    assert e == {"achieved_tflops": 70.0, "peak_tflops": 750.0, "peak_dtype": "fp16",
+                 "fraction_of_peak": pytest.approx(70.0 / 750.0)}
+    assert ex.efficiency(c, {"available": False, "reason": "CPU"}) is None
+    assert ex.efficiency(CellResult("cifar", "resnet18", "amp-fp16", "torch", "ok"), PEAKS) is None
+    from kit.results.derive import efficiency
+
+    assert efficiency([c], PEAKS) == [{"cell_id": c.cell_id, **e}]  # the report's rows: the same figure

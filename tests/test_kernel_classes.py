@@ -136,18 +136,42 @@ def test_a_cpu_table_parses_to_the_traces_own_times(cpu_trace):
         kc.parse_table(table)
 
 
+def inductor_names() -> dict:
+    """{category: kernel names} as Inductor names its generated kernels (torch/_inductor/codegen/triton.py,
+    define_kernel: "triton_", the category cut to three letters, the fused ops' name, a number), for every
+    category the installed PyTorch knows, fused around ops whose names alone would class them otherwise."""
+    wb = pytest.importorskip("torch._inductor.wrapper_benchmark")
+    fused = ("fused_convolution_relu", "fused__native_batch_norm_legit_functional_convolution", "fused__to_copy_addmm",
+             "fused_copy__mul")
+    return {c: [f"triton_{c[:3]}_{f}_{i}" for i, f in enumerate(fused)] for c in wb._kernel_category_choices}
+
+
+def test_inductors_kernels_are_classed_by_their_kind_not_the_ops_their_names_list():
+    """Only a template is a GEMM or convolution; the rest finish a convolution's output, normalise, cast
+    or reduce: memory-bound work, though their names say "convolution" or "addmm"."""
+    names = inductor_names()
+    assert {"pointwise", "reduction", "persistent_reduction", "template"} <= set(names)
+    for category, kernels in names.items():
+        want = kc.OTHER_MATMUL if category == "template" else kc.NORM_ELEMENTWISE
+        assert {kc.classify(n) for n in kernels} == {want}, (category, kernels)
+    assert kc.classify("triton_poi_fused__to_copy_7") == kc.CASTS_COPIES  # a kernel that only casts
+    assert kc.classify("triton_poi_fused__to_copy_7"[:55]) == kc.CASTS_COPIES
+
+
 def test_every_rule_is_reached_by_a_recorded_or_cited_name(cpu_trace):
     """Each rule is the first match of at least one name. Recorded: the H200 tables and the CPU
     trace. Cited, as the rules' sources print them (no trace here has them): a CUTLASS tensorop
     kernel (github.com/NVIDIA/cutlass/issues/1025), cuBLAS's bf16 xmma GEMM
     (github.com/NVIDIA/TransformerEngine/issues/1391), a half-input nvjet GEMM
     (github.com/GindaChen/nsys-ai/pull/582). Constructed, no source
-    prints one: an nvjet GEMM with fp32 (s) inputs, which the rules must not claim for the tensor cores."""
+    prints one: an nvjet GEMM with fp32 (s) inputs, which the rules must not claim for the tensor cores;
+    and Inductor's kernels, named as its code names them (:func:`inductor_names`)."""
     recorded = [n for n, _ in _table(FP32) + _table(FP16)] + [k for k, _ in cpu_trace[0]]
     cited = ["cutlass_80_tensorop_f16_s16816gemm_relu_f16_128x128_32x4_tn_align8",
              "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_k",
              "nvjet_sm90_hss_320x128"]
-    constructed = ["nvjet_sm90_sss_128x64"]
+    constructed = (["nvjet_sm90_sss_128x64", "triton_poi_fused__to_copy_7"]
+                   + [n for names in inductor_names().values() for n in names])
     reached = {kc.RULES.index(kc.rule_for(n)) for n in recorded + cited + constructed if kc.rule_for(n)}
     assert reached == set(range(len(kc.RULES))), [kc.RULES[i].pattern for i in set(range(len(kc.RULES))) - reached]
     assert {kc.classify(n) for n in cited} == {kc.TENSOR_CORE_MATMUL}

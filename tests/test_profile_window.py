@@ -12,6 +12,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from kit.results import kernel_classes as kc
+
 pytest.importorskip("torch")
 pytest.importorskip("torchvision")
 
@@ -112,7 +114,10 @@ def test_a_cpu_window_says_the_device_was_not_measured_and_keeps_the_host_time(r
     assert p["source"].startswith(f"torch.profiler, {STEPS} steps")
     assert p["steps"] == STEPS and p["step_s"] > 0 and p["host_op_s"] > 0
     assert 0 < p["window_wall_s"] and p["timed_step_s"] > 0
-    assert not any(k.startswith("device") or k in ("idle_s", "busy_s") for k in p)
+    assert not any(k.startswith("device") or k in ("idle_s", "busy_s", "largest_kernels") for k in p)
+    ops = p["largest_host_ops"]  # the step's own operators, host time
+    assert ops and sum(o["s"] for o in ops) <= p["host_op_s"] * (1 + 1e-9)
+    assert any(o["class"] in (kc.OTHER_MATMUL, kc.TENSOR_CORE_MATMUL) for o in ops), ops  # every engine's model multiplies
     json.dumps(p)  # stored as it is
 
 

@@ -166,7 +166,9 @@ def test_bundle_report_matches_the_bundle_charts(tmp_path):
 # --- why this speedup (fixture profiles: invented numbers in CellResult.profile's shape) -------------
 
 FP32_PROFILE = make_profile(30.0, {kc.OTHER_MATMUL: 12.0, kc.NORM_ELEMENTWISE: 4.0, kc.OPTIMIZER: 1.0})
-FP16_PROFILE = make_profile(24.0, {kc.TENSOR_CORE_MATMUL: 2.0, kc.NORM_ELEMENTWISE: 2.5, kc.OPTIMIZER: 1.0})
+FP16_PROFILE = make_profile(24.0, {kc.TENSOR_CORE_MATMUL: 2.0, kc.NORM_ELEMENTWISE: 2.5, kc.OPTIMIZER: 1.0},
+                            kernels=[("sm90_xmma_gemm_f16f16_f16f32_f32_tn_n", 2.0), ("<img src=x onerror=alert(1)>_relu", 2.5),
+                                     ("multi_tensor_apply_kernel", 1.0)])
 PEAKS = {"available": True, "fp32": 50.0, "tf32": 400.0, "fp16": 700.0, "bf16": 700.0}
 
 
@@ -195,6 +197,10 @@ def test_the_why_section_draws_each_profiled_precisions_step_and_its_ladder():
     assert "host-bound 43% idle" in text and "host-bound 77% idle" in text  # each cell's verdict
     # amp-bf16 has no profile: its middle rungs are one "not measured" line
     assert "step-time ratio not measured not measured: no profiled window" in text
+    # amp-fp16's largest kernels, folded, its share of device time each, the stranger's name inert
+    kernels = why[why.index('<details class="why-kernels">'):]
+    assert "<img" not in why and "&lt;img src=x onerror=alert(1)&gt;_relu" in kernels
+    assert "amp-fp16 45% 2.500 &lt;img" in _visible_text(kernels) and kernels.count("<tr>") == 3 + 1
 
 
 def test_the_why_section_and_kit_explain_give_the_same_figures():
@@ -259,6 +265,7 @@ def test_report_renders_in_headless_chromium_without_console_errors(tmp_path):
     assert "<table" in dom.stdout and dom.stdout.count("<svg") == 4  # three charts, and the why section's bars
     assert dom.stdout.count('class="bar"') >= 20
     assert "Why this speedup" in dom.stdout and dom.stdout.count('class="segment"') == 8
+    assert dom.stdout.count('<details class="why-kernels">') == 1 and "<img src=" not in dom.stdout
     assert "SYNTHETIC DATA" in dom.stdout and "INTERRUPTED" in dom.stdout
     assert "Limited by the data loader" in dom.stdout
     assert _console_errors(dom.stderr) == []

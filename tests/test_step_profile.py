@@ -48,6 +48,37 @@ def test_device_and_idle_time_add_up_to_the_step_and_the_classes_to_the_device_t
     assert p["device_s_by_class"][kc.OPTIMIZER] == pytest.approx(0.5e-3)
 
 
+def test_the_largest_kernels_are_each_names_calls_together_ranked_by_time_per_step():
+    steps = 4
+    p = sp.device_profile(STEP * steps, wall_s=steps * 8e-3, steps=steps, source="test")
+    top = p["largest_kernels"]
+    assert [k["name"][:20] for k in top[:2]] == ["sm90_xmma_fprop_impl", "sm90_xmma_dgrad_impl"]
+    assert top[0]["s"] == pytest.approx(3.0e-3) and top[0]["calls"] == 1.0  # four calls over four steps
+    assert top[0]["class"] == kc.TENSOR_CORE_MATMUL and top[-1]["class"] == kc.CASTS_COPIES
+    assert len(top) == len(STEP) and [k["s"] for k in top] == sorted((k["s"] for k in top), reverse=True)
+    many = [(f"kernel_{i:02d}", 1e-3 * (i + 1)) for i in range(20)] + [("kernel_00", 0.5e-3)]
+    kept = sp.largest(many, steps=1)
+    assert len(kept) == sp.LARGEST and kept[0]["name"] == "kernel_19"
+    assert sp.largest(many, steps=1, n=30)[-1] == {"name": "kernel_00", "class": kc.OTHER, "s": pytest.approx(1.5e-3),
+                                                    "calls": 2.0}  # its two calls summed
+
+
+def test_a_kernel_name_is_cut_for_the_bundle_but_classified_whole():
+    """A templated name runs to thousands of characters; what marks its class may come late."""
+    name = "void cutlass::Kernel<" + "Params, " * 40 + "cutlass_80_tensorop_f16_s16816gemm_f16_256x128_32x3_nn>"
+    assert kc.classify(name[:sp.NAME_CHARS]) == kc.OTHER  # the cut name alone would lose it
+    [k] = sp.largest([(name, 1e-3)], steps=1)
+    assert len(k["name"]) == sp.NAME_CHARS and k["class"] == kc.TENSOR_CORE_MATMUL
+
+
+def test_a_host_window_names_its_largest_operators_as_host_time():
+    p = sp.host_profile([("aten::convolution", 4e-3), ("aten::add_", 1e-3)], wall_s=10e-3, steps=2, source="test",
+                        reason="CPU")
+    assert p["available"] is False and "largest_kernels" not in p
+    assert [(o["name"], o["s"]) for o in p["largest_host_ops"]] == [("aten::convolution", pytest.approx(2e-3)),
+                                                                   ("aten::add_", pytest.approx(0.5e-3))]
+
+
 def test_kernels_that_add_up_past_the_step_are_flagged_never_a_negative_idle_time():
     # two streams: the same kernels side by side, so their sum (14 ms) exceeds the 8 ms step
     starts = [0.0, 0.0, 3.0e-3, 3.0e-3]

@@ -48,6 +48,34 @@ def explain_rows(bundle: Bundle, pattern: Optional[str] = None) -> list:
     return rows
 
 
+#: the largest kernels the terminal names per cell (the JSON has all the profile kept)
+TEXT_KERNELS = 3
+
+
+def _step_lines(row: dict) -> list:
+    """A cell's profiled step in its parts, its achieved TFLOP/s against the peak and its largest
+    kernels, where measured."""
+    out = []
+    parts, step = row.get("step_parts_s"), row.get("profiled_step_s")
+    if parts and step:
+        timed = row.get("timed_step_s")
+        out.append(f"  profiled step {step * 1e3:.3f} ms" + (f" (timed {timed * 1e3:.3f})" if timed else "") + ": "
+                   + " + ".join(f"{inert(n)} {t * 1e3:.3f}" for n, t in parts))
+        if sum(t for _, t in parts) > step * 1.05:
+            out.append("      the kernels add up past the step (several streams at once, or kernels that ran past "
+                       "the window): no host gap to show")
+    e = row.get("efficiency")
+    if e:
+        out.append(f"  achieved {e['achieved_tflops']:.3g} TFLOP/s: {e['fraction_of_peak']:.1%} of this GPU's calibrated "
+                   f"{inert(e['peak_dtype'])} matmul peak ({e['peak_tflops']:g})")
+    kernels = row.get("largest_kernels") or []
+    if kernels:
+        out.append("  largest kernels (share of device time, ms per step):")
+        out += [f"      {k['share']:>4.0%} {k['s'] * 1e3:8.3f}  {inert(k['name'])}  [{inert(k['class'])}]"
+                for k in kernels[:TEXT_KERNELS]]
+    return out
+
+
 def explain_text(bundle: Bundle, pattern: Optional[str] = None) -> str:
     """The terminal text of `kit explain`."""
     rows = explain_rows(bundle, pattern)
@@ -55,6 +83,7 @@ def explain_text(bundle: Bundle, pattern: Optional[str] = None) -> str:
     out = [f"Why each precision is (not) faster: {inert(bundle.path.name)}", ""] + ["  " + x for x in _ceiling_lines(env)]
     for row in rows:
         out += ["", inert(row["cell_id"]), "  verdict: " + inert(row["verdict"])]
+        out += _step_lines(row)
         for line in ladder_lines(row.get("ladder", [])):
             ratio = line["ratio"]
             out.append(f"  {line['name']}: {fmt_ratio(ratio)}" if ratio is not None else f"  {line['name']}:")

@@ -104,6 +104,19 @@ def _table_with_spans(rows_per_cell: list[list[list[str]]]) -> str:
     return f'<table class="why"><thead><tr>{header}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
 
+def _kernels_table(members: list[dict]) -> str:
+    """The group's largest kernels per precision (kit.results.explain.largest_kernels), folded."""
+    body = []
+    for r in members:
+        for k in r["largest_kernels"]:
+            body.append(f"<tr><td>{escape(r['precision'])}</td><td class=\"num\">{k['share']:.0%}</td>"
+                        f"<td class=\"num\">{k['s'] * 1e3:.3f}</td><td><code>{escape(k['name'])}</code></td>"
+                        f"<td>{escape(k['class'])}</td></tr>")
+    header = "".join(f"<th>{h}</th>" for h in ("precision", "share of device time", "ms per step", "kernel", "class"))
+    return ('<details class="why-kernels"><summary>Largest kernels in each profiled step</summary>'
+            f'<table class="why"><thead><tr>{header}</tr></thead><tbody>{"".join(body)}</tbody></table></details>')
+
+
 def why_section(results: RunResults) -> str:
     """The section's HTML ("" for a run without a measured cell)."""
     cells = {c.cell_id: c for c in results.cells if c.status == "ok"}
@@ -124,5 +137,7 @@ def why_section(results: RunResults) -> str:
         if any(r["step_parts_s"] for r in members):
             out.append(f'<figure class="why-chart">{_chart(group, members, missing_why)}</figure>')
         out.append(_table_with_spans([_ladder_rows(r) for r in members]))
+        if any(r["largest_kernels"] for r in members):
+            out.append(_kernels_table(members))
     return "\n".join(out)
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from kit.results import ratios, suites
 from kit.results.curve import batch_curves
-from kit.results.explain import ceilings
-from kit.results.precisions import BY_NAME, PRECISIONS, mode
+from kit.results.explain import ceilings, efficiency as explain_efficiency
+from kit.results.precisions import PRECISIONS, mode
 from kit.results.cell_ids import curve_batch, image_size_part
 from kit.results.schema import CellResult
 
@@ -167,18 +167,13 @@ def against_bf16(workload: str) -> bool:
 
 
 def efficiency(cells: list[CellResult], peaks: dict | None) -> list[dict]:
-    """Achieved TFLOP/s per cell as a fraction of this GPU's own measured matmul peak."""
+    """Achieved TFLOP/s per cell as a fraction of this GPU's own measured matmul peak
+    (kit.results.explain.efficiency), the cells where both were measured."""
     rows = []
-    if not peaks or not peaks.get("available"):
-        return rows
     for c in cells:
-        achieved = _median(c, "achieved_tflops") if c.status == "ok" else None
-        # the calibrated matmul peak (kit.bench.calibrate) the precision mode is held against
-        dtype = mode(c.precision).peak_dtype if c.precision in BY_NAME else ""
-        peak = peaks.get(dtype)
-        if achieved and peak:
-            rows.append({"cell_id": c.cell_id, "achieved_tflops": achieved, "peak_tflops": peak,
-                         "peak_dtype": dtype, "fraction_of_peak": achieved / peak})
+        e = explain_efficiency(c, peaks)
+        if e:
+            rows.append({"cell_id": c.cell_id, **e})
     return rows
 
 

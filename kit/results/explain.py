@@ -35,7 +35,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 from kit.facts.dtypes import AUTOCAST_DTYPE, BYTES_PER_ELEMENT
 from kit.results import kernel_classes as kc
-from kit.results import ratios
+from kit.results import ratios, step_profile
 from kit.results.cell_ids import key_of
 from kit.results.precisions import BY_NAME, mode
 from kit.results.schema import CellResult, RunResults
@@ -96,6 +96,22 @@ def ceilings(environment: Dict[str, Any], precision: str) -> Dict[str, Any]:
     return out
 
 
+def efficiency(cell: CellResult, peaks: Any) -> Optional[Dict[str, Any]]:
+    """The cell's achieved TFLOP/s (the FLOPs PyTorch counts in a training step × the measured
+    throughput, median over repeats) against this GPU's calibrated matmul peak for the precision's
+    ``peak_dtype``: {"achieved_tflops", "peak_tflops", "peak_dtype", "fraction_of_peak"}; None where
+    either was not measured (the kit's one reading of it: the report and `kit explain`)."""
+    if cell.status != "ok" or cell.precision not in BY_NAME or not isinstance(peaks, dict) or not peaks.get("available"):
+        return None
+    s = cell.summary.get("achieved_tflops") if isinstance(cell.summary, dict) else None
+    achieved = _num(s, "median")
+    dtype = mode(cell.precision).peak_dtype
+    peak = _num(peaks, dtype)
+    if not achieved or not peak:
+        return None
+    return {"achieved_tflops": achieved, "peak_tflops": peak, "peak_dtype": dtype, "fraction_of_peak": achieved / peak}
+
+
 def profile_of(cell: CellResult) -> Optional[Dict[str, Any]]:
     """The cell's profile where it holds a usable step (step_s and device_s), else None."""
     p = getattr(cell, "profile", None)
@@ -138,6 +154,25 @@ def step_parts(cell: CellResult) -> Optional[List[Tuple[str, float]]]:
         by[kc.OTHER] = by.get(kc.OTHER, 0.0) + unclassed
     parts = [(k, by[k]) for k in kc.CLASSES if by.get(k, 0.0) > 0]
     return parts + [(HOST_GAP, idle_s(p))]
+
+
+def largest_kernels(cell: CellResult) -> List[Dict[str, Any]]:
+    """The profiled step's largest device events (kit.results.step_profile.largest), each with its
+    ``share`` of the step's device time; [] without a profile or where the window did not record
+    them. A stranger's bundle: entries that are not a name, a known class and a time are dropped."""
+    p = profile_of(cell)
+    rows = p.get("largest_kernels") if p else None
+    if not isinstance(rows, list):
+        return []
+    device = _num(p, "device_s")
+    out = []
+    for r in rows[:step_profile.LARGEST]:
+        t = _num(r, "s")
+        name, klass = (r.get(k) if isinstance(r, dict) else None for k in ("name", "class"))
+        if t and isinstance(name, str) and klass in kc.CLASSES:
+            out.append({"name": name[:step_profile.NAME_CHARS], "class": klass, "s": t,
+                        "calls": _num(r, "calls"), "share": t / device})
+    return out
 
 
 def _by_class(p: Dict[str, Any]) -> Dict[str, float]:
@@ -333,8 +368,10 @@ def group_of(cell: CellResult) -> str:
 def explain(results: RunResults, pattern: Optional[str] = None) -> List[Dict[str, Any]]:
     """Per cell (ok, matching the shell ``pattern`` on its id): its id, group (:func:`group_of`),
     precision, verdict (the line, its kind and short form: :func:`bound`), its profiled step's parts
-    (:func:`step_parts`, seconds per step, None without a profile) and against its fp32 cell (same
-    workload, model, engine and settings) the ladder; the run's ceilings' inputs first."""
+    (:func:`step_parts`, seconds per step, None without a profile; beside them the profiled and the
+    timed step, ``profiled_step_s`` and ``timed_step_s``) and largest kernels
+    (:func:`largest_kernels`), its achieved TFLOP/s against the peak (:func:`efficiency`, None where
+    unmeasured) and against its fp32 cell (same workload, model, engine and settings) the ladder."""
     cells = [c for c in results.cells if c.status == "ok" and c.precision in BY_NAME
              and (pattern is None or fnmatch.fnmatchcase(c.cell_id, pattern))]
     by_key = {key_of(c): c for c in results.cells if c.status == "ok"}
@@ -346,7 +383,12 @@ def explain(results: RunResults, pattern: Optional[str] = None) -> List[Dict[str
         parts = step_parts(c)
         row: Dict[str, Any] = {"cell_id": c.cell_id, "group": group_of(c), "precision": c.precision,
                                "verdict": v.text, "verdict_kind": v.kind, "verdict_short": v.short,
-                               "step_parts_s": None if parts is None else [[n, t] for n, t in parts]}
+                               "step_parts_s": None if parts is None else [[n, t] for n, t in parts],
+                               "profiled_step_s": _num(profile_of(c), "step_s"),
+                               "timed_step_s": _num(profile_of(c), "timed_step_s"),
+                               "largest_kernels": largest_kernels(c),
+                               "efficiency": efficiency(c, results.environment.get("peak_tflops_measured")
+                                                        if isinstance(results.environment, dict) else None)}
         if c.precision != ratios.BASE_PRECISION:
             row["ladder"] = (ladder(c, base, results.environment) if base is not None
                              else [_rung("measured speedup", None, "not measured: no fp32 cell of these settings")])

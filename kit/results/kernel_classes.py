@@ -25,6 +25,12 @@ Sources of the naming (checked again where a rule depends on it):
   run ``multi_tensor_apply_kernel`` (``aten/src/ATen/native/cuda/MultiTensorApply.cuh``); NCCL's
   kernels are ``ncclKernel_*``/``ncclDevKernel_*``; CUPTI names copies and sets ``Memcpy HtoD``,
   ``Memcpy DtoD``, ``Memset``.
+- Inductor (``torch.compile``) names its generated kernels ``triton_`` + the first three letters
+  of their category (``poi``ntwise, ``red``uction, ``per``sistent reduction, ``for``each, ``spl``it
+  scan, ``tem``plate) + ``fused_`` and the ops fused in + a number
+  (``torch/_inductor/codegen/triton.py``, ``define_kernel``). Only a template is a GEMM or
+  convolution; the rest are fused memory-bound work even where the name lists ``convolution``
+  (the op whose output they finish), so they are classed by the prefix before any op name.
 
 Torch-free and Python 3.7 syntax (the cuda10 image reads results).
 """
@@ -51,6 +57,8 @@ CUTLASS = "CUTLASS media/docs/functionality.md; github.com/NVIDIA/cutlass/issues
 NVJET = "github.com/GindaChen/nsys-ai/pull/582 (cuBLAS's Hopper nvjet GEMMs are wgmma tensor-core kernels)"
 XMMA = "github.com/NVIDIA/TransformerEngine/issues/1391 (cuBLAS xmma names: [A/B types][C/D types])"
 AMP = "PyTorch aten/src/ATen/native/cuda/AmpKernels.cu (GradScaler's ops)"
+INDUCTOR = ("PyTorch torch/_inductor/codegen/triton.py, define_kernel: \"triton_\" + the kernel's category cut to three "
+            "letters (torch/_inductor/wrapper_benchmark.py) + its fused ops' names + a number")
 
 
 class Rule(NamedTuple):
@@ -71,6 +79,15 @@ RULES: Tuple[Rule, ...] = (
          OPTIMIZER, "foreach/fused optimizer kernels and ops; GradScaler's unscale runs a multi_tensor_apply "
          "kernel too, so from a kernel name alone (no op name) it counts here",
          "PyTorch aten/src/ATen/native/cuda/MultiTensorApply.cuh"),
+    Rule(r"^triton_poi_fused__to_copy_\d+$", CASTS_COPIES,
+         "an Inductor kernel that only casts (its fused name is the one op _to_copy)", INDUCTOR),
+    Rule(r"^triton_tem_", OTHER_MATMUL,
+         "an Inductor template kernel (a Triton GEMM or convolution, max-autotune): whether it runs on the tensor "
+         "cores is not in the name, so it is counted off them (conservative)", INDUCTOR),
+    Rule(r"^triton_[a-z]{3}_", NORM_ELEMENTWISE,
+         "an Inductor-generated kernel (pointwise, reduction, persistent reduction, foreach, split scan): fused "
+         "memory-bound work, whatever ops its fused name lists (\"triton_poi_fused_convolution_relu_0\" applies "
+         "a convolution's bias and ReLU; the convolution itself runs in cuDNN)", INDUCTOR),
     Rule(r"nvjet_sm\d+_[hbe]", TENSOR_CORE_MATMUL,
          "cuBLAS's Hopper GEMMs (nvjet) with half (h), bf16 (b) or fp8 (e) inputs: wgmma tensor-core kernels",
          NVJET),

@@ -11,11 +11,15 @@ The window is a few training steps run under ``torch.profiler`` after the timed 
 - ``idle_s``: ``step_s - device_s``, never negative. Where ``device_s`` exceeds ``step_s`` (kernels
   on overlapping streams, or events that reach past the window) the parts cannot add up:
   ``device_exceeds_step`` is true and ``note`` says so, instead of a negative idle time;
-- ``device_s_by_class``: ``device_s`` by kit.results.kernel_classes' classes.
+- ``device_s_by_class``: ``device_s`` by kit.results.kernel_classes' classes;
+- ``largest_kernels``: the :data:`LARGEST` device events with the most time, their calls of one
+  name together (:func:`largest`): what a class's time is made of, and the names the classification
+  rules meet on a real GPU.
 
 On a CPU there is no device time to measure: the profile says ``available: false`` with the
 reason, and keeps only what was measured and is labelled as what it is (``step_s`` and the CPU
-operators' own time, ``host_op_s`` and ``host_op_s_by_class``), never as device time.
+operators' own time, ``host_op_s``, ``host_op_s_by_class`` and ``largest_host_ops``), never as
+device time.
 
 Torch-free and Python 3.7 syntax (the cuda10 image reads results).
 """
@@ -33,6 +37,11 @@ DEFAULT_STEPS = 5
 #: warm steps before the window where the engine needs them to reach its steady step (a fresh
 #: loader's first batches in the fastai engine)
 DEFAULT_WARMUP = 2
+#: events :func:`largest` keeps: enough to name what fills most of a step, few enough for a bundle
+LARGEST = 8
+#: characters of an event's name kept (a templated kernel's name runs to thousands); the class is
+#: taken from the whole name before it is cut
+NAME_CHARS = 160
 
 
 def busy_seconds(intervals: Iterable[Tuple[float, float]]) -> float:
@@ -53,6 +62,20 @@ def busy_seconds(intervals: Iterable[Tuple[float, float]]) -> float:
 
 def _seconds(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
+
+
+def largest(events: Sequence[Tuple[str, float]], steps: int, n: int = LARGEST) -> List[Dict[str, Any]]:
+    """The ``n`` names with the most time among ``(name, seconds)`` events, each name's events summed:
+    ``{"name"`` (cut to :data:`NAME_CHARS`), ``"class"`` (kit.results.kernel_classes', from the whole
+    name), ``"s"`` and ``"calls"`` (per step)``}``, the most time first (ties by name)."""
+    total: Dict[str, List[float]] = {}
+    for name, t in events:
+        acc = total.setdefault(name, [0.0, 0])
+        acc[0] += t
+        acc[1] += 1
+    ranked = sorted(total.items(), key=lambda kv: (-kv[1][0], kv[0]))[:n]
+    return [{"name": name[:NAME_CHARS], "class": kc.classify(name), "s": t / steps, "calls": calls / steps}
+            for name, (t, calls) in ranked]
 
 
 def device_profile(kernels: Sequence[Tuple[str, float]], wall_s: float, steps: int, source: str,
@@ -78,6 +101,7 @@ def device_profile(kernels: Sequence[Tuple[str, float]], wall_s: float, steps: i
         "device_s": device_s,
         "idle_s": max(step_s - device_s, 0.0),
         "device_s_by_class": by_class,
+        "largest_kernels": largest(kernels, steps),
         "device_exceeds_step": device_s > step_s,
         "source": source,
     }
@@ -96,12 +120,14 @@ def host_profile(ops: Sequence[Tuple[str, float]], wall_s: float, steps: int, so
                  window_wall_s: Optional[float] = None) -> Dict[str, Any]:
     """The profile of a window with no device to time (the CPU): ``available`` false with
     ``reason``, and the host's measured pieces under their own names: ``step_s`` and the CPU
-    operators' own (self) time per step, ``host_op_s`` and ``host_op_s_by_class``."""
+    operators' own (self) time per step, ``host_op_s``, ``host_op_s_by_class`` and the operators with the
+    most of it, ``largest_host_ops`` (:func:`largest`)."""
     extra: Dict[str, Any] = {}
     if steps >= 1 and _seconds(wall_s) and wall_s > 0:
         ops = [(str(n), float(t)) for n, t in ops if _seconds(t)]
         extra.update(steps=steps, step_s=wall_s / steps, host_op_s=sum(t for _, t in ops) / steps,
-                     host_op_s_by_class={k: v / steps for k, v in kc.device_time_by_class(ops).items()})
+                     host_op_s_by_class={k: v / steps for k, v in kc.device_time_by_class(ops).items()},
+                     largest_host_ops=largest(ops, steps))
     if window_wall_s is not None:
         extra["window_wall_s"] = window_wall_s
     return unavailable(reason, source, **extra)
