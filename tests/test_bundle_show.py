@@ -44,6 +44,22 @@ def test_bundle_show_never_cuts_a_cell_id(bundle, columns):
         assert "throughput CV" in r.output and "speedup over fp32" in r.output
 
 
+def test_cell_patterns_keep_the_matching_cells_with_the_speedup_their_fp32_cell_gives(bundle):
+    """--cell (repeatable) trims the table, not the figures: a speedup over an fp32 cell left out is
+    still shown; a pattern that matches nothing is a usage error (one line, exit 2 through kit's main),
+    raised before any table is printed."""
+    from kit.errors import UsageError
+
+    r = CliRunner().invoke(app, ["bundle", "show", str(bundle), "--cell", "*/fp16-master/*", "--cell", "lstm/*/amp-bf16/kit"],
+                           env={"COLUMNS": "120"})
+    assert r.exit_code == 0, r.output
+    rows = [x.split()[0] for x in r.output.splitlines() if x.startswith(("cifar/", "lstm/"))]
+    assert rows == ["cifar/resnet152/fp16-master/fastai", "lstm/tensor-core/amp-bf16/kit"]
+    assert "1.12×" in r.output  # fp16-master over the fp32 cell the patterns left out
+    r = CliRunner().invoke(app, ["bundle", "show", str(bundle), "--cell", "gpt/*"])
+    assert isinstance(r.exception, UsageError) and "no cell of" in str(r.exception) and "Cells" not in r.output
+
+
 def test_bundle_show_names_a_resumed_runs_earlier_sessions(tmp_path):
     env = make_env()
     env["earlier_sessions"] = [{"collected_at": "2026-12-01T23:32:03Z", "host": {"host_id": "h-first"},

@@ -40,14 +40,19 @@ def verify(bundle: Path = typer.Argument(..., help="The bundle (.tar.gz) to chec
 
 
 @app.command("show")
-def show(bundle: Path = typer.Argument(..., help="The bundle (.tar.gz) to summarise.")) -> None:
+def show(
+    bundle: Path = typer.Argument(..., help="The bundle (.tar.gz) to summarise."),
+    cell: Optional[List[str]] = typer.Option(None, "--cell", metavar="PATTERN",
+                                             help="Only the cells (and batch curves) whose id matches this shell "
+                                                  "pattern, e.g. 'cifar/resnet50/*'; give it again for more."),
+) -> None:
     """Print the environment headline and each cell's median throughput, epoch time and spread."""
     from rich.console import Console
 
     from kit.bundle.safe_open import open_bundle
     from kit.report.show import print_show
 
-    print_show(open_bundle(bundle), Console())
+    print_show(open_bundle(bundle), Console(), cell or None)
 
 
 @app.command("merge")

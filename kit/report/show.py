@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import fnmatch
+
 from kit.bundle.envinfo import summarise_environment
 from kit.bundle.inert import inert
 from kit.bundle.safe_open import MANIFEST_NAME, Bundle
 from kit.compare import measures
 from kit.compare.stats import ONE_REPEAT
+from kit.errors import UsageError
 from kit.results.curve import KNEE_DEFINITION, curves, fmt_knee, point_parts
 from kit.results.method import UNKNOWN, method_of
 from kit.results.ratios import EPOCH_S, THROUGHPUT, fmt_speedup
@@ -70,11 +73,23 @@ def engine_revisions(cells: list) -> str:
     return UNKNOWN if measured else "no cell measured"
 
 
-def print_show(bundle: Bundle, console) -> None:
+def matches(name: str, patterns: list[str] | None) -> bool:
+    """Whether a cell id (or a batch curve's name) matches any of the shell ``patterns`` (all: None)."""
+    return not patterns or any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+def print_show(bundle: Bundle, console, patterns: list[str] | None = None) -> None:
+    """The headline, then the cells (those matching any of ``patterns``: shell patterns on the cell id,
+    the batch curves on their name; UsageError where none matches) with their speedups over fp32."""
     from rich import box
     from rich.table import Table
 
     res = bundle.results
+    shown = [c for c in res.cells if matches(c.cell_id, patterns)]
+    if not shown and patterns:
+        raise UsageError(f"--cell {' --cell '.join(patterns)}: no cell of {bundle.path.name} matches.",
+                         remedy="`kit bundle show BUNDLE` lists the cells; --cell takes a shell pattern such as "
+                                "'cifar/resnet18/*' and may be given again.")
     env = summarise_environment(bundle.environment, res.config, res.cells)
     badges = []
     if env.data_source == "synthetic":
@@ -101,7 +116,7 @@ def print_show(bundle: Bundle, console) -> None:
     ratios = measures.speedup_vs_fp32(res)
     units = sorted({c.throughput_unit for c in res.cells if c.status == "ok" and c.throughput_unit})
     rows = []
-    for c in sorted(res.cells, key=measures.order_key):
+    for c in sorted(shown, key=measures.order_key):
         if c.status != "ok":
             rows.append((escape(c.cell_id), f"[yellow]{escape(c.status)}[/yellow]", "—", "—", "—", escape(c.reason or "")))
             continue
@@ -152,16 +167,17 @@ def print_show(bundle: Bundle, console) -> None:
             for line in textwrap.wrap(_plain(r[-1]), width=max(widths[0] - 2, 20)):
                 t.add_row(f"[dim]  {escape(line)}[/dim]", "", "", "", "")
     console.print(t)
-    print_parity(res, console)
-    print_batch_curve(res, console)
+    print_parity(res, console, patterns)
+    print_batch_curve(res, console, patterns)
 
 
-def print_parity(res, console) -> None:
+def print_parity(res, console, patterns: list[str] | None = None) -> None:
     """A convergence run: each reduced precision's final metric against its base's, and the verdict."""
     from rich import box
     from rich.table import Table
 
-    rows = measures.parity_rows(res)
+    rows = [r for r in measures.parity_rows(res)
+            if matches(f"{r['workload']}/{r['model']}/{r['precision']}/{r['engine']}", patterns)]
     if not rows:
         return
     t = Table(title="Convergence parity (median over repeats)", title_justify="left", box=box.SIMPLE_HEAD,
@@ -177,13 +193,13 @@ def print_parity(res, console) -> None:
     console.print(f"[dim]{escape('; '.join(rules))}[/dim]")
 
 
-def print_batch_curve(res, console) -> None:
+def print_batch_curve(res, console, patterns: list[str] | None = None) -> None:
     """A run with --batch-sizes: the curve per model, engine and precision (kit.results.curve), one
     column per batch size where that fits the console, else one row per point (curve, batch, result)."""
     from rich import box
     from rich.table import Table
 
-    cs = [c for c in curves(res.cells) if c.shown]
+    cs = [c for c in curves(res.cells) if c.shown and matches(c.name, patterns)]
     if not cs:
         return
     cs.sort(key=lambda c: (c.image_size or 0, measures.order_key((c.workload, c.model, c.precision, c.engine))))

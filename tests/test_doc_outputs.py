@@ -1,0 +1,60 @@
+"""scripts/doc_outputs.py: the docs' copies of what a command prints are what it prints today (the
+check over the repository is in tests/test_docs.py); here its parsing, its refusals and its rewrite,
+on Markdown files built in tmp_path."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def doc_outputs():
+    spec = importlib.util.spec_from_file_location("doc_outputs", ROOT / "scripts" / "doc_outputs.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["doc_outputs"] = mod  # dataclasses look their module up
+    spec.loader.exec_module(mod)
+    return mod
+
+
+SHOW = "kit bundle show references/h200/vm_NVIDIA-H200_native_20261130-141944.tar.gz --cell 'lstm/apex-2018/fp32/kit'"
+
+
+def test_a_fenced_and_a_markdown_block_are_found_checked_and_rewritten(doc_outputs, tmp_path):
+    doc = tmp_path / "doc.md"
+    doc.write_text(f"Intro.\n\n<!-- output: {SHOW} -->\n```\nan old copy\n```\n\nBetween.\n\n"
+                   "<!-- output: kit --version -->\nkit 0.0.0\n<!-- /output -->\nEnd.\n", encoding="utf-8")
+    found = doc_outputs.stale([doc])
+    assert [(b.line, b.text) for b, _ in found] == [(3, "an old copy"), (10, "kit 0.0.0")]
+    doc_outputs.write(found)
+    text = doc.read_text(encoding="utf-8")
+    assert "an old copy" not in text and "lstm/apex-2018/fp32/kit" in text and "99,936" in text
+    assert text.startswith("Intro.\n\n<!-- output: ") and text.endswith("<!-- /output -->\nEnd.\n")
+    assert all(line == line.rstrip() for line in text.splitlines())
+    assert doc_outputs.stale([doc]) == []  # written once, then what the commands print
+
+
+def test_a_marker_without_its_block_is_named_with_its_line(doc_outputs, tmp_path):
+    doc = tmp_path / "doc.md"
+    doc.write_text("<!-- output: kit --version -->\nno closing comment\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"doc.md:1: no fenced block"):
+        doc_outputs.blocks(doc)
+    doc.write_text("<!-- output: kit --version -->\n```\nnever closed\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="never closed"):
+        doc_outputs.blocks(doc)
+
+
+@pytest.mark.parametrize("command", ["rm -rf /", "python -c 'print(1)'", "bash scripts/reference_run.sh"])
+def test_only_kit_and_our_scripts_are_run(doc_outputs, command):
+    with pytest.raises(ValueError, match="kit ...` or `python scripts"):
+        doc_outputs.argv(command)
+
+
+def test_a_command_that_fails_says_so(doc_outputs):
+    with pytest.raises(RuntimeError, match="exited 2"):
+        doc_outputs.output("kit bundle show no-such-bundle.tar.gz")
