@@ -19,7 +19,8 @@
 # a time limit or Ctrl-C), the part resumes it (`kit run --resume`; a complete one is left as it is), on
 # this machine or another with the same GPU model. Parts may run on different machines of one GPU model
 # and driver: the merged bundle records each part's machine.
-# DEVICE (default cuda:0) picks the GPU. Every part's cells carry today's engine revisions
+# DEVICE (default cuda:0) picks the GPU; EXTRA adds kit run options to a part that starts (e.g.
+# EXTRA=--profile-window; a resumed part keeps its run's own options). Every part's cells carry today's engine revisions
 # (each suite's descriptor, kit/bench/<suite>/__init__.py); tests/test_methods.py fails when the
 # shipped reference's differ.
 set -euo pipefail
@@ -31,7 +32,8 @@ PARTS=("$@")
                                  lstm-graphed lstm-kit-a lstm-kit-b merge)
 KIT=${KIT:-python3 -m kit}
 mkdir -p "$OUT"
-common=(--data synthetic --skip-checks --device "${DEVICE:-cuda:0}")
+read -r -a extra <<< "${EXTRA:-}"
+common=(--data synthetic --skip-checks --device "${DEVICE:-cuda:0}" "${extra[@]}")
 
 source scripts/part_run.sh
 
