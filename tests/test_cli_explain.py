@@ -78,6 +78,7 @@ def test_a_profiled_bundles_json_carries_each_steps_parts_and_the_text_every_run
     code, out, err = _kit(capsys, "explain", str(bundle))
     assert "  matmul kernels' time ratio: 4.00×" in out and "  step-time ratio: 2.00×" in out
     assert "not measured" not in out.split("amp-fp16/torch", 1)[1]  # every rung of the ladder measured
+    assert "\n  in short: amp-fp16 2.00× over fp32: the matmul kernels ran 4.00× faster" in out
 
 
 def test_the_text_names_each_profiled_steps_parts_its_rate_against_the_peak_and_its_largest_kernels(capsys, tmp_path):

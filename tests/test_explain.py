@@ -205,3 +205,43 @@ def test_efficiency_is_the_achieved_rate_over_the_precisions_calibrated_peak_whe
     from kit.results.derive import efficiency
 
     assert efficiency([c], PEAKS) == [{"cell_id": c.cell_id, **e}]  # the report's rows: the same figure
+
+
+def _answer(c, base):
+    return ex.answer(c, base, ex.ladder(c, base, {"peak_tflops_measured": PEAKS}))
+
+
+def test_the_answer_names_each_rung_that_lost_with_the_pieces_it_is_made_of():
+    """A host-paced step (fixture numbers): the kernels run 4× faster in fp16, the host's 8 ms per
+    step does not change, so the step is 1.2× and the answer says where the rest went."""
+    def prof(mm_ms, other_ms, idle_ms, tc):
+        by = {kc.TENSOR_CORE_MATMUL if tc else kc.OTHER_MATMUL: mm_ms / 1e3, kc.NORM_ELEMENTWISE: other_ms / 1e3}
+        d = (mm_ms + other_ms) / 1e3
+        return {"available": True, "steps": 5, "step_s": d + idle_ms / 1e3, "device_s": d, "idle_s": idle_ms / 1e3,
+                "device_s_by_class": by}
+
+    fp32, fp16 = cell("fp32", 100.0, prof(4.0, 1.0, 8.0, False)), cell("amp-fp16", 118.0, prof(1.0, 0.5, 8.0, True))
+    text = _answer(fp16, fp32)
+    assert text.startswith("amp-fp16 1.18× over fp32: the matmul kernels ran 4.00× faster, 27% of the peak ratio's 15.00×")
+    assert "the step 1.37× (41% of the device-time ratio's 3.33×): the GPU sat idle 8.00 ms per step against fp32's 8.00" in text
+    # the device-time rung kept 83% of the kernels' and the timed steps 86% of the profiled: under 90%, named
+    assert "; all kernels 3.33× (83% of the matmul kernels' time ratio's 4.00×): those outside the matmuls took 0.50 ms" in text
+    assert text.endswith("; the timed steps 1.18× (86% of the step-time ratio's 1.37×)")
+    fp16_fast = cell("amp-fp16", 136.0, prof(1.0, 0.5, 8.0, True))
+    assert "the timed steps" not in _answer(fp16_fast, fp32)  # 1.36 of 1.37: kept
+
+
+def test_the_answer_of_a_ladder_without_profiles_says_where_the_rest_went_is_not_measured():
+    text = _answer(cell("amp-fp16", 300.0), cell("fp32", 100.0))
+    assert text == ("amp-fp16 3.00× over fp32: 20% of the peak ratio's 15.00×; where the rest went is not measured "
+                    f"({ex.NO_PROFILE})")
+    assert _answer(cell("amp-fp16", 300.0), cell("amp-fp16", 300.0)).startswith("amp-fp16 1.00× over fp32")
+    assert ex.answer(cell("amp-fp16", 1.0), None, [ex._rung(ex.MEASURED, None, "not measured: no fp32 cell")]) == \
+        "not measured: no fp32 cell"
+
+
+def test_explain_rows_carry_the_answer_for_every_reduced_precision():
+    res = RunResults("r", RunConfig(suite="lstm"), cells=[cell("fp32", 100.0, FP32_PROF), cell("amp-fp16", 366.0, FP16_PROF)],
+                     environment={"peak_tflops_measured": PEAKS})
+    fp32, fp16 = ex.explain(res)
+    assert "answer" not in fp32 and fp16["answer"].startswith("amp-fp16 3.66× over fp32: ")

@@ -213,6 +213,7 @@ def test_the_why_section_and_kit_explain_give_the_same_figures():
     text = _visible_text(_why(render_run_report(res, res.environment, interrupted=False, charts={})))
     for row in explain(res):
         assert row["verdict"] in text
+        assert row.get("answer", "").replace("'", "&#x27;") in text
         for r in row.get("ladder", []):
             assert r["how"].replace("'", "&#x27;") in text and (r.get("lost") or "").replace("'", "&#x27;") in text
 

@@ -83,6 +83,8 @@ def explain_text(bundle: Bundle, pattern: Optional[str] = None) -> str:
     out = [f"Why each precision is (not) faster: {inert(bundle.path.name)}", ""] + ["  " + x for x in _ceiling_lines(env)]
     for row in rows:
         out += ["", inert(row["cell_id"]), "  verdict: " + inert(row["verdict"])]
+        if row.get("answer"):
+            out.append("  in short: " + inert(row["answer"]))
         out += _step_lines(row)
         for line in ladder_lines(row.get("ladder", [])):
             ratio = line["ratio"]

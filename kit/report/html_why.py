@@ -137,6 +137,9 @@ def why_section(results: RunResults) -> str:
         if any(r["step_parts_s"] for r in members):
             out.append(f'<figure class="why-chart">{_chart(group, members, missing_why)}</figure>')
         out.append(_table_with_spans([_ladder_rows(r) for r in members]))
+        answers = [r["answer"] for r in members if r.get("answer")]
+        if answers:
+            out.append('<ul class="why-answers">' + "".join(f"<li>{escape(a)}</li>" for a in answers) + "</ul>")
         if any(r["largest_kernels"] for r in members):
             out.append(_kernels_table(members))
     return "\n".join(out)

@@ -58,6 +58,11 @@ MATMUL_CLASSES = (kc.TENSOR_CORE_MATMUL, kc.OTHER_MATMUL)
 #: the kernel classes of memory-bound work
 MEMORY_CLASSES = (kc.NORM_ELEMENTWISE, kc.CASTS_COPIES)
 NO_PROFILE = "no profiled window (kernel time by class, host and device time per step)"
+#: the rungs of a ladder (:func:`ladder`), top to bottom
+PEAK, KERNELS, DEVICE, STEP, MEASURED = ("peak ratio", "matmul kernels' time ratio", "device-time ratio",
+                                         "step-time ratio", "measured speedup")
+#: a ladder whose every measured rung keeps at least this share of the rung above lost nothing worth naming
+KEPT_ALL = 0.90
 
 
 def _num(d: Any, key: str) -> Optional[float]:
@@ -308,26 +313,26 @@ def ladder(cell: CellResult, base: CellResult, environment: Dict[str, Any]) -> L
     ``lost`` (what it lost against the measured rung above) where both are measured."""
     ceil = ceilings(environment, cell.precision)
     p, p32 = profile_of(cell), profile_of(base)
-    rungs = [_rung("peak ratio", ceil["compute"], ceil["compute_why"] + "; memory-bound work: at most "
+    rungs = [_rung(PEAK, ceil["compute"], ceil["compute_why"] + "; memory-bound work: at most "
                    + ratios.fmt_ratio(ceil["memory"]) + " (" + ceil["memory_why"] + ")")]
     if p and p32:
         mm, mm32 = (sum(_by_class(x).get(k, 0.0) for k in MATMUL_CLASSES) for x in (p, p32))
-        rungs.append(_rung("matmul kernels' time ratio", mm32 / mm if mm and mm32 else None,
+        rungs.append(_rung(KERNELS, mm32 / mm if mm and mm32 else None,
                            f"fp32 {mm32 * 1e3:.2f} ms ÷ {mm * 1e3:.2f} ms per step" if mm and mm32
                            else "not measured: no matmul kernels in a profile"))
         d, d32 = _num(p, "device_s"), _num(p32, "device_s")
-        rungs.append(_rung("device-time ratio", d32 / d, f"fp32 {d32 * 1e3:.2f} ms ÷ {d * 1e3:.2f} ms of kernels "
+        rungs.append(_rung(DEVICE, d32 / d, f"fp32 {d32 * 1e3:.2f} ms ÷ {d * 1e3:.2f} ms of kernels "
                            f"per step; other kernels {(d - mm) * 1e3:.2f} ms (fp32 {(d32 - mm32) * 1e3:.2f})"))
         s, s32 = _num(p, "step_s"), _num(p32, "step_s")
-        rungs.append(_rung("step-time ratio", s32 / s, f"fp32 {s32 * 1e3:.2f} ms ÷ {s * 1e3:.2f} ms per step; "
+        rungs.append(_rung(STEP, s32 / s, f"fp32 {s32 * 1e3:.2f} ms ÷ {s * 1e3:.2f} ms per step; "
                            f"GPU idle {idle_s(p) * 1e3:.2f} ms (fp32 {idle_s(p32) * 1e3:.2f})"))
     else:
         lacking = [x for x, q in ((base, p32), (cell, p)) if q is None]
         whys = sorted({r for x in lacking for r in [profile_reason(x)] if r})
         missing = ("not measured: " + NO_PROFILE + " for " + " and ".join(x.precision for x in lacking)
                    + ("; a window ran but measured no device time: " + "; ".join(whys) if whys else ""))
-        rungs += [_rung(n, None, missing) for n in ("matmul kernels' time ratio", "device-time ratio", "step-time ratio")]
-    rungs.append(_rung("measured speedup", ratios.speedup_over_fp32(cell, base),
+        rungs += [_rung(n, None, missing) for n in (KERNELS, DEVICE, STEP)]
+    rungs.append(_rung(MEASURED, ratios.speedup_over_fp32(cell, base),
                        "median steady-state throughput ÷ fp32's, over repeats (the kit's " + ratios.SPEEDUP_NAME + ")"))
     above = None
     for r in rungs:
@@ -338,6 +343,45 @@ def ladder(cell: CellResult, base: CellResult, environment: Dict[str, Any]) -> L
         if r["ratio"] is not None:
             above = r
     return rungs
+
+
+def answer(cell: CellResult, base: CellResult, rungs: List[Dict[str, Any]]) -> str:
+    """The ladder in one sentence: the measured speedup, then top to bottom each rung that kept less
+    than :data:`KEPT_ALL` of the rung above it, with the measured pieces it is made of (``rungs``:
+    :func:`ladder`'s, of ``cell`` against ``base``); a rung whose pieces were not measured says so."""
+    measured = rungs[-1]["ratio"] if rungs else None
+    if measured is None:
+        return "not measured: " + (rungs[-1]["how"].replace("not measured: ", "") if rungs else "no ladder")
+    head = f"{cell.precision} {ratios.fmt_ratio(measured)} over fp32"
+    kept = [r for r in rungs if r.get("kept") is not None]
+    if not kept:
+        return head + "; where it lost against the ceiling is not measured (" + NO_PROFILE + ")"
+    p, p32 = profile_of(cell), profile_of(base)
+    parts = []
+    for r in kept:
+        if r["kept"] >= KEPT_ALL:
+            continue
+        above = max((x for x in rungs[:rungs.index(r)] if x["ratio"] is not None), key=rungs.index)
+        share = f"{r['kept']:.0%} of the {above['rung']}'s {ratios.fmt_ratio(above['ratio'])}"
+        if r["rung"] == KERNELS:
+            parts.append(f"the matmul kernels ran {ratios.fmt_ratio(r['ratio'])} faster, {share}")
+        elif r["rung"] == DEVICE and p and p32:
+            mm, mm32 = (sum(_by_class(x).get(k, 0.0) for k in MATMUL_CLASSES) for x in (p, p32))
+            parts.append(f"all kernels {ratios.fmt_ratio(r['ratio'])} ({share}): those outside the matmuls took "
+                         f"{(_num(p, 'device_s') - mm) * 1e3:.2f} ms per step against fp32's "
+                         f"{(_num(p32, 'device_s') - mm32) * 1e3:.2f}")
+        elif r["rung"] == STEP and p and p32:
+            parts.append(f"the step {ratios.fmt_ratio(r['ratio'])} ({share}): the GPU sat idle {idle_s(p) * 1e3:.2f} ms "
+                         f"per step against fp32's {idle_s(p32) * 1e3:.2f}, host time the kernels' speedup did not touch")
+        elif r["rung"] == MEASURED and above["rung"] == STEP:
+            parts.append(f"the timed steps {ratios.fmt_ratio(r['ratio'])} ({share})")
+        elif r["rung"] == MEASURED and above["rung"] == PEAK:
+            parts.append(f"{share}; where the rest went is not measured ({NO_PROFILE})")
+        else:
+            parts.append(f"the {r['rung']} {ratios.fmt_ratio(r['ratio'])} ({share}; the rungs between are not measured)")
+    if not parts:
+        return head + f": every measured rung keeps {KEPT_ALL:.0%} or more of the one above it"
+    return head + ": " + "; ".join(parts)
 
 
 def ladder_lines(rungs: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
@@ -391,6 +435,7 @@ def explain(results: RunResults, pattern: Optional[str] = None) -> List[Dict[str
                                                         if isinstance(results.environment, dict) else None)}
         if c.precision != ratios.BASE_PRECISION:
             row["ladder"] = (ladder(c, base, results.environment) if base is not None
-                             else [_rung("measured speedup", None, "not measured: no fp32 cell of these settings")])
+                             else [_rung(MEASURED, None, "not measured: no fp32 cell of these settings")])
+            row["answer"] = answer(c, base or c, row["ladder"])
         out.append(row)
     return out
