@@ -113,3 +113,30 @@ def test_the_text_names_each_profiled_steps_parts_its_rate_against_the_peak_and_
     fp16 = json.loads(out)["cells"][1]
     assert len(fp16["largest_kernels"]) == 4 and fp16["efficiency"]["peak_dtype"] == "fp16"
     assert fp16["profiled_step_s"] == pytest.approx(10e-3)
+
+
+def test_the_same_precision_through_two_engines_is_set_side_by_side_fastest_first(capsys, tmp_path):
+    """Fixture cells (invented numbers): ResNet-18 through fastai and torch, fp32 and amp-fp16; a
+    ResNet-34 measured by one engine only gets no line."""
+    from fixtures.results.factory import make_cell, make_env, make_results, make_run_dir
+    from kit.report.export import export_run
+
+    cells = [make_cell("resnet18", "fp32", engine="fastai", epoch_s=[10.0, 10.1, 9.9]),
+             make_cell("resnet18", "amp-fp16", engine="fastai", epoch_s=[11.0, 11.1, 10.9], data_wait_frac=0.5),
+             make_cell("resnet18", "fp32", engine="torch", epoch_s=[3.0, 3.1, 2.9]),
+             make_cell("resnet18", "amp-fp16", engine="torch", epoch_s=[1.0, 1.02, 0.98]),
+             make_cell("resnet34", "fp32"), make_cell("resnet34", "amp-fp16", epoch_s=[5.0, 5.1, 4.9])]
+    bundle = export_run(make_run_dir(tmp_path / "runs", make_results(cells, make_env())), tmp_path / "out")
+    code, out, err = _kit(capsys, "explain", str(bundle))
+    assert code == 0, err
+    section = out.split("Across engines", 1)[1].splitlines()[1:]
+    assert section == ["  cifar/resnet18 amp-fp16: torch 3.00× (not measured) · fastai 0.91× (loader-bound 50% wait)"]
+    code, out, err = _kit(capsys, "explain", str(bundle), "--json", "-")
+    [group] = json.loads(out)["across_engines"]
+    assert [m["engine"] for m in group["engines"]] == ["torch", "fastai"] and group["cells"] == "cifar/resnet18 amp-fp16"
+    code, out, err = _kit(capsys, "explain", str(bundle), "--cell", "*/torch")
+    assert "Across engines" not in out  # one engine left: nothing to set beside it
+    code, out, err = _kit(capsys, "explain", str(bundle), "--cell", "*/fastai", "--cell", "cifar/resnet18/amp-fp16/torch")
+    cells = [ln for ln in out.splitlines() if ln.startswith("cifar/")]
+    assert cells == ["cifar/resnet18/fp32/fastai", "cifar/resnet18/amp-fp16/fastai", "cifar/resnet18/amp-fp16/torch"]
+    assert "  cifar/resnet18 amp-fp16: torch 3.00×" in out  # its fp32 cell not shown, still its base

@@ -129,7 +129,7 @@ def test_explain_pairs_each_cell_with_its_fp32_cell_and_filters_by_pattern():
     assert "ladder" not in rows["lstm/tensor-core/fp32/kit"]
     assert rows["lstm/tensor-core/amp-fp16/kit"]["ladder"][-1]["ratio"] == pytest.approx(2.5)
     assert rows["lstm/apex-2018/amp-bf16/kit"]["ladder"][0]["how"] == "not measured: no fp32 cell of these settings"
-    assert [r["cell_id"] for r in ex.explain(run, "lstm/tensor-core/*")] == ["lstm/tensor-core/fp32/kit",
+    assert [r["cell_id"] for r in ex.explain(run, ["lstm/tensor-core/*"])] == ["lstm/tensor-core/fp32/kit",
                                                                           "lstm/tensor-core/amp-fp16/kit"]
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
@@ -13,8 +13,9 @@ from kit.cli.output import Output, output_options
 @output_options(json="the verdicts and ladders as JSON")
 def explain(
     bundle: Path = typer.Argument(..., help="The bundle (.tar.gz) to explain."),
-    cell: Optional[str] = typer.Option(None, "--cell", metavar="PATTERN",
-                                       help="Only the cells whose id matches this shell pattern, e.g. 'cifar/resnet18/*'."),
+    cell: Optional[List[str]] = typer.Option(None, "--cell", metavar="PATTERN",
+                                             help="Only the cells whose id matches this shell pattern, e.g. "
+                                                  "'cifar/resnet18/*'; give it again for more."),
     output: Output = None,
 ) -> None:
     """Per cell, what bound it (host, loader, compute on or off the tensor cores, memory), and per
@@ -24,8 +25,8 @@ def explain(
     from kit.report.explain_text import explain_json, explain_text
 
     b = open_bundle(bundle)
-    text = explain_text(b, cell)  # checks the pattern before any format is written
-    output.show(lambda: typer.echo(text, nl=False), json=lambda: explain_json(b, cell))
+    text = explain_text(b, cell or None)  # checks the patterns before any format is written
+    output.show(lambda: typer.echo(text, nl=False), json=lambda: explain_json(b, cell or None))
 
 
 def register(app: typer.Typer) -> None:

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Optional
+from typing import List, Optional
 
 from kit.bundle.inert import inert
 from kit.bundle.safe_open import Bundle
 from kit.errors import UsageError
-from kit.results.explain import explain, ladder_lines
+from kit.results.explain import across_engines, explain, ladder_lines
 from kit.results.ratios import fmt_ratio
 
 
@@ -37,14 +37,14 @@ def _ceiling_lines(environment: dict) -> list:
     return [inert(peak_line), inert(bw_line)]
 
 
-def explain_rows(bundle: Bundle, pattern: Optional[str] = None) -> list:
-    """kit.results.explain's rows for the bundle's cells (UsageError when ``pattern`` matches none)."""
-    rows = explain(bundle.results, pattern)
+def explain_rows(bundle: Bundle, patterns: Optional[List[str]] = None) -> list:
+    """kit.results.explain's rows for the bundle's cells (UsageError when ``patterns`` match none)."""
+    rows = explain(bundle.results, patterns)
     if not rows:
-        raise UsageError(f"--cell {pattern}: no measured cell of {bundle.path.name} matches it." if pattern
-                         else f"{bundle.path.name}: no measured (ok) cell to explain.",
-                         remedy="`kit bundle show BUNDLE` lists the cells; --cell takes a shell pattern such as "
-                                "'cifar/resnet18/*'.")
+        said = f"--cell {' --cell '.join(patterns)}: no measured cell of {bundle.path.name} matches." if patterns else (
+            f"{bundle.path.name}: no measured (ok) cell to explain.")
+        raise UsageError(said, remedy="`kit bundle show BUNDLE` lists the cells; --cell takes a shell pattern such as "
+                                      "'cifar/resnet18/*' and may be given again.")
     return rows
 
 
@@ -76,9 +76,9 @@ def _step_lines(row: dict) -> list:
     return out
 
 
-def explain_text(bundle: Bundle, pattern: Optional[str] = None) -> str:
+def explain_text(bundle: Bundle, patterns: Optional[List[str]] = None) -> str:
     """The terminal text of `kit explain`."""
-    rows = explain_rows(bundle, pattern)
+    rows = explain_rows(bundle, patterns)
     env = bundle.results.environment if isinstance(bundle.results.environment, dict) else {}
     out = [f"Why each precision is (not) faster: {inert(bundle.path.name)}", ""] + ["  " + x for x in _ceiling_lines(env)]
     for row in rows:
@@ -92,12 +92,22 @@ def explain_text(bundle: Bundle, pattern: Optional[str] = None) -> str:
             out.append(f"      {inert(line['how'])}")
             if line["lost"]:
                 out.append(f"      {line['lost']}")
+    across = across_engines(bundle.results, rows)
+    if across:
+        out += ["", "Across engines (each engine's speedup over its own fp32 cell, and what bound the cell):"]
+        for g in across:
+            out.append(f"  {inert(g['cells'])}: " + " · ".join(
+                f"{inert(m['engine'])} {fmt_ratio(m['speedup']) if m['speedup'] is not None else 'not measured'} "
+                f"({inert(m['verdict_short'])})" for m in g["engines"]))
     return "\n".join(out) + "\n"
 
 
-def explain_json(bundle: Bundle, pattern: Optional[str] = None) -> str:
-    """The same rows as JSON: {"bundle", "environment": {peaks, bandwidth}, "cells": [...]}."""
+def explain_json(bundle: Bundle, patterns: Optional[List[str]] = None) -> str:
+    """The same rows as JSON: {"bundle", "peak_tflops_measured", "memory_bandwidth_measured", "cells": [...],
+    "across_engines": [...]}."""
     env = bundle.results.environment if isinstance(bundle.results.environment, dict) else {}
+    rows = explain_rows(bundle, patterns)
     doc = {"bundle": bundle.path.name, "peak_tflops_measured": env.get("peak_tflops_measured"),
-           "memory_bandwidth_measured": env.get("memory_bandwidth_measured"), "cells": explain_rows(bundle, pattern)}
+           "memory_bandwidth_measured": env.get("memory_bandwidth_measured"), "cells": rows,
+           "across_engines": across_engines(bundle.results, rows)}
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"

@@ -409,15 +409,15 @@ def group_of(cell: CellResult) -> str:
     return "/".join(k[:2] + k[3:])
 
 
-def explain(results: RunResults, pattern: Optional[str] = None) -> List[Dict[str, Any]]:
-    """Per cell (ok, matching the shell ``pattern`` on its id): its id, group (:func:`group_of`),
+def explain(results: RunResults, patterns: Optional[List[str]] = None) -> List[Dict[str, Any]]:
+    """Per cell (ok, matching any of the shell ``patterns`` on its id; all where None): its id, group (:func:`group_of`),
     precision, verdict (the line, its kind and short form: :func:`bound`), its profiled step's parts
     (:func:`step_parts`, seconds per step, None without a profile; beside them the profiled and the
     timed step, ``profiled_step_s`` and ``timed_step_s``) and largest kernels
     (:func:`largest_kernels`), its achieved TFLOP/s against the peak (:func:`efficiency`, None where
     unmeasured) and against its fp32 cell (same workload, model, engine and settings) the ladder."""
     cells = [c for c in results.cells if c.status == "ok" and c.precision in BY_NAME
-             and (pattern is None or fnmatch.fnmatchcase(c.cell_id, pattern))]
+             and (not patterns or any(fnmatch.fnmatchcase(c.cell_id, p) for p in patterns))]
     by_key = {key_of(c): c for c in results.cells if c.status == "ok"}
     out = []
     for c in cells:
@@ -439,3 +439,29 @@ def explain(results: RunResults, pattern: Optional[str] = None) -> List[Dict[str
             row["answer"] = answer(c, base or c, row["ladder"])
         out.append(row)
     return out
+
+
+def across_engines(results: RunResults, rows: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """The article's question across engines: per workload, model and reduced precision that two
+    engines or more measured (at the same image size and batch), each engine's measured speedup over
+    its own fp32 cell and its verdict (short form), fastest first; from :func:`explain`'s ``rows``.
+    Each: {"cells": "cifar/resnet18 amp-fp16" (with any size or batch part), "engines": [{"engine",
+    "cell_id", "speedup", "verdict_short"}]}."""
+    by_id = {c.cell_id: c for c in results.cells}
+    groups: Dict[Tuple[str, ...], List[Dict[str, Any]]] = {}
+    for r in rows:
+        c = by_id.get(r["cell_id"])
+        if c is None or "ladder" not in r:
+            continue
+        k = key_of(c)
+        groups.setdefault(k[:3] + k[4:], []).append(
+            {"engine": c.engine, "cell_id": c.cell_id, "speedup": r["ladder"][-1]["ratio"],
+             "verdict_short": r["verdict_short"]})
+    out = []
+    for k, members in groups.items():
+        if len({m["engine"] for m in members}) < 2:
+            continue
+        members.sort(key=lambda m: -(m["speedup"] or 0.0))
+        out.append({"cells": "/".join(k[:2] + k[3:]) + " " + k[2], "engines": members})
+    return out
+
