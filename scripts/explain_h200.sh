@@ -9,7 +9,8 @@
 #
 # PARTs (default: all, in order), each sized for a command of under ten minutes on an H200:
 #   gpu-tests   pytest -m gpu of the profiled window (tests/test_profile_window_gpu.py): its parts add
-#               up, its cost, the same timed throughput with and without it and after it
+#               up, its cost, the same timed throughput with and without it and after it; and of the
+#               calibration (tests/test_calibrate_bandwidth.py): the peaks' sweep, the bandwidth
 #   cifar       the CIFAR cells (the fastai engine needs fastai installed: docs/containers.md)
 #   lstm        the LSTM cells, preset PRESETS (default apex-2018, the article's 200-unit model)
 #   explain     kit explain of every bundle in OUT_DIR: OUT_DIR/explain-<part>.txt and .json
@@ -35,7 +36,8 @@ source scripts/part_run.sh
 
 for part in "${PARTS[@]}"; do
   case "$part" in
-    gpu-tests) $PY -m pytest -q -p no:cacheprovider -m gpu tests/test_profile_window_gpu.py 2>&1 | tee "$OUT/gpu-tests.log" ;;
+    gpu-tests) $PY -m pytest -q -p no:cacheprovider -m gpu tests/test_profile_window_gpu.py tests/test_calibrate_bandwidth.py \
+                 2>&1 | tee "$OUT/gpu-tests.log" ;;
     cifar)     run_part "$part" --suite cifar --engines torch,fastai --models resnet18,resnet50 ;;
     lstm)      run_part "$part" --suite lstm --engines kit,graphed --preset "${PRESETS:-apex-2018}" "${lstm_extra[@]}" ;;
     explain)

@@ -71,3 +71,53 @@ def test_a_run_stores_the_bandwidth_beside_the_peaks(tmp_path, monkeypatch):
         env = doc.get("environment", doc)
         assert env["memory_bandwidth_measured"]["gb_per_s"] == 12.5
         assert env["peak_tflops_measured"]["reason"] == "fake bench"
+
+
+def test_the_peak_is_the_best_of_the_swept_shapes_and_a_shape_that_fails_says_why():
+    """kit.bench.calibrate.sweep and its record, with a rate function of fixture numbers (not a GPU's):
+    the best shape wins wherever it falls in the sweep; the typical shape's rate is kept beside it."""
+    pytest.importorskip("torch")
+    from kit.bench import calibrate
+
+    rates = {4096: 600.0, 6144: 770.4, 8192: 741.8}
+
+    def rate_at(n):
+        if n not in rates:
+            raise RuntimeError(f"CUDA out of memory at {n} (simulated)\ndetail")
+        return rates[n]
+
+    swept = calibrate.sweep(rate_at)
+    assert swept["best"] == 770.4 and swept["by_n"] == rates
+    assert swept["errors"] == {12288: "CUDA out of memory at 12288 (simulated)"}
+    out = {}
+    calibrate._record(out, "fp16", swept)
+    assert out["fp16"] == 770.4 and out["typical"] == {"fp16": 600.0}
+    assert out["by_shape"]["fp16"] == {"4096^3": 600.0, "6144^3": 770.4, "8192^3": 741.8} and "errors" not in out
+    calibrate._record(out, "bf16", calibrate.sweep(lambda n: rate_at(-n)))  # every shape fails
+    assert out["bf16"] is None and out["errors"]["bf16"].startswith("CUDA out of memory")
+    assert calibrate.TYPICAL in calibrate.SHAPES
+
+
+def test_kit_explain_prints_the_peaks_and_the_typical_shapes_rates():
+    from kit.report.explain_text import _ceiling_lines
+
+    peaks = {"available": True, "fp32": 51.3, "fp16": 770.4, "typical": {"fp32": 48.0, "fp16": 600.0},
+             "typical_shape": "4096^3", "by_shape": {"fp16": {"4096^3": 600.0}}}  # fixture numbers
+    line = _ceiling_lines({"peak_tflops_measured": peaks})[0]
+    assert line == "matmul peaks (TFLOP/s, calibrated on this GPU): fp32 51.3, fp16 770.4; at 4096^3: fp32 48, fp16 600"
+
+
+@pytest.mark.gpu
+def test_a_gpus_calibration_sweeps_the_shapes_and_takes_the_best():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    from kit.bench.calibrate import SHAPES, TYPICAL, calibrate
+
+    out = calibrate("cuda:0")
+    for name in ("fp32", "fp16"):
+        by = out["by_shape"][name]
+        assert set(by) == {f"{n}^3" for n in SHAPES}, out
+        assert out[name] == max(by.values()) and out["typical"][name] == by[f"{TYPICAL}^3"], out
+    if torch.cuda.get_device_capability(0) >= (7, 0):
+        assert out["fp16"] > 4 * out["fp32"], out  # tensor cores against strict fp32, on a GPU that has them

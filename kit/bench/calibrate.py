@@ -2,15 +2,19 @@
 
 Achieved TFLOP/s of a cell is reported as a fraction of *this* number rather
 than of a datasheet figure: clocks, power limits and the software stack make
-vendor peaks unreachable, and the kit should compare like with like. The
-bandwidth (a device-to-device copy; on a CPU a memcpy) is the ceiling of
-memory-bound work, which a narrower dtype can speed up by its bytes per element
-at most (kit.results.explain).
+vendor peaks unreachable, and the kit should compare like with like. The peak
+is the best rate over a few square products (:data:`SHAPES`), as ml-engineering's
+"maximum achievable matmul FLOPS" finder takes the best of a sweep; the rate at
+one mid-sized product (:data:`TYPICAL`) is kept beside it, to show how much of
+the peak a matmul of ordinary size gets. The bandwidth (a device-to-device copy;
+on a CPU a memcpy) is the ceiling of memory-bound work, which a narrower dtype
+can speed up by its bytes per element at most (kit.results.explain).
 """
 
 from __future__ import annotations
 
 import time
+from typing import Callable
 
 import torch
 
@@ -62,22 +66,53 @@ def scaled_mm_tflops(device: str, n: int = 8192, iters: int = 10, warmup: int = 
     return rate
 
 
+#: the n of the n x n x n products the peaks are swept over (the largest needs 3 x 576 MiB in fp32)
+SHAPES = (4096, 6144, 8192, 12288)
+#: the product whose rate is kept beside the peak as a matmul of ordinary size
+TYPICAL = 4096
+
+
+def sweep(rate_at: Callable[[int], float], shapes: tuple = SHAPES) -> dict:
+    """``rate_at(n)`` (TFLOP/s of an n x n x n product) for each n of ``shapes``: {"best": the highest
+    rate or None, "by_n": {n: rate}, "errors": {n: the first line of what failed}}. A shape that
+    fails (out of memory on a small GPU) is left out of the best and says why."""
+    by_n, errors = {}, {}
+    for n in shapes:
+        try:
+            by_n[n] = rate_at(n)
+        except RuntimeError as exc:
+            errors[n] = (str(exc).splitlines() or [exc.__class__.__name__])[0]
+    return {"best": max(by_n.values()) if by_n else None, "by_n": by_n, "errors": errors}
+
+
+def _record(out: dict, name: str, swept: dict) -> None:
+    """One dtype's sweep into the calibration record: the peak under ``name`` (None where every shape
+    failed, the reason under ``errors``), each shape's rate under ``by_shape``, the typical one under
+    ``typical``."""
+    out[name] = round(swept["best"], 1) if swept["best"] is not None else None
+    out.setdefault("by_shape", {})[name] = {f"{n}^3": round(r, 1) for n, r in swept["by_n"].items()}
+    if TYPICAL in swept["by_n"]:
+        out.setdefault("typical", {})[name] = round(swept["by_n"][TYPICAL], 1)
+    if swept["best"] is None and swept["errors"]:
+        out.setdefault("errors", {})[name] = next(iter(swept["errors"].values()))
+
+
 def calibrate(device: str) -> dict:
-    """{"method", "fp32", "tf32", "fp16", "bf16", "fp8"} in TFLOP/s, or why not (``fp8``: None
-    with the reason under ``errors`` before compute capability 8.9 or without torch._scaled_mm)."""
+    """{"method", "fp32", "tf32", "fp16", "bf16", "fp8"}: each dtype's peak in TFLOP/s (the best of
+    :data:`SHAPES`), or None and why under ``errors`` (``fp8`` before compute capability 8.9 or
+    without torch._scaled_mm); beside them ``by_shape`` ({dtype: {"4096^3": rate, ...}}),
+    ``typical`` ({dtype: the rate at :data:`TYPICAL`}) and ``typical_shape``."""
     if not device.startswith("cuda"):
         return {"available": False, "reason": "matmul calibration runs on CUDA devices only"}
-    out = {"available": True, "method": "8192^3 matmul, 3 warm-up + 10 timed with CUDA events, random normal inputs"}
+    sizes = ", ".join(map(str, SHAPES))
+    out = {"available": True, "method": f"best of n^3 matmuls for n in {sizes}, each 3 warm-up + 10 timed with CUDA "
+                                        f"events, random normal inputs; typical: {TYPICAL}^3", "typical_shape": f"{TYPICAL}^3"}
     cap = torch.cuda.get_device_capability(torch.device(device))
     for name in ("fp32", "tf32", "fp16", "bf16"):
         if name in ("tf32", "bf16") and cap < (8, 0):
             out[name] = None
             continue
-        try:
-            out[name] = round(matmul_tflops(device, name), 1)
-        except RuntimeError as exc:  # e.g. out of memory on a small GPU
-            out[name] = None
-            out.setdefault("errors", {})[name] = str(exc).splitlines()[0]
+        _record(out, name, sweep(lambda n, name=name: matmul_tflops(device, name, n=n)))
     out["fp8"] = None
     if cap < FP8_MIN_CAPABILITY:
         out.setdefault("errors", {})["fp8"] = "fp8 GEMMs need compute capability {}.{}+".format(*FP8_MIN_CAPABILITY)
@@ -85,9 +120,10 @@ def calibrate(device: str) -> dict:
         out.setdefault("errors", {})["fp8"] = f"torch {torch.__version__} has no torch._scaled_mm"
     else:
         try:
-            out["fp8"] = round(scaled_mm_tflops(device), 1)
-            out["fp8_method"] = "8192^3 torch._scaled_mm, float8_e4m3fn inputs, tensorwise scales, bf16 output"
-        except (RuntimeError, TypeError) as exc:  # an older signature, or out of memory
+            _record(out, "fp8", sweep(lambda n: scaled_mm_tflops(device, n=n)))
+            out["fp8_method"] = (f"best of n^3 torch._scaled_mm for n in {sizes}, float8_e4m3fn inputs, tensorwise "
+                                 "scales, bf16 output")
+        except TypeError as exc:  # an older signature
             out.setdefault("errors", {})["fp8"] = (str(exc).splitlines() or [exc.__class__.__name__])[0]
     configure_backends("fp32")
     return out

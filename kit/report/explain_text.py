@@ -17,14 +17,20 @@ from kit.results.explain import across_engines, explain, ladder_lines
 from kit.results.ratios import fmt_ratio
 
 
+def _rates(d: dict) -> str:
+    """``fp32 51.3, fp16 741.8``: the finite rates of a calibration record's dtypes."""
+    return ", ".join(f"{k} {v:g}" for k, v in d.items() if k in ("fp32", "tf32", "fp16", "bf16", "fp8")
+                     and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v))
+
+
 def _ceiling_lines(environment: dict) -> list:
     peaks = environment.get("peak_tflops_measured")
     bw = environment.get("memory_bandwidth_measured")
     if isinstance(peaks, dict) and peaks.get("available"):
-        shown = ", ".join(f"{k} {v:g}" for k, v in peaks.items()
-                          if k in ("fp32", "tf32", "fp16", "bf16", "fp8") and isinstance(v, (int, float))
-                          and not isinstance(v, bool) and math.isfinite(v))
-        peak_line = f"matmul peaks (TFLOP/s, calibrated on this GPU): {shown}"
+        peak_line = f"matmul peaks (TFLOP/s, calibrated on this GPU): {_rates(peaks)}"
+        typical = peaks.get("typical")
+        if isinstance(typical, dict) and isinstance(peaks.get("typical_shape"), str) and _rates(typical):
+            peak_line += f"; at {peaks['typical_shape']}: {_rates(typical)}"
     else:
         why = peaks.get("reason") if isinstance(peaks, dict) else "this run has no calibration record"
         peak_line = f"matmul peaks: not measured ({why})"
