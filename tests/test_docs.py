@@ -340,3 +340,16 @@ def test_every_marked_command_output_in_the_docs_is_what_the_command_prints_toda
     stale = mod.stale()
     assert not stale, "\n".join(f"{b.path.relative_to(REPO)}:{b.line}: not what `{b.command}` prints today; "
                                 "run python scripts/doc_outputs.py --write" for b, _ in stale)
+
+
+def test_the_readmes_speedup_chart_is_the_shipped_references_own():
+    """README.md shows the shipped H200 reference's chart (charts/cifar-torch-speedup.svg in its bundle):
+    a new reference brings its own, copied to docs/img/h200-speedup-torch.svg."""
+    from kit.bundle.merge import reference_bundles
+    from kit.bundle.safe_open import open_bundle
+
+    (bundle,) = reference_bundles("h200")
+    assert "](docs/img/h200-speedup-torch.svg)" in README.read_text(encoding="utf-8")
+    assert (REPO / "docs" / "img" / "h200-speedup-torch.svg").read_bytes() == \
+        open_bundle(bundle).files["charts/cifar-torch-speedup.svg"], \
+        f"copy charts/cifar-torch-speedup.svg of {bundle.name} to docs/img/h200-speedup-torch.svg"
