@@ -223,7 +223,8 @@ def test_the_answer_names_each_rung_that_lost_with_the_pieces_it_is_made_of():
     fp32, fp16 = cell("fp32", 100.0, prof(4.0, 1.0, 8.0, False)), cell("amp-fp16", 118.0, prof(1.0, 0.5, 8.0, True))
     text = _answer(fp16, fp32)
     assert text.startswith("amp-fp16 1.18× over fp32: the matmul kernels ran 4.00× faster, 27% of the peak ratio's 15.00×")
-    assert "the step 1.37× (41% of the device-time ratio's 3.33×): the GPU sat idle 8.00 ms per step against fp32's 8.00" in text
+    assert ("the step 1.37× (41% of the device-time ratio's 3.33×): the GPU sat idle 8.00 of its 9.50 ms (fp32: 8.00 of "
+            "13.00), time in which no kernel ran") in text
     # the device-time rung kept 83% of the kernels' and the timed steps 86% of the profiled: under 90%, named
     assert "; all kernels 3.33× (83% of the matmul kernels' time ratio's 4.00×): those outside the matmuls took 0.50 ms" in text
     assert text.endswith("; the timed steps 1.18× (86% of the step-time ratio's 1.37×)")

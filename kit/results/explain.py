@@ -371,8 +371,9 @@ def answer(cell: CellResult, base: CellResult, rungs: List[Dict[str, Any]]) -> s
                          f"{(_num(p, 'device_s') - mm) * 1e3:.2f} ms per step against fp32's "
                          f"{(_num(p32, 'device_s') - mm32) * 1e3:.2f}")
         elif r["rung"] == STEP and p and p32:
-            parts.append(f"the step {ratios.fmt_ratio(r['ratio'])} ({share}): the GPU sat idle {idle_s(p) * 1e3:.2f} ms "
-                         f"per step against fp32's {idle_s(p32) * 1e3:.2f}, host time the kernels' speedup did not touch")
+            parts.append(f"the step {ratios.fmt_ratio(r['ratio'])} ({share}): the GPU sat idle {idle_s(p) * 1e3:.2f} of "
+                         f"its {_num(p, 'step_s') * 1e3:.2f} ms (fp32: {idle_s(p32) * 1e3:.2f} of "
+                         f"{_num(p32, 'step_s') * 1e3:.2f}), time in which no kernel ran")
         elif r["rung"] == MEASURED and above["rung"] == STEP:
             parts.append(f"the timed steps {ratios.fmt_ratio(r['ratio'])} ({share})")
         elif r["rung"] == MEASURED and above["rung"] == PEAK:
