@@ -319,13 +319,18 @@ def test_merging_a_merged_bundle_again_keeps_every_run_it_came_from(tmp_path):
 
 def test_a_strangers_merged_from_comes_through_as_strings_only(tmp_path):
     """A bundle that says it is a merge carries merged_from entries of its own; merged again, only the
-    strings (and lists of strings) of each entry come through, and the report still renders."""
+    strings (and lists of strings) of each entry, and of its calibration records the scalars, come
+    through, and the report still renders."""
     from fixtures.results.factory import make_cell, make_env, make_results, make_run_dir
     from kit.report.export import export_run
 
     env = make_env()
     env["merged_from"] = [{"bundle": 7, "run_id": "r1", "command_line": 5, "gpu_uuids": ["GPU-x", {"a": 1}],
-                           "earlier_sessions": "junk", "status": ["complete"], "extra": "<b>x</b>"}]
+                           "earlier_sessions": "junk", "status": ["complete"], "extra": "<b>x</b>",
+                           "cells": ["cifar/resnet18/fp32/torch", 3],
+                           "peak_tflops_measured": {"fp32": "fast", "fp16": 700.0, "x": [1], "nan": float("nan"),
+                                                    "typical": {"fp16": 1.0, "deep": {"y": 1}}},
+                           "memory_bandwidth_measured": "junk"}]
     odd = export_run(make_run_dir(tmp_path / "odd", make_results([make_cell(precision="fp32")], env,
                                                                     run_id="FIXTURE-20250101-120000-odd")), tmp_path / "o1")
     plain = export_run(make_run_dir(tmp_path / "p", make_results([make_cell(precision="amp-fp16")], make_env(),
@@ -334,7 +339,9 @@ def test_a_strangers_merged_from_comes_through_as_strings_only(tmp_path):
     first = merged.environment["merged_from"][0]
     assert first == {"bundle": None, "run_id": "r1", "status": None, "device": None, "host_id": None,
                      "manifest_sha256": None, "gpu_uuids": ["GPU-x"], "command_line": [], "earlier_sessions": [],
-                     "via": odd.name}
+                     "via": odd.name, "cells": ["cifar/resnet18/fp32/torch"],
+                     "peak_tflops_measured": {"fp32": "fast", "fp16": 700.0, "typical": {"fp16": 1.0}},
+                     "memory_bandwidth_measured": None}
     assert "report.html" in merged.files
 
 
@@ -358,3 +365,68 @@ def test_a_resumed_runs_earlier_sessions_survive_a_second_merge(tmp_path):
     assert again.environment["merged_from"][0]["earlier_sessions"] == [
         {"collected_at": "2026-12-01T23:27:28Z", "host_id": "h-first", "gpu_uuids": ["GPU-first"],
          "kit_commit": "009a818", "cells": ["cifar/resnet18/fp32/torch"]}]
+
+
+def test_each_merged_cell_keeps_the_calibration_of_the_run_that_measured_it(tmp_path, capsys):
+    """Two parts of one reference measured on two machines of one model, each with its own matmul
+    peaks (fixture numbers): after the merge, and after merging the merge again, each cell's ladder
+    and efficiency read its own part's peaks, and kit explain says the parts' peaks differ."""
+    import json
+
+    from fixtures.results.factory import make_cell, make_env, make_results, make_run_dir
+    from kit.cli.main import main
+    from kit.report.export import export_run
+    from kit.results.explain import calibration_for
+    from kit.results.stats import summarise_repeats
+
+    def cell(model, precision, tflops):
+        c = make_cell(model, precision)
+        for r in c["repeats"]:
+            r["achieved_tflops"] = tflops
+        c["summary"] = summarise_repeats(c["repeats"])
+        return c
+
+    def part(name, uuid, peaks, model):
+        env = make_env()
+        env["host"] = {"host_id": f"h-{name}"}
+        env["nvml"] = {"driver_version": "580.159", "gpus": [{"name": "NVIDIA H200", "uuid": uuid}]}
+        env["peak_tflops_measured"] = {"available": True, **peaks}
+        run = make_run_dir(tmp_path / name, make_results([cell(model, "fp32", 10.0), cell(model, "amp-fp16", 35.0)], env))
+        return export_run(run, tmp_path / f"out-{name}")
+
+    a = part("a", "GPU-a", {"fp32": 50.0, "fp16": 700.0}, "resnet18")
+    b = part("b", "GPU-b", {"fp32": 55.0, "fp16": 880.0}, "resnet50")
+    merged_path = merge_bundles([a, b], tmp_path / "m", same_model=True)
+    merged = open_bundle(merged_path)
+    env = merged.environment
+    assert calibration_for(env, "cifar/resnet50/amp-fp16/torch")["peak_tflops_measured"]["fp16"] == 880.0
+    assert calibration_for(env, "cifar/resnet18/amp-fp16/torch")["peak_tflops_measured"]["fp16"] == 700.0
+    eff = {r["cell_id"]: r["peak_tflops"] for r in merged.results.derived["efficiency"]}
+    assert eff["cifar/resnet50/amp-fp16/torch"] == 880.0 and eff["cifar/resnet18/amp-fp16/torch"] == 700.0
+
+    assert main(["explain", str(merged_path), "--json", "-"]) in (0, None)
+    rows = {r["cell_id"]: r for r in json.loads(capsys.readouterr().out)["cells"]}
+    r50 = rows["cifar/resnet50/amp-fp16/torch"]
+    assert r50["ladder"][0]["ratio"] == pytest.approx(16.0) and r50["efficiency"]["peak_tflops"] == 880.0
+    assert r50["calibration_from"] == b.name and rows["cifar/resnet18/amp-fp16/torch"]["ladder"][0]["ratio"] == pytest.approx(14.0)
+    assert main(["explain", str(merged_path)]) in (0, None)
+    assert ("merged from 2 runs, each with its own calibration: each cell's ceilings and efficiency are its own run's; "
+            "their peaks differ by up to fp32 10.0%, fp16 25.7%") in capsys.readouterr().out
+
+    # merged again with a third part: the first two keep their own calibration
+    c = part("c", "GPU-c", {"fp32": 52.0, "fp16": 720.0}, "resnet34")
+    again = open_bundle(merge_bundles([merged_path, c], tmp_path / "m2", same_model=True)).environment
+    assert calibration_for(again, "cifar/resnet50/fp32/torch")["peak_tflops_measured"]["fp32"] == 55.0
+    assert calibration_for(again, "cifar/resnet34/fp32/torch")["source"] == c.name
+
+
+def test_a_strangers_merged_from_cannot_lend_a_cell_a_calibration_it_does_not_hold():
+    from kit.results.explain import calibration_for
+
+    own = {"available": True, "fp32": 50.0}
+    for junk in ("x", [1, {"cells": "cifar/a"}, {"cells": ["cifar/a"], "peak_tflops_measured": "fast"}],
+                 [{"cells": ["cifar/b"], "peak_tflops_measured": {"fp32": 99.0}}]):
+        got = calibration_for({"peak_tflops_measured": own, "merged_from": junk}, "cifar/a")
+        assert got["peak_tflops_measured"] is own and got["source"] is None
+    assert calibration_for(None, "cifar/a") == {"peak_tflops_measured": None, "memory_bandwidth_measured": None,
+                                                "source": None}

@@ -119,7 +119,11 @@ def _sources_of(b) -> list[dict]:
          # a resumed source run's earlier sessions (kit.env.record.keep_earlier_session), each with its cells
          "earlier_sessions": [env_record.session_summary(s) for s in b.environment.get("earlier_sessions") or []
                               if isinstance(s, dict)],
-         "manifest_sha256": hashlib.sha256(b.files["manifest.json"]).hexdigest() if "manifest.json" in b.files else None}
+         "manifest_sha256": hashlib.sha256(b.files["manifest.json"]).hexdigest() if "manifest.json" in b.files else None,
+         # which cells the run measured, and its own calibration: each merged cell's ceilings and
+         # efficiency come from the run that measured it (kit.results.explain.calibration_for)
+         "cells": [c.cell_id for c in b.results.cells],
+         **{k: b.environment.get(k) for k in env_record.MERGED_SOURCE_CALIBRATION}}
     ]
 
 
@@ -181,7 +185,7 @@ def merge_bundles(paths: list[Path], out_dir: Path, same_model: bool = False, *,
         peaks = {k: v for k, v in peaks.items() if k == "available" or (isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0)}
     else:
         peaks = None
-    merged.derived = derive(cells, config.mode, config.tolerance, peaks)
+    merged.derived = derive(cells, config.mode, config.tolerance, peaks, environment=env)
     # The bundle is built from the merged results directly: the sources' journals are kept
     # as a record, never replayed (a journal's cell_end events must not add cells that the
     # source's results.json does not hold).

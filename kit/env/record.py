@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import platform
 import re
@@ -130,12 +131,31 @@ def _texts(v: Any) -> list:
 
 #: the string fields of a ``merged_from`` entry (kit.bundle.merge writes them)
 MERGED_SOURCE_TEXT = ("bundle", "run_id", "status", "device", "host_id", "manifest_sha256", "via")
+#: a ``merged_from`` entry's calibration records: the source run's own (kit.bench.calibrate's)
+MERGED_SOURCE_CALIBRATION = ("peak_tflops_measured", "memory_bandwidth_measured")
+
+
+def _record_of_scalars(v: Any, depth: int = 2) -> Any:
+    """A calibration record from a stranger's file: objects (``depth`` deep), strings, booleans and
+    finite numbers come through; anything else is dropped (None where ``v`` is not an object)."""
+    if not isinstance(v, dict):
+        return None
+    out = {}
+    for k, x in v.items():
+        if not isinstance(k, str):
+            continue
+        if isinstance(x, (str, bool)) or (isinstance(x, (int, float)) and math.isfinite(x)):
+            out[k] = x
+        elif isinstance(x, dict) and depth > 1:
+            out[k] = _record_of_scalars(x, depth - 1)
+    return out
 
 
 def merged_sources(env: dict) -> list:
     """The ``merged_from`` entries of a merged bundle's environment, each run it was merged from. A
     stranger's record may hold anything: only the entries that are objects, and of them only strings
-    and lists of strings, come through (earlier sessions as :func:`session_summary` wrote them)."""
+    and lists of strings (earlier sessions as :func:`session_summary` wrote them), and the source's
+    calibration records as objects of scalars, come through."""
     entries = env.get("merged_from")
     out = []
     for e in entries if isinstance(entries, list) else []:
@@ -143,6 +163,9 @@ def merged_sources(env: dict) -> list:
             continue
         src = {k: _text(e.get(k)) for k in MERGED_SOURCE_TEXT}
         src["gpu_uuids"], src["command_line"] = _texts(e.get("gpu_uuids")), _texts(e.get("command_line"))
+        src["cells"] = _texts(e.get("cells"))
+        for k in MERGED_SOURCE_CALIBRATION:
+            src[k] = _record_of_scalars(e.get(k))
         sessions = e.get("earlier_sessions")
         src["earlier_sessions"] = [
             {"collected_at": _text(x.get("collected_at")), "host_id": _text(x.get("host_id")),

@@ -40,7 +40,25 @@ def _ceiling_lines(environment: dict) -> list:
         bw_line = f"memory bandwidth: not measured ({bw.get('reason', 'no reason recorded')})"
     else:
         bw_line = "memory bandwidth: not measured (the run was made before the kit measured it)"
-    return [inert(peak_line), inert(bw_line)]
+    return [inert(peak_line), inert(bw_line)] + _merged_calibration_lines(environment)
+
+
+def _merged_calibration_lines(environment: dict) -> list:
+    """In a merged bundle whose runs each carry their calibration: how many, and how far their peaks
+    differ (each cell's ceilings come from its own run's: kit.results.explain.calibration_for)."""
+    sources = environment.get("merged_from")
+    peaks = [e.get("peak_tflops_measured") for e in sources if isinstance(e, dict)] if isinstance(sources, list) else []
+    peaks = [p for p in peaks if isinstance(p, dict) and p.get("available")]
+    if len(peaks) < 2:
+        return []
+    spread = []
+    for dtype in ("fp32", "tf32", "fp16", "bf16", "fp8"):
+        vals = [p[dtype] for p in peaks if isinstance(p.get(dtype), (int, float)) and not isinstance(p.get(dtype), bool)
+                and math.isfinite(p[dtype]) and p[dtype] > 0]
+        if len(vals) >= 2:
+            spread.append(f"{dtype} {max(vals) / min(vals) - 1:.1%}")
+    return [f"merged from {len(peaks)} runs, each with its own calibration: each cell's ceilings and efficiency are "
+            "its own run's" + (f"; their peaks differ by up to {', '.join(spread)}" if spread else "")]
 
 
 def explain_rows(bundle: Bundle, patterns: Optional[List[str]] = None) -> list:

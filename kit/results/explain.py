@@ -101,6 +101,24 @@ def ceilings(environment: Dict[str, Any], precision: str) -> Dict[str, Any]:
     return out
 
 
+#: the calibration records of a run's environment (kit.bench.calibrate writes them)
+CALIBRATION = ("peak_tflops_measured", "memory_bandwidth_measured")
+
+
+def calibration_for(environment: Any, cell_id: str) -> Dict[str, Any]:
+    """The calibration that holds for one cell: in a merged bundle, that of the run that measured it
+    (its ``merged_from`` entry lists the cell and carries the run's own records; kit.bundle.merge),
+    with that run's bundle under ``source``; otherwise the environment's own (``source`` None)."""
+    env = environment if isinstance(environment, dict) else {}
+    sources = env.get("merged_from")
+    for e in sources if isinstance(sources, list) else []:
+        cells = e.get("cells") if isinstance(e, dict) else None
+        if isinstance(cells, list) and cell_id in cells and isinstance(e.get(CALIBRATION[0]), dict):
+            name = e.get("bundle")
+            return {**{k: e.get(k) for k in CALIBRATION}, "source": name if isinstance(name, str) else "a merged run"}
+    return {**{k: env.get(k) for k in CALIBRATION}, "source": None}
+
+
 def efficiency(cell: CellResult, peaks: Any) -> Optional[Dict[str, Any]]:
     """The cell's achieved TFLOP/s (the FLOPs PyTorch counts in a training step × the measured
     throughput, median over repeats) against this GPU's calibrated matmul peak for the precision's
@@ -416,7 +434,9 @@ def explain(results: RunResults, patterns: Optional[List[str]] = None) -> List[D
     (:func:`step_parts`, seconds per step, None without a profile; beside them the profiled and the
     timed step, ``profiled_step_s`` and ``timed_step_s``) and largest kernels
     (:func:`largest_kernels`), its achieved TFLOP/s against the peak (:func:`efficiency`, None where
-    unmeasured) and against its fp32 cell (same workload, model, engine and settings) the ladder."""
+    unmeasured), the merged run whose calibration holds for it (``calibration_from``: None for the
+    run's own, :func:`calibration_for`) and against its fp32 cell (same workload, model, engine and
+    settings) the ladder."""
     cells = [c for c in results.cells if c.status == "ok" and c.precision in BY_NAME
              and (not patterns or any(fnmatch.fnmatchcase(c.cell_id, p) for p in patterns))]
     by_key = {key_of(c): c for c in results.cells if c.status == "ok"}
@@ -424,6 +444,7 @@ def explain(results: RunResults, patterns: Optional[List[str]] = None) -> List[D
     for c in cells:
         k = key_of(c)
         base = by_key.get(k[:2] + (ratios.BASE_PRECISION,) + k[3:])
+        calibration = calibration_for(results.environment, c.cell_id)
         v = bound(c)
         parts = step_parts(c)
         row: Dict[str, Any] = {"cell_id": c.cell_id, "group": group_of(c), "precision": c.precision,
@@ -432,10 +453,10 @@ def explain(results: RunResults, patterns: Optional[List[str]] = None) -> List[D
                                "profiled_step_s": _num(profile_of(c), "step_s"),
                                "timed_step_s": _num(profile_of(c), "timed_step_s"),
                                "largest_kernels": largest_kernels(c),
-                               "efficiency": efficiency(c, results.environment.get("peak_tflops_measured")
-                                                        if isinstance(results.environment, dict) else None)}
+                               "efficiency": efficiency(c, calibration["peak_tflops_measured"]),
+                               "calibration_from": calibration["source"]}
         if c.precision != ratios.BASE_PRECISION:
-            row["ladder"] = (ladder(c, base, results.environment) if base is not None
+            row["ladder"] = (ladder(c, base, calibration) if base is not None
                              else [_rung(MEASURED, None, "not measured: no fp32 cell of these settings")])
             row["answer"] = answer(c, base or c, row["ladder"])
         out.append(row)
