@@ -183,7 +183,8 @@ def efficiency(cells: list[CellResult], peaks: dict | None, environment: dict | 
 def ceiling_rows(cells: list[CellResult], peaks: dict | None) -> list[dict]:
     """The most each reduced precision of the run could buy over fp32 on this GPU
     (kit.results.explain.ceilings): ``compute_bound``, the calibrated peak ratio (None where a peak
-    was not measured), and ``memory_bound``, the ratio of bytes per element. One row per precision."""
+    was not measured), and ``memory_bound``, the ratio of bytes per element. One row per precision,
+    from ``peaks`` (a merged bundle's: its first run's; each cell's own run's are in kit explain's ladders)."""
     present = {c.precision for c in cells if c.status == "ok"}
     env = {"peak_tflops_measured": peaks} if peaks else {}
     rows = []
