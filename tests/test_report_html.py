@@ -218,6 +218,24 @@ def test_the_why_section_and_kit_explain_give_the_same_figures():
             assert r["how"].replace("'", "&#x27;") in text and (r.get("lost") or "").replace("'", "&#x27;") in text
 
 
+def test_the_why_section_sets_the_engines_of_one_model_and_precision_side_by_side():
+    """Fixture cells: ResNet-18 through fastai (loader-bound) and torch, fp32 and amp-fp16; the same rows
+    as kit explain's Across engines."""
+    from kit.results.explain import across_engines, explain
+
+    cells = [make_cell("resnet18", "fp32", engine="fastai", epoch_s=[10.0, 10.1, 9.9]),
+             make_cell("resnet18", "amp-fp16", engine="fastai", epoch_s=[11.0, 11.1, 10.9], data_wait_frac=0.5),
+             make_cell("resnet18", "fp32", engine="torch", epoch_s=[3.0, 3.1, 2.9]),
+             make_cell("resnet18", "amp-fp16", engine="torch", epoch_s=[1.0, 1.02, 0.98])]
+    why = _why(_report(cells))
+    part = _visible_text(why[why.index("<h3>Across engines</h3>"):])
+    assert "cifar/resnet18 amp-fp16 torch 3.00× not measured fastai 0.91× loader-bound 50% wait" in part
+    res = RunResults.from_dict(make_results(cells, make_env()))
+    [group] = across_engines(res, explain(res))
+    assert [m["engine"] for m in group["engines"]] == ["torch", "fastai"]
+    assert "Across engines" not in _why(_report(cells[:2]))  # one engine: nothing to set beside it
+
+
 def test_without_any_profile_the_why_section_says_in_one_line_why_the_ladders_are_partial():
     why = _why(_report(standard_cells(models=("resnet18",))))
     assert len(re.findall(r"Ladders partial", why)) == 1 and "<svg" not in why

@@ -18,7 +18,7 @@ from kit.compare import measures
 from kit.report.svg_primitives import PALETTE, Series
 from kit.report.svg_stacked import stacked_bars
 from kit.results import kernel_classes as kc
-from kit.results.explain import HOST_GAP, NO_PROFILE, explain, ladder_lines, profile_reason
+from kit.results.explain import HOST_GAP, NO_PROFILE, across_engines, explain, ladder_lines, profile_reason
 from kit.results.precisions import PRECISIONS
 from kit.results.ratios import BASE_PRECISION, fmt_ratio
 from kit.results.schema import RunResults
@@ -117,6 +117,23 @@ def _kernels_table(members: list[dict]) -> str:
             f'<table class="why"><thead><tr>{header}</tr></thead><tbody>{"".join(body)}</tbody></table></details>')
 
 
+def _across_engines_table(results: RunResults, rows: list[dict]) -> str:
+    """One row per model and precision two engines measured: each engine's speedup over its own fp32
+    cell and its verdict (kit.results.explain.across_engines, as `kit explain` ends); "" where none."""
+    groups = across_engines(results, rows)
+    if not groups:
+        return ""
+    body = "".join(
+        f"<tr><td>{escape(g['cells'])}</td><td>" + "<br>".join(
+            f"<strong>{escape(m['engine'])}</strong> "
+            f"{escape(fmt_ratio(m['speedup'])) if m['speedup'] is not None else 'not measured'} "
+            f'<span class="note">{escape(m["verdict_short"])}</span>' for m in g["engines"]) + "</td></tr>"
+        for g in groups)
+    return ('<h3>Across engines</h3><p class="sub">The same model and precision through each engine: its speedup over '
+            'its own fp32 cell and what bound the cell, fastest first.</p>'
+            f'<table class="why"><thead><tr><th>cells</th><th>engines</th></tr></thead><tbody>{body}</tbody></table>')
+
+
 def why_section(results: RunResults) -> str:
     """The section's HTML ("" for a run without a measured cell)."""
     cells = {c.cell_id: c for c in results.cells if c.status == "ok"}
@@ -142,5 +159,8 @@ def why_section(results: RunResults) -> str:
             out.append('<ul class="why-answers">' + "".join(f"<li>{escape(a)}</li>" for a in answers) + "</ul>")
         if any(r["largest_kernels"] for r in members):
             out.append(_kernels_table(members))
+    across = _across_engines_table(results, rows)
+    if across:
+        out.append(across)
     return "\n".join(out)
 
