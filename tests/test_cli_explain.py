@@ -136,6 +136,11 @@ def test_the_same_precision_through_two_engines_is_set_side_by_side_fastest_firs
     assert [m["engine"] for m in group["engines"]] == ["torch", "fastai"] and group["cells"] == "cifar/resnet18 amp-fp16"
     code, out, err = _kit(capsys, "explain", str(bundle), "--cell", "*/torch")
     assert "Across engines" not in out  # one engine left: nothing to set beside it
+    code, out, err = _kit(capsys, "explain", str(bundle), "--short")
+    lines = [ln for ln in out.splitlines() if ln.startswith("cifar/")]
+    assert lines[0] == ("cifar/resnet18/amp-fp16/fastai (loader-bound 50% wait): amp-fp16 0.91× over fp32; where it "
+                        "lost against the ceiling is not measured (no profiled window)")
+    assert len(lines) == 3 and "  verdict:" not in out and "\nAcross engines" in out  # one line a reduced precision
     code, out, err = _kit(capsys, "explain", str(bundle), "--cell", "*/fastai", "--cell", "cifar/resnet18/amp-fp16/torch")
     cells = [ln for ln in out.splitlines() if ln.startswith("cifar/")]
     assert cells == ["cifar/resnet18/fp32/fastai", "cifar/resnet18/amp-fp16/fastai", "cifar/resnet18/amp-fp16/torch"]

@@ -235,7 +235,7 @@ def test_the_answer_names_each_rung_that_lost_with_the_pieces_it_is_made_of():
 def test_the_answer_of_a_ladder_without_profiles_says_where_the_rest_went_is_not_measured():
     text = _answer(cell("amp-fp16", 300.0), cell("fp32", 100.0))
     assert text == ("amp-fp16 3.00× over fp32: 20% of the peak ratio's 15.00×; where the rest went is not measured "
-                    f"({ex.NO_PROFILE})")
+                    f"({ex.NO_WINDOW})")
     assert _answer(cell("amp-fp16", 300.0), cell("amp-fp16", 300.0)).startswith("amp-fp16 1.00× over fp32")
     assert ex.answer(cell("amp-fp16", 1.0), None, [ex._rung(ex.MEASURED, None, "not measured: no fp32 cell")]) == \
         "not measured: no fp32 cell"

@@ -16,6 +16,8 @@ def explain(
     cell: Optional[List[str]] = typer.Option(None, "--cell", metavar="PATTERN",
                                              help="Only the cells whose id matches this shell pattern, e.g. "
                                                   "'cifar/resnet18/*'; give it again for more."),
+    short: bool = typer.Option(False, "--short", help="One line per reduced-precision cell: its verdict and its "
+                                                       "ladder in short; then the engines side by side."),
     output: Output = None,
 ) -> None:
     """Per cell, what bound it (host, loader, compute on or off the tensor cores, memory), and per
@@ -25,7 +27,7 @@ def explain(
     from kit.report.explain_text import explain_json, explain_text
 
     b = open_bundle(bundle)
-    text = explain_text(b, cell or None)  # checks the patterns before any format is written
+    text = explain_text(b, cell or None, short)  # checks the patterns before any format is written
     output.show(lambda: typer.echo(text, nl=False), json=lambda: explain_json(b, cell or None))
 
 

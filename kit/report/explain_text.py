@@ -100,12 +100,17 @@ def _step_lines(row: dict) -> list:
     return out
 
 
-def explain_text(bundle: Bundle, patterns: Optional[List[str]] = None) -> str:
-    """The terminal text of `kit explain`."""
+def explain_text(bundle: Bundle, patterns: Optional[List[str]] = None, short: bool = False) -> str:
+    """The terminal text of `kit explain` (``short``: each reduced precision's cell in one line, its
+    verdict and the ladder in short, then Across engines)."""
     rows = explain_rows(bundle, patterns)
     env = bundle.results.environment if isinstance(bundle.results.environment, dict) else {}
     out = [f"Why each precision is (not) faster: {inert(bundle.path.name)}", ""] + ["  " + x for x in _ceiling_lines(env)]
-    for row in rows:
+    if short:
+        out.append("")
+        out += [f"{inert(row['cell_id'])} ({inert(row['verdict_short'])}): {inert(row['answer'])}"
+                for row in rows if row.get("answer")]
+    for row in [] if short else rows:
         out += ["", inert(row["cell_id"]), "  verdict: " + inert(row["verdict"])]
         if row.get("answer"):
             out.append("  in short: " + inert(row["answer"]))

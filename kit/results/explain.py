@@ -57,7 +57,8 @@ NVML_MIN_STEPS_S = 5.0
 MATMUL_CLASSES = (kc.TENSOR_CORE_MATMUL, kc.OTHER_MATMUL)
 #: the kernel classes of memory-bound work
 MEMORY_CLASSES = (kc.NORM_ELEMENTWISE, kc.CASTS_COPIES)
-NO_PROFILE = "no profiled window (kernel time by class, host and device time per step)"
+NO_WINDOW = "no profiled window"
+NO_PROFILE = NO_WINDOW + " (kernel time by class, host and device time per step)"
 #: the rungs of a ladder (:func:`ladder`), top to bottom
 PEAK, KERNELS, DEVICE, STEP, MEASURED = ("peak ratio", "matmul kernels' time ratio", "device-time ratio",
                                          "step-time ratio", "measured speedup")
@@ -373,7 +374,7 @@ def answer(cell: CellResult, base: CellResult, rungs: List[Dict[str, Any]]) -> s
     head = f"{cell.precision} {ratios.fmt_ratio(measured)} over fp32"
     kept = [r for r in rungs if r.get("kept") is not None]
     if not kept:
-        return head + "; where it lost against the ceiling is not measured (" + NO_PROFILE + ")"
+        return head + "; where it lost against the ceiling is not measured (" + NO_WINDOW + ")"
     p, p32 = profile_of(cell), profile_of(base)
     parts = []
     for r in kept:
@@ -395,7 +396,7 @@ def answer(cell: CellResult, base: CellResult, rungs: List[Dict[str, Any]]) -> s
         elif r["rung"] == MEASURED and above["rung"] == STEP:
             parts.append(f"the timed steps {ratios.fmt_ratio(r['ratio'])} ({share})")
         elif r["rung"] == MEASURED and above["rung"] == PEAK:
-            parts.append(f"{share}; where the rest went is not measured ({NO_PROFILE})")
+            parts.append(f"{share}; where the rest went is not measured ({NO_WINDOW})")
         else:
             parts.append(f"the {r['rung']} {ratios.fmt_ratio(r['ratio'])} ({share}; the rungs between are not measured)")
     if not parts:
