@@ -38,3 +38,18 @@ def workdir(tmp_path, monkeypatch):
     monkeypatch.setenv("KIT_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("KIT_RESULTS_DIR", str(tmp_path / "results"))
     return Path(tmp_path)
+
+
+@pytest.fixture(scope="session")
+def doc_outputs():
+    """scripts/doc_outputs.py as a module (a script, not a package module: loaded from its file once)."""
+    import importlib.util
+    import sys
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "doc_outputs.py"
+    spec = importlib.util.spec_from_file_location("doc_outputs", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["doc_outputs"] = mod  # its dataclass looks its module up while the class is made
+    spec.loader.exec_module(mod)
+    return mod
+

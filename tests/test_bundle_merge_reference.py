@@ -71,7 +71,8 @@ def test_a_merge_keeps_each_resumed_sources_earlier_sessions(tmp_path):
     src_a, src_b = merged.environment["merged_from"]
     assert src_a["earlier_sessions"] == [{"collected_at": "2026-12-01T23:27:28Z", "host_id": "h-first",
                                           "gpu_uuids": ["GPU-first"], "kit_commit": "009a818",
-                                          "cells": ["cifar/resnet18/fp32/torch"]}]
+                                          "cells": ["cifar/resnet18/fp32/torch"], "peak_tflops_measured": None,
+                                          "memory_bandwidth_measured": None}]
     assert src_b["earlier_sessions"] == []
 
 
@@ -329,7 +330,8 @@ def test_a_strangers_merged_from_comes_through_as_strings_only(tmp_path):
                            "earlier_sessions": "junk", "status": ["complete"], "extra": "<b>x</b>",
                            "cells": ["cifar/resnet18/fp32/torch", 3],
                            "peak_tflops_measured": {"fp32": "fast", "fp16": 700.0, "x": [1], "nan": float("nan"),
-                                                    "typical": {"fp16": 1.0, "deep": {"y": 1}}},
+                                                    "typical": {"fp16": 1.0, "deep": {"y": 1, "deeper": {"z": 1}}},
+                                                    "huge": 10 ** 400},
                            "memory_bandwidth_measured": "junk"}]
     odd = export_run(make_run_dir(tmp_path / "odd", make_results([make_cell(precision="fp32")], env,
                                                                     run_id="FIXTURE-20250101-120000-odd")), tmp_path / "o1")
@@ -340,7 +342,7 @@ def test_a_strangers_merged_from_comes_through_as_strings_only(tmp_path):
     assert first == {"bundle": None, "run_id": "r1", "status": None, "device": None, "host_id": None,
                      "manifest_sha256": None, "gpu_uuids": ["GPU-x"], "command_line": [], "earlier_sessions": [],
                      "via": odd.name, "cells": ["cifar/resnet18/fp32/torch"],
-                     "peak_tflops_measured": {"fp32": "fast", "fp16": 700.0, "typical": {"fp16": 1.0}},
+                     "peak_tflops_measured": {"fp32": "fast", "fp16": 700.0, "typical": {"fp16": 1.0, "deep": {"y": 1.0}}},
                      "memory_bandwidth_measured": None}
     assert "report.html" in merged.files
 
@@ -359,12 +361,14 @@ def test_a_resumed_runs_earlier_sessions_survive_a_second_merge(tmp_path):
         return export_run(make_run_dir(tmp_path / name, results), tmp_path / f"out-{name}")
 
     session = {"collected_at": "2026-12-01T23:27:28Z", "host": {"host_id": "h-first"}, "kit": {"git_commit": "009a818"},
-               "nvml": {"gpus": [{"uuid": "GPU-first"}]}, "cells": ["cifar/resnet18/fp32/torch"]}
+               "nvml": {"gpus": [{"uuid": "GPU-first"}]}, "cells": ["cifar/resnet18/fp32/torch"],
+               "peak_tflops_measured": {"available": True, "fp32": 50.0}}  # fixture numbers
     first = merge_bundles([bundle("fp32", "a", [session]), bundle("amp-fp16", "b")], tmp_path / "m1")
     again = open_bundle(merge_bundles([first, bundle("amp-bf16", "c")], tmp_path / "m2"))
     assert again.environment["merged_from"][0]["earlier_sessions"] == [
         {"collected_at": "2026-12-01T23:27:28Z", "host_id": "h-first", "gpu_uuids": ["GPU-first"],
-         "kit_commit": "009a818", "cells": ["cifar/resnet18/fp32/torch"]}]
+         "kit_commit": "009a818", "cells": ["cifar/resnet18/fp32/torch"],
+         "peak_tflops_measured": {"available": True, "fp32": 50.0}, "memory_bandwidth_measured": None}]
 
 
 def test_each_merged_cell_keeps_the_calibration_of_the_run_that_measured_it(tmp_path, capsys):
@@ -376,7 +380,7 @@ def test_each_merged_cell_keeps_the_calibration_of_the_run_that_measured_it(tmp_
     from fixtures.results.factory import make_cell, make_env, make_results, make_run_dir
     from kit.cli.main import main
     from kit.report.export import export_run
-    from kit.results.explain import calibration_for
+    from kit.results.ceilings import calibration_for
     from kit.results.stats import summarise_repeats
 
     def cell(model, precision, tflops):
@@ -410,8 +414,8 @@ def test_each_merged_cell_keeps_the_calibration_of_the_run_that_measured_it(tmp_
     assert r50["ladder"][0]["ratio"] == pytest.approx(16.0) and r50["efficiency"]["peak_tflops"] == 880.0
     assert r50["calibration_from"] == b.name and rows["cifar/resnet18/amp-fp16/torch"]["ladder"][0]["ratio"] == pytest.approx(14.0)
     assert main(["explain", str(merged_path)]) in (0, None)
-    assert ("merged from 2 runs, each with its own calibration: each cell's ceilings and efficiency are its own run's; "
-            "their peaks differ by up to fp32 10.0%, fp16 25.7%") in capsys.readouterr().out
+    assert ("2 calibrations, one per session that measured cells (merged runs, resumed sessions): each cell's ceilings "
+            "and efficiency are its own session's; their peaks differ by up to fp32 10.0%, fp16 25.7%") in capsys.readouterr().out
 
     # merged again with a third part: the first two keep their own calibration
     c = part("c", "GPU-c", {"fp32": 52.0, "fp16": 720.0}, "resnet34")
@@ -421,7 +425,7 @@ def test_each_merged_cell_keeps_the_calibration_of_the_run_that_measured_it(tmp_
 
 
 def test_a_strangers_merged_from_cannot_lend_a_cell_a_calibration_it_does_not_hold():
-    from kit.results.explain import calibration_for
+    from kit.results.ceilings import calibration_for
 
     own = {"available": True, "fp32": 50.0}
     for junk in ("x", [1, {"cells": "cifar/a"}, {"cells": ["cifar/a"], "peak_tflops_measured": "fast"}],
@@ -430,3 +434,26 @@ def test_a_strangers_merged_from_cannot_lend_a_cell_a_calibration_it_does_not_ho
         assert got["peak_tflops_measured"] is own and got["source"] is None
     assert calibration_for(None, "cifar/a") == {"peak_tflops_measured": None, "memory_bandwidth_measured": None,
                                                 "source": None}
+
+
+def test_a_resumed_runs_cells_keep_the_calibration_of_the_session_that_measured_them():
+    """A run resumed on another machine calibrates again; the cells its first session measured keep
+    that session's peaks (fixture numbers), in the run itself and once merged."""
+    from kit.env.record import session_summary
+    from kit.results.ceilings import calibration_for
+
+    first = {"collected_at": "2026-12-05T04:00:00Z", "cells": ["cifar/resnet18/fp32/torch"],
+             "peak_tflops_measured": {"available": True, "fp32": 50.0}}
+    env = {"peak_tflops_measured": {"available": True, "fp32": 55.0}, "earlier_sessions": [first]}
+    got = calibration_for(env, "cifar/resnet18/fp32/torch")
+    assert got["peak_tflops_measured"]["fp32"] == 50.0 and got["source"] == "this run, its session of 2026-12-05T04:00:00Z"
+    assert calibration_for(env, "cifar/resnet34/fp32/torch") == {**{k: env.get(k) for k in ("peak_tflops_measured",
+                                                                                          "memory_bandwidth_measured")},
+                                                                 "source": None}
+    merged = {"peak_tflops_measured": {"available": True, "fp32": 60.0},
+              "merged_from": [{"bundle": "part.tar.gz", "cells": ["cifar/resnet18/fp32/torch", "cifar/resnet34/fp32/torch"],
+                               "peak_tflops_measured": env["peak_tflops_measured"],
+                               "earlier_sessions": [session_summary(first)]}]}
+    assert calibration_for(merged, "cifar/resnet18/fp32/torch")["peak_tflops_measured"]["fp32"] == 50.0
+    assert calibration_for(merged, "cifar/resnet34/fp32/torch")["peak_tflops_measured"]["fp32"] == 55.0
+    assert calibration_for(merged, "cifar/resnet50/fp32/torch")["peak_tflops_measured"]["fp32"] == 60.0  # in no source

@@ -93,6 +93,7 @@ def test_the_peak_is_the_best_of_the_swept_shapes_and_a_shape_that_fails_says_wh
     calibrate._record(out, "fp16", swept)
     assert out["fp16"] == 770.4 and out["typical"] == {"fp16": 600.0}
     assert out["by_shape"]["fp16"] == {"4096^3": 600.0, "6144^3": 770.4, "8192^3": 741.8} and "errors" not in out
+    assert out["shape_errors"] == {"fp16": {"12288^3": "CUDA out of memory at 12288 (simulated)"}}
     calibrate._record(out, "bf16", calibrate.sweep(lambda n: rate_at(-n)))  # every shape fails
     assert out["bf16"] is None and out["errors"]["bf16"].startswith("CUDA out of memory")
     assert calibrate.TYPICAL in calibrate.SHAPES

@@ -130,7 +130,7 @@ def test_the_same_precision_through_two_engines_is_set_side_by_side_fastest_firs
     code, out, err = _kit(capsys, "explain", str(bundle))
     assert code == 0, err
     section = out.split("Across engines", 1)[1].splitlines()[1:]
-    assert section == ["  cifar/resnet18 amp-fp16: torch 3.00× (not measured) · fastai 0.91× (loader-bound 50% wait)"]
+    assert section == ["  cifar/resnet18 amp-fp16: torch 3.00× (bound not measured) · fastai 0.91× (loader-bound 50% wait)"]
     code, out, err = _kit(capsys, "explain", str(bundle), "--json", "-")
     [group] = json.loads(out)["across_engines"]
     assert [m["engine"] for m in group["engines"]] == ["torch", "fastai"] and group["cells"] == "cifar/resnet18 amp-fp16"
@@ -139,7 +139,7 @@ def test_the_same_precision_through_two_engines_is_set_side_by_side_fastest_firs
     code, out, err = _kit(capsys, "explain", str(bundle), "--short")
     lines = [ln for ln in out.splitlines() if ln.startswith("cifar/")]
     assert lines[0] == ("cifar/resnet18/amp-fp16/fastai (loader-bound 50% wait): amp-fp16 0.91× over fp32; where it "
-                        "lost against the ceiling is not measured (no profiled window)")
+                        "lost against the ceiling is not measured (no calibrated peak, no profiled window)")
     assert len(lines) == 3 and "  verdict:" not in out and "\nAcross engines" in out  # one line a reduced precision
     code, out, err = _kit(capsys, "explain", str(bundle), "--cell", "*/fastai", "--cell", "cifar/resnet18/amp-fp16/torch")
     cells = [ln for ln in out.splitlines() if ln.startswith("cifar/")]

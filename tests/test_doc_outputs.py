@@ -4,23 +4,7 @@ on Markdown files built in tmp_path."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def doc_outputs():
-    spec = importlib.util.spec_from_file_location("doc_outputs", ROOT / "scripts" / "doc_outputs.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["doc_outputs"] = mod  # dataclasses look their module up
-    spec.loader.exec_module(mod)
-    return mod
-
 
 SHOW = "kit bundle show references/h200/vm_NVIDIA-H200_native_20261130-141944.tar.gz --cell 'lstm/apex-2018/fp32/kit'"
 

@@ -324,17 +324,11 @@ def test_the_readmes_reference_rows_print_the_shipped_references_own_figures():
         assert (fp32, fp16, ratio) == want, f"README row {label!r} prints {(fp32, fp16, ratio)}, the reference {want}"
 
 
-def test_every_marked_command_output_in_the_docs_is_what_the_command_prints_today():
+def test_every_marked_command_output_in_the_docs_is_what_the_command_prints_today(doc_outputs):
     """scripts/doc_outputs.py's check over README.md, docs/ and references/: each block marked
     `<!-- output: COMMAND -->` holds what COMMAND prints from this checkout (the fix:
     `python scripts/doc_outputs.py --write`)."""
-    import importlib.util
-    import sys
-
-    spec = importlib.util.spec_from_file_location("doc_outputs", REPO / "scripts" / "doc_outputs.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("doc_outputs", mod)
-    spec.loader.exec_module(mod)
+    mod = doc_outputs
     marked = [b for p in mod.doc_files() for b in mod.blocks(p)]
     assert len(marked) >= 4, "the README's bundle show, docs/explain.md's and docs/performance.md's blocks are marked"
     stale = mod.stale()

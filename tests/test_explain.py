@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from kit.results import ceilings as cl
 from kit.results import explain as ex
 from kit.results import kernel_classes as kc
 from kit.results.schema import CellResult, RunConfig, RunResults
@@ -40,11 +41,11 @@ FP16_PROF = h200_profile("profile-tensor-core-amp-fp16.txt", idle_s=0.0005)
 
 
 def test_the_ceilings_are_the_peak_ratio_and_the_bytes_ratio():
-    c = ex.ceilings({"peak_tflops_measured": PEAKS}, "amp-fp16")
+    c = cl.ceilings({"peak_tflops_measured": PEAKS}, "amp-fp16")
     assert c["compute"] == pytest.approx(15.0) and c["memory"] == 2.0
-    assert ex.ceilings({"peak_tflops_measured": PEAKS}, "tf32")["memory"] == 1.0  # TF32 stores fp32
-    assert ex.storage_dtype("fp8-rowwise") == "bf16"  # fp8 GEMMs, bf16 activations
-    missing = ex.ceilings({"peak_tflops_measured": {"available": False, "reason": "CPU device"}}, "amp-bf16")
+    assert cl.ceilings({"peak_tflops_measured": PEAKS}, "tf32")["memory"] == 1.0  # TF32 stores fp32
+    assert cl.storage_dtype("fp8-rowwise") == "bf16"  # fp8 GEMMs, bf16 activations
+    missing = cl.ceilings({"peak_tflops_measured": {"available": False, "reason": "CPU device"}}, "amp-bf16")
     assert missing["compute"] is None and "not measured" in missing["compute_why"] and "CPU device" in missing["compute_why"]
 
 
@@ -197,11 +198,11 @@ def test_a_cells_largest_kernels_carry_their_share_of_device_time_and_drop_a_str
 
 def test_efficiency_is_the_achieved_rate_over_the_precisions_calibrated_peak_where_both_were_measured():
     c = CellResult("cifar", "resnet18", "amp-fp16", "torch", "ok", summary={"achieved_tflops": {"median": 70.0}})
-    e = ex.efficiency(c, PEAKS)
+    e = cl.efficiency(c, PEAKS)
     assert e == {"achieved_tflops": 70.0, "peak_tflops": 750.0, "peak_dtype": "fp16",
                  "fraction_of_peak": pytest.approx(70.0 / 750.0)}
-    assert ex.efficiency(c, {"available": False, "reason": "CPU"}) is None
-    assert ex.efficiency(CellResult("cifar", "resnet18", "amp-fp16", "torch", "ok"), PEAKS) is None
+    assert cl.efficiency(c, {"available": False, "reason": "CPU"}) is None
+    assert cl.efficiency(CellResult("cifar", "resnet18", "amp-fp16", "torch", "ok"), PEAKS) is None
     from kit.results.derive import efficiency
 
     assert efficiency([c], PEAKS) == [{"cell_id": c.cell_id, **e}]  # the report's rows: the same figure
@@ -246,3 +247,37 @@ def test_explain_rows_carry_the_answer_for_every_reduced_precision():
                      environment={"peak_tflops_measured": PEAKS})
     fp32, fp16 = ex.explain(res)
     assert "answer" not in fp32 and fp16["answer"].startswith("amp-fp16 3.66× over fp32: ")
+
+
+def test_numbers_too_large_for_a_float_are_no_number_anywhere_a_bundle_is_read():
+    """JSON allows integers of thousands of digits; math.isfinite(10 ** 400) raises. A stranger's
+    bundle with one in a summary, a profile or a calibration is read as if the figure were absent."""
+    from kit.report.explain_text import _ceiling_lines
+    from kit.results import ratios
+    from kit.results import step_profile as sp
+
+    huge = 10 ** 400
+    assert ratios.finite_number(huge) is None and ratios.finite_values([1, huge, 2.5]) == [1.0, 2.5]
+    c = CellResult("cifar", "resnet18", "amp-fp16", "torch", "ok", summary={"achieved_tflops": {"median": huge}})
+    assert cl.efficiency(c, PEAKS) is None and cl.efficiency(c, dict(PEAKS, fp16=huge)) is None
+    p = sp.device_profile([("sm90_xmma_gemm_f16f16_f16f32_f32_tn_n", 1e-3)], wall_s=2e-3, steps=1, source="test")
+    p["largest_kernels"][0]["s"] = huge
+    assert ex.largest_kernels(cell("amp-fp16", 1.0, p)) == []
+    assert ex.profile_of(cell("amp-fp16", 1.0, dict(p, step_s=huge))) is None
+    line = _ceiling_lines({"peak_tflops_measured": dict(PEAKS, fp32=huge), "merged_from": [
+        {"cells": ["x"], "peak_tflops_measured": {"available": True, "fp16": huge}}]})[0]
+    assert "fp16 750" in line and "fp32" not in line
+
+
+def test_the_text_counts_the_calibrations_and_names_merged_runs_that_kept_none():
+    from kit.report.explain_text import _ceiling_lines
+
+    env = {"peak_tflops_measured": {"available": True, "fp32": 50.0},  # fixture numbers
+           "merged_from": [{"cells": ["a"], "peak_tflops_measured": {"available": True, "fp32": 50.0}},
+                           {"cells": ["b"], "peak_tflops_measured": {"available": True, "fp32": 55.0}},
+                           {"cells": ["c"]}]}
+    line = _ceiling_lines(env)[-1]
+    assert line.startswith("2 calibrations, one per session that measured cells")  # the first's is the env's: once
+    assert "fp32 10.0%" in line and line.endswith("1 merged run(s) kept no calibration of their own (merged by an older "
+                                                  "kit): their cells read the first run's")
+    assert len(_ceiling_lines({"peak_tflops_measured": {"available": True, "fp32": 50.0}})) == 2  # one: no such line

@@ -58,13 +58,14 @@ def _cells(runs):
 def test_every_profiled_steps_parts_add_up_to_it_within_5_percent(runs):
     for name, c, p in _cells(runs):
         side_by_side = p.get("device_exceeds_step") and p.get("busy_s", float("inf")) <= 1.05 * p["step_s"]
+        # (profile_of guarantees step_s and device_s)
         assert sp.adds_up(p, 0.05) or side_by_side, (name, c.cell_id, p)
 
 
 def test_the_window_costs_under_a_tenth_of_its_cells_wall_time(runs):
     for name, c, p in _cells(runs):
-        wall = (c.finished_at or 0) - (c.started_at or 0)
-        assert wall > 0 and p["window_wall_s"] < 0.10 * wall, (name, c.cell_id, p["window_wall_s"], wall)
+        wall, window = (c.finished_at or 0) - (c.started_at or 0), p.get("window_wall_s")
+        assert wall > 0 and isinstance(window, float) and window < 0.10 * wall, (name, c.cell_id, window, wall)
 
 
 def test_host_paced_engines_are_host_bound_and_captured_steps_compute_bound(runs):
@@ -81,7 +82,8 @@ def test_host_paced_engines_are_host_bound_and_captured_steps_compute_bound(runs
 
 
 def test_every_largest_kernel_of_a_profiled_step_is_in_a_known_class(runs):
-    unknown = {k["name"] for _, _, p in _cells(runs) for k in p.get("largest_kernels", []) if k["class"] == kc.OTHER}
+    unknown = {k.get("name") for _, _, p in _cells(runs) for k in p.get("largest_kernels", [])
+               if k.get("class") not in set(kc.CLASSES) - {kc.OTHER}}
     assert not unknown, f"kernels no class rule knows (kit/results/kernel_classes.py): {sorted(unknown)}"
 
 

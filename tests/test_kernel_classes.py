@@ -141,9 +141,12 @@ def inductor_names() -> dict:
     define_kernel: "triton_", the category cut to three letters, the fused ops' name, a number), for every
     category the installed PyTorch knows, fused around ops whose names alone would class them otherwise."""
     wb = pytest.importorskip("torch._inductor.wrapper_benchmark")
+    categories = getattr(wb, "_kernel_category_choices", None)
+    if not categories:
+        pytest.skip("this PyTorch's Inductor does not list its kernel categories where 2.11-2.14 do")
     fused = ("fused_convolution_relu", "fused__native_batch_norm_legit_functional_convolution", "fused__to_copy_addmm",
              "fused_copy__mul")
-    return {c: [f"triton_{c[:3]}_{f}_{i}" for i, f in enumerate(fused)] for c in wb._kernel_category_choices}
+    return {c: [f"triton_{c[:3]}_{f}_{i}" for i, f in enumerate(fused)] for c in categories}
 
 
 def test_inductors_kernels_are_classed_by_their_kind_not_the_ops_their_names_list():

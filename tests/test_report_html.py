@@ -211,7 +211,9 @@ def test_the_why_section_and_kit_explain_give_the_same_figures():
                                                                             epoch_s=[5.0, 5.1, 4.9])]
     res = RunResults.from_dict(make_results(cells, env))
     text = _visible_text(_why(render_run_report(res, res.environment, interrupted=False, charts={})))
-    for row in explain(res):
+    rows = explain(res)
+    assert [r["precision"] for r in rows if r.get("answer")] == ["amp-fp16"]
+    for row in rows:
         assert row["verdict"] in text
         assert row.get("answer", "").replace("'", "&#x27;") in text
         for r in row.get("ladder", []):
@@ -229,7 +231,7 @@ def test_the_why_section_sets_the_engines_of_one_model_and_precision_side_by_sid
              make_cell("resnet18", "amp-fp16", engine="torch", epoch_s=[1.0, 1.02, 0.98])]
     why = _why(_report(cells))
     part = _visible_text(why[why.index("<h3>Across engines</h3>"):])
-    assert "cifar/resnet18 amp-fp16 torch 3.00× not measured fastai 0.91× loader-bound 50% wait" in part
+    assert "cifar/resnet18 amp-fp16 torch 3.00× bound not measured fastai 0.91× loader-bound 50% wait" in part
     res = RunResults.from_dict(make_results(cells, make_env()))
     [group] = across_engines(res, explain(res))
     assert [m["engine"] for m in group["engines"]] == ["torch", "fastai"]

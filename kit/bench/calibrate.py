@@ -88,11 +88,13 @@ def sweep(rate_at: Callable[[int], float], shapes: tuple = SHAPES) -> dict:
 def _record(out: dict, name: str, swept: dict) -> None:
     """One dtype's sweep into the calibration record: the peak under ``name`` (None where every shape
     failed, the reason under ``errors``), each shape's rate under ``by_shape``, the typical one under
-    ``typical``."""
+    ``typical``, and each shape that failed with its reason under ``shape_errors``."""
     out[name] = round(swept["best"], 1) if swept["best"] is not None else None
     out.setdefault("by_shape", {})[name] = {f"{n}^3": round(r, 1) for n, r in swept["by_n"].items()}
     if TYPICAL in swept["by_n"]:
         out.setdefault("typical", {})[name] = round(swept["by_n"][TYPICAL], 1)
+    if swept["errors"]:
+        out.setdefault("shape_errors", {})[name] = {f"{n}^3": why for n, why in swept["errors"].items()}
     if swept["best"] is None and swept["errors"]:
         out.setdefault("errors", {})[name] = next(iter(swept["errors"].values()))
 
@@ -101,7 +103,8 @@ def calibrate(device: str) -> dict:
     """{"method", "fp32", "tf32", "fp16", "bf16", "fp8"}: each dtype's peak in TFLOP/s (the best of
     :data:`SHAPES`), or None and why under ``errors`` (``fp8`` before compute capability 8.9 or
     without torch._scaled_mm); beside them ``by_shape`` ({dtype: {"4096^3": rate, ...}}),
-    ``typical`` ({dtype: the rate at :data:`TYPICAL`}) and ``typical_shape``."""
+    ``typical`` ({dtype: the rate at :data:`TYPICAL`}), ``typical_shape`` and ``shape_errors``
+    ({dtype: {shape: why}} for each shape that failed)."""
     if not device.startswith("cuda"):
         return {"available": False, "reason": "matmul calibration runs on CUDA devices only"}
     sizes = ", ".join(map(str, SHAPES))
@@ -121,8 +124,9 @@ def calibrate(device: str) -> dict:
     else:
         try:
             _record(out, "fp8", sweep(lambda n: scaled_mm_tflops(device, n=n)))
-            out["fp8_method"] = (f"best of n^3 torch._scaled_mm for n in {sizes}, float8_e4m3fn inputs, tensorwise "
-                                 "scales, bf16 output")
+            if out["fp8"] is not None:
+                out["fp8_method"] = (f"best of n^3 torch._scaled_mm for n in {sizes}, float8_e4m3fn inputs, tensorwise "
+                                     "scales, bf16 output")
         except TypeError as exc:  # an older signature
             out.setdefault("errors", {})["fp8"] = (str(exc).splitlines() or [exc.__class__.__name__])[0]
     configure_backends("fp32")

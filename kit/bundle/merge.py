@@ -121,9 +121,9 @@ def _sources_of(b) -> list[dict]:
                               if isinstance(s, dict)],
          "manifest_sha256": hashlib.sha256(b.files["manifest.json"]).hexdigest() if "manifest.json" in b.files else None,
          # which cells the run measured, and its own calibration: each merged cell's ceilings and
-         # efficiency come from the run that measured it (kit.results.explain.calibration_for)
+         # efficiency come from the run that measured it (kit.results.ceilings.calibration_for)
          "cells": [c.cell_id for c in b.results.cells],
-         **{k: b.environment.get(k) for k in env_record.MERGED_SOURCE_CALIBRATION}}
+         **env_record.calibration_records(b.environment)}
     ]
 
 

@@ -17,6 +17,7 @@ from typing import Callable
 
 from kit.bundle.inert import inert
 from kit.compare.load import Source
+from kit.results.ratios import finite_number
 
 
 def _gpu0(src: Source) -> dict:
@@ -28,7 +29,7 @@ def _gpu0(src: Source) -> dict:
 
 
 def _number(value) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    return finite_number(value)
 
 
 def _power_limit(src: Source) -> str | None:

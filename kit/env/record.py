@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import platform
 import re
@@ -48,6 +47,7 @@ from kit.compat import metadata
 from kit import __version__
 from kit.env import nvml as nvml_probe
 from kit.env.probe import attempt, describe_exception, unknown
+from kit.results.ratios import finite_number
 
 RECORD_VERSION = 1
 
@@ -135,7 +135,7 @@ MERGED_SOURCE_TEXT = ("bundle", "run_id", "status", "device", "host_id", "manife
 MERGED_SOURCE_CALIBRATION = ("peak_tflops_measured", "memory_bandwidth_measured")
 
 
-def _record_of_scalars(v: Any, depth: int = 2) -> Any:
+def _record_of_scalars(v: Any, depth: int = 3) -> Any:
     """A calibration record from a stranger's file: objects (``depth`` deep), strings, booleans and
     finite numbers come through; anything else is dropped (None where ``v`` is not an object)."""
     if not isinstance(v, dict):
@@ -144,11 +144,19 @@ def _record_of_scalars(v: Any, depth: int = 2) -> Any:
     for k, x in v.items():
         if not isinstance(k, str):
             continue
-        if isinstance(x, (str, bool)) or (isinstance(x, (int, float)) and math.isfinite(x)):
+        if isinstance(x, (str, bool)):
             out[k] = x
+        elif finite_number(x) is not None:
+            out[k] = finite_number(x)
         elif isinstance(x, dict) and depth > 1:
             out[k] = _record_of_scalars(x, depth - 1)
     return out
+
+
+def calibration_records(record: dict) -> dict:
+    """A session's or a merged run's own calibration records (:data:`MERGED_SOURCE_CALIBRATION`) from a
+    stranger's record: objects of scalars (``by_shape`` is three deep), None where absent."""
+    return {k: _record_of_scalars(record.get(k)) for k in MERGED_SOURCE_CALIBRATION}
 
 
 def merged_sources(env: dict) -> list:
@@ -164,12 +172,12 @@ def merged_sources(env: dict) -> list:
         src = {k: _text(e.get(k)) for k in MERGED_SOURCE_TEXT}
         src["gpu_uuids"], src["command_line"] = _texts(e.get("gpu_uuids")), _texts(e.get("command_line"))
         src["cells"] = _texts(e.get("cells"))
-        for k in MERGED_SOURCE_CALIBRATION:
-            src[k] = _record_of_scalars(e.get(k))
+        src.update(calibration_records(e))
         sessions = e.get("earlier_sessions")
         src["earlier_sessions"] = [
             {"collected_at": _text(x.get("collected_at")), "host_id": _text(x.get("host_id")),
-             "gpu_uuids": _texts(x.get("gpu_uuids")), "kit_commit": _text(x.get("kit_commit")), "cells": _texts(x.get("cells"))}
+             "gpu_uuids": _texts(x.get("gpu_uuids")), "kit_commit": _text(x.get("kit_commit")), "cells": _texts(x.get("cells")),
+             **calibration_records(x)}
             for x in (sessions if isinstance(sessions, list) else []) if isinstance(x, dict)]
         out.append(src)
     return out
@@ -177,12 +185,14 @@ def merged_sources(env: dict) -> list:
 
 def session_summary(session: dict) -> dict:
     """Who measured what, from one entry of ``earlier_sessions`` (or any environment record): when,
-    the host, the GPUs' UUIDs, the kit's commit and the cells it measured. A stranger's record may
-    hold anything: only strings and lists of strings come through."""
+    the host, the GPUs' UUIDs, the kit's commit, the cells it measured and its own calibration. A
+    stranger's record may hold anything: only strings, lists of strings and the calibration records'
+    scalars come through."""
     kit = session.get("kit") if isinstance(session.get("kit"), dict) else {}
     return {"collected_at": _text(session.get("collected_at")), "host_id": _text(host_id_of(session)),
             "gpu_uuids": [g["uuid"] for g in gpu_records(session) or [] if isinstance(g.get("uuid"), str)],
-            "kit_commit": _text(kit.get("git_commit")), "cells": _texts(session.get("cells"))}
+            "kit_commit": _text(kit.get("git_commit")), "cells": _texts(session.get("cells")),
+            **calibration_records(session)}
 
 
 def keep_earlier_session(environment: dict, previous: dict, finished: list) -> dict | None:

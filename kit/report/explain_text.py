@@ -7,20 +7,24 @@ Bundle text (cell ids, reasons, GPU names) is made inert before it is printed (k
 from __future__ import annotations
 
 import json
-import math
 from typing import List, Optional
 
 from kit.bundle.inert import inert
 from kit.bundle.safe_open import Bundle
 from kit.errors import UsageError
-from kit.results.explain import across_engines, explain, ladder_lines
-from kit.results.ratios import fmt_ratio
+from kit.report.show import no_cell_matches
+from kit.results.ceilings import calibrations
+from kit.results.explain import across_engines, bound_short, explain, ladder_lines
+from kit.results.ratios import finite_number, fmt_ratio
+
+
+#: the dtypes a calibration record rates (kit.bench.calibrate)
+DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8")
 
 
 def _rates(d: dict) -> str:
     """``fp32 51.3, fp16 741.8``: the finite rates of a calibration record's dtypes."""
-    return ", ".join(f"{k} {v:g}" for k, v in d.items() if k in ("fp32", "tf32", "fp16", "bf16", "fp8")
-                     and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v))
+    return ", ".join(f"{k} {finite_number(d.get(k)):g}" for k in DTYPES if finite_number(d.get(k)) is not None)
 
 
 def _ceiling_lines(environment: dict) -> list:
@@ -44,31 +48,42 @@ def _ceiling_lines(environment: dict) -> list:
 
 
 def _merged_calibration_lines(environment: dict) -> list:
-    """In a merged bundle whose runs each carry their calibration: how many, and how far their peaks
-    differ (each cell's ceilings come from its own run's: kit.results.explain.calibration_for)."""
-    sources = environment.get("merged_from")
-    peaks = [e.get("peak_tflops_measured") for e in sources if isinstance(e, dict)] if isinstance(sources, list) else []
-    peaks = [p for p in peaks if isinstance(p, dict) and p.get("available")]
+    """Where a bundle carries several sessions' calibrations (a merge of runs, a run resumed on other
+    machines): how many, and how far their peaks differ; each cell's ceilings and efficiency come
+    from its own session's (kit.results.ceilings.calibration_for)."""
+    seen, peaks = set(), []
+    for c in calibrations(environment):
+        p = c["peak_tflops_measured"]
+        if isinstance(p, dict) and p.get("available"):
+            key = json.dumps(p, sort_keys=True, default=str)
+            if key not in seen:
+                seen.add(key)
+                peaks.append(p)
     if len(peaks) < 2:
         return []
     spread = []
-    for dtype in ("fp32", "tf32", "fp16", "bf16", "fp8"):
-        vals = [p[dtype] for p in peaks if isinstance(p.get(dtype), (int, float)) and not isinstance(p.get(dtype), bool)
-                and math.isfinite(p[dtype]) and p[dtype] > 0]
+    for dtype in DTYPES:
+        vals = [v for v in (finite_number(p.get(dtype)) for p in peaks) if v is not None and v > 0]
         if len(vals) >= 2:
             spread.append(f"{dtype} {max(vals) / min(vals) - 1:.1%}")
-    return [f"merged from {len(peaks)} runs, each with its own calibration: each cell's ceilings and efficiency are "
-            "its own run's" + (f"; their peaks differ by up to {', '.join(spread)}" if spread else "")]
+    sources = environment.get("merged_from")
+    without = [e for e in sources if isinstance(e, dict) and not isinstance(e.get("peak_tflops_measured"), dict)] \
+        if isinstance(sources, list) else []
+    return [f"{len(peaks)} calibrations, one per session that measured cells (merged runs, resumed sessions): each "
+            "cell's ceilings and efficiency are its own session's" + (f"; their peaks differ by up to {', '.join(spread)}"
+                                                                       if spread else "")
+            + (f"; {len(without)} merged run(s) kept no calibration of their own (merged by an older kit): their cells "
+               "read the first run's" if without else "")]
 
 
 def explain_rows(bundle: Bundle, patterns: Optional[List[str]] = None) -> list:
     """kit.results.explain's rows for the bundle's cells (UsageError when ``patterns`` match none)."""
     rows = explain(bundle.results, patterns)
+    if not rows and patterns:
+        raise no_cell_matches(bundle.path.name, patterns, "measured cell")
     if not rows:
-        said = f"--cell {' --cell '.join(patterns)}: no measured cell of {bundle.path.name} matches." if patterns else (
-            f"{bundle.path.name}: no measured (ok) cell to explain.")
-        raise UsageError(said, remedy="`kit bundle show BUNDLE` lists the cells; --cell takes a shell pattern such as "
-                                      "'cifar/resnet18/*' and may be given again.")
+        raise UsageError(f"{bundle.path.name}: no measured (ok) cell to explain.",
+                         remedy="`kit bundle show BUNDLE` lists its cells and why each was not measured.")
     return rows
 
 
@@ -127,7 +142,7 @@ def explain_text(bundle: Bundle, patterns: Optional[List[str]] = None, short: bo
         for g in across:
             out.append(f"  {inert(g['cells'])}: " + " · ".join(
                 f"{inert(m['engine'])} {fmt_ratio(m['speedup']) if m['speedup'] is not None else 'not measured'} "
-                f"({inert(m['verdict_short'])})" for m in g["engines"]))
+                f"({inert(bound_short(m['verdict_short']))})" for m in g["engines"]))
     return "\n".join(out) + "\n"
 
 

@@ -18,7 +18,7 @@ from kit.compare import measures
 from kit.report.svg_primitives import PALETTE, Series
 from kit.report.svg_stacked import stacked_bars
 from kit.results import kernel_classes as kc
-from kit.results.explain import HOST_GAP, NO_PROFILE, across_engines, explain, ladder_lines, profile_reason
+from kit.results.explain import HOST_GAP, NO_PROFILE, across_engines, bound_short, explain, ladder_lines, profile_reason
 from kit.results.precisions import PRECISIONS
 from kit.results.ratios import BASE_PRECISION, fmt_ratio
 from kit.results.schema import RunResults
@@ -127,7 +127,7 @@ def _across_engines_table(results: RunResults, rows: list[dict]) -> str:
         f"<tr><td>{escape(g['cells'])}</td><td>" + "<br>".join(
             f"<strong>{escape(m['engine'])}</strong> "
             f"{escape(fmt_ratio(m['speedup'])) if m['speedup'] is not None else 'not measured'} "
-            f'<span class="note">{escape(m["verdict_short"])}</span>' for m in g["engines"]) + "</td></tr>"
+            f'<span class="note">{escape(bound_short(m["verdict_short"]))}</span>' for m in g["engines"]) + "</td></tr>"
         for g in groups)
     return ('<h3>Across engines</h3><p class="sub">The same model and precision through each engine: its speedup over '
             'its own fp32 cell and what bound the cell, fastest first.</p>'

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import fnmatch
-
 from kit.bundle.envinfo import summarise_environment
 from kit.bundle.inert import inert
 from kit.bundle.safe_open import MANIFEST_NAME, Bundle
@@ -13,7 +11,7 @@ from kit.errors import UsageError
 from kit.results.curve import KNEE_DEFINITION, curves, fmt_knee, point_parts
 from kit.results.method import UNKNOWN, method_of
 from kit.results.ratios import EPOCH_S, THROUGHPUT, fmt_speedup
-from kit.results.cell_ids import cell_learner, key_of
+from kit.results.cell_ids import cell_learner, key_of, matches
 
 
 def escape(text: object) -> str:
@@ -73,9 +71,11 @@ def engine_revisions(cells: list) -> str:
     return UNKNOWN if measured else "no cell measured"
 
 
-def matches(name: str, patterns: list[str] | None) -> bool:
-    """Whether a cell id (or a batch curve's name) matches any of the shell ``patterns`` (all: None)."""
-    return not patterns or any(fnmatch.fnmatchcase(name, p) for p in patterns)
+def no_cell_matches(bundle_name: str, patterns: list[str], what: str = "cell") -> UsageError:
+    """The error of a ``--cell`` that matches nothing (`kit bundle show`, `kit explain`)."""
+    return UsageError(f"--cell {' --cell '.join(patterns)}: no {what} of {bundle_name} matches.",
+                      remedy="`kit bundle show BUNDLE` lists the cells; --cell takes a shell pattern such as "
+                             "'cifar/resnet18/*' and may be given again.")
 
 
 def print_show(bundle: Bundle, console, patterns: list[str] | None = None) -> None:
@@ -87,9 +87,7 @@ def print_show(bundle: Bundle, console, patterns: list[str] | None = None) -> No
     res = bundle.results
     shown = [c for c in res.cells if matches(c.cell_id, patterns)]
     if not shown and patterns:
-        raise UsageError(f"--cell {' --cell '.join(patterns)}: no cell of {bundle.path.name} matches.",
-                         remedy="`kit bundle show BUNDLE` lists the cells; --cell takes a shell pattern such as "
-                                "'cifar/resnet18/*' and may be given again.")
+        raise no_cell_matches(bundle.path.name, patterns)
     env = summarise_environment(bundle.environment, res.config, res.cells)
     badges = []
     if env.data_source == "synthetic":

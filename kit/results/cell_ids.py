@@ -3,6 +3,8 @@ than 32 px; a batch-curve point's batch), and a cell's label with its fastai lea
 
 from __future__ import annotations
 
+import fnmatch
+
 from typing import Any
 
 from kit.results import suites
@@ -77,3 +79,9 @@ def cell_label(cell_id_: str, learners: Any) -> str:
     if not names:
         return cell_id_
     return f"{cell_id_} ({' / '.join(names)})" if len(names) == 1 else f"{cell_id_} (learners differ: {' / '.join(names)})"
+
+
+def matches(name: str, patterns: Any) -> bool:
+    """Whether a cell id (or a batch curve's name) matches any of the shell ``patterns`` (``--cell``
+    of `kit bundle show` and `kit explain`; every name where there are none)."""
+    return not patterns or any(fnmatch.fnmatchcase(name, p) for p in patterns)

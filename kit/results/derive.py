@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from kit.results import ratios, suites
 from kit.results.curve import batch_curves
-from kit.results.explain import calibration_for, ceilings, efficiency as explain_efficiency
+from kit.results.ceilings import calibration_for, ceilings, efficiency as cell_efficiency
 from kit.results.precisions import PRECISIONS, mode
 from kit.results.cell_ids import curve_batch, image_size_part
 from kit.results.schema import CellResult
@@ -168,12 +168,12 @@ def against_bf16(workload: str) -> bool:
 
 def efficiency(cells: list[CellResult], peaks: dict | None, environment: dict | None = None) -> list[dict]:
     """Achieved TFLOP/s per cell as a fraction of this GPU's own measured matmul peak
-    (kit.results.explain.efficiency), the cells where both were measured; given the run's
-    ``environment``, each cell against the calibration that holds for it (a merged bundle's: that
-    of the run that measured it, kit.results.explain.calibration_for), else against ``peaks``."""
+    (kit.results.ceilings.efficiency), the cells where both were measured; given the run's
+    ``environment``, each cell against the calibration of the session that measured it
+    (kit.results.ceilings.calibration_for), else against ``peaks``."""
     rows = []
     for c in cells:
-        e = explain_efficiency(c, calibration_for(environment, c.cell_id)["peak_tflops_measured"]
+        e = cell_efficiency(c, calibration_for(environment, c.cell_id)["peak_tflops_measured"]
                                if environment is not None else peaks)
         if e:
             rows.append({"cell_id": c.cell_id, **e})
@@ -182,7 +182,7 @@ def efficiency(cells: list[CellResult], peaks: dict | None, environment: dict | 
 
 def ceiling_rows(cells: list[CellResult], peaks: dict | None) -> list[dict]:
     """The most each reduced precision of the run could buy over fp32 on this GPU
-    (kit.results.explain.ceilings): ``compute_bound``, the calibrated peak ratio (None where a peak
+    (kit.results.ceilings.ceilings): ``compute_bound``, the calibrated peak ratio (None where a peak
     was not measured), and ``memory_bound``, the ratio of bytes per element. One row per precision,
     from ``peaks`` (a merged bundle's: its first run's; each cell's own run's are in kit explain's ladders)."""
     present = {c.precision for c in cells if c.status == "ok"}
@@ -199,7 +199,7 @@ def ceiling_rows(cells: list[CellResult], peaks: dict | None) -> list[dict]:
 def derive(cells: list[CellResult], mode: str, tolerance: float | None = None, peaks: dict | None = None,
            environment: dict | None = None) -> dict:
     """The figures derived from the cells (``peaks``: the run's calibration; ``environment``: the run's,
-    whose merged sources carry their own, see :func:`efficiency`)."""
+    whose earlier sessions and merged runs carry their own, see :func:`efficiency`)."""
     out = {"performance_ratios": performance_ratios(cells), "max_batch_ratios": max_batch_ratios(cells),
            "efficiency": efficiency(cells, peaks, environment), "ceilings": ceiling_rows(cells, peaks)}
     if any(against_bf16(c.workload) for c in cells):

@@ -3,11 +3,8 @@
 Every figure here is read from what a run measured; a piece that was not measured is a line saying
 so and why, never a guess.
 
-- **Ceilings** (:func:`ceilings`): the most a precision could buy over fp32 on this GPU: for
-  compute-bound work the ratio of this GPU's calibrated matmul peaks (kit.bench.calibrate, the
-  mode's ``peak_dtype`` in kit.results.precisions against fp32's); for memory-bound work the ratio
-  of bytes per element (kit.facts.dtypes; a mode's tensors are in its autocast dtype, else its
-  ``peak_dtype``'s format). The copy bandwidth measured beside the peaks is shown with them.
+- **Ceilings** (kit.results.ceilings): the most a precision could buy over fp32 on this GPU, from
+  the calibration of the session that measured the cell; the top rung of every ladder.
 - **A cell's profile** (``CellResult.profile``, optional: the profiled window of a few steps under
   ``torch.profiler``, outside the timed repeats, kit.results.step_profile): per step, ``step_s``
   (host wall time), ``device_s`` (summed kernel time), ``idle_s`` (the gap: step_s - device_s,
@@ -29,15 +26,14 @@ Torch-free and Python 3.7 syntax (the cuda10 image reads results).
 
 from __future__ import annotations
 
-import fnmatch
-import math
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
-from kit.facts.dtypes import AUTOCAST_DTYPE, BYTES_PER_ELEMENT
 from kit.results import kernel_classes as kc
 from kit.results import ratios, step_profile
-from kit.results.cell_ids import key_of
-from kit.results.precisions import BY_NAME, mode
+from kit.results.ceilings import calibration_for, ceilings, efficiency
+from kit.results.ratios import positive_at as _num
+from kit.results.cell_ids import key_of, matches
+from kit.results.precisions import BY_NAME
 from kit.results.schema import CellResult, RunResults
 
 #: A run that waited for data this share of its training time was loader-bound (data_wait_s
@@ -64,76 +60,6 @@ PEAK, KERNELS, DEVICE, STEP, MEASURED = ("peak ratio", "matmul kernels' time rat
                                          "step-time ratio", "measured speedup")
 #: a ladder whose every measured rung keeps at least this share of the rung above lost nothing worth naming
 KEPT_ALL = 0.90
-
-
-def _num(d: Any, key: str) -> Optional[float]:
-    """A positive finite number at ``d[key]`` (a stranger's file: anything else is None)."""
-    v = d.get(key) if isinstance(d, dict) else None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-        return None
-    return float(v)
-
-
-def storage_dtype(precision: str) -> str:
-    """The format a mode's tensors are in (its autocast dtype, else its peak's)."""
-    m = mode(precision)
-    return AUTOCAST_DTYPE.get(m.autocast or "", m.peak_dtype)
-
-
-def ceilings(environment: Dict[str, Any], precision: str) -> Dict[str, Any]:
-    """{"compute": ratio or None, "compute_why", "memory": ratio, "memory_why"} of ``precision`` over fp32."""
-    peaks = environment.get("peak_tflops_measured")
-    dtype = mode(precision).peak_dtype
-    out: Dict[str, Any] = {}
-    p, p32 = _num(peaks, dtype), _num(peaks, "fp32")
-    if p and p32:
-        out["compute"] = p / p32
-        out["compute_why"] = f"matmul peak {p:g} TFLOP/s ({dtype}) ÷ {p32:g} (fp32), calibrated on this GPU"
-    else:
-        out["compute"] = None
-        errors = peaks.get("errors") if isinstance(peaks, dict) else None
-        reason = (errors.get(dtype) if isinstance(errors, dict) else None) or (
-            peaks.get("reason") if isinstance(peaks, dict) else None)
-        out["compute_why"] = f"not measured: no calibrated {dtype} and fp32 matmul peak in this run" + (
-            f" ({reason})" if reason else "")
-    store = storage_dtype(precision)
-    out["memory"] = BYTES_PER_ELEMENT["fp32"] / BYTES_PER_ELEMENT[store]
-    out["memory_why"] = f"{BYTES_PER_ELEMENT['fp32']} bytes per fp32 element ÷ {BYTES_PER_ELEMENT[store]} per {store}"
-    return out
-
-
-#: the calibration records of a run's environment (kit.bench.calibrate writes them)
-CALIBRATION = ("peak_tflops_measured", "memory_bandwidth_measured")
-
-
-def calibration_for(environment: Any, cell_id: str) -> Dict[str, Any]:
-    """The calibration that holds for one cell: in a merged bundle, that of the run that measured it
-    (its ``merged_from`` entry lists the cell and carries the run's own records; kit.bundle.merge),
-    with that run's bundle under ``source``; otherwise the environment's own (``source`` None)."""
-    env = environment if isinstance(environment, dict) else {}
-    sources = env.get("merged_from")
-    for e in sources if isinstance(sources, list) else []:
-        cells = e.get("cells") if isinstance(e, dict) else None
-        if isinstance(cells, list) and cell_id in cells and isinstance(e.get(CALIBRATION[0]), dict):
-            name = e.get("bundle")
-            return {**{k: e.get(k) for k in CALIBRATION}, "source": name if isinstance(name, str) else "a merged run"}
-    return {**{k: env.get(k) for k in CALIBRATION}, "source": None}
-
-
-def efficiency(cell: CellResult, peaks: Any) -> Optional[Dict[str, Any]]:
-    """The cell's achieved TFLOP/s (the FLOPs PyTorch counts in a training step × the measured
-    throughput, median over repeats) against this GPU's calibrated matmul peak for the precision's
-    ``peak_dtype``: {"achieved_tflops", "peak_tflops", "peak_dtype", "fraction_of_peak"}; None where
-    either was not measured (the kit's one reading of it: the report and `kit explain`)."""
-    if cell.status != "ok" or cell.precision not in BY_NAME or not isinstance(peaks, dict) or not peaks.get("available"):
-        return None
-    s = cell.summary.get("achieved_tflops") if isinstance(cell.summary, dict) else None
-    achieved = _num(s, "median")
-    dtype = mode(cell.precision).peak_dtype
-    peak = _num(peaks, dtype)
-    if not achieved or not peak:
-        return None
-    return {"achieved_tflops": achieved, "peak_tflops": peak, "peak_dtype": dtype, "fraction_of_peak": achieved / peak}
 
 
 def profile_of(cell: CellResult) -> Optional[Dict[str, Any]]:
@@ -199,6 +125,11 @@ def largest_kernels(cell: CellResult) -> List[Dict[str, Any]]:
     return out
 
 
+def _matmul_s(p: Dict[str, Any]) -> float:
+    """A profiled step's matmul and convolution kernel time, seconds per step (:data:`MATMUL_CLASSES`)."""
+    return sum(_by_class(p).get(k, 0.0) for k in MATMUL_CLASSES)
+
+
 def _by_class(p: Dict[str, Any]) -> Dict[str, float]:
     d = p.get("device_s_by_class")
     return {k: float(v) for k, v in d.items() if k in kc.CLASSES and _num(d, k)} if isinstance(d, dict) else {}
@@ -219,9 +150,9 @@ def util_pct(cell: CellResult) -> Optional[float]:
     it: the report, the insights and the verdicts); older bundles named it otherwise."""
     t = cell.telemetry if isinstance(cell.telemetry, dict) and cell.telemetry.get("available", True) is not False else {}
     for key in ("util_mean_pct", "gpu_util_mean_pct", "utilization_mean_pct"):
-        v = t.get(key)
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
-            return float(v)
+        v = ratios.finite_number(t.get(key))
+        if v is not None:
+            return v
     return None
 
 
@@ -318,6 +249,12 @@ def bound(cell: CellResult) -> Verdict:
                    f"({'; '.join(seen)})")
 
 
+def bound_short(short: str) -> str:
+    """A verdict's short form where it stands beside a figure that was measured (a speedup): "not
+    measured" there reads as if the figure were not, so it says what was not: "bound not measured"."""
+    return "bound " + NOT_MEASURED if short == NOT_MEASURED else short
+
+
 def verdict(cell: CellResult) -> str:
     """What bound the cell, in one line with its figures (:func:`bound`'s text)."""
     return bound(cell).text
@@ -329,13 +266,14 @@ def _rung(name: str, value: Optional[float], how: str) -> Dict[str, Any]:
 
 def ladder(cell: CellResult, base: CellResult, environment: Dict[str, Any]) -> List[Dict[str, Any]]:
     """The rungs of ``cell``'s speedup over ``base`` (its fp32 cell), top to bottom, each with
-    ``lost`` (what it lost against the measured rung above) where both are measured."""
+    ``above`` (the measured rung above it), ``kept`` (its share of that rung's ratio) and ``lost``
+    (what it lost against it, in words) where both are measured."""
     ceil = ceilings(environment, cell.precision)
     p, p32 = profile_of(cell), profile_of(base)
     rungs = [_rung(PEAK, ceil["compute"], ceil["compute_why"] + "; memory-bound work: at most "
                    + ratios.fmt_ratio(ceil["memory"]) + " (" + ceil["memory_why"] + ")")]
     if p and p32:
-        mm, mm32 = (sum(_by_class(x).get(k, 0.0) for k in MATMUL_CLASSES) for x in (p, p32))
+        mm, mm32 = _matmul_s(p), _matmul_s(p32)
         rungs.append(_rung(KERNELS, mm32 / mm if mm and mm32 else None,
                            f"fp32 {mm32 * 1e3:.2f} ms ÷ {mm * 1e3:.2f} ms per step" if mm and mm32
                            else "not measured: no matmul kernels in a profile"))
@@ -356,6 +294,7 @@ def ladder(cell: CellResult, base: CellResult, environment: Dict[str, Any]) -> L
     above = None
     for r in rungs:
         if r["ratio"] is not None and above is not None:
+            r["above"] = above["rung"]
             r["kept"] = r["ratio"] / above["ratio"]
             r["lost"] = (f"keeps {r['kept']:.0%} of the {above['rung']}'s {ratios.fmt_ratio(above['ratio'])}"
                          + ("" if rungs.index(r) == rungs.index(above) + 1 else "; the rungs between are not measured"))
@@ -374,21 +313,21 @@ def answer(cell: CellResult, base: CellResult, rungs: List[Dict[str, Any]]) -> s
     head = f"{cell.precision} {ratios.fmt_ratio(measured)} over fp32"
     kept = [r for r in rungs if r.get("kept") is not None]
     if not kept:
-        return head + "; where it lost against the ceiling is not measured (" + NO_WINDOW + ")"
+        missing = ([] if rungs[0]["ratio"] is not None else ["no calibrated peak"]) + [NO_WINDOW]
+        return head + "; where it lost against the ceiling is not measured (" + ", ".join(missing) + ")"
     p, p32 = profile_of(cell), profile_of(base)
     parts = []
     for r in kept:
         if r["kept"] >= KEPT_ALL:
             continue
-        above = max((x for x in rungs[:rungs.index(r)] if x["ratio"] is not None), key=rungs.index)
+        above = next(x for x in rungs if x["rung"] == r["above"])
         share = f"{r['kept']:.0%} of the {above['rung']}'s {ratios.fmt_ratio(above['ratio'])}"
         if r["rung"] == KERNELS:
             parts.append(f"the matmul kernels ran {ratios.fmt_ratio(r['ratio'])} faster, {share}")
         elif r["rung"] == DEVICE and p and p32:
-            mm, mm32 = (sum(_by_class(x).get(k, 0.0) for k in MATMUL_CLASSES) for x in (p, p32))
             parts.append(f"all kernels {ratios.fmt_ratio(r['ratio'])} ({share}): those outside the matmuls took "
-                         f"{(_num(p, 'device_s') - mm) * 1e3:.2f} ms per step against fp32's "
-                         f"{(_num(p32, 'device_s') - mm32) * 1e3:.2f}")
+                         f"{(_num(p, 'device_s') - _matmul_s(p)) * 1e3:.2f} ms per step against fp32's "
+                         f"{(_num(p32, 'device_s') - _matmul_s(p32)) * 1e3:.2f}")
         elif r["rung"] == STEP and p and p32:
             parts.append(f"the step {ratios.fmt_ratio(r['ratio'])} ({share}): the GPU sat idle {idle_s(p) * 1e3:.2f} of "
                          f"its {_num(p, 'step_s') * 1e3:.2f} ms (fp32: {idle_s(p32) * 1e3:.2f} of "
@@ -439,7 +378,7 @@ def explain(results: RunResults, patterns: Optional[List[str]] = None) -> List[D
     run's own, :func:`calibration_for`) and against its fp32 cell (same workload, model, engine and
     settings) the ladder."""
     cells = [c for c in results.cells if c.status == "ok" and c.precision in BY_NAME
-             and (not patterns or any(fnmatch.fnmatchcase(c.cell_id, p) for p in patterns))]
+             and matches(c.cell_id, patterns)]
     by_key = {key_of(c): c for c in results.cells if c.status == "ok"}
     out = []
     for c in cells:

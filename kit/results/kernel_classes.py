@@ -30,7 +30,9 @@ Sources of the naming (checked again where a rule depends on it):
   scan, ``tem``plate) + ``fused_`` and the ops fused in + a number
   (``torch/_inductor/codegen/triton.py``, ``define_kernel``). Only a template is a GEMM or
   convolution; the rest are fused memory-bound work even where the name lists ``convolution``
-  (the op whose output they finish), so they are classed by the prefix before any op name.
+  (the op whose output they finish), so they are classed by the prefix before any op name, after
+  only the loss-scaling, communication and optimizer rules (a fused ``_foreach_`` update is the
+  optimizer's).
 
 Torch-free and Python 3.7 syntax (the cuda10 image reads results).
 """

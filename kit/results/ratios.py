@@ -40,15 +40,29 @@ SPEEDUP_DEFINITION = (
 RATIO_DECIMALS = 2
 
 
+def finite_number(v: Any) -> Optional[float]:
+    """``v`` as a float where it is a finite real number, else None: bools, None, strings, NaN, the
+    infinities and integers too large for a float (JSON allows thousands of digits) are no number. The
+    one test of a number read from a stranger's file."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    try:
+        f = float(v)
+    except OverflowError:
+        return None
+    return f if math.isfinite(f) else None
+
+
+def positive_at(d: Any, key: str) -> Optional[float]:
+    """A positive finite number at ``d[key]`` (:func:`finite_number`'s test; a stranger's file: anything
+    else, or ``d`` not an object, is None)."""
+    v = finite_number(d.get(key) if isinstance(d, dict) else None)
+    return v if v is not None and v > 0 else None
+
+
 def finite_values(values: Iterable[Any]) -> List[float]:
-    """The finite numbers among ``values`` (bools, None, NaN and strings dropped)."""
-    out = []
-    for v in values:
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            continue
-        if math.isfinite(v):
-            out.append(float(v))
-    return out
+    """The finite numbers among ``values`` (:func:`finite_number`'s; the others dropped)."""
+    return [f for f in (finite_number(v) for v in values) if f is not None]
 
 
 def metric_values(cell: Any, metric: str) -> List[float]:

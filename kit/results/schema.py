@@ -21,7 +21,6 @@ The names a run may use live in :mod:`kit.results.schema_names`, cell ids in
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ from kit.errors import NEWER_KIT_REMEDY, SchemaError, UsageError
 from kit.results.cell_ids import cell_id, cell_label, cell_learner
 from kit.results.precisions import PRECISIONS
 from kit.results import suites
+from kit.results.ratios import finite_number
 from kit.results.schema_names import DEFAULT_FASTAI_LEARNER, FASTAI_LEARNERS, LEARNER_BEFORE_THE_OPTION
 from kit.results.schema_rules import (PARAM_INTEGERS, REPEAT_NUMBER_LISTS, REPEAT_NUMBER_OR_LISTS, REPEAT_NUMBERS,
                                       REPEAT_POSITIVE, STATS_NUMBERS, _check_fields, _check_value, _fail,
@@ -353,7 +353,7 @@ def check_cell(d: Any, source: str = "cell", path: str = "cell") -> None:
             values = rep.get(key)
             items = enumerate(values) if isinstance(values, list) else [(None, values)]
             for j, x in items:
-                if _is_number(x) and not (math.isfinite(x) and x > 0):
+                if _is_number(x) and not (finite_number(x) is not None and x > 0):
                     _impossible(source, f"{path}.repeats[{i}].{key}" + ("" if j is None else f"[{j}]"), d, x)
         for key in REPEAT_NUMBER_LISTS + REPEAT_NUMBER_OR_LISTS:
             v = rep.get(key)
@@ -379,7 +379,7 @@ def check_cell(d: Any, source: str = "cell", path: str = "cell") -> None:
             x = stats.get(key)
             if metric in REPEAT_POSITIVE and _is_number(x):
                 spread = key in ("stdev", "cv")  # zero for identical repeats
-                if not math.isfinite(x) or x < 0 or (x == 0 and not spread):
+                if finite_number(x) is None or x < 0 or (x == 0 and not spread):
                     _impossible(source, f"{where}.{key}", d, x)
 
 

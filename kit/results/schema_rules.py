@@ -152,14 +152,16 @@ _PLAIN_ID = re.compile(r"[A-Za-z0-9._/@=+-]{1,200}")
 
 
 def _impossible(source: str, path: str, cell: dict, value: float) -> None:
-    """SchemaError (exit 4) for a time or rate no run can produce (zero, negative, NaN, infinite)."""
+    """SchemaError (exit 4) for a time or rate no run can produce (zero, negative, NaN, infinite, too
+    large for a float)."""
     try:
         name = cell_id(cell["workload"], cell["model"], cell["precision"], cell["engine"], cell.get("params"))
     except (KeyError, TypeError, AttributeError):
         name = ""
     # a stranger's file: its cell id is shown only when it is plain (letters, digits, . _ / -)
     shown = f" (cell {name})" if _PLAIN_ID.fullmatch(name) else ""
+    said = repr(value) if len(repr(value)) <= 40 else f"a number of {len(repr(value))} digits"
     raise SchemaError(
-        f"{source}: impossible value at {path}{shown}: {value!r}; a time or a rate is positive and finite",
+        f"{source}: impossible value at {path}{shown}: {said}; a time or a rate is positive and finite",
         remedy="The file was damaged or edited by hand; use the results.json or bundle the kit wrote.",
     )
