@@ -53,11 +53,11 @@ def test_a_runs_derived_figures_hold_the_ceilings_of_its_precisions():
     from kit.results.derive import derive
 
     cells = [cell("fp32", 100.0), cell("amp-fp16", 300.0), cell("tf32", 200.0)]
-    rows = {r["precision"]: r for r in derive(cells, "throughput", peaks=PEAKS)["ceilings"]}
+    rows = {r["precision"]: r for r in derive(cells, "throughput", environment={"peak_tflops_measured": PEAKS})["ceilings"]}
     assert set(rows) == {"tf32", "amp-fp16"}
     assert rows["amp-fp16"]["compute_bound"] == pytest.approx(15.0) and rows["amp-fp16"]["memory_bound"] == 2.0
     assert rows["tf32"]["peak_dtype"] == "tf32" and rows["tf32"]["memory_bound"] == 1.0
-    [none] = derive(cells[:2], "throughput", peaks={"available": False})["ceilings"]
+    [none] = derive(cells[:2], "throughput", environment={"peak_tflops_measured": {"available": False}})["ceilings"]
     assert none["compute_bound"] is None and none["memory_bound"] == 2.0  # bytes need no calibration
 
 
@@ -205,7 +205,7 @@ def test_efficiency_is_the_achieved_rate_over_the_precisions_calibrated_peak_whe
     assert cl.efficiency(CellResult("cifar", "resnet18", "amp-fp16", "torch", "ok"), PEAKS) is None
     from kit.results.derive import efficiency
 
-    assert efficiency([c], PEAKS) == [{"cell_id": c.cell_id, **e}]  # the report's rows: the same figure
+    assert efficiency([c], {"peak_tflops_measured": PEAKS}) == [{"cell_id": c.cell_id, **e}]  # the report's rows: the same figure
 
 
 def _answer(c, base):

@@ -228,7 +228,7 @@ def test_parity_compares_each_precision_with_bf16_within_one_percent():
 def test_fp8_over_bf16_is_the_one_ratio_of_medians():
     cells = [_cell("gpt-1b", "amp-bf16", [100.0, 98.0, 102.0]), _cell("gpt-1b", "fp8-tensorwise", [115.0, 130.0, 110.0]),
              _cell("gpt-1b", "fp32", [10.0, 10.0, 10.0])]
-    d = derive(cells, "throughput", peaks={"available": True, "fp8": 1000.0})
+    d = derive(cells, "throughput", environment={"peak_tflops_measured": {"available": True, "fp8": 1000.0}})
     (row,) = [r for r in d["bf16_ratios"] if r["precision"] == "fp8-tensorwise"]
     assert row["speedup_over_bf16"] == pytest.approx(115.0 / 100.0)
     speedups = {r["precision"]: r["speedup_over_fp32"] for r in d["performance_ratios"]}

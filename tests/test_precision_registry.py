@@ -44,7 +44,7 @@ def test_the_kits_parts_read_the_table():
     assert precisions.help_text() in str(help_text)
     cell = CellResult("cifar", "resnet18", "fp16-master", "torch", "ok",
                       repeats=[{"achieved_tflops": 10.0}], summary={"achieved_tflops": {"median": 10.0}})
-    (row,) = efficiency([cell], {"available": True, "fp16": 100.0})
+    (row,) = efficiency([cell], {"peak_tflops_measured": {"available": True, "fp16": 100.0}})
     assert row["peak_dtype"] == "fp16" and row["fraction_of_peak"] == 0.1
 
 

@@ -64,7 +64,7 @@ def test_lstm_parity_uses_relative_perplexity():
 def test_efficiency_is_a_fraction_of_the_measured_peak_for_the_modes_dtype():
     cells = [cell("cifar", "resnet18", "amp-bf16", 1, 100_000)]
     peaks = {"available": True, "fp32": 50.0, "tf32": 400.0, "fp16": 750.0, "bf16": 800.0}
-    [row] = derive(cells, "throughput", peaks=peaks)["efficiency"]
+    [row] = derive(cells, "throughput", environment={"peak_tflops_measured": peaks})["efficiency"]
     assert row["peak_dtype"] == "bf16"
     assert row["fraction_of_peak"] == pytest.approx(100.0 / 800.0)
-    assert derive(cells, "throughput", peaks={"available": False})["efficiency"] == []
+    assert derive(cells, "throughput", environment={"peak_tflops_measured": {"available": False}})["efficiency"] == []

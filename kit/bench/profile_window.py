@@ -213,3 +213,18 @@ def run(step: Callable[[], Any], device: str, steps: int, warmup: int = 0,
         first = (str(exc).strip().splitlines() or [""])[0][:300]
         return step_profile.unavailable(f"the profiled window failed: {exc.__class__.__name__}: {first}",
                                         source(steps, where), window_wall_s=time.perf_counter() - t0)
+
+
+def into(profile: dict, device: str, steps: int, none_left: str = "no step of the timed shape left to profile",
+         where: str = "after the timed repeats") -> Callable[..., None]:
+    """The ``after`` callback an engine hands its last repeat: called with the repeat's own step
+    function (and, where the data bounds it, how many steps of the timed shape there are), it
+    profiles ``steps`` of them (:func:`run`) into ``profile``; with none left, ``profile`` says so
+    (``none_left``)."""
+    def after(step: Callable[[], Any], available: int | None = None) -> None:
+        n = steps if available is None else min(steps, available)
+        profile.clear()
+        profile.update(run(step, device, n, where=where) if n > 0 else
+                       step_profile.unavailable(none_left, source(steps, where)))
+    return after
+

@@ -180,12 +180,8 @@ def merge_bundles(paths: list[Path], out_dir: Path, same_model: bool = False, *,
         started_at=min((b.results.started_at or 0) for b in bundles) or None,
         finished_at=max((b.results.finished_at or 0) for b in bundles) or None,
     )
-    peaks = env.get("peak_tflops_measured")
-    if isinstance(peaks, dict):  # a stranger's env.json: only numbers (and the flag) reach derive
-        peaks = {k: v for k, v in peaks.items() if k == "available" or (isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0)}
-    else:
-        peaks = None
-    merged.derived = derive(cells, config.mode, config.tolerance, peaks, environment=env)
+    # a stranger's env.json: derive reads its calibrations only through kit.results.ceilings' number test
+    merged.derived = derive(cells, config.mode, config.tolerance, env)
     # The bundle is built from the merged results directly: the sources' journals are kept
     # as a record, never replayed (a journal's cell_end events must not add cells that the
     # source's results.json does not hold).

@@ -166,27 +166,27 @@ def against_bf16(workload: str) -> bool:
     return bool(found and found.vs_bf16)
 
 
-def efficiency(cells: list[CellResult], peaks: dict | None, environment: dict | None = None) -> list[dict]:
+def efficiency(cells: list[CellResult], environment: dict | None) -> list[dict]:
     """Achieved TFLOP/s per cell as a fraction of this GPU's own measured matmul peak
-    (kit.results.ceilings.efficiency), the cells where both were measured; given the run's
-    ``environment``, each cell against the calibration of the session that measured it
-    (kit.results.ceilings.calibration_for), else against ``peaks``."""
+    (kit.results.ceilings.efficiency), each cell against the calibration of the session that
+    measured it (kit.results.ceilings.calibration_for: the run's, an earlier session's, a merged
+    run's), the cells where both were measured."""
     rows = []
     for c in cells:
-        e = cell_efficiency(c, calibration_for(environment, c.cell_id)["peak_tflops_measured"]
-                               if environment is not None else peaks)
+        e = cell_efficiency(c, calibration_for(environment, c.cell_id)["peak_tflops_measured"])
         if e:
             rows.append({"cell_id": c.cell_id, **e})
     return rows
 
 
-def ceiling_rows(cells: list[CellResult], peaks: dict | None) -> list[dict]:
+def ceiling_rows(cells: list[CellResult], environment: dict | None) -> list[dict]:
     """The most each reduced precision of the run could buy over fp32 on this GPU
     (kit.results.ceilings.ceilings): ``compute_bound``, the calibrated peak ratio (None where a peak
     was not measured), and ``memory_bound``, the ratio of bytes per element. One row per precision,
-    from ``peaks`` (a merged bundle's: its first run's; each cell's own run's are in kit explain's ladders)."""
+    from the environment's own calibration (a merged bundle's: its first run's; a resumed run's: its
+    last session's; each cell's own are in kit explain's ladders)."""
     present = {c.precision for c in cells if c.status == "ok"}
-    env = {"peak_tflops_measured": peaks} if peaks else {}
+    env = environment if isinstance(environment, dict) else {}
     rows = []
     for name in PRECISIONS:
         if name in present and name != ratios.BASE_PRECISION:
@@ -196,12 +196,11 @@ def ceiling_rows(cells: list[CellResult], peaks: dict | None) -> list[dict]:
     return rows
 
 
-def derive(cells: list[CellResult], mode: str, tolerance: float | None = None, peaks: dict | None = None,
-           environment: dict | None = None) -> dict:
-    """The figures derived from the cells (``peaks``: the run's calibration; ``environment``: the run's,
-    whose earlier sessions and merged runs carry their own, see :func:`efficiency`)."""
+def derive(cells: list[CellResult], mode: str, tolerance: float | None = None, environment: dict | None = None) -> dict:
+    """The figures derived from the cells; ``environment``, the run's, holds the calibrations the
+    efficiency and the ceilings read (:func:`efficiency`, :func:`ceiling_rows`)."""
     out = {"performance_ratios": performance_ratios(cells), "max_batch_ratios": max_batch_ratios(cells),
-           "efficiency": efficiency(cells, peaks, environment), "ceilings": ceiling_rows(cells, peaks)}
+           "efficiency": efficiency(cells, environment), "ceilings": ceiling_rows(cells, environment)}
     if any(against_bf16(c.workload) for c in cells):
         out["bf16_ratios"] = bf16_ratios(cells)
     if any(curve_batch(c.params) is not None for c in cells):

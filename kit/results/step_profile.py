@@ -26,10 +26,10 @@ Torch-free and Python 3.7 syntax (the cuda10 image reads results).
 
 from __future__ import annotations
 
-import math
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from kit.results import kernel_classes as kc
+from kit.results.ratios import finite_number
 
 #: steps a profiled window runs by default (kit run --profile-window): enough for a per-step mean
 #: of a few replays, few enough to cost a small share of a cell
@@ -61,7 +61,8 @@ def busy_seconds(intervals: Iterable[Tuple[float, float]]) -> float:
 
 
 def _seconds(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
+    v = finite_number(x)
+    return v is not None and v >= 0
 
 
 def largest(events: Sequence[Tuple[str, float]], steps: int, n: int = LARGEST) -> List[Dict[str, Any]]:

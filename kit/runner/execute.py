@@ -281,8 +281,7 @@ def _execute_locked(plan: Plan, run_id: str, run_dir: Path, results_root: Path, 
             signal.signal(signal.SIGTERM, previous_term)
         results.status = status if status != "complete" or len(results.cells) == len(plan.cells) else "interrupted"
         results.finished_at = time.time()
-        results.derived = derive(results.cells, config.mode, config.tolerance, results.environment.get("peak_tflops_measured"),
-                                 environment=results.environment)
+        results.derived = derive(results.cells, config.mode, config.tolerance, results.environment)
         try:
             journal.write("run_end", status=results.status)
         finally:  # a full disk (DiskFull) still closes the journal and the log

@@ -283,9 +283,7 @@ def run_repeats(cfg: TrainConfig, data: DeviceData, ctx: Any, repeats: int,
                 cb = (lambda n, d=done_before: progress(d + n, repeats * per_repeat)) if progress else None
                 window = None
                 if r == repeats - 1 and profile is not None and getattr(ctx, "profile_steps", 0):
-                    def window(step, device=cfg.device, n=ctx.profile_steps):
-                        profile.clear()
-                        profile.update(profile_window.run(step, device, n))
+                    window = profile_window.into(profile, cfg.device, ctx.profile_steps)
                 out.append(train_repeat(replace(cfg, seed=cfg.seed + r), data, ctx, r, mode, cb, after=window))
                 break
             except (KeyboardInterrupt, KitError):

@@ -101,11 +101,8 @@ def run_cell(spec: CellSpec, ctx: CellContext) -> CellResult:
             ctx.progress(min(done, total), total, f"repeat {_r + 1}/{ctx.repeats}")
 
         warm = cfg.warmup_steps if r == 0 else 1
-        after = None
-        if r == ctx.repeats - 1 and ctx.profile_steps:
-            def after(step, device=ctx.device, n=ctx.profile_steps):
-                profile.clear()
-                profile.update(profile_window.run(step, device, n))
+        after = profile_window.into(profile, ctx.device, ctx.profile_steps) \
+            if r == ctx.repeats - 1 and ctx.profile_steps else None
         try:
             record = run_repeat(cfg, train_ids, heldout, vocab, spec.precision, ctx.device, seed,
                                 flops_per_token, comp, warm, Hooks(on_steps=on_steps, should_stop=ctx.should_stop),

@@ -201,11 +201,9 @@ def run_cell(spec: CellSpec, ctx: CellContext) -> CellResult:
             should_stop=ctx.should_stop,
         )
         repeat = lstm_graphed.run_repeat if graphed else run_repeat
-        after = None
-        if r == ctx.repeats - 1 and ctx.profile_steps:
-            def after(step, windows, device=ctx.device, n=ctx.profile_steps):
-                profile.update(profile_window.run(step, device, min(n, windows)) if windows else step_profile.unavailable(
-                    "no training chunk a whole bptt long to profile", profile_window.source(n)))
+        after = profile_window.into(profile, ctx.device, ctx.profile_steps,
+                                    "no training chunk a whole bptt long to profile") \
+            if r == ctx.repeats - 1 and ctx.profile_steps else None
         record = repeat(cfg, data, spec.precision, ctx.device, seed, kwargs, hooks, after=after)
         record["repeat"] = r
         repeats.append(record)
