@@ -304,6 +304,24 @@ def test_bundle_show_prints_the_curve_and_the_knee(tmp_path):
     assert "2.00×" in bf16 and "out of memory at batch 1024" in bf16 and "not reached (> 512)" in bf16
 
 
+def test_a_cell_pattern_naming_one_point_shows_that_points_whole_curve():
+    """`kit bundle show --cell 'cifar/resnet18/fp32/torch/bs512'` keeps that cell in the table and its
+    curve (every point: a curve is read whole), not the other precision's."""
+    from rich.console import Console
+
+    from kit.report.show import print_batch_curve
+
+    for pattern in ("cifar/resnet18/fp32/torch/bs512", "cifar/resnet18/fp32/torch"):
+        buf = io.StringIO()
+        print_batch_curve(_results(), Console(file=buf, width=200, color_system=None), [pattern])
+        out = buf.getvalue()
+        assert "cifar/resnet18/fp32/torch" in out and "1,536 images/s" in out, (pattern, out)
+        assert "amp-bf16" not in out, (pattern, out)
+    buf = io.StringIO()
+    print_batch_curve(_results(), Console(file=buf, width=200, color_system=None), ["cifar/resnet18/fp32/torch/bs2048"])
+    assert buf.getvalue() == ""
+
+
 def test_bundle_show_prints_a_curve_too_wide_for_the_console_one_point_a_row():
     from rich.console import Console
 

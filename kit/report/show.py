@@ -193,11 +193,13 @@ def print_parity(res, console, patterns: list[str] | None = None) -> None:
 
 def print_batch_curve(res, console, patterns: list[str] | None = None) -> None:
     """A run with --batch-sizes: the curve per model, engine and precision (kit.results.curve), one
-    column per batch size where that fits the console, else one row per point (curve, batch, result)."""
+    column per batch size where that fits the console, else one row per point (curve, batch, result).
+    A curve is shown whole where ``patterns`` match its name or any of its points' cell ids (``…/bs512``)."""
     from rich import box
     from rich.table import Table
 
-    cs = [c for c in curves(res.cells) if c.shown and matches(c.name, patterns)]
+    cs = [c for c in curves(res.cells) if c.shown and (matches(c.name, patterns) or any(
+          p.cell is not None and matches(p.cell.cell_id, patterns) for p in c.points))]
     if not cs:
         return
     cs.sort(key=lambda c: (c.image_size or 0, measures.order_key((c.workload, c.model, c.precision, c.engine))))
