@@ -227,7 +227,7 @@ def test_the_answer_names_each_rung_that_lost_with_the_pieces_it_is_made_of():
     assert ("the step 1.37× (41% of the device-time ratio's 3.33×): the GPU sat idle 8.00 of its 9.50 ms (fp32: 8.00 of "
             "13.00), time in which no kernel ran") in text
     # the device-time rung kept 83% of the kernels' and the timed steps 86% of the profiled: under 90%, named
-    assert "; all kernels 3.33× (83% of the matmul kernels' time ratio's 4.00×): those outside the matmuls took 0.50 ms" in text
+    assert "; the kernels' busy time 3.33× (83% of the matmul kernels' time ratio's 4.00×): those outside the matmuls took 0.50 ms" in text
     assert text.endswith("; the timed steps 1.18× (86% of the step-time ratio's 1.37×)")
     fp16_fast = cell("amp-fp16", 136.0, prof(1.0, 0.5, 8.0, True))
     assert "the timed steps" not in _answer(fp16_fast, fp32)  # 1.36 of 1.37: kept
@@ -267,6 +267,46 @@ def test_numbers_too_large_for_a_float_are_no_number_anywhere_a_bundle_is_read()
     line = _ceiling_lines({"peak_tflops_measured": dict(PEAKS, fp32=huge), "merged_from": [
         {"cells": ["x"], "peak_tflops_measured": {"available": True, "fp16": huge}}]})[0]
     assert "fp16 750" in line and "fp32" not in line
+    bw = _ceiling_lines({"memory_bandwidth_measured": {"available": True, "gb_per_s": huge, "reason": "x"}})[1]
+    assert bw.startswith("memory bandwidth: not measured")
+    for junk in (True, float("nan"), -3.0):
+        assert "not measured" in _ceiling_lines({"memory_bandwidth_measured": {"available": True, "gb_per_s": junk}})[1]
+
+
+def test_figures_a_division_makes_infinite_are_no_number_and_the_json_stays_json(tmp_path):
+    """A stranger's 5e-324 seconds of kernels (positive, finite) divides fp32's into infinity: the rung
+    reads as not measured, no "inf%" is kept, and `--json` stays standard JSON (no Infinity or NaN)."""
+    import json as _json
+
+    from fixtures.results.factory import make_env, make_results, make_run_dir
+
+    from kit.bundle.safe_open import open_bundle
+    from kit.report.explain_text import explain_json
+    from kit.report.export import export_run
+
+    def prof(device):
+        return {"available": True, "steps": 5, "step_s": 5e-3, "device_s": device, "busy_s": device,
+                "device_s_by_class": {kc.TENSOR_CORE_MATMUL: device}}
+
+    fp32, fp16 = cell("fp32", 100.0, prof(4e-3)), cell("amp-fp16", 150.0, prof(5e-324))
+    rungs = ex.ladder(fp16, fp32, {"peak_tflops_measured": PEAKS})
+    assert all(r["ratio"] is None or r["ratio"] < 1e300 for r in rungs)
+    assert all(r.get("kept") is None or r["kept"] < 1e300 for r in rungs)
+    assert "inf" not in ex.answer(fp16, fp32, rungs)
+    res = make_results([c.to_dict() for c in (fp32, fp16)], make_env())
+    b = export_run(make_run_dir(tmp_path / "runs", res), tmp_path / "out")
+    doc = _json.loads(explain_json(open_bundle(b)), parse_constant=lambda c: pytest.fail(f"{c} in the JSON"))
+    assert doc["cells"]
+
+
+def test_matmul_kernels_that_got_slower_are_said_to_be_slower():
+    def prof(mm_ms):
+        return {"available": True, "steps": 5, "step_s": 10e-3, "device_s": mm_ms / 1e3, "busy_s": mm_ms / 1e3,
+                "device_s_by_class": {kc.OTHER_MATMUL: mm_ms / 1e3}}
+
+    fp32, slow = cell("fp32", 100.0, prof(2.0)), cell("fp16-master", 50.0, prof(4.0))
+    text = ex.answer(slow, fp32, ex.ladder(slow, fp32, {"peak_tflops_measured": PEAKS}))
+    assert "the matmul kernels ran 2.00× slower" in text and "0.50× faster" not in text
 
 
 def test_the_text_counts_the_calibrations_and_names_merged_runs_that_kept_none():

@@ -136,6 +136,22 @@ def test_a_cpu_table_parses_to_the_traces_own_times(cpu_trace):
         kc.parse_table(table)
 
 
+#: cuDNN's fp32 (CUDA-core) convolution kernels as a Volta profile prints them
+#: (github.com/pytorch/pytorch/issues/51382): "relu" is a fused epilogue, "splitK" a split reduction
+SCUDNN = ["volta_scudnn_128x128_relu_interior_nn_v1", "volta_scudnn_128x128_stridedB_splitK_interior_nn_v1",
+          "volta_scudnn_winograd_128x128_ldg1_ldg4_relu_tile148t_nt_v1"]
+#: GradScaler's scale update on a GPU (aten/src/ATen/native/cuda/AmpKernels.cu), as the profiler names it
+AMP_UPDATE = "void at::native::amp_update_scale_cuda_kernel(float*, int*, float const*, double, double, int)"
+
+
+def test_cudnns_fp32_convolutions_are_convolutions_and_the_scale_update_kernel_is_loss_scaling():
+    """Names no recorded trace here has, as their sources print them: an fp32 cuDNN convolution is a
+    convolution off the tensor cores whatever epilogue its name lists (not elementwise for its "relu",
+    not "other" for "splitK"); GradScaler's scale-update kernel is loss scaling like its op."""
+    assert {kc.classify(n) for n in SCUDNN} == {kc.OTHER_MATMUL}
+    assert kc.classify(AMP_UPDATE) == kc.LOSS_SCALING
+
+
 def inductor_names() -> dict:
     """{category: kernel names} as Inductor names its generated kernels (torch/_inductor/codegen/triton.py,
     define_kernel: "triton_", the category cut to three letters, the fused ops' name, a number), for every
@@ -173,9 +189,10 @@ def test_every_rule_is_reached_by_a_recorded_or_cited_name(cpu_trace):
     cited = ["cutlass_80_tensorop_f16_s16816gemm_relu_f16_128x128_32x4_tn_align8",
              "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_k",
              "nvjet_sm90_hss_320x128"]
+    cited_fp32 = SCUDNN + [AMP_UPDATE]
     constructed = (["nvjet_sm90_sss_128x64", "triton_poi_fused__to_copy_7"]
                    + [n for names in inductor_names().values() for n in names])
-    reached = {kc.RULES.index(kc.rule_for(n)) for n in recorded + cited + constructed if kc.rule_for(n)}
+    reached = {kc.RULES.index(kc.rule_for(n)) for n in recorded + cited + cited_fp32 + constructed if kc.rule_for(n)}
     assert reached == set(range(len(kc.RULES))), [kc.RULES[i].pattern for i in set(range(len(kc.RULES))) - reached]
     assert {kc.classify(n) for n in cited} == {kc.TENSOR_CORE_MATMUL}
     assert kc.classify("nvjet_sm90_sss_128x64") == kc.OTHER_MATMUL  # fp32 inputs: not claimed

@@ -86,9 +86,32 @@ def test_kernels_that_add_up_past_the_step_are_flagged_never_a_negative_idle_tim
                           intervals=[(a, a + 3.5e-3) for a in starts])
     assert p["device_s"] == pytest.approx(14e-3) and p["device_s"] > p["step_s"]
     assert p["idle_s"] == 0.0
-    assert p["device_exceeds_step"] is True and not sp.adds_up(p)
+    assert p["device_exceeds_step"] is True
     assert "overlapped" in p["note"] and "do not add up" in p["note"]
     assert p["busy_s"] == pytest.approx(6.5e-3)  # the union of the intervals: at most the step
+    # the step's parts are the busy time and the gap: they add up, the gap 1.5 ms
+    assert sp.adds_up(p) and sp.host_gap_s(p) == pytest.approx(1.5e-3)
+
+
+def test_the_parts_decompose_the_timed_step_not_the_windows_own():
+    """The window's step carries the profiler's host cost (an H100's fastai ResNet-18 amp-fp16 cell:
+    41.9 ms profiled against 22.1 timed, references/h100/explain/): the host gap is the timed step less
+    the time a kernel ran; the profiler's cost is the window's step against the timed one."""
+    p = sp.device_profile(STEP, wall_s=2 * 41.9e-3, steps=2, source="test", intervals=[(0.0, 2.4e-3)])
+    assert sp.step_of(p) == pytest.approx(41.9e-3) and sp.profiler_cost(p) is None  # no timed step: the window's
+    p["timed_step_s"] = 22.1e-3
+    assert sp.step_of(p) == pytest.approx(22.1e-3)
+    assert sp.busy_of(p) == pytest.approx(1.2e-3)  # the union, per step
+    assert sp.host_gap_s(p) == pytest.approx(22.1e-3 - 1.2e-3)
+    assert sp.profiler_cost(p) == pytest.approx(41.9 / 22.1 - 1)
+    assert sp.adds_up(p)
+    # kernels that take longer than the timed step: the window is not the step that was timed
+    p["timed_step_s"] = 1.0e-3
+    assert not sp.adds_up(p, 0.05) and sp.host_gap_s(p) == 0.0
+    assert sp.adds_up(p, 0.25)
+    for junk in ({}, {"timed_step_s": 1e-3}, {"busy_s": "x", "step_s": -1}):
+        assert sp.step_of(junk) is None or sp.busy_of(junk) is None
+        assert sp.host_gap_s(junk) is None and not sp.adds_up(junk)
 
 
 def test_busy_time_is_the_union_of_the_kernels_intervals():

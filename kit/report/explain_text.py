@@ -15,7 +15,7 @@ from kit.errors import UsageError
 from kit.report.show import no_cell_matches
 from kit.results.ceilings import calibrations
 from kit.results.explain import across_engines, bound_short, explain, ladder_lines
-from kit.results.ratios import finite_number, fmt_ratio
+from kit.results.ratios import finite_number, fmt_ratio, positive_at
 
 
 #: the dtypes a calibration record rates (kit.bench.calibrate)
@@ -38,8 +38,9 @@ def _ceiling_lines(environment: dict) -> list:
     else:
         why = peaks.get("reason") if isinstance(peaks, dict) else "this run has no calibration record"
         peak_line = f"matmul peaks: not measured ({why})"
-    if isinstance(bw, dict) and bw.get("available") and isinstance(bw.get("gb_per_s"), (int, float)):
-        bw_line = f"memory bandwidth: {bw['gb_per_s']:g} GB/s ({bw.get('method', 'method not recorded')})"
+    gb_per_s = positive_at(bw, "gb_per_s")
+    if isinstance(bw, dict) and bw.get("available") and gb_per_s:
+        bw_line = f"memory bandwidth: {gb_per_s:g} GB/s ({bw.get('method', 'method not recorded')})"
     elif isinstance(bw, dict):
         bw_line = f"memory bandwidth: not measured ({bw.get('reason', 'no reason recorded')})"
     else:
@@ -95,14 +96,18 @@ def _step_lines(row: dict) -> list:
     """A cell's profiled step in its parts, its achieved TFLOP/s against the peak and its largest
     kernels, where measured."""
     out = []
-    parts, step = row.get("step_parts_s"), row.get("profiled_step_s")
+    parts, step = row.get("step_parts_s"), row.get("step_s")
     if parts and step:
-        timed = row.get("timed_step_s")
-        out.append(f"  profiled step {step * 1e3:.3f} ms" + (f" (timed {timed * 1e3:.3f})" if timed else "") + ": "
+        timed, window = row.get("timed_step_s"), row.get("profiled_step_s")
+        out.append(f"  {'timed' if timed else 'profiled'} step {step * 1e3:.3f} ms: "
                    + " + ".join(f"{inert(n)} {t * 1e3:.3f}" for n, t in parts))
-        if sum(t for _, t in parts) > step * 1.05:
-            out.append("      the kernels add up past the step (several streams at once, or kernels that ran past "
-                       "the window): no host gap to show")
+        if timed and window:
+            out.append(f"      kernels from the profiled window, whose own steps took {window * 1e3:.3f} ms "
+                       f"({window / timed - 1:+.0%} on the timed step: the profiler's own cost)")
+        device, busy = row.get("device_s"), row.get("busy_s")
+        if device and busy and device > busy * 1.05:
+            out.append(f"      kernels ran side by side: their times add up to {device * 1e3:.3f} ms in the "
+                       f"{busy * 1e3:.3f} ms per step in which a kernel ran")
     e = row.get("efficiency")
     if e:
         out.append(f"  achieved {e['achieved_tflops']:.3g} TFLOP/s: {e['fraction_of_peak']:.1%} of this GPU's calibrated "
@@ -154,4 +159,16 @@ def explain_json(bundle: Bundle, patterns: Optional[List[str]] = None) -> str:
     doc = {"bundle": bundle.path.name, "peak_tflops_measured": env.get("peak_tflops_measured"),
            "memory_bandwidth_measured": env.get("memory_bandwidth_measured"), "cells": rows,
            "across_engines": across_engines(bundle.results, rows)}
-    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(_json_safe(doc), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def _json_safe(x):
+    """``x`` with every float that is no finite number (a stranger's bundle divided down to one) as
+    null, and integers too large for a float as null: standard JSON, which `--json` promises."""
+    if isinstance(x, dict):
+        return {k: _json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_json_safe(v) for v in x]
+    if isinstance(x, (int, float)) and not isinstance(x, bool):
+        return x if finite_number(x) is not None else None
+    return x

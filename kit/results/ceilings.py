@@ -20,6 +20,7 @@ from typing import Any, Dict, List, Optional
 
 from kit.facts.dtypes import AUTOCAST_DTYPE, BYTES_PER_ELEMENT
 from kit.results.precisions import BY_NAME, mode
+from kit.results.ratios import finite_number
 from kit.results.ratios import positive_at as _num
 from kit.results.schema import CellResult
 
@@ -124,4 +125,7 @@ def efficiency(cell: CellResult, peaks: Any) -> Optional[Dict[str, Any]]:
     peak = _num(peaks, dtype)
     if not achieved or not peak:
         return None
-    return {"achieved_tflops": achieved, "peak_tflops": peak, "peak_dtype": dtype, "fraction_of_peak": achieved / peak}
+    fraction = finite_number(achieved / peak)  # (a stranger's 1e308 over 1e-300 is no number)
+    if fraction is None:
+        return None
+    return {"achieved_tflops": achieved, "peak_tflops": peak, "peak_dtype": dtype, "fraction_of_peak": fraction}

@@ -6,10 +6,14 @@ so and why, never a guess.
 - **Ceilings** (kit.results.ceilings): the most a precision could buy over fp32 on this GPU, from
   the calibration of the session that measured the cell; the top rung of every ladder.
 - **A cell's profile** (``CellResult.profile``, optional: the profiled window of a few steps under
-  ``torch.profiler``, outside the timed repeats, kit.results.step_profile): per step, ``step_s``
-  (host wall time), ``device_s`` (summed kernel time), ``idle_s`` (the gap: step_s - device_s,
-  never negative), and ``device_s_by_class`` (kit.results.kernel_classes' classes). Bundles without
-  it lack the rungs that need it; a window that measured no device time (a CPU) says why.
+  ``torch.profiler``, outside the timed repeats, kit.results.step_profile): per step, the device's
+  time by kernel class (``device_s_by_class``), summed (``device_s``) and as the time at least one
+  kernel ran (``busy_s``). The step those parts decompose is the timed repeats' (``timed_step_s``,
+  measured without the profiler; the window's own ``step_s`` where older profiles lack it), and its
+  host gap, the time no kernel ran, is that step less the busy time (step_profile.host_gap_s): the
+  window's own step carries the profiler's host cost, which inflates a host-bound step. Bundles
+  without a profile lack the rungs that need it; a window that measured no device time (a CPU)
+  says why.
 - **Verdict** (:func:`verdict`): host-bound with the GPU-idle share (the profile's idle gap), else
   compute-bound on or off the tensor cores or memory-bound (the profile's kernel classes); without a
   profile, loader-bound (data wait against compute, medians over repeats), else host-bound where
@@ -81,10 +85,20 @@ def profile_reason(cell: CellResult) -> Optional[str]:
 
 
 def idle_s(p: Dict[str, Any]) -> float:
-    """The host gap of a profiled step (:func:`profile_of`'s): step_s - device_s, seconds per step in
-    which no kernel ran (never below zero; the kit's one reading of it: the verdict, the ladder and the
-    report's bars)."""
-    return max(_num(p, "step_s") - _num(p, "device_s"), 0.0)
+    """The host gap of a profiled step (:func:`profile_of`'s), seconds per step in which no kernel ran
+    (step_profile.host_gap_s: the timed step less the device's busy time)."""
+    return step_profile.host_gap_s(p) or 0.0
+
+
+def step_s(p: Dict[str, Any]) -> float:
+    """The step a profiled cell's parts decompose (step_profile.step_of: the timed repeats' where
+    recorded), seconds."""
+    return step_profile.step_of(p) or _num(p, "step_s")
+
+
+def busy_s(p: Dict[str, Any]) -> float:
+    """Seconds per step in which a kernel ran (step_profile.busy_of)."""
+    return step_profile.busy_of(p) or _num(p, "device_s")
 
 
 #: the name of the host gap where a step's parts are listed beside the kernel classes
@@ -93,8 +107,9 @@ HOST_GAP = "host gap (GPU idle)"
 
 def step_parts(cell: CellResult) -> Optional[List[Tuple[str, float]]]:
     """A profiled step's parts, seconds per step: each kernel class's device time (kit.results.kernel_classes'
-    order, the classes with time only), then the host gap (:data:`HOST_GAP`); they add up to the step.
-    None without a profile. Device time the profile does not put in a class is "other"."""
+    order, the classes with time only), then the host gap (:data:`HOST_GAP`); they add up to the step
+    (:func:`step_s`) where no two kernels overlapped, else to more by the overlap (``device_s`` less
+    ``busy_s``). None without a profile. Device time the profile does not put in a class is "other"."""
     p = profile_of(cell)
     if p is None:
         return None
@@ -119,9 +134,10 @@ def largest_kernels(cell: CellResult) -> List[Dict[str, Any]]:
     for r in rows[:step_profile.LARGEST]:
         t = _num(r, "s")
         name, klass = (r.get(k) if isinstance(r, dict) else None for k in ("name", "class"))
-        if t and isinstance(name, str) and klass in kc.CLASSES:
+        share = ratios.finite_number(t / device) if t else None
+        if t and share is not None and isinstance(name, str) and klass in kc.CLASSES:
             out.append({"name": name[:step_profile.NAME_CHARS], "class": klass, "s": t,
-                        "calls": _num(r, "calls"), "share": t / device})
+                        "calls": _num(r, "calls"), "share": share})
     return out
 
 
@@ -204,11 +220,12 @@ def bound(cell: CellResult) -> Verdict:
     """What bound the cell, from its measured pieces (or what is missing): see the module's docstring."""
     p = profile_of(cell)
     if p is not None:
-        step, device, idle = _num(p, "step_s"), _num(p, "device_s"), idle_s(p)
+        step, device, idle = step_s(p), _num(p, "device_s"), idle_s(p)
         if idle / step >= HOST_BOUND_IDLE:
+            of = ("the timed" if _num(p, "timed_step_s") else "the profiled")
             return Verdict(HOST_BOUND, f"host-bound {idle / step:.0%} idle",
                            f"host-bound: the GPU idle {idle / step:.0%} of the step "
-                           f"(profiled: {idle * 1e3:.2f} of {step * 1e3:.2f} ms)")
+                           f"({idle * 1e3:.2f} of {of} {step * 1e3:.2f} ms)")
         by = _by_class(p)
         if by:
             top = max(by, key=by.get)
@@ -261,7 +278,8 @@ def verdict(cell: CellResult) -> str:
 
 
 def _rung(name: str, value: Optional[float], how: str) -> Dict[str, Any]:
-    return {"rung": name, "ratio": value, "how": how}
+    """A rung; a ratio that is no finite number (a stranger's 5e-324 seconds under a division) is none."""
+    return {"rung": name, "ratio": ratios.finite_number(value), "how": how}
 
 
 def ladder(cell: CellResult, base: CellResult, environment: Dict[str, Any]) -> List[Dict[str, Any]]:
@@ -278,11 +296,14 @@ def ladder(cell: CellResult, base: CellResult, environment: Dict[str, Any]) -> L
                            f"fp32 {mm32 * 1e3:.2f} ms ÷ {mm * 1e3:.2f} ms per step" if mm and mm32
                            else "not measured: no matmul kernels in a profile"))
         d, d32 = _num(p, "device_s"), _num(p32, "device_s")
-        rungs.append(_rung(DEVICE, d32 / d, f"fp32 {d32 * 1e3:.2f} ms ÷ {d * 1e3:.2f} ms of kernels "
-                           f"per step; other kernels {(d - mm) * 1e3:.2f} ms (fp32 {(d32 - mm32) * 1e3:.2f})"))
-        s, s32 = _num(p, "step_s"), _num(p32, "step_s")
-        rungs.append(_rung(STEP, s32 / s, f"fp32 {s32 * 1e3:.2f} ms ÷ {s * 1e3:.2f} ms per step; "
-                           f"GPU idle {idle_s(p) * 1e3:.2f} ms (fp32 {idle_s(p32) * 1e3:.2f})"))
+        b, b32 = busy_s(p), busy_s(p32)
+        rungs.append(_rung(DEVICE, b32 / b, f"fp32 {b32 * 1e3:.2f} ms ÷ {b * 1e3:.2f} ms per step in which a kernel "
+                           f"ran; other kernels {(d - mm) * 1e3:.2f} ms (fp32 {(d32 - mm32) * 1e3:.2f})"))
+        s, s32 = step_s(p), step_s(p32)
+        timed = _num(p, "timed_step_s") and _num(p32, "timed_step_s")
+        rungs.append(_rung(STEP, s32 / s, f"fp32 {s32 * 1e3:.2f} ms ÷ {s * 1e3:.2f} ms per "
+                           + ("timed step" if timed else "profiled step")
+                           + f"; GPU idle {idle_s(p) * 1e3:.2f} ms (fp32 {idle_s(p32) * 1e3:.2f})"))
     else:
         lacking = [x for x, q in ((base, p32), (cell, p)) if q is None]
         whys = sorted({r for x in lacking for r in [profile_reason(x)] if r})
@@ -293,7 +314,7 @@ def ladder(cell: CellResult, base: CellResult, environment: Dict[str, Any]) -> L
                        "median steady-state throughput ÷ fp32's, over repeats (the kit's " + ratios.SPEEDUP_NAME + ")"))
     above = None
     for r in rungs:
-        if r["ratio"] is not None and above is not None:
+        if r["ratio"] is not None and above is not None and ratios.finite_number(r["ratio"] / above["ratio"]) is not None:
             r["above"] = above["rung"]
             r["kept"] = r["ratio"] / above["ratio"]
             r["lost"] = (f"keeps {r['kept']:.0%} of the {above['rung']}'s {ratios.fmt_ratio(above['ratio'])}"
@@ -323,15 +344,15 @@ def answer(cell: CellResult, base: CellResult, rungs: List[Dict[str, Any]]) -> s
         above = next(x for x in rungs if x["rung"] == r["above"])
         share = f"{r['kept']:.0%} of the {above['rung']}'s {ratios.fmt_ratio(above['ratio'])}"
         if r["rung"] == KERNELS:
-            parts.append(f"the matmul kernels ran {ratios.fmt_ratio(r['ratio'])} faster, {share}")
+            parts.append(f"the matmul kernels ran {_faster(r['ratio'])}, {share}")
         elif r["rung"] == DEVICE and p and p32:
-            parts.append(f"all kernels {ratios.fmt_ratio(r['ratio'])} ({share}): those outside the matmuls took "
+            parts.append(f"the kernels' busy time {ratios.fmt_ratio(r['ratio'])} ({share}): those outside the matmuls took "
                          f"{(_num(p, 'device_s') - _matmul_s(p)) * 1e3:.2f} ms per step against fp32's "
                          f"{(_num(p32, 'device_s') - _matmul_s(p32)) * 1e3:.2f}")
         elif r["rung"] == STEP and p and p32:
             parts.append(f"the step {ratios.fmt_ratio(r['ratio'])} ({share}): the GPU sat idle {idle_s(p) * 1e3:.2f} of "
-                         f"its {_num(p, 'step_s') * 1e3:.2f} ms (fp32: {idle_s(p32) * 1e3:.2f} of "
-                         f"{_num(p32, 'step_s') * 1e3:.2f}), time in which no kernel ran")
+                         f"its {step_s(p) * 1e3:.2f} ms (fp32: {idle_s(p32) * 1e3:.2f} of "
+                         f"{step_s(p32) * 1e3:.2f}), time in which no kernel ran")
         elif r["rung"] == MEASURED and above["rung"] == STEP:
             parts.append(f"the timed steps {ratios.fmt_ratio(r['ratio'])} ({share})")
         elif r["rung"] == MEASURED and above["rung"] == PEAK:
@@ -341,6 +362,11 @@ def answer(cell: CellResult, base: CellResult, rungs: List[Dict[str, Any]]) -> s
     if not parts:
         return head + f": every measured rung keeps {KEPT_ALL:.0%} or more of the one above it"
     return head + ": " + "; ".join(parts)
+
+
+def _faster(ratio: float) -> str:
+    """``5.40× faster`` or, below 1, ``2.00× slower``."""
+    return (f"{ratios.fmt_ratio(ratio)} faster" if ratio >= 1 else f"{ratios.fmt_ratio(1 / ratio)} slower")
 
 
 def ladder_lines(rungs: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
@@ -371,8 +397,9 @@ def group_of(cell: CellResult) -> str:
 def explain(results: RunResults, patterns: Optional[List[str]] = None) -> List[Dict[str, Any]]:
     """Per cell (ok, matching any of the shell ``patterns`` on its id; all where None): its id, group (:func:`group_of`),
     precision, verdict (the line, its kind and short form: :func:`bound`), its profiled step's parts
-    (:func:`step_parts`, seconds per step, None without a profile; beside them the profiled and the
-    timed step, ``profiled_step_s`` and ``timed_step_s``) and largest kernels
+    (:func:`step_parts`, seconds per step, None without a profile) with the step they decompose
+    (``step_s``: the timed one where recorded), the window's own and the timed step (``profiled_step_s``,
+    ``timed_step_s``), the kernels' summed and busy time (``device_s``, ``busy_s``) and largest kernels
     (:func:`largest_kernels`), its achieved TFLOP/s against the peak (:func:`efficiency`, None where
     unmeasured), the merged run whose calibration holds for it (``calibration_from``: None for the
     run's own, :func:`calibration_for`) and against its fp32 cell (same workload, model, engine and
@@ -386,12 +413,14 @@ def explain(results: RunResults, patterns: Optional[List[str]] = None) -> List[D
         base = by_key.get(k[:2] + (ratios.BASE_PRECISION,) + k[3:])
         calibration = calibration_for(results.environment, c.cell_id)
         v = bound(c)
-        parts = step_parts(c)
+        parts, p = step_parts(c), profile_of(c)
         row: Dict[str, Any] = {"cell_id": c.cell_id, "group": group_of(c), "precision": c.precision,
                                "verdict": v.text, "verdict_kind": v.kind, "verdict_short": v.short,
                                "step_parts_s": None if parts is None else [[n, t] for n, t in parts],
-                               "profiled_step_s": _num(profile_of(c), "step_s"),
-                               "timed_step_s": _num(profile_of(c), "timed_step_s"),
+                               "step_s": step_s(p) if p else None,
+                               "profiled_step_s": _num(p, "step_s"),
+                               "timed_step_s": _num(p, "timed_step_s"),
+                               "device_s": _num(p, "device_s"), "busy_s": busy_s(p) if p else None,
                                "largest_kernels": largest_kernels(c),
                                "efficiency": efficiency(c, calibration["peak_tflops_measured"]),
                                "calibration_from": calibration["source"]}

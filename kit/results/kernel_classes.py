@@ -59,6 +59,7 @@ CUTLASS = "CUTLASS media/docs/functionality.md; github.com/NVIDIA/cutlass/issues
 NVJET = "github.com/GindaChen/nsys-ai/pull/582 (cuBLAS's Hopper nvjet GEMMs are wgmma tensor-core kernels)"
 XMMA = "github.com/NVIDIA/TransformerEngine/issues/1391 (cuBLAS xmma names: [A/B types][C/D types])"
 AMP = "PyTorch aten/src/ATen/native/cuda/AmpKernels.cu (GradScaler's ops)"
+SCUDNN = "github.com/pytorch/pytorch/issues/51382 (cuDNN's fp32 convolution kernels in a profile: volta_scudnn_*)"
 INDUCTOR = ("PyTorch torch/_inductor/codegen/triton.py, define_kernel: \"triton_\" + the kernel's category cut to three "
             "letters (torch/_inductor/wrapper_benchmark.py) + its fused ops' names + a number")
 
@@ -71,8 +72,9 @@ class Rule(NamedTuple):
 
 
 RULES: Tuple[Rule, ...] = (
-    Rule(r"_amp_foreach_non_finite_check_and_unscale|_amp_update_scale|_amp_non_finite", LOSS_SCALING,
-         "GradScaler's unscale-and-check and its scale update", AMP),
+    Rule(r"_amp_foreach_non_finite_check_and_unscale|amp_update_scale|_amp_non_finite", LOSS_SCALING,
+         "GradScaler's unscale-and-check and its scale update (the op aten::_amp_update_scale_, its CUDA kernel "
+         "at::native::amp_update_scale_cuda_kernel)", AMP),
     Rule(r"(?i)nccl|gloo|all_?reduce|all_?gather|reduce_scatter|c10d::", COMMUNICATION,
          "collectives: NCCL's kernels (ncclKernel_*, ncclDevKernel_*), torch.distributed's ops (nccl:all_reduce, "
          "gloo:all_reduce, c10d::allreduce_)",
@@ -102,21 +104,26 @@ RULES: Tuple[Rule, ...] = (
     Rule(r"(?i)xmma_(gemm|fprop|dgrad|wgrad)_f32f32", OTHER_MATMUL,
          "an xmma GEMM or convolution with fp32 inputs: whether it uses tensor cores (as TF32) is not in the "
          "name and not established here, so it is counted off them (conservative)", XMMA),
-    Rule(r"(?i)Memcpy|Memset|copy_|^aten::(to|_to_copy|copy_|clone|contiguous)$|cast|convert|_to_copy", CASTS_COPIES,
-         "copies, sets and dtype casts (CUPTI's Memcpy/Memset, aten::to/_to_copy/copy_)", "CUPTI activity names"),
+    Rule(r"(?i)Memcpy|Memset|copy_|^aten::(to|_to_copy|copy_|clone|contiguous)$|cast|convert|_to_copy|"
+         r"nchwToNhwc|nhwcToNchw", CASTS_COPIES,
+         "copies, sets and dtype casts (CUPTI's Memcpy/Memset, aten::to/_to_copy/copy_), and cuDNN's layout "
+         "transposes around a convolution (cudnn::engines_precompiled::nchwToNhwcKernel, nhwcToNchwKernel)",
+         "CUPTI activity names; the H100 profiles in references/h100/explain/"),
     Rule(r"(?i)simt|sgemm|dgemm|gemv|gemmSN|gemmk1|splitKreduce|(?:^|_)(h|s)?gemm|cublas|conv|implicit_gemm|"
-         r"winograd|fft2d|fprop|dgrad|wgrad|^aten::(mm|addmm|bmm|matmul|linear|_?convolution|conv\w*|"
+         r"scudnn|winograd|fft2d|fprop|dgrad|wgrad|^aten::(mm|addmm|bmm|matmul|linear|_?convolution|conv\w*|"
          r"mkldnn_\w+|_?lstm\w*|_thnn_fused_lstm\w*|_cudnn_rnn\w*)$",
          OTHER_MATMUL, "a matmul or convolution with no tensor-core mark: CUTLASS simt, cuBLAS sgemm/gemv and "
-         "split-K reductions, cuDNN convolutions named by algorithm, CPU matmul and convolution ops", CUTLASS),
+         "split-K reductions, cuDNN convolutions named by algorithm or as its fp32 CUDA-core kernels (scudnn: "
+         "volta_scudnn_128x128_relu_interior_nn_v1, whose \"relu\" is a fused epilogue), CPU matmul and convolution "
+         "ops", CUTLASS + "; " + SCUDNN),
     Rule(r"^autograd::|Backward\d*$|^ProfilerStep", OTHER,
          "autograd's and the profiler's wrapper events: their own time is bookkeeping, the work is in the "
          "ops and kernels under them", None),
     Rule(r"(?i)elementwise|elementWise|batch_norm|batchnorm|layer_norm|layernorm|bn_fw|bn_bw|norm|softmax|"
-         r"SoftMax|reduce|dropou|relu|gelu|sigmoid|tanh|add|mul|div|sub|pool|embedding|loss|cross_entropy|"
+         r"SoftMax|reduce|dropou|relu|gelu|sigmoid|tanh|add|mul|div|sub|pool|adaptive(?:max|avg)|embedding|loss|cross_entropy|"
          r"nll|RNNcell|index|cat|fill|where|sum|mean|clamp|exp|log|sqrt",
          NORM_ELEMENTWISE, "pointwise, normalisation, reduction, softmax, dropout, pooling and embedding "
-         "kernels and ops (memory-bound work)", None),
+         "kernels and ops (memory-bound work; atomicadaptivemaxgradinput is adaptive max pooling's backward)", None),
 )
 
 _COMPILED = tuple((re.compile(r.pattern), r) for r in RULES)
