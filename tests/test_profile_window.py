@@ -111,7 +111,7 @@ def test_the_window_runs_after_the_timed_repeats_and_leaves_their_records_as_the
 def test_a_cpu_window_says_the_device_was_not_measured_and_keeps_the_host_time(runs, engine):
     p = runs[engine, True].result.profile
     assert p["available"] is False and "CPU" in p["reason"]
-    assert p["source"].startswith(f"torch.profiler, {STEPS} steps")
+    assert p["source"].startswith(f"torch.profiler (CPU activity), {STEPS} steps")
     assert p["steps"] == STEPS and p["step_s"] > 0 and p["host_op_s"] > 0
     assert 0 < p["window_wall_s"] and p["timed_step_s"] > 0
     assert not any(k.startswith("device") or k in ("idle_s", "busy_s", "largest_kernels") for k in p)
@@ -198,3 +198,15 @@ def test_the_fastai_window_starts_after_the_loaders_queue_of_prepared_batches(wo
 
     learn = SimpleNamespace(dls=SimpleNamespace(train=SimpleNamespace(fake_l=SimpleNamespace(num_workers=workers))))
     assert fastai_window.warmup_batches(learn) == warm
+
+
+def test_a_gpu_window_traces_the_devices_activity_alone_and_says_so():
+    """On a GPU the profile reads only the device's events, and tracing every CPU operator as well is
+    what made host-bound windows run up to 90% longer than their timed steps on an H100
+    (references/h100/explain/): the window traces the device's activity alone, and its source says what
+    was traced."""
+    from kit.bench import profile_window as pw
+
+    assert pw.ACTIVITIES["cuda"] == ("CUDA",) and pw.ACTIVITIES["cpu"] == ("CPU",)
+    assert pw.source(5) == "torch.profiler (CUDA activity), 5 steps after the timed repeats"
+    assert pw.source(5, cuda=False).startswith("torch.profiler (CPU activity)")

@@ -2,7 +2,8 @@
 repeats, turned into the cell's profile (kit.results.step_profile derives it; explain reads it).
 
     timed repeats (clocks closed, records made)
-      -> [warm-up steps, unprofiled]  -> profiler started (CPU + CUDA activities on a GPU)
+      -> [warm-up steps, unprofiled]  -> profiler started (the device's activity on a GPU, the
+         operators on a CPU: ACTIVITIES)
       -> sync, t0 -> N steps of the same step function the repeats ran -> sync, t1
       -> profiler stopped -> its device events (name, duration, start) -> the profile
 
@@ -46,9 +47,21 @@ from kit.results import step_profile
 log = logging.getLogger("kit.bench.profile_window")
 
 
-def source(steps: int, where: str = "after the timed repeats") -> str:
-    """How the window was taken, as the profile names it."""
-    return f"torch.profiler, {steps} steps {where}"
+#: what the window traces on each kind of device. On a GPU only the device's activity (CUPTI: kernels,
+#: copies, sets and the runtime calls that launch them), not the CPU operators: the device's events are
+#: all the profile reads there, and tracing every operator on the host is what made a host-bound
+#: window's step run up to 90% longer than the timed one on an H100 (references/h100/explain/, windows
+#: traced with both). On a CPU the operators are all there is to trace.
+ACTIVITIES = {"cuda": ("CUDA",), "cpu": ("CPU",)}
+
+
+def _activities(cuda: bool) -> tuple:
+    return ACTIVITIES["cuda" if cuda else "cpu"]
+
+
+def source(steps: int, where: str = "after the timed repeats", cuda: bool = True) -> str:
+    """How the window was taken, as the profile names it (the activities traced included)."""
+    return f"torch.profiler ({'+'.join(_activities(cuda))} activity), {steps} steps {where}"
 
 
 #: the CUDA release from which CUPTI can be finalized after a window and set up again for the next
@@ -135,8 +148,8 @@ class Window:
 
     def __init__(self, device: str, steps: int, where: str = "after the timed repeats"):
         self.device, self.steps = device, steps
-        self.source = source(steps, where)
         self.cuda = device.startswith("cuda")
+        self.source = source(steps, where, self.cuda)
         self.t_created = time.perf_counter()
         self._prof: Any = None
         self._t0: float | None = None
@@ -145,7 +158,7 @@ class Window:
         from torch.profiler import ProfilerActivity, profile
 
         timing.sync(self.device)  # nothing of the steps before the window runs inside it
-        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
+        activities = [getattr(ProfilerActivity, a) for a in _activities(self.cuda)]
         self._prof = profile(activities=activities, record_shapes=False, profile_memory=False, with_stack=False)
         with _native_stderr_to_log():
             self._prof.start()
@@ -194,7 +207,7 @@ def run(step: Callable[[], Any], device: str, steps: int, warmup: int = 0,
     t0 = time.perf_counter()
     why = not_profiled_reason(device)
     if why:
-        return step_profile.unavailable(why, source(steps, where))
+        return step_profile.unavailable(why, source(steps, where, device.startswith("cuda")))
     window = Window(device, steps, where)
     window.t_created = t0
     try:
@@ -212,7 +225,7 @@ def run(step: Callable[[], Any], device: str, steps: int, warmup: int = 0,
         log.warning("profiled window failed: %s: %s", exc.__class__.__name__, exc)
         first = (str(exc).strip().splitlines() or [""])[0][:300]
         return step_profile.unavailable(f"the profiled window failed: {exc.__class__.__name__}: {first}",
-                                        source(steps, where), window_wall_s=time.perf_counter() - t0)
+                                        window.source, window_wall_s=time.perf_counter() - t0)
 
 
 def into(profile: dict, device: str, steps: int, none_left: str = "no step of the timed shape left to profile",
@@ -225,6 +238,6 @@ def into(profile: dict, device: str, steps: int, none_left: str = "no step of th
         n = steps if available is None else min(steps, available)
         profile.clear()
         profile.update(run(step, device, n, where=where) if n > 0 else
-                       step_profile.unavailable(none_left, source(steps, where)))
+                       step_profile.unavailable(none_left, source(steps, where, device.startswith("cuda"))))
     return after
 
