@@ -103,7 +103,7 @@ def _step_lines(row: dict) -> list:
                    + " + ".join(f"{inert(n)} {t * 1e3:.3f}" for n, t in parts))
         if timed and window:
             out.append(f"      kernels from the profiled window, whose own steps took {window * 1e3:.3f} ms "
-                       f"({window / timed - 1:+.0%} on the timed step: the profiler's own cost)")
+                       f"({window / timed - 1:+.0%} on the timed step, which ran without the profiler)")
         device, busy = row.get("device_s"), row.get("busy_s")
         if device and busy and device > busy * 1.05:
             out.append(f"      kernels ran side by side: their times add up to {device * 1e3:.3f} ms in the "

@@ -14,8 +14,9 @@ so and why, never a guess.
   window's own step carries the profiler's host cost, which inflates a host-bound step. Bundles
   without a profile lack the rungs that need it; a window that measured no device time (a CPU)
   says why.
-- **Verdict** (:func:`verdict`): host-bound with the GPU-idle share (the profile's idle gap), else
-  compute-bound on or off the tensor cores or memory-bound (the profile's kernel classes); without a
+- **Verdict** (:func:`verdict`): host-bound with the GPU-idle share (the step's host gap), else
+  compute-bound on or off the tensor cores or memory-bound (whichever of the matmul kernels and the
+  memory-bound kernels together took more device time); without a
   profile, loader-bound (data wait against compute, medians over repeats), else host-bound where
   NVML's utilisation, sampled over the whole cell, leaves the GPU idle for at least 30% of the timed
   steps however the idle time falls (:func:`idle_within_steps`) and the timed steps lasted long
@@ -228,20 +229,7 @@ def bound(cell: CellResult) -> Verdict:
                            f"({idle * 1e3:.2f} of {of} {step * 1e3:.2f} ms)")
         by = _by_class(p)
         if by:
-            top = max(by, key=by.get)
-            share = by[top] / device
-            if top == kc.TENSOR_CORE_MATMUL:
-                return Verdict(COMPUTE_TENSOR_CORES, "compute-bound (TC)", f"compute-bound on the tensor cores: "
-                               f"{share:.0%} of device time in tensor-core matmuls")
-            if top == kc.OTHER_MATMUL:
-                return Verdict(COMPUTE_OFF_TENSOR_CORES, "compute-bound (no TC)", f"compute-bound off the tensor "
-                               f"cores: {share:.0%} of device time in matmuls without them")
-            if top in MEMORY_CLASSES:
-                mem = sum(by.get(k, 0.0) for k in MEMORY_CLASSES) / device
-                return Verdict(MEMORY_BOUND, "memory-bound", f"memory-bound: {mem:.0%} of device time in "
-                               "normalisation, elementwise, casts and copies")
-            return Verdict(DEVICE_BOUND, f"device-bound ({top})", f"device-bound, mostly {top}: {share:.0%} of "
-                           "device time")
+            return _device_verdict(by, device)
     wait = data_wait_fraction(cell)
     util = util_pct(cell)
     if wait is not None and wait >= DATA_BOUND_FRACTION:
@@ -264,6 +252,30 @@ def bound(cell: CellResult) -> Verdict:
     window = f"the profiled window measured no device time ({why})" if why else "no profiled window of the steps"
     return Verdict(NOT_MEASURED, NOT_MEASURED, f"not measured: {window}, and NVML over the whole cell cannot say "
                    f"({'; '.join(seen)})")
+
+
+def _device_verdict(by: Dict[str, float], device: float) -> Verdict:
+    """What bound a step whose GPU was seldom idle, from its kernel time by class: the larger of the
+    matmul and convolution kernels together (on the tensor cores where most of their time was) and the
+    memory-bound kernels together (normalisation, elementwise, casts and copies), each line naming the
+    other's share too; where another class outweighs both (the optimizer, communication), that class."""
+    mm = sum(by.get(k, 0.0) for k in MATMUL_CLASSES)
+    mem = sum(by.get(k, 0.0) for k in MEMORY_CLASSES)
+    rest = {k: v for k, v in by.items() if k not in MATMUL_CLASSES + MEMORY_CLASSES}
+    top_rest = max(rest, key=rest.get) if rest else None
+    if top_rest is not None and rest[top_rest] > max(mm, mem):
+        return Verdict(DEVICE_BOUND, f"device-bound ({top_rest})", f"device-bound, mostly {top_rest}: "
+                       f"{rest[top_rest] / device:.0%} of device time")
+    mem_words = "normalisation, elementwise, casts and copies"
+    if mm >= mem:
+        tc = by.get(kc.TENSOR_CORE_MATMUL, 0.0)
+        on = tc >= mm - tc
+        head = (Verdict(COMPUTE_TENSOR_CORES, "compute-bound (TC)", "compute-bound on the tensor cores") if on else
+                Verdict(COMPUTE_OFF_TENSOR_CORES, "compute-bound (no TC)", "compute-bound off the tensor cores"))
+        return head._replace(text=f"{head.text}: {mm / device:.0%} of device time in matmuls and convolutions "
+                             f"({tc / device:.0%} on the tensor cores); {mem / device:.0%} in {mem_words}")
+    return Verdict(MEMORY_BOUND, "memory-bound", f"memory-bound: {mem / device:.0%} of device time in {mem_words}; "
+                   f"{mm / device:.0%} in matmuls and convolutions")
 
 
 def bound_short(short: str) -> str:

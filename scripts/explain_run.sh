@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Why each precision is (not) faster on this GPU, for the article's cells (docs/explain.md; the
-# reference folder references/h200/explain/): CIFAR ResNet-18 and -50 through the `torch` and
+# Why each precision is (not) faster on this GPU, for the article's cells (docs/explain.md; committed
+# per GPU model as references/<gpu>/explain/, e.g. references/h100/explain/): CIFAR ResNet-18 and -50 through the `torch` and
 # `fastai` engines, and the LSTM through its `kit` and `graphed` engines, in fp32, amp-fp16 and
 # amp-bf16, each cell with its profiled window (kit run --profile-window), then `kit explain` of
 # each bundle as text and JSON.
 #
-#   bash scripts/explain_h200.sh OUT_DIR [PART...]
+#   bash scripts/explain_run.sh OUT_DIR [PART...]
 #
-# PARTs (default: all, in order), each sized for a command of under ten minutes on an H200:
+# PARTs (default: all, in order), each sized for a command of under ten minutes on an H100 or H200
+# (references/h100/explain/README.md: the cifar part took 7 minutes on an H100, the lstm part 5.7):
 #   gpu-tests   pytest -m gpu of the profiled window (tests/test_profile_window_gpu.py): its parts add
 #               up, its cost, the same timed throughput with and without it and after it; and of the
 #               calibration (tests/test_calibrate_bandwidth.py): the peaks' sweep, the bandwidth
@@ -20,7 +21,7 @@
 # DEVICE=cpu EXTRA="--steps 3 --repeats 1" LSTM_EXTRA="--max-batches 4").
 set -euo pipefail
 cd "$(dirname "$0")/.."
-OUT=${1:?usage: explain_h200.sh OUT_DIR [gpu-tests|cifar|lstm|explain ...]}
+OUT=${1:?usage: explain_run.sh OUT_DIR [gpu-tests|cifar|lstm|explain ...]}
 shift
 PARTS=("$@")
 [ ${#PARTS[@]} -gt 0 ] || PARTS=(gpu-tests cifar lstm explain)

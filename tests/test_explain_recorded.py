@@ -1,0 +1,120 @@
+"""Issue 46's targets, checked on GPUs' own profiled cells as committed (recorded traces: no GPU
+needed): the runs of scripts/explain_run.sh under references/<gpu>/explain/ (today an H100's,
+references/h100/explain/), and the shipped H200 reference once its cells carry profiles.
+
+- every profiled step's parts add up to the timed step within 5% (the window's busy kernel time fits
+  in it: step_profile.adds_up);
+- the window costs under 10% of its cell's wall time, where it traced what today's window traces
+  (profile_window.ACTIVITIES); windows traced as an older kit did are named, not held to it;
+- the `fastai` ResNet cells and the LSTM's `kit` engine come out host-bound, with their idle share;
+  the captured steps keep the GPU busy (under 30% idle) and are bound by their kernels, the fp32 ResNets
+  by their convolutions (off the tensor cores, TF32 being off). With amp the H100's captured ResNet-50
+  and graphed LSTM steps spend more device time in normalisation, elementwise work and casts than in
+  the matmuls the tensor cores sped up: memory-bound, which the issue's "compute-bound" did not foresee;
+- every kernel among a step's largest is one today's class rules know (by its recorded name);
+- fastai's ResNet-18 amp-fp16 speedup and the captured one are explained by ladders whose every rung
+  is measured.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kit.bundle.merge import reference_bundles
+from kit.bundle.safe_open import open_bundle
+from kit.results import explain as ex
+from kit.results import kernel_classes as kc
+from kit.results import step_profile as sp
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORDED = sorted((ROOT / "references").glob("*/explain"))
+HOST_PACED = {("cifar", "fastai"), ("lstm", "kit")}
+CAPTURED = {("cifar", "torch"), ("lstm", "graphed")}
+#: what today's window traces on a GPU, as its profile's source names it (kit.bench.profile_window.source)
+TODAYS_GPU_WINDOW = "torch.profiler (CUDA activity)"
+
+
+def _bundles() -> list[Path]:
+    found = [p for d in RECORDED for p in sorted(d.glob("**/*.tar.gz")) if not p.name.endswith(".interrupted.tar.gz")]
+    return found + list(reference_bundles("h200"))
+
+
+@pytest.fixture(scope="module")
+def runs():
+    """(bundle name, RunResults, [(cell, its profile)]) of every bundle with a profiled GPU cell."""
+    out = []
+    for path in _bundles():
+        res = open_bundle(path).results
+        profiled = [(c, ex.profile_of(c)) for c in res.cells if c.status == "ok" and ex.profile_of(c)]
+        if profiled:
+            out.append((path.name, res, profiled))
+    if not out:
+        pytest.skip("no GPU run with profiled cells is committed: scripts/explain_run.sh writes references/<gpu>/explain/")
+    return out
+
+
+def _cells(runs):
+    return [(name, c, p) for name, _, profiled in runs for c, p in profiled]
+
+
+def test_the_recorded_runs_are_there():
+    """The H100's run of 2026-12-05 is committed; a test that skipped for want of it would check nothing."""
+    assert (ROOT / "references" / "h100" / "explain") in RECORDED
+    assert len([p for p in _bundles() if "H100" in p.name]) == 2
+
+
+def test_every_profiled_steps_parts_add_up_to_the_timed_step_within_5_percent(runs):
+    for name, c, p in _cells(runs):
+        assert sp.adds_up(p, 0.05), (name, c.cell_id, sp.step_of(p), sp.busy_of(p))
+        assert ex.step_s(p) == p.get("timed_step_s", p["step_s"])
+
+
+def test_the_window_costs_under_a_tenth_of_its_cells_wall_time(runs):
+    older, checked = [], 0
+    for name, c, p in _cells(runs):
+        wall, window = (c.finished_at or 0) - (c.started_at or 0), p.get("window_wall_s")
+        assert wall > 0 and isinstance(window, float), (name, c.cell_id)
+        if not str(p.get("source", "")).startswith(TODAYS_GPU_WINDOW):
+            older.append((c.cell_id, round(window / wall, 2)))
+            continue
+        assert window < 0.10 * wall, (name, c.cell_id, window, wall)
+        checked += 1
+    if not checked:
+        pytest.skip(f"every recorded window was traced as an older kit traced it (CPU and CUDA activity), "
+                    f"its cost not today's: {older}")
+
+
+def test_host_paced_engines_are_host_bound_and_captured_steps_keep_the_gpu_busy(runs):
+    seen = set()
+    for name, c, p in _cells(runs):
+        kind = ex.bound(c).kind
+        if (c.workload, c.engine) in HOST_PACED:
+            assert kind == ex.HOST_BOUND, (name, c.cell_id, ex.verdict(c))
+            seen.add(c.engine)
+        elif (c.workload, c.engine) in CAPTURED:
+            assert ex.idle_s(p) < ex.HOST_BOUND_IDLE * ex.step_s(p), (name, c.cell_id, ex.verdict(c))
+            assert kind in (ex.COMPUTE_TENSOR_CORES, ex.COMPUTE_OFF_TENSOR_CORES, ex.MEMORY_BOUND), (name, c.cell_id)
+            if c.workload == "cifar" and c.precision == "fp32":
+                assert kind == ex.COMPUTE_OFF_TENSOR_CORES, (name, c.cell_id, ex.verdict(c))
+            seen.add(c.engine)
+    assert {"fastai", "kit", "torch", "graphed"} <= seen
+
+
+def test_every_largest_kernel_of_a_profiled_step_is_in_a_known_class(runs):
+    """Today's rules on the names the GPUs' profilers recorded (a profile keeps the class its kit gave
+    it; the rules have learnt names since: cuDNN's layout transposes were "other" on 2026-12-05)."""
+    unknown = {k.get("name") for _, _, p in _cells(runs) for k in p.get("largest_kernels", [])
+               if kc.classify(k.get("name", "")) == kc.OTHER}
+    assert not unknown, f"kernels no class rule knows (kit/results/kernel_classes.py): {sorted(unknown)}"
+
+
+def test_the_resnet18_amp_fp16_speedups_of_both_engines_have_every_rung_measured(runs):
+    checked = set()
+    for _, res, _ in runs:
+        for row in ex.explain(res, ["cifar/resnet18/amp-fp16/fastai", "cifar/resnet18/amp-fp16/torch"]):
+            assert all(r["ratio"] is not None for r in row["ladder"]), row
+            assert "not measured" not in row["answer"], row["answer"]
+            checked.add(row["cell_id"])
+    assert checked == {"cifar/resnet18/amp-fp16/fastai", "cifar/resnet18/amp-fp16/torch"}
