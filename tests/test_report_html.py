@@ -299,6 +299,30 @@ def test_report_renders_in_headless_chromium_without_console_errors(tmp_path):
     assert len(png) > 50_000  # a real page with charts, not a blank canvas
 
 
+H100_CIFAR = (Path(__file__).resolve().parents[1] / "references" / "h100" / "explain" / "cifar"
+              / "vm_NVIDIA-H100-80GB-HBM3_native_20261205-104634.tar.gz")
+
+
+@pytest.mark.browser
+def test_the_why_section_of_a_real_profiled_run_renders_in_headless_chromium(tmp_path):
+    """The H100's profiled CIFAR run (references/h100/explain/), its report drawn by today's kit: one
+    stacked bar chart per model and engine (ResNet-18/50, torch and fastai), three bars each, with the
+    host gap, the ladders, and no console error."""
+    res = open_bundle(H100_CIFAR).results
+    html = render_run_report(res, res.environment, False, run_charts(res), H100_CIFAR.name)
+    page = tmp_path / "report.html"
+    page.write_text(html, encoding="utf-8")
+    dom = _browser(tmp_path, page.as_uri(), "--dump-dom")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    why = dom.stdout[dom.stdout.index("Why this speedup"):]
+    for group in ("cifar/resnet18/torch", "cifar/resnet18/fastai", "cifar/resnet50/torch", "cifar/resnet50/fastai"):
+        assert f"Where a step's time goes — {group}" in why, group
+    assert why.count("host gap (GPU idle)") >= 12 and "milliseconds per timed step" in why
+    assert "host-bound 89% idle" in why and "compute-bound (TC)" in why
+    assert why.count('<details class="why-kernels">') == 4
+    assert _console_errors(dom.stderr) == []
+
+
 @pytest.mark.browser
 def test_console_error_detection_works(tmp_path):
     # Control: the check above would see a console error if the page made one.

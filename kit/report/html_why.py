@@ -26,14 +26,15 @@ from kit.results.schema import RunResults
 #: each part's colour, the same in every group's chart: the kernel classes in their order, the host gap grey
 PART_COLOURS = {**{k: PALETTE[i % len(PALETTE)] for i, k in enumerate(kc.CLASSES)}, HOST_GAP: "#BBBBBB"}
 
-INTRO = ("Per model and engine: where a profiled step's time goes in each precision (device time by kernel class "
-         "and the host gap in which no kernel ran, milliseconds per step, from a few steps under torch.profiler "
-         "outside the timed repeats), what bound each cell, and for each reduced precision the speedup ladder "
+INTRO = ("Per model and engine: where the timed step's time goes in each precision (device time by kernel class, "
+         "from a few steps under torch.profiler outside the timed repeats, and the host gap: the rest of the timed "
+         "step, in which no kernel ran; milliseconds per step), what bound each cell, and for each reduced precision the speedup ladder "
          "against fp32: the peak ratio, the matmul kernels' time ratio, the device-time ratio, the step-time ratio "
          "and the measured speedup, each rung with what it kept of the rung above. The same figures as "
          "`kit explain BUNDLE`; docs/explain.md says how to read them.")
 
-CHART_NOTE = "ms per step in each cell's profiled window (outside the timed repeats); hover a part for its figure"
+CHART_NOTE = ("ms per timed step: kernel time from each cell's profiled window (outside the timed repeats), the host "
+              "gap the rest; hover a part for its figure")
 
 
 def _profile_reasons(results: RunResults) -> list[str]:
@@ -72,7 +73,7 @@ def _chart(group: str, rows: list[dict], missing_why: dict[str, str]) -> str:
         parts.append(Series(n, vals, colour=PART_COLOURS[n]))
     missing = [None if r["step_parts_s"] else missing_why.get(r["cell_id"], "not profiled") for r in rows]
     return stacked_bars(f"Where a step's time goes — {group}", [r["precision"] for r in rows], parts,
-                        x_label="milliseconds per step (profiled)", unit="ms", missing=missing,
+                        x_label="milliseconds per timed step", unit="ms", missing=missing,
                         chart_id=_chart_id(group), note=CHART_NOTE)
 
 
