@@ -118,3 +118,26 @@ def test_the_resnet18_amp_fp16_speedups_of_both_engines_have_every_rung_measured
             assert "not measured" not in row["answer"], row["answer"]
             checked.add(row["cell_id"])
     assert checked == {"cifar/resnet18/amp-fp16/fastai", "cifar/resnet18/amp-fp16/torch"}
+
+
+#: the tags of fp16 GEMMs and convolutions in cuDNN's, CUTLASS's and cuBLAS's kernel names
+FP16_KERNEL = ("f16f16", "_hsh", "nvjet_sm90_hs", "h1688", "h884")
+
+
+def test_an_amp_bf16_cell_runs_bf16_kernels_and_the_recorded_fp16_reuse_is_the_old_revisions():
+    """An amp-bf16 cell whose largest kernels are fp16 GEMMs measured fp16 under bf16's name. The H100's
+    `cifar/torch` r6 cells did (AOTAutograd's cache served amp-fp16's compiled step: CHANGELOG 0.3.0);
+    a cell of a later revision must not."""
+    reused = set()
+    for bundle in _bundles():
+        res = open_bundle(bundle).results
+        for c in res.cells:
+            p = ex.profile_of(c) if c.status == "ok" else None
+            if c.precision != "amp-bf16" or p is None or c.workload == "lstm":
+                continue  # (autocast runs cuDNN's LSTM in fp16 under bf16 too: the LSTM cells note it)
+            fp16 = [k["name"] for k in p.get("largest_kernels", []) if any(t in k["name"] for t in FP16_KERNEL)]
+            revision = (c.method or {}).get("revision")
+            if fp16:
+                reused.add((bundle.name, c.cell_id, revision))
+    assert {(cid, rev) for _, cid, rev in reused} == {("cifar/resnet18/amp-bf16/torch", 6),
+                                                       ("cifar/resnet50/amp-bf16/torch", 6)}, reused

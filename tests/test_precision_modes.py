@@ -228,3 +228,24 @@ def test_an_apex_whose_amp_predates_opt_levels_is_skipped_with_the_reason(monkey
     assert not ok and "opt levels" in why and "fp16-master" in why
     amp.initialize = lambda *a, **kw: a
     assert precision.apex_amp_status() == (True, "apex.amp available")
+
+
+def test_a_cell_under_autocast_compiles_without_aotautograds_cache_and_says_why(monkeypatch):
+    """PyTorch 2.11 keys AOTAutograd's on-disk cache without the autocast dtype: an amp-bf16 cell was
+    served amp-fp16's compiled step (references/h100/explain/). A cell under autocast turns the cache
+    off and records why; a cell without autocast leaves it as it was, and both start from a fresh Dynamo."""
+    import torch._functorch.config
+
+    from kit.bench import precision as prec
+
+    config = torch._functorch.config
+    monkeypatch.setattr(config, "enable_autograd_cache", True)
+    resets = []
+    monkeypatch.setattr(torch._dynamo, "reset", lambda: resets.append(1))
+    assert prec.fresh_compilation("fp32") is None and config.enable_autograd_cache is True
+    assert prec.fresh_compilation("fp16-master") is None and config.enable_autograd_cache is True
+    note = prec.fresh_compilation("amp-bf16")
+    assert note == prec.AUTOGRAD_CACHE_OFF and "autocast dtype" in note and config.enable_autograd_cache is False
+    monkeypatch.setattr(config, "enable_autograd_cache", True)
+    assert prec.fresh_compilation("fp8-rowwise") == prec.AUTOGRAD_CACHE_OFF  # bf16 autocast around fp8 GEMMs
+    assert len(resets) == 4

@@ -19,7 +19,7 @@ SUITE = Suite(
     datasets=("cifar100",), sized=True, unit="images", in_all=True, order=1, data_parallel=("torch",),
     smoke={"models": ["resnet18"], "engines": list(plan.ENGINES), "steps": 4},
     revisions={
-        "torch": (6, (
+        "torch": (7, (
             (1, "eager steps or torch.compile; torch.optim.SGD"),
             (2, "the whole step (forward, loss, backward, SGD, fp16 loss scale on the device) captured as one CUDA graph"),
             (3, "an untimed warm-up before each cell's first repeat (cuDNN autotuning and compilation no longer in repeat 0)"),
@@ -27,6 +27,8 @@ SUITE = Suite(
             (5, "the captured step updates with torch's fused SGD kernel"),
             (6, "the input's conversion (float, normalise, upsample, layout) inside the captured step; "
                 "11 warm-up steps excluded in every step mode (past a fresh DDP's 10 statistics iterations)"),
+            (7, "AOTAutograd's on-disk cache off under autocast: an amp-bf16 cell no longer reuses the step an amp-fp16 "
+                "cell compiled (PyTorch 2.11's cache key lacks the autocast dtype)"),
         )),
         "fastai": (1, ((1, "fastai 2 Learner.fit_one_cycle, to_fp16()/to_bf16(), fastai's CPU data loader"),)),
         "fastai-v1": (1, ((1, "fastai 1 Learner.fit_one_cycle, to_fp16(), fastai 1's DataBunch (the cuda10 image)"),)),

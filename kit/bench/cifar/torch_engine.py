@@ -44,6 +44,7 @@ from kit.bench.cifar.graphed import (
 from kit.bench.cifar.schedule import one_cycle_factor
 from kit.bench.cifar.train_config import TrainConfig
 from kit.bench.cifar.trainer import Trainer
+from kit.bench.precision import fresh_compilation
 from kit.bench.distributed import state as data_parallel
 from kit.errors import KitError
 
@@ -263,7 +264,9 @@ def run_repeats(cfg: TrainConfig, data: DeviceData, ctx: Any, repeats: int,
         # Dynamo keeps up to 8 compilations per code object, and every torchvision ResNet
         # shares ResNet.forward: the cells of one process (5 models x 4 precisions) would use
         # them up. A cell starts from none; its repeats share one compilation (same shapes).
-        torch._dynamo.reset()
+        cache_note = fresh_compilation(cfg.precision)
+        if cache_note:
+            notes.append(cache_note)
     out: list[dict] = []
     spe = cfg.steps_per_epoch(data.train_x.shape[0])
     per_repeat = spe * cfg.epochs
