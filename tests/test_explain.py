@@ -321,3 +321,21 @@ def test_the_text_counts_the_calibrations_and_names_merged_runs_that_kept_none()
     assert "fp32 10.0%" in line and line.endswith("1 merged run(s) kept no calibration of their own (merged by an older "
                                                   "kit): their cells read the first run's")
     assert len(_ceiling_lines({"peak_tflops_measured": {"available": True, "fp32": 50.0}})) == 2  # one: no such line
+
+
+def test_a_step_rung_compares_timed_steps_only_where_both_cells_have_them():
+    """A merged bundle: the fp32 cell's profile predates timed_step_s, the amp one's has it. The rung
+    compares the windows' own steps then, one kind of step for both."""
+    def prof(step_ms, timed_ms=None):
+        p = {"available": True, "steps": 5, "step_s": step_ms / 1e3, "device_s": 1e-3, "busy_s": 1e-3,
+             "device_s_by_class": {kc.TENSOR_CORE_MATMUL: 1e-3}}
+        if timed_ms:
+            p["timed_step_s"] = timed_ms / 1e3
+        return p
+
+    fp32, amp = cell("fp32", 100.0, prof(8.0)), cell("amp-fp16", 150.0, prof(6.0, timed_ms=4.0))
+    step = next(r for r in ex.ladder(amp, fp32, {"peak_tflops_measured": PEAKS}) if r["rung"] == ex.STEP)
+    assert step["ratio"] == pytest.approx(8.0 / 6.0) and "profiled step" in step["how"]
+    fp32 = cell("fp32", 100.0, prof(8.0, timed_ms=6.0))
+    step = next(r for r in ex.ladder(amp, fp32, {"peak_tflops_measured": PEAKS}) if r["rung"] == ex.STEP)
+    assert step["ratio"] == pytest.approx(6.0 / 4.0) and "timed step" in step["how"]

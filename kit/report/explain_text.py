@@ -108,6 +108,9 @@ def _step_lines(row: dict) -> list:
         if device and busy and device > busy * 1.05:
             out.append(f"      kernels ran side by side: their times add up to {device * 1e3:.3f} ms in the "
                        f"{busy * 1e3:.3f} ms per step in which a kernel ran")
+        if busy and busy > step * 1.05:
+            out.append(f"      the window's kernels ran {busy * 1e3:.3f} ms a step, longer than the step: the parts do "
+                       "not add up to it and no host gap is shown")
     e = row.get("efficiency")
     if e:
         out.append(f"  achieved {e['achieved_tflops']:.3g} TFLOP/s: {e['fraction_of_peak']:.1%} of this GPU's calibrated "

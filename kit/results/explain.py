@@ -311,8 +311,9 @@ def ladder(cell: CellResult, base: CellResult, environment: Dict[str, Any]) -> L
         b, b32 = busy_s(p), busy_s(p32)
         rungs.append(_rung(DEVICE, b32 / b, f"fp32 {b32 * 1e3:.2f} ms ÷ {b * 1e3:.2f} ms per step in which a kernel "
                            f"ran; other kernels {(d - mm) * 1e3:.2f} ms (fp32 {(d32 - mm32) * 1e3:.2f})"))
-        s, s32 = step_s(p), step_s(p32)
         timed = _num(p, "timed_step_s") and _num(p32, "timed_step_s")
+        # one kind of step for both cells: the timed ones where both have them, else the windows' own
+        s, s32 = (step_s(p), step_s(p32)) if timed else (_num(p, "step_s"), _num(p32, "step_s"))
         rungs.append(_rung(STEP, s32 / s, f"fp32 {s32 * 1e3:.2f} ms ÷ {s * 1e3:.2f} ms per "
                            + ("timed step" if timed else "profiled step")
                            + f"; GPU idle {idle_s(p) * 1e3:.2f} ms (fp32 {idle_s(p32) * 1e3:.2f})"))
