@@ -236,7 +236,7 @@ def test_a_cell_under_autocast_compiles_without_aotautograds_cache_and_says_why(
     off and records why; a cell without autocast leaves it as it was, and both start from a fresh Dynamo."""
     import torch._functorch.config
 
-    from kit.bench import precision as prec
+    from kit.bench import compilation as prec
 
     config = torch._functorch.config
     monkeypatch.setattr(config, "enable_autograd_cache", True)

@@ -44,7 +44,7 @@ from kit.bench.cifar.graphed import (
 from kit.bench.cifar.schedule import one_cycle_factor
 from kit.bench.cifar.train_config import TrainConfig
 from kit.bench.cifar.trainer import Trainer
-from kit.bench.precision import fresh_compilation
+from kit.bench.compilation import fresh_compilation
 from kit.bench.distributed import state as data_parallel
 from kit.errors import KitError
 

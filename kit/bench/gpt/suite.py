@@ -25,7 +25,8 @@ from kit.bench import methods, profile_window
 from kit.bench.gpt import config as gpt_config
 from kit.bench.gpt.data import heldout_batches
 from kit.bench.gpt.train import CompileState, Hooks, compile_state, run_repeat
-from kit.bench.precision import FP8_RECIPES, fresh_compilation, unavailable_reason
+from kit.bench.compilation import fresh_compilation
+from kit.bench.precision import FP8_RECIPES, unavailable_reason
 from kit.data.wikitext import corpus_provenance
 from kit.errors import KitError
 from kit.facts.models import gpt_matmul_params, gpt_train_flops_per_token
