@@ -190,8 +190,8 @@ class RunConfig:
     scaling: bool = False
     #: after each cell's timed repeats, profile a few of its steps (kit.bench.profile_window) into
     #: CellResult.profile; outside the timed figures and the cell's method. Off unless asked for
-    #: (--profile-window): its cost and its effect on the cells timed after it on a GPU are still to be
-    #: measured by tests/test_profile_window_gpu.py on an H200
+    #: (--profile-window): on an H100 its GPU test held, but it cost the fastai cells 14-27% of their
+    #: wall time (references/h100/explain/); the device-only window is yet to be measured
     profile_window: bool = False
 
     def __post_init__(self) -> None:
