@@ -209,4 +209,4 @@ def test_a_gpu_window_traces_the_devices_activity_alone_and_says_so():
 
     assert pw.ACTIVITIES["cuda"] == ("CUDA",) and pw.ACTIVITIES["cpu"] == ("CPU",)
     assert pw.source(5) == "torch.profiler (CUDA activity), 5 steps after the timed repeats"
-    assert pw.source(5, cuda=False).startswith("torch.profiler (CPU activity)")
+    assert pw.source(5, device="cpu").startswith("torch.profiler (CPU activity)")

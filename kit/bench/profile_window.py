@@ -55,13 +55,13 @@ log = logging.getLogger("kit.bench.profile_window")
 ACTIVITIES = {"cuda": ("CUDA",), "cpu": ("CPU",)}
 
 
-def _activities(cuda: bool) -> tuple:
-    return ACTIVITIES["cuda" if cuda else "cpu"]
+def _activities(device: str) -> tuple:
+    return ACTIVITIES["cuda" if device.startswith("cuda") else "cpu"]
 
 
-def source(steps: int, where: str = "after the timed repeats", cuda: bool = True) -> str:
-    """How the window was taken, as the profile names it (the activities traced included)."""
-    return f"torch.profiler ({'+'.join(_activities(cuda))} activity), {steps} steps {where}"
+def source(steps: int, where: str = "after the timed repeats", device: str = "cuda") -> str:
+    """How the window was taken on ``device``, as the profile names it (the activities traced included)."""
+    return f"torch.profiler ({'+'.join(_activities(device))} activity), {steps} steps {where}"
 
 
 #: the CUDA release from which CUPTI can be finalized after a window and set up again for the next
@@ -149,7 +149,7 @@ class Window:
     def __init__(self, device: str, steps: int, where: str = "after the timed repeats"):
         self.device, self.steps = device, steps
         self.cuda = device.startswith("cuda")
-        self.source = source(steps, where, self.cuda)
+        self.source = source(steps, where, device)
         self.t_created = time.perf_counter()
         self._prof: Any = None
         self._t0: float | None = None
@@ -158,7 +158,7 @@ class Window:
         from torch.profiler import ProfilerActivity, profile
 
         timing.sync(self.device)  # nothing of the steps before the window runs inside it
-        activities = [getattr(ProfilerActivity, a) for a in _activities(self.cuda)]
+        activities = [getattr(ProfilerActivity, a) for a in _activities(self.device)]
         self._prof = profile(activities=activities, record_shapes=False, profile_memory=False, with_stack=False)
         with _native_stderr_to_log():
             self._prof.start()
@@ -207,7 +207,7 @@ def run(step: Callable[[], Any], device: str, steps: int, warmup: int = 0,
     t0 = time.perf_counter()
     why = not_profiled_reason(device)
     if why:
-        return step_profile.unavailable(why, source(steps, where, device.startswith("cuda")))
+        return step_profile.unavailable(why, source(steps, where, device))
     window = Window(device, steps, where)
     window.t_created = t0
     try:
@@ -238,6 +238,6 @@ def into(profile: dict, device: str, steps: int, none_left: str = "no step of th
         n = steps if available is None else min(steps, available)
         profile.clear()
         profile.update(run(step, device, n, where=where) if n > 0 else
-                       step_profile.unavailable(none_left, source(steps, where, device.startswith("cuda"))))
+                       step_profile.unavailable(none_left, source(steps, where, device)))
     return after
 

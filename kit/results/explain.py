@@ -91,15 +91,9 @@ def idle_s(p: Dict[str, Any]) -> float:
     return step_profile.host_gap_s(p) or 0.0
 
 
-def step_s(p: Dict[str, Any]) -> float:
-    """The step a profiled cell's parts decompose (step_profile.step_of: the timed repeats' where
-    recorded), seconds."""
-    return step_profile.step_of(p) or _num(p, "step_s")
-
-
-def busy_s(p: Dict[str, Any]) -> float:
-    """Seconds per step in which a kernel ran (step_profile.busy_of)."""
-    return step_profile.busy_of(p) or _num(p, "device_s")
+#: the step a profiled cell's parts decompose (the timed repeats' where recorded), and the seconds per
+#: step in which a kernel ran: step_profile's readings (a profile_of profile always has both)
+step_s, busy_s = step_profile.step_of, step_profile.busy_of
 
 
 #: the name of the host gap where a step's parts are listed beside the kernel classes

@@ -65,7 +65,7 @@ def profile_fit(learn: Any, cfg: TrainConfig, steps: int) -> dict:
     where = "of one more fit of the same Learner, after the timed repeats"
     why = profile_window.not_profiled_reason(cfg.device)
     if why:
-        return step_profile.unavailable(why, profile_window.source(steps, where, cfg.device.startswith("cuda")))
+        return step_profile.unavailable(why, profile_window.source(steps, where, cfg.device))
     batches = len(learn.dls.train)
     steps = min(steps, batches)
     warm = min(warmup_batches(learn), batches - steps)
