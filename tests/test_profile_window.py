@@ -210,3 +210,23 @@ def test_a_gpu_window_traces_the_devices_activity_alone_and_says_so():
     assert pw.ACTIVITIES["cuda"] == ("CUDA",) and pw.ACTIVITIES["cpu"] == ("CPU",)
     assert pw.source(5) == "torch.profiler (CUDA activity), 5 steps after the timed repeats"
     assert pw.source(5, device="cpu").startswith("torch.profiler (CPU activity)")
+
+
+def test_a_gpu_window_leaves_the_annotations_mirrored_on_the_device_out_of_its_time():
+    """The profiler mirrors a user annotation (the optimizer's ``Optimizer.step#SGD.step``) onto the
+    device's timeline as an event of device type CUDA spanning kernels it already reports: counted, the
+    optimizer's kernels would count twice and the busy time would cover the gaps between them."""
+    from kit.bench import profile_window as pw
+
+    def event(name, start_us, end_us, annotation=False):
+        return SimpleNamespace(name=name, device_type=SimpleNamespace(name="CUDA"), is_user_annotation=annotation,
+                               time_range=SimpleNamespace(start=start_us, end=end_us,
+                                                          elapsed_us=lambda: end_us - start_us))
+
+    window = pw.Window("cuda:0", steps=1)
+    events = [event("sm90_xmma_gemm_f16f16_f32", 0, 400), event("multi_tensor_apply_kernel", 600, 700),
+              event("Optimizer.step#SGD.step", 500, 900, annotation=True)]
+    profile = window._derive(events, wall=1e-3)
+    assert profile["device_s"] == pytest.approx(500e-6)
+    assert profile["busy_s"] == pytest.approx(500e-6)
+    assert "Optimizer.step#SGD.step" not in {k["name"] for k in profile["largest_kernels"]}

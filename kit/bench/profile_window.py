@@ -13,7 +13,9 @@ for it (``kit run --profile-window``, off by default: ``CellContext.profile_step
 window costs the profile, never the cell: the profile says what failed.
 
 What is read from the profiler: every event whose device type is CUDA (kernels, copies and sets,
-as CUPTI reports them) with its own duration. Kernels that run inside a CUDA-graph replay are
+as CUPTI reports them) with its own duration, but for user annotations: the ranges the profiler
+mirrors onto the device's timeline (``Optimizer.step#SGD.step``) span kernels already counted, and
+torch's own device totals leave them out the same way. Kernels that run inside a CUDA-graph replay are
 reported by CUPTI as kernels of their own, under the replay's ``cudaGraphLaunch``: the H200
 tables recorded from replays of the graphed LSTM step with this same profiler
 (references/h200/lstm/probe/prof/, torch 2.11 + CUDA 13.0: every kernel row's count is a multiple
@@ -186,6 +188,8 @@ class Window:
         kernels, intervals, ops = [], [], []
         for e in events:
             kind = getattr(getattr(e, "device_type", None), "name", "")
+            if kind == "CUDA" and getattr(e, "is_user_annotation", False):
+                continue  # a range on the device's timeline (Optimizer.step#SGD.step), not work it did
             if kind == "CUDA":
                 tr = e.time_range
                 kernels.append((e.name, tr.elapsed_us() * 1e-6))
