@@ -117,6 +117,10 @@ def test_a_finding_says_a_verdict_only_where_every_slow_cell_has_the_same_measur
 
     assert shared_verdict(marks("host-bound", "host-bound", "compute-bound on the tensor cores"),
                           [True, True, False]).text.startswith("host-bound cells only")
+    # every cell of the machine host-bound: nothing to contrast "host-bound cells only" with
+    every = shared_verdict(marks("host-bound", "host-bound", "host-bound"), [True, True, False])
+    assert every.short == "every cell host-bound" and "cells only" not in every.text
+    assert every.text.startswith("every cell host-bound (kit explain's verdict), the 2 slow ones among the machine's 3")
     assert shared_verdict(marks("host-bound", "loader-bound"), [True, True]) is None  # they differ
     assert shared_verdict(marks("not measured", "not measured"), [True, True]) is None  # nothing measured
     # end to end: node007's verdicts not measured, so its finding says nothing of them

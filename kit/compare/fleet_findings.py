@@ -221,7 +221,7 @@ class Finding:
         if self.kind == "unstable":
             return "unstable"
         return ("slow: " + ("everywhere" if self.pattern.everywhere else " and ".join(self.pattern.values) + " only")
-                + (f", {self.shared.kind} cells only" if self.shared else ""))
+                + (f", {self.shared.short}" if self.shared else ""))
 
     def to_dict(self) -> dict:
         src = self.source
@@ -237,19 +237,34 @@ class Finding:
 @dataclass(frozen=True)
 class SharedVerdict:
     """The verdict (kit.results.explain.bound's kind) every slow cell of a finding shares: ``flagged``
-    slow cells, of the machine's ``of_kind`` cells of that kind."""
+    slow cells, of the machine's ``of_kind`` cells of that kind, of its ``cells`` cells. Where every cell of
+    the machine has that verdict, "host-bound cells only" would contrast them with cells it does not have:
+    the finding says every cell is of that kind instead."""
 
     kind: str
     flagged: int
     of_kind: int
+    cells: int
+
+    @property
+    def every_cell(self) -> bool:
+        return self.of_kind == self.cells
+
+    @property
+    def short(self) -> str:
+        return f"every cell {self.kind}" if self.every_cell else f"{self.kind} cells only"
 
     @property
     def text(self) -> str:
+        if self.every_cell:
+            return (f"every cell {self.kind} (kit explain's verdict), the {self.flagged} slow ones among the "
+                    f"machine's {self.cells}")
         return (f"{self.kind} cells only: every slow cell {self.kind} (kit explain's verdict), {self.flagged} of the "
                 f"machine's {self.of_kind} {self.kind} cell{'s' if self.of_kind != 1 else ''}")
 
     def to_dict(self) -> dict:
-        return {"kind": self.kind, "flagged_cells": self.flagged, "cells_of_kind": self.of_kind, "text": self.text}
+        return {"kind": self.kind, "flagged_cells": self.flagged, "cells_of_kind": self.of_kind,
+                "cells": self.cells, "text": self.text}
 
 
 def shared_verdict(marks: list[CellMark], flagged: list[bool]) -> SharedVerdict | None:
@@ -260,7 +275,7 @@ def shared_verdict(marks: list[CellMark], flagged: list[bool]) -> SharedVerdict 
     kind = kinds.pop()
     if kind is None or kind == NOT_MEASURED:
         return None
-    return SharedVerdict(kind, sum(flagged), sum(c.bound == kind for c in marks))
+    return SharedVerdict(kind, sum(flagged), sum(c.bound == kind for c in marks), len(marks))
 
 
 def machine_marks(cells: list) -> dict[int, list[CellMark]]:
