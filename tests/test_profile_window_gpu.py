@@ -76,7 +76,11 @@ def cifar_arrays():
 
 
 @pytest.mark.parametrize("precision", ["fp32", "amp-fp16"])
-def test_a_captured_resnet18_cell_is_profiled_compute_bound_and_its_timing_unchanged(precision, cifar_arrays, monkeypatch):
+def test_a_captured_resnet18_cell_is_profiled_kernel_bound_and_its_timing_unchanged(precision, cifar_arrays, monkeypatch):
+    """fp32 is bound by its convolutions (TF32 off, so off the tensor cores); under amp the eager step
+    spends as much device time in normalisation, elementwise work and casts as in the matmuls the tensor
+    cores sped up (an H100: 49% against 42%, references/h100/explain/r7/), so amp is held to a verdict of
+    its kernels, compute- or memory-bound, not host-bound."""
     pytest.importorskip("torchvision")
     from kit.bench.cifar import suite
 
@@ -92,8 +96,15 @@ def test_a_captured_resnet18_cell_is_profiled_compute_bound_and_its_timing_uncha
     assert step_profile.adds_up(p, 0.05), _explained(p)
     # the replayed graph's kernels were traced: they fill most of the timed step
     assert p["device_s"] >= 0.5 * p["timed_step_s"], _explained(p)
-    assert explain.verdict(on).startswith("compute-bound"), (explain.verdict(on), _explained(p))
-    assert p["window_wall_s"] < 0.10 * on.wall_s, (p["window_wall_s"], on.wall_s)  # the issue's cost target
+    kind = explain.bound(on).kind
+    if precision == "fp32":
+        assert kind == explain.COMPUTE_OFF_TENSOR_CORES, (explain.verdict(on), _explained(p))
+    else:
+        assert kind in (explain.COMPUTE_TENSOR_CORES, explain.MEMORY_BOUND), (explain.verdict(on), _explained(p))
+    # the window's own cost: its profiler's start and stop and its steps, under a second. This cell
+    # (eager kernels, to be quick) lasts a tenth of a default one, which compiles; the issue's target, under
+    # 10% of a default cell, is checked on the recorded runs (tests/test_explain_recorded.py)
+    assert p["window_wall_s"] < 1.0, (p["window_wall_s"], on.wall_s)
     assert off.profile is None and identity(on.method) == identity(off.method)
     assert _throughput(on) == pytest.approx(_throughput(off), rel=SAME_THROUGHPUT)
     # last (the window's figures above hold either way): every kernel that fills the step is one the class

@@ -190,8 +190,8 @@ class RunConfig:
     scaling: bool = False
     #: after each cell's timed repeats, profile a few of its steps (kit.bench.profile_window) into
     #: CellResult.profile; outside the timed figures and the cell's method. Off unless asked for
-    #: (--profile-window): on an H100 its GPU test held, but it cost the fastai cells 14-27% of their
-    #: wall time (references/h100/explain/); the device-only window is yet to be measured
+    #: (--profile-window): on an H100 it cost the fastai cells 11-19% of their wall time, traced on the
+    #: device alone (references/h100/explain/r7/), above the 10% target; every other engine's under 2%
     profile_window: bool = False
 
     def __post_init__(self) -> None:
