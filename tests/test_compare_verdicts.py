@@ -109,6 +109,14 @@ def test_a_finding_whose_slow_cells_are_all_host_bound_says_host_bound_cells_onl
     assert "host-bound cells only" in md
 
 
+def test_a_finding_on_a_machine_whose_every_cell_is_host_bound_says_every_cell():
+    sources = _fleet(HOST_BOUND)
+    sources[7] = _source(7, "fixture-node007", 0.7, HOST_BOUND, HOST_BOUND)  # its fp32 cells host-bound too
+    [finding] = summarise_fleet(build_comparison(sources), "gpu", 5.0).slow
+    assert finding.shared is not None and finding.shared.every_cell
+    assert finding.short.endswith(", every cell host-bound") and "cells only" not in finding.line
+
+
 def test_a_finding_says_a_verdict_only_where_every_slow_cell_has_the_same_measured_one():
     from kit.compare.fleet_findings import CellMark, shared_verdict
 
@@ -121,6 +129,7 @@ def test_a_finding_says_a_verdict_only_where_every_slow_cell_has_the_same_measur
     every = shared_verdict(marks("host-bound", "host-bound", "host-bound"), [True, True, False])
     assert every.short == "every cell host-bound" and "cells only" not in every.text
     assert every.text.startswith("every cell host-bound (kit explain's verdict), the 2 slow ones among the machine's 3")
+    assert shared_verdict(marks("host-bound", "host-bound"), [True, False]).text.endswith("the 1 slow one among the machine's 2")
     assert shared_verdict(marks("host-bound", "loader-bound"), [True, True]) is None  # they differ
     assert shared_verdict(marks("not measured", "not measured"), [True, True]) is None  # nothing measured
     # end to end: node007's verdicts not measured, so its finding says nothing of them

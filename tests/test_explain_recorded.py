@@ -5,7 +5,8 @@ references/h100/explain/), and the shipped H200 reference once its cells carry p
 - every profiled step's parts add up to the timed step within 5% (the window's busy kernel time fits
   in it: step_profile.adds_up);
 - the window costs under 10% of its cell's wall time, where it traced what today's window traces
-  (profile_window.ACTIVITIES); windows traced as an older kit did are named, not held to it;
+  (profile_window.ACTIVITIES); windows traced as an older kit did are named, not held to it; the
+  `fastai` windows of the newest run per GPU are a strict xfail (10.6-19.3% on the H100);
 - the `fastai` ResNet cells and the LSTM's `kit` engine come out host-bound, with their idle share;
   the captured steps keep the GPU busy (under 30% idle) and are bound by their kernels, the fp32 ResNets
   by their convolutions (off the tensor cores, TF32 being off). With amp the H100's captured ResNet-50
@@ -59,11 +60,12 @@ def _cells(runs):
     return [(name, c, p) for name, _, profiled in runs for c, p in profiled]
 
 
-def test_the_recorded_runs_are_there():
+def test_the_recorded_runs_are_there(runs):
     """The H100's two runs of 2026-12-05 are committed (the second, r7/, with the device-only window); a
     test that skipped for want of them would check nothing."""
     assert (ROOT / "references" / "h100" / "explain") in RECORDED
     assert len([p for p in _bundles() if "H100" in p.name]) == 4
+    assert len(_newest_window_costs(runs, "fastai")) == 6  # r7's, which the strict xfail below judges
 
 
 def test_every_profiled_steps_parts_add_up_to_the_timed_step_within_5_percent(runs):
@@ -72,13 +74,19 @@ def test_every_profiled_steps_parts_add_up_to_the_timed_step_within_5_percent(ru
         assert ex.step_s(p) == p.get("timed_step_s", p["step_s"])
 
 
-def _window_costs(runs, engines):
-    """(bundle, cell, window ÷ cell wall time) of today's windows of ``engines``' cells."""
-    out = []
-    for name, c, p in _cells(runs):
-        if c.engine in engines and str(p.get("source", "")).startswith(TODAYS_GPU_WINDOW):
-            out.append((name, c.cell_id, p["window_wall_s"] / ((c.finished_at or 0) - (c.started_at or 0))))
-    return out
+def _newest_window_costs(runs, engine):
+    """(bundle, cell, window ÷ cell wall time) of ``engine``'s cells with today's windows, in the newest
+    such bundle of each machine kind (the bundle's name less its timestamp): a cheaper window measured
+    later is judged, not the runs before it."""
+    costs: dict = {}
+    for name, _, profiled in runs:
+        rows = [(name, c.cell_id, p["window_wall_s"] / ((c.finished_at or 0) - (c.started_at or 0)))
+                for c, p in profiled
+                if c.engine == engine and str(p.get("source", "")).startswith(TODAYS_GPU_WINDOW)]
+        kind = name.removesuffix(".tar.gz").rsplit("_", 1)[0]
+        if rows and (kind not in costs or name > costs[kind][0][0]):
+            costs[kind] = rows
+    return [row for rows in costs.values() for row in rows]
 
 
 def test_the_window_costs_under_a_tenth_of_its_cells_wall_time(runs):
@@ -99,13 +107,12 @@ def test_the_window_costs_under_a_tenth_of_its_cells_wall_time(runs):
                     f"its cost not today's: {older}")
 
 
-@pytest.mark.xfail(strict=True, reason="the fastai window is one more fit of the Learner, whose loader starts its "
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="the fastai window is one more fit of the Learner, whose loader starts its "
                    "workers again and runs 34 batches before the 5 profiled ones: 10.6-19.3% of its cell on an "
                    "H100 (references/h100/explain/r7/), so the window is off by default; once a cheaper window "
                    "meets the target this mark must go")
 def test_the_fastai_window_costs_under_a_tenth_of_its_cells_wall_time(runs):
-    costs = _window_costs(runs, {"fastai"})
-    assert costs
+    costs = _newest_window_costs(runs, "fastai")
     assert all(share < 0.10 for _, _, share in costs), [(cid, round(share, 3)) for _, cid, share in costs]
 
 

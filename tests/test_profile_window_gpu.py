@@ -1,7 +1,8 @@
 """The profiled window on a GPU (`pytest -m gpu`; skipped where there is none): a torch-engine ResNet-18
 cell with the captured step and a graphed LSTM cell get a profile whose parts add up to the profiled
 step, whose device time holds the kernels replayed inside the CUDA graphs, whose verdict (ResNet) is
-compute-bound with every one of its largest kernels in a known class, and whose timed throughput is
+kernel-bound (fp32 compute-bound off the tensor cores, amp compute- or memory-bound) with every one of
+its largest kernels in a known class, and whose timed throughput is
 the same with and without the window, and in a cell timed after a window ran in the process (the
 profiler released CUPTI). Seconds each."""
 

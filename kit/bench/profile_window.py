@@ -51,9 +51,10 @@ log = logging.getLogger("kit.bench.profile_window")
 
 #: what the window traces on each kind of device. On a GPU only the device's activity (CUPTI: kernels,
 #: copies, sets and the runtime calls that launch them), not the CPU operators: the device's events are
-#: all the profile reads there, and windows that traced every operator on the host as well ran up to 90%
-#: longer than the timed step in a host-bound cell on an H100 (references/h100/explain/), most likely for
-#: that tracing. On a CPU the operators are all there is to trace.
+#: all the profile reads there. Windows that traced every operator on the host as well ran up to 90%
+#: longer than the timed step in a host-bound fastai cell on an H100 (references/h100/explain/), and up to
+#: 44% traced on the device alone (references/h100/explain/r7/). On a CPU the operators are all there is
+#: to trace.
 ACTIVITIES = {"cuda": ("CUDA",), "cpu": ("CPU",)}
 
 

@@ -257,8 +257,8 @@ class SharedVerdict:
     @property
     def text(self) -> str:
         if self.every_cell:
-            return (f"every cell {self.kind} (kit explain's verdict), the {self.flagged} slow ones among the "
-                    f"machine's {self.cells}")
+            return (f"every cell {self.kind} (kit explain's verdict), the {self.flagged} slow "
+                    f"one{'s' if self.flagged != 1 else ''} among the machine's {self.cells}")
         return (f"{self.kind} cells only: every slow cell {self.kind} (kit explain's verdict), {self.flagged} of the "
                 f"machine's {self.of_kind} {self.kind} cell{'s' if self.of_kind != 1 else ''}")
 
