@@ -17,16 +17,31 @@ AUTOGRAD_CACHE_OFF = (
     "casts and stays on")
 
 
+def reset_compiler() -> bool:
+    """Drop Dynamo's compilations in this process (``torch._dynamo.reset``): before a cell compiles, and
+    after a compilation that failed. False where this PyTorch has no compiler stack."""
+    try:
+        dynamo = importlib.import_module("torch._dynamo")
+    except ImportError:
+        return False
+    try:
+        dynamo.reset()
+    except Exception:  # nothing compiled yet, or a failed compilation's half state: nothing left to drop
+        pass
+    return True
+
+
 def fresh_compilation(precision: str) -> str | None:
     """Before a cell compiles its step: Dynamo's compilations of earlier cells dropped
     (``torch._dynamo.reset``), and where the precision runs under autocast, AOTAutograd's on-disk cache
     turned off for the rest of the process (:data:`AUTOGRAD_CACHE_OFF`: a cache hit across autocast
     dtypes measures one precision under another's name). Returns the note the cell records for it, or
     None where nothing was turned off."""
+    if not reset_compiler():  # a PyTorch without the compiler stack compiles nothing
+        return None
     try:
-        importlib.import_module("torch._dynamo").reset()
         functorch = importlib.import_module("torch._functorch.config")
-    except ImportError:  # a PyTorch without the compiler stack compiles nothing
+    except ImportError:
         return None
     mode = precision_modes.BY_NAME.get(precision)
     if mode is None or not mode.autocast or not hasattr(functorch, "enable_autograd_cache"):

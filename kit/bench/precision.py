@@ -479,4 +479,3 @@ def _opt_params(optimizer) -> list:
 
 def is_finite(x: float) -> bool:
     return not (math.isnan(x) or math.isinf(x))
-

@@ -189,9 +189,9 @@ class Window:
         kernels, intervals, ops = [], [], []
         for e in events:
             kind = getattr(getattr(e, "device_type", None), "name", "")
-            if kind == "CUDA" and getattr(e, "is_user_annotation", False):
-                continue  # a range on the device's timeline (Optimizer.step#SGD.step), not work it did
             if kind == "CUDA":
+                if getattr(e, "is_user_annotation", False):
+                    continue  # a range on the device's timeline (Optimizer.step#SGD.step), not work it did
                 tr = e.time_range
                 kernels.append((e.name, tr.elapsed_us() * 1e-6))
                 intervals.append((tr.start * 1e-6, tr.end * 1e-6))

@@ -5,7 +5,7 @@
       unavailable_reason(mode, device)        -> CellResult.skipped(reason): fp8 off Ada/Hopper/
                                                  Blackwell or without torchao, fp16 on the CPU, ...
       the corpus (real or synthetic)          vocabulary padded to a multiple of 64
-      torch._dynamo.reset()                   each cell compiles afresh: no cached graph of
+      compilation.fresh_compilation           each cell compiles afresh: no cached graph of
                                                  another precision or shape, no recompile limit
       for each repeat: train.run_repeat       fresh model, seed = 1337 + --seed + repeat
       -> CellResult(status="ok", throughput_unit="tokens", ...)
@@ -25,7 +25,7 @@ from kit.bench import methods, profile_window
 from kit.bench.gpt import config as gpt_config
 from kit.bench.gpt.data import heldout_batches
 from kit.bench.gpt.train import CompileState, Hooks, compile_state, run_repeat
-from kit.bench.compilation import fresh_compilation
+from kit.bench.compilation import fresh_compilation, reset_compiler
 from kit.bench.precision import FP8_RECIPES, unavailable_reason
 from kit.data.wikitext import corpus_provenance
 from kit.errors import KitError
@@ -51,14 +51,6 @@ def load_corpus(ctx: CellContext, pad_vocab_to: int, splits: tuple | None = None
         _corpus_cache[key] = load_wikitext2(ctx.data_dir, source=ctx.data_source, seed=ctx.seed, pad_vocab_to=pad_vocab_to,
                                             splits=splits or SPLITS)
     return _corpus_cache[key]
-
-
-def _reset_compiler() -> None:
-    if hasattr(torch, "_dynamo"):
-        try:
-            torch._dynamo.reset()
-        except Exception:
-            pass
 
 
 def _sdpa_reason() -> str | None:
@@ -117,7 +109,7 @@ def run_cell(spec: CellSpec, ctx: CellContext) -> CellResult:
             first = (str(exc).strip().splitlines() or [""])[0][:300]
             comp.enabled, comp.fell_back = False, True
             comp.reason = f"torch.compile failed, ran eager instead ({exc.__class__.__name__}: {first})"
-            _reset_compiler()
+            reset_compiler()
             done = 0
             continue
         record["repeat"] = r
