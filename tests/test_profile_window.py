@@ -114,6 +114,10 @@ def test_a_cpu_window_says_the_device_was_not_measured_and_keeps_the_host_time(r
     assert p["source"].startswith(f"torch.profiler (CPU activity), {STEPS} steps")
     assert p["steps"] == STEPS and p["step_s"] > 0 and p["host_op_s"] > 0
     assert 0 < p["window_wall_s"] and p["timed_step_s"] > 0
+    phases = p["window_phases_s"]  # where the window's time went, adding up to it
+    assert set(phases) == {"before", "profiler_start", "steps", "profiler_stop", "read"}
+    assert min(phases.values()) >= 0 and sum(phases.values()) == pytest.approx(p["window_wall_s"], rel=1e-6)
+    assert phases["steps"] >= p["step_s"] * STEPS
     assert not any(k.startswith("device") or k in ("idle_s", "busy_s", "largest_kernels") for k in p)
     ops = p["largest_host_ops"]  # the step's own operators, host time
     assert ops and sum(o["s"] for o in ops) <= p["host_op_s"] * (1 + 1e-9)
@@ -212,21 +216,66 @@ def test_a_gpu_window_traces_the_devices_activity_alone_and_says_so():
     assert pw.source(5, device="cpu").startswith("torch.profiler (CPU activity)")
 
 
+def _raw(name, start_ns, end_ns, device="CUDA", annotation=False, hidden=False):
+    """A record as the profiler's results hand it over (torch's _KinetoEvent: methods, nanoseconds)."""
+    import torch
+
+    kind = getattr(torch.autograd.DeviceType, device)
+    return SimpleNamespace(name=lambda: name, device_type=lambda: kind, start_ns=lambda: start_ns,
+                           end_ns=lambda: end_ns, is_user_annotation=lambda: annotation, is_hidden_event=lambda: hidden)
+
+
 def test_a_gpu_window_leaves_the_annotations_mirrored_on_the_device_out_of_its_time():
     """The profiler mirrors a user annotation (the optimizer's ``Optimizer.step#SGD.step``) onto the
     device's timeline as an event of device type CUDA spanning kernels it already reports: counted, the
-    optimizer's kernels would count twice and the busy time would cover the gaps between them."""
+    optimizer's kernels would count twice and the busy time would cover the gaps between them. The host's
+    records (the runtime's launch calls) and the events the profiler hides are not the device's work either."""
     from kit.bench import profile_window as pw
 
-    def event(name, start_us, end_us, annotation=False):
-        return SimpleNamespace(name=name, device_type=SimpleNamespace(name="CUDA"), is_user_annotation=annotation,
-                               time_range=SimpleNamespace(start=start_us, end=end_us,
-                                                          elapsed_us=lambda: end_us - start_us))
-
-    window = pw.Window("cuda:0", steps=1)
-    events = [event("sm90_xmma_gemm_f16f16_f32", 0, 400), event("multi_tensor_apply_kernel", 600, 700),
-              event("Optimizer.step#SGD.step", 500, 900, annotation=True)]
-    profile = window._derive(events, wall=1e-3)
+    records = [_raw("sm90_xmma_gemm_f16f16_f32", 0, 400_000), _raw("multi_tensor_apply_kernel", 600_000, 700_000),
+               _raw("Optimizer.step#SGD.step", 500_000, 900_000, annotation=True),
+               _raw("cudaLaunchKernel", 590_000, 595_000, device="CPU"), _raw("hidden", 0, 900_000, hidden=True)]
+    prof = SimpleNamespace(profiler=SimpleNamespace(kineto_results=SimpleNamespace(events=lambda: records,
+                                                                                trace_start_ns=lambda: 0)))
+    events = pw.device_events(prof)
+    assert [n for n, _, _ in events] == ["sm90_xmma_gemm_f16f16_f32", "multi_tensor_apply_kernel"]
+    profile = pw.Window("cuda:0", steps=1)._device_profile(events, wall=1e-3)
     assert profile["device_s"] == pytest.approx(500e-6)
     assert profile["busy_s"] == pytest.approx(500e-6)
     assert "Optimizer.step#SGD.step" not in {k["name"] for k in profile["largest_kernels"]}
+
+
+def test_the_window_reads_the_profilers_own_records_as_its_event_list_gives_them():
+    """The window reads the profiler's results as Kineto hands them over, not ``prof.events()`` (which
+    builds the operators' event tree too, tens of microseconds an event): on a real profile (the CPU's
+    operators here, the only records a CPU profile has) every event ``prof.events()`` lists is read with the
+    same name and duration (the tree merges an operator into a parent of the same name; the raw records keep
+    both), and a profiler without raw results is read through ``prof.events()``."""
+    import collections
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from kit.bench import profile_window as pw
+
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(3):
+            model(torch.randn(4, 8)).sum().backward()
+    cpu = torch.autograd.DeviceType.CPU
+    raw = pw._events_of(prof, cpu)
+    listed = pw._events_of(SimpleNamespace(events=prof.events), cpu)
+    assert len(listed) > 20 and {n for n, _, _ in raw} == {n for n, _, _ in listed}
+
+    def by_name(events):
+        out = collections.defaultdict(list)
+        for n, a, b in events:
+            out[n].append(b - a)
+        return {n: sorted(d) for n, d in out.items()}
+
+    raw_d, listed_d = by_name(raw), by_name(listed)
+    for name, durations in listed_d.items():
+        assert len(raw_d[name]) >= len(durations), name
+        if len(raw_d[name]) == len(durations):  # no merged operator: the same durations, to the nanosecond
+            assert raw_d[name] == pytest.approx(durations, abs=2e-9), name
+    assert pw.device_events(prof) == []  # a CPU profile has no device events

@@ -13,9 +13,7 @@ for it (``kit run --profile-window``, off by default: ``CellContext.profile_step
 window costs the profile, never the cell: the profile says what failed.
 
 What is read from the profiler: every event whose device type is CUDA (kernels, copies and sets,
-as CUPTI reports them) with its own duration, but for user annotations: the ranges the profiler
-mirrors onto the device's timeline (``Optimizer.step#SGD.step``) span kernels already counted, and
-torch's own device totals leave them out the same way. Kernels that run inside a CUDA-graph replay are
+as CUPTI reports them) with its own duration, but for user annotations (:func:`device_events`). Kernels that run inside a CUDA-graph replay are
 reported by CUPTI as kernels of their own, under the replay's ``cudaGraphLaunch``: the H200
 tables recorded from replays of the graphed LSTM step with this same profiler
 (references/h200/lstm/probe/prof/, torch 2.11 + CUDA 13.0: every kernel row's count is a multiple
@@ -161,19 +159,29 @@ class Window:
         from torch.profiler import ProfilerActivity, profile
 
         timing.sync(self.device)  # nothing of the steps before the window runs inside it
+        self._t_started = time.perf_counter()
         activities = [getattr(ProfilerActivity, a) for a in _activities(self.device)]
         self._prof = profile(activities=activities, record_shapes=False, profile_memory=False, with_stack=False)
         with _native_stderr_to_log():
             self._prof.start()
         self._t0 = timing.now(self.device)
+        self._t0_host = time.perf_counter()
 
     def stop(self) -> dict:
         wall = timing.now(self.device) - self._t0  # every kernel of the window has finished
+        t_steps_done = time.perf_counter()
         with _native_stderr_to_log():
             self._prof.stop()
-            events = self._prof.events()
-        profile = self._derive(events, wall)
-        profile["window_wall_s"] = time.perf_counter() - self.t_created
+            t_stopped = time.perf_counter()
+            profile = (self._device_profile(device_events(self._prof), wall) if self.cuda
+                       else self._host_profile(self._prof.events(), wall))
+        done = time.perf_counter()
+        profile["window_wall_s"] = done - self.t_created
+        profile["window_phases_s"] = {"before": self._t_started - self.t_created,
+                                      "profiler_start": self._t0_host - self._t_started,
+                                      "steps": t_steps_done - self._t0_host,
+                                      "profiler_stop": t_stopped - t_steps_done,
+                                      "read": done - t_stopped}
         return profile
 
     def abandon(self) -> None:
@@ -185,24 +193,53 @@ class Window:
             except Exception:  # already stopped, or never fully started
                 pass
 
-    def _derive(self, events: Any, wall: float) -> dict:
-        kernels, intervals, ops = [], [], []
-        for e in events:
-            kind = getattr(getattr(e, "device_type", None), "name", "")
-            if kind == "CUDA":
-                if getattr(e, "is_user_annotation", False):
-                    continue  # a range on the device's timeline (Optimizer.step#SGD.step), not work it did
-                tr = e.time_range
-                kernels.append((e.name, tr.elapsed_us() * 1e-6))
-                intervals.append((tr.start * 1e-6, tr.end * 1e-6))
-            elif kind == "CPU" and not getattr(e, "is_async", False):
-                ops.append((e.name, e.self_cpu_time_total * 1e-6))
-        if self.cuda:
-            return step_profile.device_profile(kernels, wall, self.steps, self.source, intervals=intervals)
+    def _device_profile(self, events: list, wall: float) -> dict:
+        """The profile of a GPU window from its device events (:func:`device_events`)."""
+        kernels = [(name, end - start) for name, start, end in events]
+        intervals = [(start, end) for _, start, end in events]
+        return step_profile.device_profile(kernels, wall, self.steps, self.source, intervals=intervals)
+
+    def _host_profile(self, events: Any, wall: float) -> dict:
+        """The profile of a CPU window from the profiler's operator events (their own time: the event tree
+        ``prof.events()`` builds)."""
+        ops = [(e.name, e.self_cpu_time_total * 1e-6) for e in events
+               if getattr(getattr(e, "device_type", None), "name", "") == "CPU" and not getattr(e, "is_async", False)]
         return step_profile.host_profile(
             ops, wall, self.steps, self.source,
             "the device is the CPU: no device kernels to time (step_s and the CPU operators' own time, "
             "host_op_s, are host time)")
+
+
+def device_events(prof: Any) -> list:
+    """The device's work in a stopped profiler, as ``(name, start_s, end_s)``: every event whose device
+    type is CUDA, but for user annotations (a range the profiler mirrors onto the device's timeline,
+    ``Optimizer.step#SGD.step``, spans kernels already counted; torch's own device totals leave them out
+    the same way) and the events the profiler hides.
+
+    Read from the profiler's results as Kineto hands them over (``prof.profiler.kineto_results``), the
+    records ``prof.events()`` is built from: that call also builds the operators' event tree in Python,
+    which the device's events do not need, at about 45 microseconds an event (1.9 s for 42,000 events on
+    the CI machine's CPU), and an eager step of a host-bound cell makes tens of thousands of them.
+    Where a PyTorch has no such results, ``prof.events()`` gives the same events."""
+    import torch
+
+    return _events_of(prof, torch.autograd.DeviceType.CUDA)
+
+
+def _events_of(prof: Any, device_type: Any) -> list:
+    import torch
+
+    results = getattr(getattr(prof, "profiler", None), "kineto_results", None)
+    if results is None:
+        return [(str(e.name), e.time_range.start * 1e-6, e.time_range.end * 1e-6) for e in prof.events()
+                if e.device_type == device_type and not getattr(e, "is_user_annotation", False)]
+    t0 = results.trace_start_ns()  # the records' clock is the epoch's, in integer nanoseconds: seconds from
+    out = []                       # the trace's start keep them to the nanosecond (a float of the epoch would not)
+    for e in results.events():
+        if e.device_type() != device_type or e.is_user_annotation() or e.is_hidden_event():
+            continue
+        out.append((torch._C._demangle(e.name()), (e.start_ns() - t0) * 1e-9, (e.end_ns() - t0) * 1e-9))
+    return out
 
 
 def run(step: Callable[[], Any], device: str, steps: int, warmup: int = 0,

@@ -105,8 +105,9 @@ class CellResult:
     #: kit.results.explain reads it; None: not profiled): {"available", "reason" (when not), "steps",
     #: "step_s", "device_s", "idle_s", "busy_s", "device_exceeds_step", "note",
     #: "device_s_by_class": {kit.results.kernel_classes class: seconds}, "largest_kernels": [{"name",
-    #: "class", "s", "calls"}], "timed_step_s", "window_wall_s", "source"}, seconds per step
-    #: (window_wall_s: the whole window); on a CPU "available" false with "step_s", "host_op_s",
+    #: "class", "s", "calls"}], "timed_step_s", "window_wall_s", "window_phases_s", "source"}, seconds
+    #: per step (window_wall_s: the whole window; window_phases_s: {"before", "profiler_start", "steps",
+    #: "profiler_stop", "read"}, its parts); on a CPU "available" false with "step_s", "host_op_s",
     #: "host_op_s_by_class" and "largest_host_ops" (host time, never device)
     profile: dict[str, Any] | None = None
 
