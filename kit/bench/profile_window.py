@@ -236,7 +236,7 @@ def _events_of(prof: Any, device_type: Any) -> list:
     t0 = results.trace_start_ns()  # the records' clock is the epoch's, in integer nanoseconds: seconds from
     out = []                       # the trace's start keep them to the nanosecond (a float of the epoch would not)
     for e in results.events():
-        if e.device_type() != device_type or e.is_user_annotation() or e.is_hidden_event():
+        if e.device_type() != device_type or e.is_user_annotation() or getattr(e, "is_hidden_event", bool)():
             continue
         out.append((torch._C._demangle(e.name()), (e.start_ns() - t0) * 1e-9, (e.end_ns() - t0) * 1e-9))
     return out
