@@ -196,12 +196,36 @@ def test_a_gpu_window_runs_only_where_the_profiler_will_release_cupti_after_it(m
     assert profile_window.not_profiled_reason("cpu") is None  # no CUPTI on the CPU
 
 
-@pytest.mark.parametrize("workers, warm", [(0, 2), (16, 34)])
-def test_the_fastai_window_starts_after_the_loaders_queue_of_prepared_batches(workers, warm):
+@pytest.mark.parametrize("batches, steps, warm", [(195, 5, 2), (6, 5, 1), (5, 5, 0)])
+def test_the_fastai_window_starts_after_the_fresh_loaders_first_batches(batches, steps, warm):
+    """Two unprofiled batches (the loader's workers starting), fewer where the epoch has no more: the
+    window does not wait out the workers' prefetched queue (34 batches with 16 workers), which cost a
+    second or more a window and bought nothing the ladder reads (it takes the timed step)."""
     from kit.bench.cifar import fastai_window
 
-    learn = SimpleNamespace(dls=SimpleNamespace(train=SimpleNamespace(fake_l=SimpleNamespace(num_workers=workers))))
-    assert fastai_window.warmup_batches(learn) == warm
+    assert fastai_window.warmup_batches(batches, steps) == warm
+
+
+def test_the_fastai_windows_callback_profiles_the_batches_after_its_warm_up_and_ends_the_fit():
+    pytest.importorskip("fastai")
+    from fastai.callback.core import CancelFitException
+
+    from kit.bench.cifar import fastai_window
+
+    calls = []
+    window = SimpleNamespace(start=lambda: calls.append("start"), stop=lambda: calls.append("stop") or {"steps": 3})
+    cb = fastai_window._make_window_cls()(window, warm=2, steps=3)
+    cb.learn = SimpleNamespace(training=True)
+    cb.before_train()
+    for batch in range(1, 6):
+        if batch < 5:
+            cb.after_batch()
+        else:
+            with pytest.raises(CancelFitException):
+                cb.after_batch()
+        calls.append(batch)
+    # started when the second batch ended, stopped (and the fit ended) when the fifth did: batches 3-5 profiled
+    assert calls == [1, "start", 2, 3, 4, "stop", 5] and cb.profile == {"steps": 3}
 
 
 def test_a_gpu_window_traces_the_devices_activity_alone_and_says_so():

@@ -145,10 +145,15 @@ def classify(name: str) -> str:
 
 def device_time_by_class(events: Iterable[Tuple[str, float]]) -> Dict[str, float]:
     """{class: summed time} over ``(name, time)`` pairs (any one unit), every class present (0 where
-    none)."""
-    out = {k: 0.0 for k in CLASSES}
+    none). Each name is classed once: a window of an eager step holds tens of thousands of events of a
+    few hundred kernels, and classing each event's templated name took about a second a window on an
+    H100's host (references/h100/explain/r8/)."""
+    per_name: Dict[str, float] = {}
     for name, t in events:
-        out[classify(name)] += float(t)
+        per_name[name] = per_name.get(name, 0.0) + float(t)
+    out = {k: 0.0 for k in CLASSES}
+    for name, t in per_name.items():
+        out[classify(name)] += t
     return out
 
 

@@ -43,32 +43,30 @@ def _make_window_cls():
     return ProfileWindow
 
 
-#: batches each loader worker prepares ahead (torch's DataLoader default, which fastai's loader keeps)
-PREFETCH_FACTOR = 2
+def warmup_batches(batches: int, steps: int) -> int:
+    """Unprofiled batches before the window: the fresh loader's first ones (its workers starting,
+    step_profile.DEFAULT_WARMUP), as many as the epoch leaves beside the ``steps`` profiled.
 
-
-def warmup_batches(learn: Any) -> int:
-    """Unprofiled batches before the window: the loader's start (step_profile.DEFAULT_WARMUP) and
-    the queue its workers fill ahead while the first batch starts them (workers x prefetch): a
-    window taken on that queue would not wait for data as the timed loop did. Where the loop is
-    slower than its workers the queue takes longer to drain; the profile's ``timed_step_s`` beside
-    its ``step_s`` shows what is left."""
-    workers = getattr(getattr(learn.dls.train, "fake_l", None), "num_workers", 0) or 0
-    return step_profile.DEFAULT_WARMUP + workers * PREFETCH_FACTOR
+    The window does not wait out the queue the workers fill ahead (workers x prefetch, 34 batches with
+    16 workers): the ladder decomposes the timed repeats' step (``timed_step_s``), not the window's own,
+    and the window reads only the device's work, which a batch taken from the queue does not change.
+    Waiting it out cost 0.8-1.7 s a window on an H100 and left the window's steps no closer to the timed
+    ones (references/h100/explain/r8/)."""
+    return max(0, min(step_profile.DEFAULT_WARMUP, batches - steps))
 
 
 def profile_fit(learn: Any, cfg: TrainConfig, steps: int) -> dict:
     """The profiled window of a fastai cell: one more ``learn.fit`` of the same Learner, with its
     precision callbacks and its loader, ended after ``steps`` profiled batches (after the fresh
-    loader's first batches, unprofiled: :func:`warmup_batches`). The step profiled is the loop a fastai user runs, data
-    loading included: its idle gap holds the wait for data."""
+    loader's first batches, unprofiled: :func:`warmup_batches`). The step profiled is the loop a fastai user
+    runs, data loading included."""
     where = "of one more fit of the same Learner, after the timed repeats"
     why = profile_window.not_profiled_reason(cfg.device)
     if why:
         return step_profile.unavailable(why, profile_window.source(steps, where, cfg.device))
     batches = len(learn.dls.train)
     steps = min(steps, batches)
-    warm = min(warmup_batches(learn), batches - steps)
+    warm = warmup_batches(batches, steps)
     window = profile_window.Window(cfg.device, steps, where)
     cb = _make_window_cls()(window, warm, steps)
     try:
