@@ -8,8 +8,8 @@ repeats, turned into the cell's profile (kit.results.step_profile derives it; ex
       -> profiler stopped -> its device events (name, duration, start) -> the profile
 
 The window runs after every figure of the repeats was taken, so it cannot change them; it
-changes no setting of the cell's method (kit.results.method), and runs only where the run asked
-for it (``kit run --profile-window``, off by default: ``CellContext.profile_steps``). A failure in the
+changes no setting of the cell's method (kit.results.method), and runs where the run's config says
+(by default on a GPU: ``RunConfig.profiles``, ``CellContext.profile_steps``). A failure in the
 window costs the profile, never the cell: the profile says what failed.
 
 What is read from the profiler: every event whose device type is CUDA (kernels, copies and sets,

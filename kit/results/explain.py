@@ -85,6 +85,20 @@ def profile_reason(cell: CellResult) -> Optional[str]:
     return None
 
 
+def window_cost(cell: CellResult) -> Optional[Tuple[float, float]]:
+    """What the cell's profiled window cost it: its seconds (``window_wall_s``: warm-up, profiler, steps
+    and reading the events) and their share of the cell's wall time (started to finished, the window
+    included); None where either is unknown. The window runs after the timed repeats: the cost is wall
+    time, not a change in any figure."""
+    p = getattr(cell, "profile", None)
+    window = _num(p, "window_wall_s") if isinstance(p, dict) else None
+    started, finished = getattr(cell, "started_at", None), getattr(cell, "finished_at", None)
+    if not window or not isinstance(started, (int, float)) or not isinstance(finished, (int, float)) \
+            or finished <= started:
+        return None
+    return window, window / (finished - started)
+
+
 def idle_s(p: Dict[str, Any]) -> float:
     """The host gap of a profiled step (:func:`profile_of`'s), seconds per step in which no kernel ran
     (step_profile.host_gap_s: the timed step less the device's busy time)."""
@@ -406,7 +420,8 @@ def explain(results: RunResults, patterns: Optional[List[str]] = None) -> List[D
     precision, verdict (the line, its kind and short form: :func:`bound`), its profiled step's parts
     (:func:`step_parts`, seconds per step, None without a profile) with the step they decompose
     (``step_s``: the timed one where recorded), the window's own and the timed step (``profiled_step_s``,
-    ``timed_step_s``), the kernels' summed and busy time (``device_s``, ``busy_s``) and largest kernels
+    ``timed_step_s``), the kernels' summed and busy time (``device_s``, ``busy_s``), what the window cost
+    (``window_cost``: [seconds, share of the cell], :func:`window_cost`) and largest kernels
     (:func:`largest_kernels`), its achieved TFLOP/s against the peak (:func:`efficiency`, None where
     unmeasured), the merged run whose calibration holds for it (``calibration_from``: None for the
     run's own, :func:`calibration_for`) and against its fp32 cell (same workload, model, engine and
@@ -428,6 +443,7 @@ def explain(results: RunResults, patterns: Optional[List[str]] = None) -> List[D
                                "profiled_step_s": _num(p, "step_s"),
                                "timed_step_s": _num(p, "timed_step_s"),
                                "device_s": _num(p, "device_s"), "busy_s": busy_s(p) if p else None,
+                               "window_cost": window_cost(c),
                                "largest_kernels": largest_kernels(c),
                                "efficiency": efficiency(c, calibration["peak_tflops_measured"]),
                                "calibration_from": calibration["source"]}

@@ -190,10 +190,11 @@ class RunConfig:
     #: data-parallel: also measure each cell on one rank, for the scaling efficiency
     scaling: bool = False
     #: after each cell's timed repeats, profile a few of its steps (kit.bench.profile_window) into
-    #: CellResult.profile; outside the timed figures and the cell's method. Off unless asked for
-    #: (--profile-window): on an H100 it cost the fastai cells 11-19% of their wall time, traced on the
-    #: device alone (references/h100/explain/r7/), above the 10% target; every other engine's under 2%
-    profile_window: bool = False
+    #: CellResult.profile; outside the timed figures and the cell's method. None (the default): on
+    #: where the cells run on a GPU, off on the CPU (see :meth:`profiles`). On an H100 the window cost the
+    #: torch cells 0.5-0.9% of their wall time, the LSTM's 0.9-1.5% (references/h100/explain/r7/) and the
+    #: fastai cells 4.0-6.8% (r8/), under the 10% target
+    profile_window: bool | None = None
 
     def __post_init__(self) -> None:
         if self.suite not in suites.choices():
@@ -271,6 +272,15 @@ class RunConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def profiles(self, device: str) -> bool:
+        """Whether this run's cells on ``device`` end with a profiled window: as asked
+        (--profile-window, --no-profile-window), else on a GPU only. On the CPU the window can time no
+        device, only the host's operators, and CPU runs are the quick checks (the tests, --smoke on a
+        laptop) whose cost it was never measured against."""
+        if self.profile_window is not None:
+            return self.profile_window
+        return str(device).startswith("cuda")
 
     @classmethod
     def from_dict(cls, d: dict) -> "RunConfig":

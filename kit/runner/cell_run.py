@@ -57,7 +57,7 @@ def _run_one(bench, spec: CellSpec, config: RunConfig, device: str, run_dir: Pat
         progress=lambda done, total, desc="": ui.cell_progress(spec, done, total, desc),
         should_stop=lambda: stop.stop,
         extra={"run_dir": str(run_dir)},
-        profile_steps=step_profile.DEFAULT_STEPS if config.profile_window else 0,
+        profile_steps=step_profile.DEFAULT_STEPS if config.profiles(device) else 0,
     )
     ui.cell_start(spec)
     log.info("cell %s: started", spec.cell_id)

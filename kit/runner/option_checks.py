@@ -130,7 +130,7 @@ def as_config(options: RunOptions, name: str):
     if name == "isolate":
         return value or "apex"
     if name == "profile_window":
-        return value is True  # off unless --profile-window (RunConfig.profile_window says why)
+        return value  # None: on where the cells run on a GPU (RunConfig.profiles)
     return value
 
 
