@@ -7,8 +7,10 @@ references/h100/explain/), and the shipped H200 reference once its cells carry p
 - the window costs under 10% of its cell's wall time, where it traced what today's window traces
   (profile_window.ACTIVITIES); windows traced as an older kit did are named, not held to it, and the
   `fastai` windows are judged in the newest run per GPU (a cheaper window measured later is judged,
-  not the runs before it: 10.6-19.3% on the H100 in r7/, 4.0-6.8% in r8/);
-- the `fastai` ResNet cells and the LSTM's `kit` engine come out host-bound, with their idle share;
+  not the runs before it: 10.6-19.3% on the H100 in r7/, 4.0-6.8% and 4.5-6.4% in r8/);
+- the `fastai` ResNet cells and the LSTM's `kit` engine come out host-bound with reduced precision, with
+  their idle share; in fp32 host-bound, or bound by the fp32 kernels where the host keeps up (the
+  `fastai` fp32 cells of references/h100/explain/r8/cifar/, 21-27% idle on a faster host than r7's);
   the captured steps keep the GPU busy (under 30% idle) and are bound by their kernels, the fp32 ResNets
   by their convolutions (off the tensor cores, TF32 being off). With amp the H100's captured ResNet-50
   and graphed LSTM steps spend more device time in normalisation, elementwise work and casts than in
@@ -62,13 +64,13 @@ def _cells(runs):
 
 
 def test_the_recorded_runs_are_there(runs):
-    """The H100's runs of 2026-12-05 are committed (r7/ with the device-only window, r8/ the fastai cells
-    with today's cheaper one); a test that skipped for want of them would check nothing."""
+    """The H100's runs of 2026-12-05 are committed (r7/ with the device-only window, r8/ every article
+    cell again with today's cheaper one); a test that skipped for want of them would check nothing."""
     assert (ROOT / "references" / "h100" / "explain") in RECORDED
-    assert len([p for p in _bundles() if "H100" in p.name]) == 5
+    assert len([p for p in _bundles() if "H100" in p.name]) == 7
     newest = _newest_window_costs(runs, "fastai")
     assert len(newest) == 6 and {name for name, _, _ in newest} == {
-        "vm_NVIDIA-H100-80GB-HBM3_native_20261205-193120.tar.gz"}  # r8's, which the fastai test below judges
+        "vm_NVIDIA-H100-80GB-HBM3_native_20261205-194953.tar.gz"}  # r8/cifar/, which the fastai test below judges
 
 
 def test_every_profiled_steps_parts_add_up_to_the_timed_step_within_5_percent(runs):
@@ -121,7 +123,10 @@ def test_host_paced_engines_are_host_bound_and_captured_steps_keep_the_gpu_busy(
     for name, c, p in _cells(runs):
         kind = ex.bound(c).kind
         if (c.workload, c.engine) in HOST_PACED:
-            assert kind == ex.HOST_BOUND, (name, c.cell_id, ex.verdict(c))
+            if c.precision == "fp32":  # its slow fp32 kernels may keep up with a fast host (r8's H100: 21-27% idle)
+                assert kind in (ex.HOST_BOUND, ex.COMPUTE_OFF_TENSOR_CORES), (name, c.cell_id, ex.verdict(c))
+            else:
+                assert kind == ex.HOST_BOUND, (name, c.cell_id, ex.verdict(c))
             seen.add(c.engine)
         elif (c.workload, c.engine) in CAPTURED:
             assert ex.idle_s(p) < ex.HOST_BOUND_IDLE * ex.step_s(p), (name, c.cell_id, ex.verdict(c))

@@ -118,7 +118,8 @@ def _valid_results() -> dict:
              make_cell("resnet18", "amp-fp16", epoch_s=[6.0, 6.1], energy_j_per_epoch=100.0),
              make_cell("resnet18", "apex-o1", status="skipped", reason="Apex is not installed [fixture]")]
     d = make_results(cells, make_env())
-    d["config"].update(epochs=1, steps=60, max_batches=60, batch_size=256, tolerance=0.05, gpus=2, global_batch_size=512)
+    d["config"].update(epochs=1, steps=60, max_batches=60, batch_size=256, tolerance=0.05, gpus=2, global_batch_size=512,
+                       profile_window=True)
     for c in d["cells"]:
         c["started_at"], c["finished_at"] = 1735732800.0, 1735732900.0
     d["cells"][0]["reason"] = "fixture note"
@@ -132,7 +133,7 @@ def _valid_results() -> dict:
 #: Fields the schema allows to be null (optional in the dataclasses; measured numbers that may be missing).
 NULLABLE = {"started_at", "finished_at", "config.epochs", "config.steps", "config.max_batches", "config.batch_size",
             "config.tolerance", "config.gpus", "config.global_batch_size", "cells[0].reason", "cells[0].telemetry", "cells[0].started_at", "cells[0].finished_at",
-            "cells[0].host", "cells[0].method"}
+            "cells[0].host", "cells[0].method", "config.profile_window"}
 
 
 def _nullable(path: str) -> bool:
