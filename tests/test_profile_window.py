@@ -115,7 +115,8 @@ def test_a_cpu_window_says_the_device_was_not_measured_and_keeps_the_host_time(r
     assert p["steps"] == STEPS and p["step_s"] > 0 and p["host_op_s"] > 0
     assert 0 < p["window_wall_s"] and p["timed_step_s"] > 0
     phases = p["window_phases_s"]  # where the window's time went, adding up to it
-    assert set(phases) == {"before", "profiler_start", "steps", "profiler_stop", "read"}
+    assert set(phases) == {"before", "profiler_start", "steps", "profiler_stop", "read", "after"}
+    assert (phases["after"] > 0) == (engine == "cifar/fastai")  # the fit's end, after the profiler stopped
     assert min(phases.values()) >= 0 and sum(phases.values()) == pytest.approx(p["window_wall_s"], rel=1e-6)
     assert phases["steps"] == pytest.approx(p["step_s"] * STEPS, abs=1e-3)  # the same steps, read on the host's clock
     assert not any(k.startswith("device") or k in ("idle_s", "busy_s", "largest_kernels") for k in p)
@@ -294,7 +295,7 @@ def test_the_window_reads_the_profilers_own_records_as_its_event_list_gives_them
     cpu = torch.autograd.DeviceType.CPU
     raw = pw._events_of(prof, cpu)
     listed = pw._events_of(SimpleNamespace(events=prof.events), cpu)
-    assert len(listed) > 20 and {n for n, _, _ in raw} == {n for n, _, _ in listed}
+    assert len(listed) > 20 and {n for n, _, _ in raw} >= {n for n, _, _ in listed}  # it hides a few of them
 
     def by_name(events):
         out = collections.defaultdict(list)

@@ -118,8 +118,8 @@ def _valid_results() -> dict:
              make_cell("resnet18", "amp-fp16", epoch_s=[6.0, 6.1], energy_j_per_epoch=100.0),
              make_cell("resnet18", "apex-o1", status="skipped", reason="Apex is not installed [fixture]")]
     d = make_results(cells, make_env())
-    d["config"].update(epochs=1, steps=60, max_batches=60, batch_size=256, tolerance=0.05, gpus=2, global_batch_size=512,
-                       profile_window=True)
+    d["config"].update(epochs=1, steps=60, max_batches=60, batch_size=256, tolerance=0.05, gpus=2,
+                       global_batch_size=512, profile_window=True)
     for c in d["cells"]:
         c["started_at"], c["finished_at"] = 1735732800.0, 1735732900.0
     d["cells"][0]["reason"] = "fixture note"

@@ -12,9 +12,10 @@ changes no setting of the cell's method (kit.results.method), and runs where the
 (by default on a GPU: ``RunConfig.profiles``, ``CellContext.profile_steps``). A failure in the
 window costs the profile, never the cell: the profile says what failed.
 
-What is read from the profiler: every event whose device type is CUDA (kernels, copies and sets,
-as CUPTI reports them) with its own duration, but for user annotations (:func:`device_events`). Kernels that run inside a CUDA-graph replay are
-reported by CUPTI as kernels of their own, under the replay's ``cudaGraphLaunch``: the H200
+What is read from the profiler: every event whose device type is CUDA (kernels, copies and sets, as
+CUPTI reports them) with its own duration, but for user annotations (:func:`device_events`). Kernels
+that run inside a CUDA-graph replay are reported by CUPTI as kernels of their own, under the replay's
+``cudaGraphLaunch``: the H200
 tables recorded from replays of the graphed LSTM step with this same profiler
 (references/h200/lstm/probe/prof/, torch 2.11 + CUDA 13.0: every kernel row's count is a multiple
 of the 40 replays, with no CPU time of its own) show them. On other stacks it is assumed, and
@@ -181,7 +182,16 @@ class Window:
                                       "profiler_start": self._t0_host - self._t_started,
                                       "steps": t_steps_done - self._t0_host,
                                       "profiler_stop": t_stopped - t_steps_done,
-                                      "read": done - t_stopped}
+                                      "read": done - t_stopped, "after": 0.0}
+        return profile
+
+    def ended(self, profile: dict) -> dict:
+        """Count into ``profile``'s window what its caller ran after :meth:`stop` until now (a fastai
+        window's fit ending: its loader's workers shut down), as the phase ``after``."""
+        if isinstance(profile.get("window_wall_s"), float):
+            wall = time.perf_counter() - self.t_created
+            profile.setdefault("window_phases_s", {})["after"] = wall - profile["window_wall_s"]
+            profile["window_wall_s"] = wall
         return profile
 
     def abandon(self) -> None:
@@ -230,16 +240,24 @@ def _events_of(prof: Any, device_type: Any) -> list:
     import torch
 
     results = getattr(getattr(prof, "profiler", None), "kineto_results", None)
-    if results is None:
-        return [(str(e.name), e.time_range.start * 1e-6, e.time_range.end * 1e-6) for e in prof.events()
-                if e.device_type == device_type and not getattr(e, "is_user_annotation", False)]
-    t0 = results.trace_start_ns()  # the records' clock is the epoch's, in integer nanoseconds: seconds from
-    out = []                       # the trace's start keep them to the nanosecond (a float of the epoch would not)
-    for e in results.events():
-        if e.device_type() != device_type or e.is_user_annotation() or getattr(e, "is_hidden_event", bool)():
-            continue
-        out.append((torch._C._demangle(e.name()), (e.start_ns() - t0) * 1e-9, (e.end_ns() - t0) * 1e-9))
-    return out
+    try:
+        if results is not None:
+            t0 = results.trace_start_ns()  # the records' clock is the epoch's, in integer nanoseconds: seconds
+            names: dict = {}               # from the trace's start keep them to the nanosecond
+            out = []
+            for e in results.events():
+                if e.device_type() != device_type or e.is_user_annotation() or getattr(e, "is_hidden_event", bool)():
+                    continue
+                raw = e.name()
+                name = names.get(raw)
+                if name is None:
+                    name = names[raw] = torch._C._demangle(raw)
+                out.append((name, (e.start_ns() - t0) * 1e-9, (e.end_ns() - t0) * 1e-9))
+            return out
+    except AttributeError:  # a PyTorch whose records lack one of these readers: its event list has them
+        pass
+    return [(str(e.name), e.time_range.start * 1e-6, e.time_range.end * 1e-6) for e in prof.events()
+            if e.device_type == device_type and not getattr(e, "is_user_annotation", False)]
 
 
 def run(step: Callable[[], Any], device: str, steps: int, warmup: int = 0,

@@ -104,9 +104,6 @@ def _step_lines(row: dict) -> list:
         if timed and window:
             out.append(f"      kernels from the profiled window, whose own steps took {window * 1e3:.3f} ms "
                        f"({window / timed - 1:+.0%} on the timed step, which ran without the profiler)")
-        cost = row.get("window_cost")
-        if cost:
-            out.append(f"      the window took {cost[0]:.2f} s after the timed repeats, {cost[1]:.1%} of the cell's wall time")
         device, busy = row.get("device_s"), row.get("busy_s")
         if device and busy and device > busy * 1.05:
             out.append(f"      kernels ran side by side: their times add up to {device * 1e3:.3f} ms in the "
@@ -114,6 +111,10 @@ def _step_lines(row: dict) -> list:
         if busy and busy > step * 1.05:
             out.append(f"      the window's kernels ran {busy * 1e3:.3f} ms a step, longer than the step: the parts do "
                        "not add up to it and no host gap is shown")
+    cost = row.get("window_cost")
+    if cost:
+        out.append(f"      the profiled window took {cost[0]:.2f} s after the timed repeats, "
+                   f"{cost[1]:.1%} of the cell's wall time")
     e = row.get("efficiency")
     if e:
         out.append(f"  achieved {e['achieved_tflops']:.3g} TFLOP/s: {e['fraction_of_peak']:.1%} of this GPU's calibrated "

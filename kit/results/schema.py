@@ -107,7 +107,7 @@ class CellResult:
     #: "device_s_by_class": {kit.results.kernel_classes class: seconds}, "largest_kernels": [{"name",
     #: "class", "s", "calls"}], "timed_step_s", "window_wall_s", "window_phases_s", "source"}, seconds
     #: per step (window_wall_s: the whole window; window_phases_s: {"before", "profiler_start", "steps",
-    #: "profiler_stop", "read"}, its parts); on a CPU "available" false with "step_s", "host_op_s",
+    #: "profiler_stop", "read", "after"}, its parts); on a CPU "available" false with "step_s", "host_op_s",
     #: "host_op_s_by_class" and "largest_host_ops" (host time, never device)
     profile: dict[str, Any] | None = None
 
@@ -190,10 +190,11 @@ class RunConfig:
     #: data-parallel: also measure each cell on one rank, for the scaling efficiency
     scaling: bool = False
     #: after each cell's timed repeats, profile a few of its steps (kit.bench.profile_window) into
-    #: CellResult.profile; outside the timed figures and the cell's method. None (the default): on
-    #: where the cells run on a GPU, off on the CPU (see :meth:`profiles`). On an H100 the window cost the
-    #: torch cells 0.5-0.9% of their wall time, the LSTM's 0.9-1.5% (references/h100/explain/r7/) and the
-    #: fastai cells 4.0-6.8% (r8/), under the 10% target
+    #: CellResult.profile; outside the timed figures and the cell's method. None (the default, until the
+    #: run has its device: kit.runner.execute then records what it means there, :meth:`profiles`): on
+    #: where the cells run on one GPU, off on the CPU and for data-parallel cells. On an H100 the window
+    #: cost the torch and LSTM cells 0.2-0.5% of their wall time and the fastai cells 4.0-6.8%
+    #: (references/h100/explain/r8/), under the 10% target
     profile_window: bool | None = None
 
     def __post_init__(self) -> None:
@@ -275,12 +276,13 @@ class RunConfig:
 
     def profiles(self, device: str) -> bool:
         """Whether this run's cells on ``device`` end with a profiled window: as asked
-        (--profile-window, --no-profile-window), else on a GPU only. On the CPU the window can time no
+        (--profile-window, --no-profile-window), else on one GPU only. On the CPU the window can time no
         device, only the host's operators, and CPU runs are the quick checks (the tests, --smoke on a
-        laptop) whose cost it was never measured against."""
+        laptop) whose cost it was never measured against; data-parallel cells (--gpus) are not profiled
+        (kit.bench.profile_window.not_profiled_reason), so by default they do not ask."""
         if self.profile_window is not None:
             return self.profile_window
-        return str(device).startswith("cuda")
+        return str(device).startswith("cuda") and not (self.gpus or 0) > 1
 
     @classmethod
     def from_dict(cls, d: dict) -> "RunConfig":

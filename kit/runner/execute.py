@@ -248,6 +248,9 @@ def _execute_locked(plan: Plan, run_id: str, run_dir: Path, results_root: Path, 
 
         device = bench.resolve_device(config.device)
         log.info("device: %s", device)
+        # the results (and so the bundle) say whether the cells were profiled, not "the default": a
+        # bundle reads the same in a kit whose default differs (the journal keeps the run's own option)
+        config.profile_window = config.profiles(device)
         results.environment.setdefault("run_device", device)
         if "peak_tflops_measured" not in results.environment:
             results.environment["peak_tflops_measured"] = bench.calibrate(device)

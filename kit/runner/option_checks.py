@@ -162,7 +162,8 @@ def check_resume_options(options: RunOptions, config: RunConfig, run_dir: Path) 
         if isinstance(run, list) and isinstance(given, list) and not given and not run:
             continue
         if given != run:
-            shown = "off" if run is False else ("unset" if run is None or run == [] else _shown(run))
+            shown = ("off" if run is False else "the default" if run is None and name == "profile_window"
+                     else "unset" if run is None or run == [] else _shown(run))
             raise UsageError(f"{flag} {_shown(given)} conflicts with the resumed run's {flag} {shown}; "
                              "a resume measures the rest of the run with its own options.", remedy=remedy)
 

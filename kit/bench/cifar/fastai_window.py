@@ -82,4 +82,4 @@ def profile_fit(learn: Any, cfg: TrainConfig, steps: int) -> dict:
         window.abandon()
         return step_profile.unavailable(f"the fit ended after {cb.seen} batches, before the window's {steps}",
                                         window.source)
-    return cb.profile
+    return window.ended(cb.profile)  # the fit's end (its loader's workers shut down) is the window's too
