@@ -20,7 +20,7 @@
 # this machine or another with the same GPU model. Parts may run on different machines of one GPU model
 # and driver: the merged bundle records each part's machine.
 # DEVICE (default cuda:0) picks the GPU; EXTRA adds kit run options to a part that starts (e.g.
-# EXTRA=--profile-window; a resumed part keeps its run's own options). Every part's cells carry today's engine revisions
+# EXTRA=--no-profile-window; a resumed part keeps its run's own options). Every part's cells carry today's engine revisions
 # (each suite's descriptor, kit/bench/<suite>/__init__.py); tests/test_methods.py fails when the
 # shipped reference's differ.
 set -euo pipefail

@@ -146,8 +146,8 @@ def classify(name: str) -> str:
 def device_time_by_class(events: Iterable[Tuple[str, float]]) -> Dict[str, float]:
     """{class: summed time} over ``(name, time)`` pairs (any one unit), every class present (0 where
     none). Each name is classed once: a window of an eager step holds tens of thousands of events of a
-    few hundred kernels, and classing each event's templated name took about a second a window on an
-    H100's host (references/h100/explain/r8/)."""
+    few hundred kernels, and classing each event's templated name took 0.7-1.7 s a window on an H100's
+    host (references/h100/window-trials/)."""
     per_name: Dict[str, float] = {}
     for name, t in events:
         per_name[name] = per_name.get(name, 0.0) + float(t)

@@ -50,8 +50,8 @@ def warmup_batches(batches: int, steps: int) -> int:
     The window does not wait out the queue the workers fill ahead (workers x prefetch, 34 batches with
     16 workers): the ladder decomposes the timed repeats' step (``timed_step_s``), not the window's own,
     and the window reads only the device's work, which a batch taken from the queue does not change.
-    Waiting it out cost 0.8-1.7 s a window on an H100 and left the window's steps no closer to the timed
-    ones (references/h100/explain/r8/)."""
+    On an H100 the warm-up took 0.83-1.70 s with the 34 batches, 0.47-0.68 s with 2, and the window's steps
+    were no closer to the timed ones with the 34 (references/h100/window-trials/)."""
     return max(0, min(step_profile.DEFAULT_WARMUP, batches - steps))
 
 
