@@ -86,8 +86,10 @@ def _newest_window_costs(runs, engine):
     later is judged, not the runs before it."""
     costs: dict = {}
     for name, _, profiled in runs:
-        rows = [(name, c.cell_id, ex.window_cost(c)[1]) for c, p in profiled
-                if c.engine == engine and str(p.get("source", "")).startswith(TODAYS_GPU_WINDOW)]
+        cells = [c for c, p in profiled
+                 if c.engine == engine and str(p.get("source", "")).startswith(TODAYS_GPU_WINDOW)]
+        assert all(ex.window_cost(c) for c in cells), (name, [c.cell_id for c in cells if not ex.window_cost(c)])
+        rows = [(name, c.cell_id, ex.window_cost(c)[1]) for c in cells]
         kind = name.removesuffix(".tar.gz").rsplit("_", 1)[0]
         if rows and (kind not in costs or name > costs[kind][0][0]):
             costs[kind] = rows
