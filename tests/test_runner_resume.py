@@ -341,3 +341,22 @@ def test_a_resume_on_another_gpu_model_is_refused_and_changes_nothing(tmp_path, 
     out = execute(None, tmp_path, resume_dir=run_dir, make_bundle=False)
     assert fb.ran == ["cifar/resnet34/fp32/torch", "cifar/resnet34/amp-bf16/torch"]
     assert load_results(out.run_dir / "results.json").status == "complete"
+
+
+@pytest.mark.parametrize("device, asked, profiled", [("cpu", None, False), ("cuda:0", None, True),
+                                                     ("cuda:0", False, False), ("cpu", True, True)])
+def test_the_results_say_whether_the_cells_were_profiled_and_the_journal_keeps_the_option(
+        tmp_path, fake_bench, monkeypatch, device, asked, profiled):
+    """The default (None) means "on a GPU": the results record what it meant on the run's device, so a
+    bundle reads the same in a kit whose default differs, while the journal keeps the option for a resume
+    (on another machine it is resolved there)."""
+    fb = fake_bench()
+    monkeypatch.setattr(fb, "resolve_device", lambda requested: device)
+    seen = []
+    real = fb.run_cell
+    monkeypatch.setattr(fb, "run_cell", lambda spec, ctx: seen.append(ctx.profile_steps) or real(spec, ctx))
+    out = execute(_config(models=["resnet18"], precisions=["fp32"], profile_window=asked), tmp_path, make_bundle=False)
+    assert load_results(out.run_dir / "results.json").config.profile_window is profiled
+    assert seen == [5 if profiled else 0]
+    start = next(e for e in read_journal(out.run_dir / "journal.jsonl") if e["event"] == "run_start")
+    assert start["config"]["profile_window"] is asked
