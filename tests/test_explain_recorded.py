@@ -179,3 +179,24 @@ def test_an_amp_bf16_cell_runs_bf16_kernels_and_the_recorded_fp16_reuse_is_the_o
                 reused.add((bundle.name, c.cell_id, revision))
     assert {(cid, rev) for _, cid, rev in reused} == {("cifar/resnet18/amp-bf16/torch", 6),
                                                        ("cifar/resnet50/amp-bf16/torch", 6)}, reused
+
+
+def test_recorded_nvjet_gemms_are_classed_by_their_input_type(runs):
+    """cuBLAS's Hopper GEMMs (nvjet_sm90_<types>) run on the tensor cores with half (h), bf16 (t) or two
+    fp8 inputs, and fp32 ones (s) are not claimed for them: every nvjet kernel among the recorded cells'
+    largest, classed by today's rules. The recorded amp-bf16 cells hold bf16's (tst); a rule that knew
+    only h counted their matmul time off the tensor cores."""
+    seen = {}
+    for _, _, profiled in runs:
+        for cell, profile in profiled:
+            for k in profile.get("largest_kernels", []):
+                if k["name"].startswith("nvjet_sm"):
+                    seen[k["name"]] = (cell.precision, kc.classify(k["name"]))
+    kinds = {name.split("_")[2][:3] for name in seen}
+    assert {"hsh", "tst"} <= kinds, kinds
+    for name, (precision, klass) in seen.items():
+        types = name.split("_")[2]
+        want = kc.OTHER_MATMUL if types.startswith("s") else kc.TENSOR_CORE_MATMUL
+        assert klass == want, (name, precision)
+        if precision == "fp32":
+            assert klass == kc.OTHER_MATMUL, name

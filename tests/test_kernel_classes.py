@@ -197,3 +197,14 @@ def test_every_rule_is_reached_by_a_recorded_or_cited_name(cpu_trace):
     assert {kc.classify(n) for n in cited} == {kc.TENSOR_CORE_MATMUL}
     assert kc.classify("nvjet_sm90_sss_128x64") == kc.OTHER_MATMUL  # fp32 inputs: not claimed
     assert kc.classify("unknown_kernel_xyz") == kc.OTHER
+
+
+def test_hoppers_fp8_and_bf16_nvjet_gemms_run_on_the_tensor_cores():
+    """Names from the H200 GPT profile of 2026-12-02 (scripts/profile_gpt_step.py, commit 3167bdb):
+    cuBLAS's fp8 GEMMs (q e4m3, r e5m2 inputs) and bf16's (t), as that profile printed them."""
+    for name in ("nvjet_sm90_qqtst_192x192_128x4_2x1_v_bz_coopB_TNN",
+                 "nvjet_sm90_qrtst_128x160_128x5_1x2_h_bz_coopA_algo2_TNT",
+                 "nvjet_sm90_tst_128x256_64x4_2x1_v_bz_coopA_NTN"):
+        assert kc.classify(name) == kc.TENSOR_CORE_MATMUL, name
+        assert kc.classify(name[:55]) == kc.TENSOR_CORE_MATMUL, name  # as torch's table cuts it
+    assert kc.classify("nvjet_sm90_sss_128x64") == kc.OTHER_MATMUL

@@ -16,8 +16,12 @@ Sources of the naming (checked again where a rule depends on it):
   https://github.com/NVIDIA/cutlass/issues/1025 and https://github.com/NVIDIA/cutlass/issues/2117).
 - cuBLAS on Hopper names its GEMMs ``nvjet_sm90_...``: warpgroup (wgmma) tensor-core kernels
   (https://github.com/GindaChen/nsys-ai/pull/582, which reports one reaching about 77% of an H100's
-  dense fp16 peak). cuBLAS's ``xmma`` GEMMs name their types as ``[A/B][C/D]``
-  (https://github.com/NVIDIA/TransformerEngine/issues/1391: ``sm90_xmma_gemm_bf16bf16_bf16f32_f32``).
+  dense fp16 peak). The letters after ``sm90_`` are the types: the kit's own profiles show ``hsh``
+  (half in, fp32 compute, half out) in amp-fp16 cells, ``tst`` in amp-bf16 ones (t: bf16) and
+  ``qqtst``/``qrtst`` in fp8 ones (q: e4m3, r: e5m2; the H200 GPT profile of
+  scripts/profile_gpt_step.py, references/h100/window-cost/). cuBLAS's ``xmma`` GEMMs name their
+  types as ``[A/B][C/D]`` (https://github.com/NVIDIA/TransformerEngine/issues/1391:
+  ``sm90_xmma_gemm_bf16bf16_bf16f32_f32``).
 - Volta/Turing cuBLAS and cuDNN tensor-core kernels carry ``884``/``1688``/``hmma`` in their names
   (``volta_h884gemm``, ``turing_fp16_s1688gemm``); the CUDA-core fp32 ones are ``*_sgemm_*``.
 - PyTorch: ``GradScaler`` calls ``aten::_amp_foreach_non_finite_check_and_unscale_`` and
@@ -92,8 +96,10 @@ RULES: Tuple[Rule, ...] = (
          "an Inductor-generated kernel (pointwise, reduction, persistent reduction, foreach, split scan): fused "
          "memory-bound work, whatever ops its fused name lists (\"triton_poi_fused_convolution_relu_0\" applies "
          "a convolution's bias and ReLU; the convolution itself runs in cuDNN)", INDUCTOR),
-    Rule(r"nvjet_sm\d+_[hbe]", TENSOR_CORE_MATMUL,
-         "cuBLAS's Hopper GEMMs (nvjet) with half (h), bf16 (b) or fp8 (e) inputs: wgmma tensor-core kernels",
+    Rule(r"nvjet_sm\d+_(?:[ht]|[qr]{2})", TENSOR_CORE_MATMUL,
+         "cuBLAS's Hopper GEMMs (nvjet) whose types (A, B, then compute and output) start with half (h), bf16 (t) "
+         "or two fp8 inputs (q e4m3, r e5m2): wgmma tensor-core kernels (the kit's own profiles: nvjet_sm90_hsh "
+         "in amp-fp16 cells, nvjet_sm90_tst in amp-bf16 ones, nvjet_sm90_qqtst and _qrtst in fp8 ones)",
          NVJET),
     Rule(r"nvjet_", OTHER_MATMUL, "another nvjet GEMM (fp32 inputs): whether it runs on the tensor cores (as "
          "TF32) is not in the name and not established here, so it is counted off them (conservative)", NVJET),
