@@ -19,10 +19,21 @@ from kit.results import kernel_classes as kc
 PROF = Path(__file__).resolve().parents[1] / "references" / "h200" / "lstm" / "probe" / "prof"
 FP32 = PROF / "profile-tensor-core-fp32.txt"
 FP16 = PROF / "profile-tensor-core-amp-fp16.txt"
+GPT_H100 = PROF.parents[3] / "h100" / "window-cost" / "gpt"
 
 
 def _table(path: Path) -> list:
     return kc.parse_table(path.read_text(encoding="utf-8"))
+
+
+def _gpt_h100() -> dict:
+    """{kernel name: precision} of the largest kernels of the recorded H100 GPT cells
+    (references/h100/window-cost/gpt/)."""
+    from kit.bundle.safe_open import open_bundle
+
+    (bundle,) = GPT_H100.glob("*.tar.gz")
+    return {k["name"]: c.precision for c in open_bundle(bundle).results.cells
+            for k in (c.profile or {}).get("largest_kernels", [])}
 
 
 @pytest.fixture(scope="module")
@@ -185,7 +196,7 @@ def test_every_rule_is_reached_by_a_recorded_or_cited_name(cpu_trace):
     (github.com/GindaChen/nsys-ai/pull/582). Constructed, no source
     prints one: an nvjet GEMM with fp32 (s) inputs, which the rules must not claim for the tensor cores;
     and Inductor's kernels, named as its code names them (:func:`inductor_names`)."""
-    recorded = [n for n, _ in _table(FP32) + _table(FP16)] + [k for k, _ in cpu_trace[0]]
+    recorded = [n for n, _ in _table(FP32) + _table(FP16)] + [k for k, _ in cpu_trace[0]] + list(_gpt_h100())
     cited = ["cutlass_80_tensorop_f16_s16816gemm_relu_f16_128x128_32x4_tn_align8",
              "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_k",
              "nvjet_sm90_hss_320x128"]
@@ -208,3 +219,17 @@ def test_hoppers_fp8_and_bf16_nvjet_gemms_run_on_the_tensor_cores():
         assert kc.classify(name) == kc.TENSOR_CORE_MATMUL, name
         assert kc.classify(name[:55]) == kc.TENSOR_CORE_MATMUL, name  # as torch's table cuts it
     assert kc.classify("nvjet_sm90_sss_128x64") == kc.OTHER_MATMUL
+
+
+def test_the_h100_gpt_cells_matmuls_and_attention_are_matmuls():
+    """The recorded H100 GPT cells: fp32's GEMMs (xmma f32f32, CUTLASS simt) and its memory-efficient
+    attention (fmha_cutlassF/B_f32) are matmuls off the tensor cores; amp's nvjet GEMMs, half (hsh)
+    and bf16 (tst), and cuDNN's wgmma attention are on them."""
+    kernels = _gpt_h100()
+    fmha = [n for n, p in kernels.items() if n.startswith("fmha_cutlass")]
+    assert fmha and {kc.classify(n) for n in fmha} == {kc.OTHER_MATMUL}
+    fp32_gemms = [n for n, p in kernels.items() if p == "fp32" and ("gemm" in n or "sgemm" in n)]
+    assert fp32_gemms and {kc.classify(n) for n in fp32_gemms} == {kc.OTHER_MATMUL}
+    amp = [n for n, p in kernels.items() if p != "fp32" and (n.startswith("nvjet_sm90_") or "wgmma" in n)]
+    assert {n.split("_")[2] for n in amp if n.startswith("nvjet")} >= {"hsh", "tst"}
+    assert {kc.classify(n) for n in amp} == {kc.TENSOR_CORE_MATMUL}

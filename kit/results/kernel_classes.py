@@ -110,6 +110,12 @@ RULES: Tuple[Rule, ...] = (
     Rule(r"(?i)xmma_(gemm|fprop|dgrad|wgrad)_f32f32", OTHER_MATMUL,
          "an xmma GEMM or convolution with fp32 inputs: whether it uses tensor cores (as TF32) is not in the "
          "name and not established here, so it is counted off them (conservative)", XMMA),
+    Rule(r"^fmha_cutlass[FB]_", OTHER_MATMUL,
+         "PyTorch's memory-efficient attention (fmha_cutlassF_* forward, fmha_cutlassB_* backward: two matmuls and "
+         "a softmax in one kernel; GPT's fp32 cells run it): whether its matmuls run on the tensor cores is not in "
+         "the name, so they are counted off them (conservative)",
+         "PyTorch aten/src/ATen/native/transformers/cuda/mem_eff_attention/ (kernel names from its "
+         "generate_kernels.py); references/h100/window-cost/"),
     Rule(r"(?i)Memcpy|Memset|copy_|^aten::(to|_to_copy|copy_|clone|contiguous)$|cast|convert|_to_copy|"
          r"nchwToNhwc|nhwcToNchw", CASTS_COPIES,
          "copies, sets and dtype casts (CUPTI's Memcpy/Memset, aten::to/_to_copy/copy_), and cuDNN's layout "
