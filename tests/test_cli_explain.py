@@ -145,3 +145,20 @@ def test_the_same_precision_through_two_engines_is_set_side_by_side_fastest_firs
     cells = [ln for ln in out.splitlines() if ln.startswith("cifar/")]
     assert cells == ["cifar/resnet18/fp32/fastai", "cifar/resnet18/amp-fp16/fastai", "cifar/resnet18/amp-fp16/torch"]
     assert "  cifar/resnet18 amp-fp16: torch 3.00×" in out  # its fp32 cell not shown, still its base
+
+
+def test_kernels_an_older_kit_classed_otherwise_are_named_with_todays_class(capsys):
+    """The H100 GPT run of references/h100/window-cost/ was classed by rules that put cuBLAS's bf16 GEMMs
+    (nvjet_sm90_tst) off the tensor cores: its step's parts stay as measured, and the kernels today's
+    rules class otherwise say so, in the text and in the JSON; amp-fp16's (hsh) are unchanged."""
+    (bundle,) = (REF.parents[1] / "h100" / "window-cost" / "gpt").glob("*.tar.gz")
+    code, out, err = _kit(capsys, "explain", str(bundle), "--cell", "*/amp-bf16/*")
+    assert code == 0, err
+    assert "[other matmul/convolution; today: tensor-core matmul/convolution]" in out
+    assert "in another class than the run's kit did; the step's parts above are as measured" in out
+    code, out, err = _kit(capsys, "explain", str(bundle), "--json", "-")
+    assert code == 0, err
+    cells = {c["cell_id"]: c for c in json.loads(out)["cells"]}
+    bf16 = [k for k in cells["gpt/gpt2-small/amp-bf16/kit"]["largest_kernels"] if k["name"].startswith("nvjet_sm90_tst")]
+    assert bf16 and {k.get("class_today") for k in bf16} == {"tensor-core matmul/convolution"}
+    assert not [k for k in cells["gpt/gpt2-small/amp-fp16/kit"]["largest_kernels"] if "class_today" in k]

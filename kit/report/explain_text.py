@@ -122,8 +122,14 @@ def _step_lines(row: dict) -> list:
     kernels = row.get("largest_kernels") or []
     if kernels:
         out.append("  largest kernels (share of device time, ms per step):")
-        out += [f"      {k['share']:>4.0%} {k['s'] * 1e3:8.3f}  {inert(k['name'])}  [{inert(k['class'])}]"
+        out += [f"      {k['share']:>4.0%} {k['s'] * 1e3:8.3f}  {inert(k['name'])}  [{inert(k['class'])}"
+                + (f"; today: {inert(k['class_today'])}]" if k.get("class_today") else "]")
                 for k in kernels[:TEXT_KERNELS]]
+        moved = [k for k in kernels if k.get("class_today")]
+        if moved:
+            out.append(f"      today's kernel classes (kit/results/kernel_classes.py) put {len(moved)} of its largest "
+                       f"kernels ({sum(k['s'] for k in moved) * 1e3:.3f} ms per step) in another class than the run's "
+                       "kit did; the step's parts above are as measured")
     return out
 
 

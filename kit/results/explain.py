@@ -132,8 +132,10 @@ def step_parts(cell: CellResult) -> Optional[List[Tuple[str, float]]]:
 
 def largest_kernels(cell: CellResult) -> List[Dict[str, Any]]:
     """The profiled step's largest device events (kit.results.step_profile.largest), each with its
-    ``share`` of the step's device time; [] without a profile or where the window did not record
-    them. A stranger's bundle: entries that are not a name, a known class and a time are dropped."""
+    ``share`` of the step's device time, and ``class_today`` where today's rules class its name
+    otherwise than the run's kit did (its step's classes are summed as measured); [] without a profile
+    or where the window did not record them. A stranger's bundle: entries that are not a name, a known
+    class and a time are dropped."""
     p = profile_of(cell)
     rows = p.get("largest_kernels") if p else None
     if not isinstance(rows, list):
@@ -145,8 +147,12 @@ def largest_kernels(cell: CellResult) -> List[Dict[str, Any]]:
         name, klass = (r.get(k) if isinstance(r, dict) else None for k in ("name", "class"))
         share = ratios.finite_number(t / device) if t else None
         if t and share is not None and isinstance(name, str) and klass in kc.CLASSES:
-            out.append({"name": name[:step_profile.NAME_CHARS], "class": klass, "s": t,
-                        "calls": _num(r, "calls"), "share": share})
+            row = {"name": name[:step_profile.NAME_CHARS], "class": klass, "s": t, "calls": _num(r, "calls"),
+                   "share": share}
+            today = kc.classify(name)
+            if today != klass:
+                row["class_today"] = today
+            out.append(row)
     return out
 
 
