@@ -620,3 +620,18 @@ def test_a_precision_without_its_fp32_cell_says_why_fp32_has_none():
     text = _findings(_report(cells))
     assert ("No fp32 cell to compare against: resnet18 · torch: amp-bf16; "
             "resnet50 · torch: amp-fp16 (fp32: out of memory at batch 256).") in text
+
+
+def test_the_why_kernels_table_names_a_class_todays_rules_would_give_otherwise():
+    """A profile classed by an older kit (a bf16 nvjet GEMM stored as off the tensor cores, as the
+    H100 GPT run of references/h100/window-cost/ was): the table keeps the stored class and adds today's."""
+    profile = make_profile(24.0, {kc.OTHER_MATMUL: 2.0, kc.NORM_ELEMENTWISE: 2.5},
+                           kernels=[("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", 2.0), ("elementwise_add", 2.5)])
+    profile["largest_kernels"][1]["class"] = kc.OTHER_MATMUL  # as the older rules stored it
+    assert profile["largest_kernels"][1]["name"].startswith("nvjet")
+    env = dict(make_env(), peak_tflops_measured=PEAKS)
+    cells = [make_cell("resnet18", "fp32", profile=FP32_PROFILE), make_cell("resnet18", "amp-bf16", profile=profile)]
+    why = _why(_report(cells, env=env))
+    kernels = why[why.index('<details class="why-kernels">'):]
+    assert "other matmul/convolution (today: tensor-core matmul/convolution)" in kernels
+    assert kernels.count("(today:") == 1

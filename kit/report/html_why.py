@@ -112,7 +112,8 @@ def _kernels_table(members: list[dict]) -> str:
         for k in r["largest_kernels"]:
             body.append(f"<tr><td>{escape(r['precision'])}</td><td class=\"num\">{k['share']:.0%}</td>"
                         f"<td class=\"num\">{k['s'] * 1e3:.3f}</td><td><code>{escape(k['name'])}</code></td>"
-                        f"<td>{escape(k['class'])}</td></tr>")
+                        f"<td>{escape(k['class'])}" + (f" (today: {escape(k['class_today'])})" if k.get("class_today") else "")
+                        + "</td></tr>")
     header = "".join(f"<th>{h}</th>" for h in ("precision", "share of device time", "ms per step", "kernel", "class"))
     return ('<details class="why-kernels"><summary>Largest kernels in each profiled step</summary>'
             f'<table class="why"><thead><tr>{header}</tr></thead><tbody>{"".join(body)}</tbody></table></details>')
