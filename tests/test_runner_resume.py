@@ -175,6 +175,44 @@ def test_ctrl_c_is_named_in_the_journal_and_exits_130(tmp_path, fake_bench):
     assert [(e["message"], e["signal"]) for e in stops] == [("interrupted (Ctrl-C)", "SIGINT")]
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the swallowed interrupt itself
+def test_a_ctrl_c_swallowed_inside_a_cell_still_stops_the_run_after_it(tmp_path, fake_bench):
+    """A KeyboardInterrupt raised inside a weakref callback (PyTorch's compiler runs them) is printed as
+    "Exception ignored" and lost; the run must still stop, after the cell in flight, not measure on."""
+    import gc
+    import os
+    import signal
+    import weakref
+
+    fb = fake_bench()
+    original = fb.run_cell
+
+    class Obj:
+        pass
+
+    def run_cell(spec, ctx):
+        if spec.cell_id == "cifar/resnet18/amp-bf16/torch":
+            obj = Obj()
+            keep = weakref.ref(obj, lambda ref: os.kill(os.getpid(), signal.SIGINT))
+            del obj
+            gc.collect()
+            assert keep() is None  # the callback ran, and its KeyboardInterrupt went nowhere
+        return original(spec, ctx)
+
+    fb.run_cell = run_cell
+    previous = signal.getsignal(signal.SIGINT)
+    with pytest.raises(Interrupted) as err:
+        execute(_config(), tmp_path, make_bundle=False)
+    assert err.value.exit_code == 130 and "interrupted (Ctrl-C)" in err.value.message
+    assert fb.ran == ["cifar/resnet18/fp32/torch", "cifar/resnet18/amp-bf16/torch"]  # not resnet34's cells
+    run_dir = next(p for p in tmp_path.iterdir() if p.is_dir())
+    res = load_results(run_dir / "results.json")
+    assert res.status == "interrupted" and [c.status for c in res.cells] == ["ok", "ok"]
+    stops = [e for e in read_journal(run_dir / "journal.jsonl") if e["event"] == "run_interrupted"]
+    assert [(e["message"], e["signal"]) for e in stops] == [("interrupted (Ctrl-C)", "SIGINT")]
+    assert signal.getsignal(signal.SIGINT) is previous  # Python's own handler is back
+
+
 def test_a_clean_run_leaves_a_log_of_what_it_did(tmp_path, fake_bench):
     fake_bench()
     out = execute(_config(), tmp_path, make_bundle=False)

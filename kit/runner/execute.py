@@ -27,7 +27,6 @@ import json
 import logging
 import os
 import secrets
-import signal
 import socket
 import sys
 import threading
@@ -47,7 +46,8 @@ from kit.runner.lock import RunLock
 from kit.runner.plan import Plan, build_plan
 from kit.runner.resume import ResumeState, find_bundle, read_resume_state
 from kit.runner.run_log import LOG_NAME, _attach_log, _detach_log
-from kit.runner.stop_signals import _StopFlag, _install_sigterm_handler, _signals_received, _stop_reason
+from kit.runner.stop_signals import (_restore_handlers, _StopFlag, _install_sigterm_handler, _signals_received,
+                                     _stop_reason, stop_requested)
 
 log = logging.getLogger("kit.run")
 
@@ -237,10 +237,10 @@ def _execute_locked(plan: Plan, run_id: str, run_dir: Path, results_root: Path, 
     reason = None
     # `docker stop` (and kill) send SIGTERM: stop like Ctrl-C so the run ends with its journal
     # closed, results.json marked interrupted and a bundle of what finished; the journal names the signal
-    previous_term = None
+    previous_handlers = None
     del _signals_received[:]
     if threading.current_thread() is threading.main_thread():
-        previous_term = _install_sigterm_handler()
+        previous_handlers = _install_sigterm_handler()
     try:
         from kit.bench import api as bench  # torch is imported here, and only here
 
@@ -268,6 +268,8 @@ def _execute_locked(plan: Plan, run_id: str, run_dir: Path, results_root: Path, 
             journal.write("cell_end", spec.cell_id, result=result.to_dict())
             atomic_write_json(run_dir / RESULTS_NAME, results.to_dict())
             ui.cell_done(spec, result)
+            if stop_requested():  # its KeyboardInterrupt was swallowed where it landed (a weakref callback)
+                raise KeyboardInterrupt("a stop signal arrived during the cell")
     except KeyboardInterrupt:
         status = "interrupted"
         signal_name, reason = _stop_reason()
@@ -280,8 +282,8 @@ def _execute_locked(plan: Plan, run_id: str, run_dir: Path, results_root: Path, 
             journal.write("note", message="run failed", error=traceback.format_exc())
         raise
     finally:
-        if previous_term is not None:
-            signal.signal(signal.SIGTERM, previous_term)
+        if previous_handlers is not None:
+            _restore_handlers(previous_handlers)
         results.status = status if status != "complete" or len(results.cells) == len(plan.cells) else "interrupted"
         results.finished_at = time.time()
         results.derived = derive(results.cells, config.mode, config.tolerance, results.environment)
