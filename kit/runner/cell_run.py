@@ -16,6 +16,7 @@ from kit.results.stats import summarise_repeats
 from kit.bench.context import CellContext
 from kit.runner.isolate import run_isolated, run_parallel_cell, wants_isolation
 from kit.runner.run_log import LOG_NAME
+from kit.runner.stop_signals import stop_requested
 
 log = logging.getLogger("kit.run")
 
@@ -41,6 +42,14 @@ def cell_devices(spec: CellSpec, device: str) -> list[str]:
     return [device]
 
 
+def _journal_event(journal: Journal, cell_id: str, kind: str, fields: dict) -> None:
+    """Journal an event of the cell in flight (an epoch, a repeat), then stop there where a stop
+    signal arrived whose KeyboardInterrupt was lost (kit.runner.stop_signals.stop_requested)."""
+    journal.write(kind, cell_id, **fields)
+    if stop_requested():
+        raise KeyboardInterrupt("a stop signal arrived during the cell")
+
+
 def _run_one(bench, spec: CellSpec, config: RunConfig, device: str, run_dir: Path, journal: Journal, ui, stop) -> CellResult:
     from kit.env import telemetry
     from kit.env.telemetry_summary import attach_energy
@@ -53,7 +62,7 @@ def _run_one(bench, spec: CellSpec, config: RunConfig, device: str, run_dir: Pat
         seed=config.seed,
         repeats=config.repeats,
         mode=config.mode,
-        event=lambda kind, **f: journal.write(kind, spec.cell_id, **f),
+        event=lambda kind, **f: _journal_event(journal, spec.cell_id, kind, f),
         progress=lambda done, total, desc="": ui.cell_progress(spec, done, total, desc),
         should_stop=lambda: stop.stop,
         extra={"run_dir": str(run_dir)},

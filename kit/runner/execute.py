@@ -284,6 +284,7 @@ def _execute_locked(plan: Plan, run_id: str, run_dir: Path, results_root: Path, 
     finally:
         if previous_handlers is not None:
             _restore_handlers(previous_handlers)
+        del _signals_received[:]  # said in the journal above; a later run in this process starts clean
         results.status = status if status != "complete" or len(results.cells) == len(plan.cells) else "interrupted"
         results.finished_at = time.time()
         results.derived = derive(results.cells, config.mode, config.tolerance, results.environment)
