@@ -155,10 +155,21 @@ def test_kernels_an_older_kit_classed_otherwise_are_named_with_todays_class(caps
     code, out, err = _kit(capsys, "explain", str(bundle), "--cell", "*/amp-bf16/*")
     assert code == 0, err
     assert "[other matmul/convolution; today: tensor-core matmul/convolution]" in out
-    assert "in another class than the run's kit did; the step's parts above are as measured" in out
+    assert "shown above) in another class than the run's kit did; the step's parts above are as measured" in out
     code, out, err = _kit(capsys, "explain", str(bundle), "--json", "-")
     assert code == 0, err
     cells = {c["cell_id"]: c for c in json.loads(out)["cells"]}
     bf16 = [k for k in cells["gpt/gpt2-small/amp-bf16/kit"]["largest_kernels"] if k["name"].startswith("nvjet_sm90_tst")]
     assert bf16 and {k.get("class_today") for k in bf16} == {"tensor-core matmul/convolution"}
     assert not [k for k in cells["gpt/gpt2-small/amp-fp16/kit"]["largest_kernels"] if "class_today" in k]
+
+
+def test_a_bundle_classed_by_todays_rules_names_no_kernel_otherwise(capsys):
+    """The H200 part of references/h200/remeasure/torch-a/ was classed by today's rules: no kernel moves,
+    not even a GradScaler kernel whose stored name was cut before the template argument that names it."""
+    (bundle,) = (REF.parent / "remeasure" / "torch-a").glob("*.tar.gz")
+    code, out, err = _kit(capsys, "explain", str(bundle), "--json", "-")
+    assert code == 0, err
+    kernels = [k for c in json.loads(out)["cells"] for k in c.get("largest_kernels") or []]
+    assert any(len(k["name"]) >= 160 and k["class"] == "loss scaling" for k in kernels)  # cut, yet not "moved"
+    assert kernels and not [k["name"][:60] for k in kernels if "class_today" in k]

@@ -201,7 +201,7 @@ def test_every_rule_is_reached_by_a_recorded_or_cited_name(cpu_trace):
              "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_k",
              "nvjet_sm90_hss_320x128"]
     cited_fp32 = SCUDNN + [AMP_UPDATE]
-    constructed = (["nvjet_sm90_sss_128x64", "triton_poi_fused__to_copy_7"]
+    constructed = (["nvjet_sm90_sss_128x64", "triton_poi_fused__to_copy_7", "fmha_cutlassF_f32_aligned_64x64_rf_sm75"]
                    + [n for names in inductor_names().values() for n in names])
     reached = {kc.RULES.index(kc.rule_for(n)) for n in recorded + cited + cited_fp32 + constructed if kc.rule_for(n)}
     assert reached == set(range(len(kc.RULES))), [kc.RULES[i].pattern for i in set(range(len(kc.RULES))) - reached]
@@ -222,12 +222,17 @@ def test_hoppers_fp8_and_bf16_nvjet_gemms_run_on_the_tensor_cores():
 
 
 def test_the_h100_gpt_cells_matmuls_and_attention_are_matmuls():
-    """The recorded H100 GPT cells: fp32's GEMMs (xmma f32f32, CUTLASS simt) and its memory-efficient
-    attention (fmha_cutlassF/B_f32) are matmuls off the tensor cores; amp's nvjet GEMMs, half (hsh)
-    and bf16 (tst), and cuDNN's wgmma attention are on them."""
+    """The recorded H100 GPT cells: fp32's GEMMs (xmma f32f32, CUTLASS simt) are matmuls off the tensor
+    cores, its memory-efficient attention built for sm80 (fmha_cutlassF/B_f32_..._sm80: CUTLASS TensorOp
+    as 3xTF32) on them; amp's nvjet GEMMs, half (hsh) and bf16 (tst), and cuDNN's wgmma attention on them
+    too. Memory-efficient attention built for an older GPU runs on the CUDA cores (Simt)."""
     kernels = _gpt_h100()
     fmha = [n for n, p in kernels.items() if n.startswith("fmha_cutlass")]
-    assert fmha and {kc.classify(n) for n in fmha} == {kc.OTHER_MATMUL}
+    assert fmha and {kc.classify(n) for n in fmha} == {kc.TENSOR_CORE_MATMUL}
+    assert {n.split("(")[0].rsplit("_", 1)[1] for n in fmha} == {"sm80"}
+    assert kc.classify("fmha_cutlassF_f32_aligned_64x64_rf_sm75") == kc.OTHER_MATMUL  # f32 before sm80: Simt
+    assert kc.classify("fmha_cutlassF_f16_aligned_64x64_rf_sm75") == kc.TENSOR_CORE_MATMUL
+    assert kc.classify("fmha_cutlassF_f16_aligned_64x64_rf_sm70") == kc.OTHER_MATMUL
     fp32_gemms = [n for n, p in kernels.items() if p == "fp32" and ("gemm" in n or "sgemm" in n)]
     assert fp32_gemms and {kc.classify(n) for n in fp32_gemms} == {kc.OTHER_MATMUL}
     amp = [n for n, p in kernels.items() if p != "fp32" and (n.startswith("nvjet_sm90_") or "wgmma" in n)]

@@ -175,43 +175,65 @@ def test_ctrl_c_is_named_in_the_journal_and_exits_130(tmp_path, fake_bench):
     assert [(e["message"], e["signal"]) for e in stops] == [("interrupted (Ctrl-C)", "SIGINT")]
 
 
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the swallowed interrupt itself
-def test_a_ctrl_c_swallowed_inside_a_cell_still_stops_the_run_after_it(tmp_path, fake_bench):
-    """A KeyboardInterrupt raised inside a weakref callback (PyTorch's compiler runs them) is printed as
-    "Exception ignored" and lost; the run must still stop, at the cell's next journaled event (here its
-    first epoch) or after the cell, not measure on."""
+def _swallowed_ctrl_c() -> None:
+    """Ctrl-C landing in a weakref callback (PyTorch's compiler runs them): Python prints "Exception
+    ignored" and the KeyboardInterrupt goes nowhere."""
     import gc
     import os
     import signal
     import weakref
 
-    fb = fake_bench()
-    original = fb.run_cell
-
     class Obj:
         pass
 
+    obj = Obj()
+    keep = weakref.ref(obj, lambda ref: os.kill(os.getpid(), signal.SIGINT))
+    del obj
+    gc.collect()
+    assert keep() is None  # the callback ran, and its KeyboardInterrupt went nowhere
+
+
+@pytest.fixture
+def python_ctrl_c():
+    """SIGINT as an interactive Python has it (a pytest started in a script's background ignores it)."""
+    import signal
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the swallowed interrupt itself
+@pytest.mark.parametrize("when", ["inside the cell", "at the cell's end"])
+def test_a_swallowed_ctrl_c_still_stops_the_run(tmp_path, fake_bench, python_ctrl_c, when):
+    """A lost KeyboardInterrupt must still stop the run, not let it measure on: inside the cell at its
+    next journaled event (here its first epoch: the cell is not kept), at its end before the next cell
+    (the cell is kept)."""
+    import signal
+
+    fb = fake_bench()
+    original = fb.run_cell
+
     def run_cell(spec, ctx):
-        if spec.cell_id == "cifar/resnet18/amp-bf16/torch":
-            obj = Obj()
-            keep = weakref.ref(obj, lambda ref: os.kill(os.getpid(), signal.SIGINT))
-            del obj
-            gc.collect()
-            assert keep() is None  # the callback ran, and its KeyboardInterrupt went nowhere
-        return original(spec, ctx)
+        if spec.cell_id == "cifar/resnet18/amp-bf16/torch" and when == "inside the cell":
+            _swallowed_ctrl_c()
+        result = original(spec, ctx)
+        if spec.cell_id == "cifar/resnet18/amp-bf16/torch" and when == "at the cell's end":
+            _swallowed_ctrl_c()
+        return result
 
     fb.run_cell = run_cell
-    previous = signal.getsignal(signal.SIGINT)
     with pytest.raises(Interrupted) as err:
         execute(_config(), tmp_path, make_bundle=False)
     assert err.value.exit_code == 130 and "interrupted (Ctrl-C)" in err.value.message
     assert fb.ran == ["cifar/resnet18/fp32/torch", "cifar/resnet18/amp-bf16/torch"]  # none of resnet34's
     run_dir = next(p for p in tmp_path.iterdir() if p.is_dir())
     res = load_results(run_dir / "results.json")
-    assert res.status == "interrupted" and [c.cell_id for c in res.cells] == ["cifar/resnet18/fp32/torch"]
+    kept = ["cifar/resnet18/fp32/torch"] + (["cifar/resnet18/amp-bf16/torch"] if when == "at the cell's end" else [])
+    assert res.status == "interrupted" and [c.cell_id for c in res.cells] == kept
     stops = [e for e in read_journal(run_dir / "journal.jsonl") if e["event"] == "run_interrupted"]
     assert [(e["message"], e["signal"]) for e in stops] == [("interrupted (Ctrl-C)", "SIGINT")]
-    assert signal.getsignal(signal.SIGINT) is previous  # Python's own handler is back
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Python's own handler is back
 
 
 def test_a_clean_run_leaves_a_log_of_what_it_did(tmp_path, fake_bench):

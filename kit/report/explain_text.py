@@ -127,9 +127,10 @@ def _step_lines(row: dict) -> list:
                 for k in kernels[:TEXT_KERNELS]]
         moved = [k for k in kernels if k.get("class_today")]
         if moved:
-            out.append(f"      today's kernel classes (kit/results/kernel_classes.py) put {len(moved)} of its largest "
-                       f"kernels ({sum(k['s'] for k in moved) * 1e3:.3f} ms per step) in another class than the run's "
-                       "kit did; the step's parts above are as measured")
+            shown = sum(1 for k in kernels[:TEXT_KERNELS] if k.get("class_today"))
+            out.append(f"      today's kernel classes (kit/results/kernel_classes.py) put {len(moved)} of its {len(kernels)} "
+                       f"largest kernels ({sum(k['s'] for k in moved) * 1e3:.3f} ms per step; {shown} shown above) in "
+                       "another class than the run's kit did; the step's parts above are as measured")
     return out
 
 

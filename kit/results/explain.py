@@ -133,7 +133,8 @@ def step_parts(cell: CellResult) -> Optional[List[Tuple[str, float]]]:
 def largest_kernels(cell: CellResult) -> List[Dict[str, Any]]:
     """The profiled step's largest device events (kit.results.step_profile.largest), each with its
     ``share`` of the step's device time, and ``class_today`` where today's rules class its name
-    otherwise than the run's kit did (its step's classes are summed as measured); [] without a profile
+    otherwise than the run's kit did (its step's classes are summed as measured; a name the window cut
+    only where it was stored as "other"); [] without a profile
     or where the window did not record them. A stranger's bundle: entries that are not a name, a known
     class and a time are dropped."""
     p = profile_of(cell)
@@ -150,7 +151,9 @@ def largest_kernels(cell: CellResult) -> List[Dict[str, Any]]:
             row = {"name": name[:step_profile.NAME_CHARS], "class": klass, "s": t, "calls": _num(r, "calls"),
                    "share": share}
             today = kc.classify(name)
-            if today != klass:
+            # a name cut to NAME_CHARS may have lost what its class was read from (a GradScaler kernel's
+            # template arguments): only a class the whole name did not have is news
+            if today != klass and (len(name) < step_profile.NAME_CHARS or klass == kc.OTHER):
                 row["class_today"] = today
             out.append(row)
     return out

@@ -18,8 +18,9 @@ Sources of the naming (checked again where a rule depends on it):
   (https://github.com/GindaChen/nsys-ai/pull/582, which reports one reaching about 77% of an H100's
   dense fp16 peak). The letters after ``sm90_`` are the types: the kit's own profiles show ``hsh``
   (half in, fp32 compute, half out) in amp-fp16 cells, ``tst`` in amp-bf16 ones (t: bf16) and
-  ``qqtst``/``qrtst`` in fp8 ones (q: e4m3, r: e5m2; the H200 GPT profile of
-  scripts/profile_gpt_step.py, references/h100/window-cost/). cuBLAS's ``xmma`` GEMMs name their
+  ``qqtst``/``qrtst`` in fp8 ones (q: e4m3, r: e5m2: the H200 GPT profile of 2026-12-02 by
+  scripts/profile_gpt_step.py, commit 3167bdb, whose names tests/test_profile_gpt_script.py keeps;
+  ``tst`` also in references/h100/window-cost/). cuBLAS's ``xmma`` GEMMs name their
   types as ``[A/B][C/D]`` (https://github.com/NVIDIA/TransformerEngine/issues/1391:
   ``sm90_xmma_gemm_bf16bf16_bf16f32_f32``).
 - Volta/Turing cuBLAS and cuDNN tensor-core kernels carry ``884``/``1688``/``hmma`` in their names
@@ -63,6 +64,9 @@ CUTLASS = "CUTLASS media/docs/functionality.md; github.com/NVIDIA/cutlass/issues
 NVJET = "github.com/GindaChen/nsys-ai/pull/582 (cuBLAS's Hopper nvjet GEMMs are wgmma tensor-core kernels)"
 XMMA = "github.com/NVIDIA/TransformerEngine/issues/1391 (cuBLAS xmma names: [A/B types][C/D types])"
 AMP = "PyTorch aten/src/ATen/native/cuda/AmpKernels.cu (GradScaler's ops)"
+MEM_EFF = ("PyTorch aten/src/ATen/native/transformers/cuda/mem_eff_attention/gemm_kernel_utils.h, DefaultGemmType: "
+           "TensorOp for f32 on sm80+ and f16/bf16 on sm75+, else Simt; kernel names from its kernels/ folder "
+           "(fmha_cutlassB_f32_aligned_64x64_k64_sm80 in references/h100/window-cost/)")
 SCUDNN = "github.com/pytorch/pytorch/issues/51382 (cuDNN's fp32 convolution kernels in a profile: volta_scudnn_*)"
 INDUCTOR = ("PyTorch torch/_inductor/codegen/triton.py, define_kernel: \"triton_\" + the kernel's category cut to three "
             "letters (torch/_inductor/wrapper_benchmark.py) + its fused ops' names + a number")
@@ -101,8 +105,9 @@ RULES: Tuple[Rule, ...] = (
          "or two fp8 inputs (q e4m3, r e5m2): wgmma tensor-core kernels (the kit's own profiles: nvjet_sm90_hsh "
          "in amp-fp16 cells, nvjet_sm90_tst in amp-bf16 ones, nvjet_sm90_qqtst and _qrtst in fp8 ones)",
          NVJET),
-    Rule(r"nvjet_", OTHER_MATMUL, "another nvjet GEMM (fp32 inputs): whether it runs on the tensor cores (as "
-         "TF32) is not in the name and not established here, so it is counted off them (conservative)", NVJET),
+    Rule(r"nvjet_", OTHER_MATMUL, "another nvjet GEMM (fp32 inputs, s, or types not listed above): whether it "
+         "runs on the tensor cores (as TF32) is not established here, so it is counted off them (conservative)",
+         NVJET),
     Rule(r"(?i)tensorop|s16816|s1688|h1688|h884|s884|i8816|hmma|imma|wgmma|"
          r"xmma_(?:gemm|fprop|dgrad|wgrad)\w*?_(?:f16|bf16|e4m3|e5m2|tf32)",
          TENSOR_CORE_MATMUL, "tensor-core MMA in the name (CUTLASS tensorop, an MMA shape, hmma; an xmma GEMM "
@@ -110,12 +115,13 @@ RULES: Tuple[Rule, ...] = (
     Rule(r"(?i)xmma_(gemm|fprop|dgrad|wgrad)_f32f32", OTHER_MATMUL,
          "an xmma GEMM or convolution with fp32 inputs: whether it uses tensor cores (as TF32) is not in the "
          "name and not established here, so it is counted off them (conservative)", XMMA),
+    Rule(r"^fmha_cutlass[FB]_(?:b?f16_\w*?_sm(?:7[5-9]|[89]\d|\d{3})|f32_\w*?_sm(?:[89]\d|\d{3}))", TENSOR_CORE_MATMUL,
+         "PyTorch's memory-efficient attention (fmha_cutlassF_* forward, fmha_cutlassB_* backward: two matmuls and a "
+         "softmax in one kernel), built for sm75+ in half or bf16, or sm80+ in fp32 (as 3xTF32, "
+         "OpMultiplyAddFastF32; GPT's fp32 cells run it): its matmuls are CUTLASS TensorOp", MEM_EFF),
     Rule(r"^fmha_cutlass[FB]_", OTHER_MATMUL,
-         "PyTorch's memory-efficient attention (fmha_cutlassF_* forward, fmha_cutlassB_* backward: two matmuls and "
-         "a softmax in one kernel; GPT's fp32 cells run it): whether its matmuls run on the tensor cores is not in "
-         "the name, so they are counted off them (conservative)",
-         "PyTorch aten/src/ATen/native/transformers/cuda/mem_eff_attention/ (kernel names from its "
-         "generate_kernels.py); references/h100/window-cost/"),
+         "PyTorch's memory-efficient attention built for an older GPU: its matmuls are CUTLASS Simt (the CUDA "
+         "cores)", MEM_EFF),
     Rule(r"(?i)Memcpy|Memset|copy_|^aten::(to|_to_copy|copy_|clone|contiguous)$|cast|convert|_to_copy|"
          r"nchwToNhwc|nhwcToNchw", CASTS_COPIES,
          "copies, sets and dtype casts (CUPTI's Memcpy/Memset, aten::to/_to_copy/copy_), and cuDNN's layout "

@@ -64,7 +64,7 @@ def _run_one(bench, spec: CellSpec, config: RunConfig, device: str, run_dir: Pat
         mode=config.mode,
         event=lambda kind, **f: _journal_event(journal, spec.cell_id, kind, f),
         progress=lambda done, total, desc="": ui.cell_progress(spec, done, total, desc),
-        should_stop=lambda: stop.stop,
+        should_stop=lambda: stop.stop or stop_requested(),
         extra={"run_dir": str(run_dir)},
         profile_steps=step_profile.DEFAULT_STEPS if config.profiles(device) else 0,
     )

@@ -259,6 +259,8 @@ def _execute_locked(plan: Plan, run_id: str, run_dir: Path, results_root: Path, 
             results.environment["memory_bandwidth_measured"] = bench.memory_bandwidth(device)
             atomic_write_json(run_dir / ENV_NAME, results.environment)
         for spec in plan.cells:
+            if stop_requested():  # its KeyboardInterrupt was swallowed where it landed (a weakref callback)
+                raise KeyboardInterrupt("a stop signal arrived during the last cell")
             if spec.cell_id in done:
                 results.cells.append(done[spec.cell_id])
                 ui.cell_skipped_resume(spec)
@@ -268,8 +270,6 @@ def _execute_locked(plan: Plan, run_id: str, run_dir: Path, results_root: Path, 
             journal.write("cell_end", spec.cell_id, result=result.to_dict())
             atomic_write_json(run_dir / RESULTS_NAME, results.to_dict())
             ui.cell_done(spec, result)
-            if stop_requested():  # its KeyboardInterrupt was swallowed where it landed (a weakref callback)
-                raise KeyboardInterrupt("a stop signal arrived during the cell")
     except KeyboardInterrupt:
         status = "interrupted"
         signal_name, reason = _stop_reason()

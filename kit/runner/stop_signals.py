@@ -4,7 +4,8 @@ never for its forked children, and the name of the signal that stopped the run.
 Ctrl-C (SIGINT) raises KeyboardInterrupt as Python's own handler does, and is also recorded: a
 KeyboardInterrupt raised where Python cannot pass it on (a weakref or ``__del__`` callback, which
 PyTorch's compiler runs: "Exception ignored in ... KeyboardInterrupt") is lost, and the run would go
-on measuring. The run asks :func:`stop_requested` after each cell and stops there."""
+on measuring. The run asks :func:`stop_requested` where a cell asks whether to stop (each step), at each
+event a cell journals (an epoch, a repeat) and before each cell, and stops there."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import os
 import signal
 
 
-#: names of the stop signals (SIGTERM) that arrived during the run in this process
+#: names of the stop signals (SIGTERM, SIGINT) that arrived during the run in this process
 _signals_received: list[str] = []
 
 
