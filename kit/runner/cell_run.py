@@ -42,15 +42,7 @@ def cell_devices(spec: CellSpec, device: str) -> list[str]:
     return [device]
 
 
-def _journal_event(journal: Journal, cell_id: str, kind: str, fields: dict) -> None:
-    """Journal an event of the cell in flight (an epoch, a repeat), then stop there where a stop
-    signal arrived whose KeyboardInterrupt was lost (kit.runner.stop_signals.stop_requested)."""
-    journal.write(kind, cell_id, **fields)
-    if stop_requested():
-        raise KeyboardInterrupt("a stop signal arrived during the cell")
-
-
-def _run_one(bench, spec: CellSpec, config: RunConfig, device: str, run_dir: Path, journal: Journal, ui, stop) -> CellResult:
+def _run_one(bench, spec: CellSpec, config: RunConfig, device: str, run_dir: Path, journal: Journal, ui) -> CellResult:
     from kit.env import telemetry
     from kit.env.telemetry_summary import attach_energy
 
@@ -62,9 +54,9 @@ def _run_one(bench, spec: CellSpec, config: RunConfig, device: str, run_dir: Pat
         seed=config.seed,
         repeats=config.repeats,
         mode=config.mode,
-        event=lambda kind, **f: _journal_event(journal, spec.cell_id, kind, f),
+        event=lambda kind, **f: journal.write(kind, spec.cell_id, **f),
         progress=lambda done, total, desc="": ui.cell_progress(spec, done, total, desc),
-        should_stop=lambda: stop.stop or stop_requested(),
+        should_stop=stop_requested,  # Ctrl-C or SIGTERM, even one whose KeyboardInterrupt was lost
         extra={"run_dir": str(run_dir)},
         profile_steps=step_profile.DEFAULT_STEPS if config.profiles(device) else 0,
     )

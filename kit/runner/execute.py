@@ -46,8 +46,8 @@ from kit.runner.lock import RunLock
 from kit.runner.plan import Plan, build_plan
 from kit.runner.resume import ResumeState, find_bundle, read_resume_state
 from kit.runner.run_log import LOG_NAME, _attach_log, _detach_log
-from kit.runner.stop_signals import (_restore_handlers, _StopFlag, _install_sigterm_handler, _signals_received,
-                                     _stop_reason, stop_requested)
+from kit.runner.stop_signals import (_install_stop_handlers, _restore_handlers, _signals_received, _stop_reason,
+                                     stop_requested)
 
 log = logging.getLogger("kit.run")
 
@@ -232,7 +232,6 @@ def _execute_locked(plan: Plan, run_id: str, run_dir: Path, results_root: Path, 
                       lock_taken_over=lock.took_over)
     ui.plan(plan, done)
 
-    stop = _StopFlag()
     status = "complete"
     reason = None
     # `docker stop` (and kill) send SIGTERM: stop like Ctrl-C so the run ends with its journal
@@ -240,7 +239,7 @@ def _execute_locked(plan: Plan, run_id: str, run_dir: Path, results_root: Path, 
     previous_handlers = None
     del _signals_received[:]
     if threading.current_thread() is threading.main_thread():
-        previous_handlers = _install_sigterm_handler()
+        previous_handlers = _install_stop_handlers()
     try:
         from kit.bench import api as bench  # torch is imported here, and only here
 
@@ -265,7 +264,7 @@ def _execute_locked(plan: Plan, run_id: str, run_dir: Path, results_root: Path, 
                 results.cells.append(done[spec.cell_id])
                 ui.cell_skipped_resume(spec)
                 continue
-            result = _run_one(bench, spec, config, device, run_dir, journal, ui, stop)
+            result = _run_one(bench, spec, config, device, run_dir, journal, ui)
             results.cells.append(result)
             journal.write("cell_end", spec.cell_id, result=result.to_dict())
             atomic_write_json(run_dir / RESULTS_NAME, results.to_dict())

@@ -4,8 +4,8 @@ never for its forked children, and the name of the signal that stopped the run.
 Ctrl-C (SIGINT) raises KeyboardInterrupt as Python's own handler does, and is also recorded: a
 KeyboardInterrupt raised where Python cannot pass it on (a weakref or ``__del__`` callback, which
 PyTorch's compiler runs: "Exception ignored in ... KeyboardInterrupt") is lost, and the run would go
-on measuring. The run asks :func:`stop_requested` where a cell asks whether to stop (each step), at each
-event a cell journals (an epoch, a repeat) and before each cell, and stops there."""
+on measuring. Every engine asks whether to stop before each step (``CellContext.should_stop``, which is
+:func:`stop_requested`), and the run asks before each cell."""
 
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ def _after_fork_in_child() -> None:
 _AT_FORK_REGISTERED = False
 
 
-def _install_sigterm_handler():
+def _install_stop_handlers():
     """SIGTERM -> KeyboardInterrupt in this process only, and Ctrl-C recorded as it raises one (where
     it still raises one: a SIGINT the caller ignores stays ignored); returns the previous handlers,
     for :func:`_restore_handlers`."""
@@ -89,8 +89,3 @@ def _restore_handlers(previous) -> None:
     signal.signal(signal.SIGTERM, term)
     if signal.getsignal(signal.SIGINT) is _raise_interrupt:
         signal.signal(signal.SIGINT, sigint)
-
-
-class _StopFlag:
-    def __init__(self) -> None:
-        self.stop = False
