@@ -383,7 +383,7 @@ _NO_REGISTRY = ('Get "https://registry-1.docker.io/v2/": dial tcp: lookup regist
 def test_missing_base_without_a_registry_is_one_line_naming_the_local_base(tmp_path, stack, command):
     """What the classic builder says when FROM cannot be pulled here (measured on this engine)."""
     spec = image_spec(stack, ROOT)
-    events = [{"stream": f"Step 1/46 : ARG BASE\n"}, {"stream": f"Step 2/46 : FROM {spec.base}\n"}, {"error": _NO_REGISTRY}]
+    events = [{"stream": "Step 1/46 : ARG BASE\n"}, {"stream": f"Step 2/46 : FROM {spec.base}\n"}, {"error": _NO_REGISTRY}]
     with pytest.raises(DockerError) as info:
         build_image(spec, ROOT, FakeClient(events), log_dir=tmp_path)
     message = info.value.message

@@ -5,14 +5,12 @@ resumed run's own (exit 2, naming the option and the run's value). Run folders a
 
 from __future__ import annotations
 
-import json
 
 import pytest
 
 from fixtures.results.factory import make_cell, make_env, make_results, make_run_dir
 from kit.cli.main import main
 from kit.errors import UsageError
-from kit.runner.option_checks import config_from_options
 from kit.runner.options import parse_args, split_list
 
 

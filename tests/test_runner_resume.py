@@ -88,7 +88,7 @@ def test_every_cell_is_journaled_and_results_written(tmp_path, fake_bench):
 
 
 def test_ctrl_c_keeps_finished_cells_and_resume_skips_them(tmp_path, fake_bench):
-    fb = fake_bench(interrupt_on="cifar/resnet34/fp32/torch")
+    fake_bench(interrupt_on="cifar/resnet34/fp32/torch")
     with pytest.raises(Interrupted) as err:
         execute(_config(), tmp_path, make_bundle=False)
     assert "kit run --resume" in (err.value.remedy or "")

@@ -4,7 +4,6 @@ such as the GPU benchmarks, would otherwise find a moved module only on the GPU 
 from __future__ import annotations
 
 import ast
-import importlib.util
 from pathlib import Path
 
 import pytest

@@ -163,7 +163,7 @@ def _judge_gpu_stack(spec: Stack, host: dict, engine: dict, gpu: dict | None, in
                   no_driver_remedy(host))
         return v
     if not host.get("gpus"):
-        v._worsen("cannot", f"the NVIDIA driver is loaded but no GPU is visible: only the cpu stack can run",
+        v._worsen("cannot", "the NVIDIA driver is loaded but no GPU is visible: only the cpu stack can run",
                   "Check nvidia-smi; a GPU passed to a VM or container must be visible to NVML.")
         return v
     if gpu is None:

@@ -34,6 +34,7 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kit import __version__
 from kit.errors import DiskFull, Interrupted, KitError, Terminated, UsageError
@@ -48,6 +49,9 @@ from kit.runner.resume import ResumeState, find_bundle, read_resume_state
 from kit.runner.run_log import LOG_NAME, _attach_log, _detach_log
 from kit.runner.stop_signals import (_install_stop_handlers, _restore_handlers, _signals_received, _stop_reason,
                                      stop_requested)
+
+if TYPE_CHECKING:
+    from kit.runner.progress import NullUI
 
 log = logging.getLogger("kit.run")
 
@@ -105,7 +109,7 @@ def execute(
     plan: "Plan | RunConfig | None",
     results_root: Path,
     resume_dir: Path | None = None,
-    ui: "ProgressUI | None" = None,
+    ui: NullUI | None = None,
     make_bundle: bool = True,
     lock: RunLock | None = None,
 ) -> RunOutcome:

@@ -28,7 +28,6 @@ import os
 import socket
 import time
 from pathlib import Path
-from typing import Optional
 
 from kit.errors import UsageError
 
@@ -51,9 +50,9 @@ class RunLock:
     def __init__(self, run_dir: "str | os.PathLike") -> None:
         self.run_dir = Path(run_dir)
         self.path = self.run_dir / LOCK_NAME
-        self._fd = None  # type: Optional[int]
+        self._fd: int | None = None
         #: who held the folder before us and died without releasing it ("pid N on host H"), or None
-        self.took_over = None  # type: Optional[str]
+        self.took_over: str | None = None
 
     @property
     def held(self) -> bool:
