@@ -65,3 +65,12 @@ def test_coarse_resolution_stops_within_the_bracket():
     result = find_max_batch(try_batch, start=64, resolution=8, free=lambda: None)
     assert 992 < result <= 1000
     assert len(tried) < 12
+
+
+def test_a_stop_request_ends_the_search_before_its_next_try():
+    """The run's stop record (a Ctrl-C whose KeyboardInterrupt was lost in a weakref callback)
+    ends the search at its next try, not after the rest of the bracket."""
+    try_batch, tried = _fake_gpu(5000)
+    with pytest.raises(KeyboardInterrupt):
+        find_max_batch(try_batch, start=64, free=lambda: None, should_stop=lambda: len(tried) >= 3)
+    assert tried == [64, 128, 256]

@@ -174,3 +174,23 @@ def test_max_batch_search_is_done_once_per_model_and_precision_and_flags_the_lim
     capped = suite.max_batch_search(small, None, 100, _ctx([]), notes)
     assert capped["max_batch"] == 100 and capped["max_batch_at_limit"] is True
     assert "real limit is higher" in notes[-1]
+
+
+def test_max_batch_search_stops_on_the_cells_stop_request_and_caches_nothing(monkeypatch):
+    """A stop asked for during the search (ctx.should_stop: the run's signal record) ends it with
+    KeyboardInterrupt before its next try; cuDNN autotuning comes back on and no answer is cached."""
+    import torch
+
+    from kit.bench.cifar import torch_engine
+
+    tried: list[int] = []
+    monkeypatch.setattr(torch_engine, "try_batch_fn", lambda cfg, data, steps: tried.append)
+    monkeypatch.setattr(suite, "_max_batch_cache", {})
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark", True)
+    ctx = _ctx([])
+    ctx.should_stop = lambda: len(tried) >= 2
+    cfg = suite.train_config(_spec("amp-fp16", "torch", batch_size=4), ctx)
+    with pytest.raises(KeyboardInterrupt):
+        suite.max_batch_search(cfg, None, 50_000, ctx, [])
+    assert tried == [64, 128]
+    assert torch.backends.cudnn.benchmark is True and suite._max_batch_cache == {}

@@ -58,6 +58,7 @@ def find_max_batch(
     resolution: int = 1,
     free: Callable[[], None] = free_device_memory,
     log: list[Try] | None = None,
+    should_stop: Callable[[], bool] = lambda: False,
 ) -> int:
     """The largest batch size in [1, limit] for which ``try_batch`` does not run out
     of memory (0 when even batch 1 does not fit).
@@ -66,11 +67,16 @@ def find_max_batch(
     it raises means "does not fit", any other error propagates. ``free`` runs
     after every try. ``resolution`` stops the binary search once the bracket is
     that narrow (1 = exact). Every try is appended to ``log`` when given.
+    ``should_stop`` is asked before every try: a stop request (the run's Ctrl-C or SIGTERM, even one
+    whose KeyboardInterrupt was lost in a weakref callback of PyTorch's compiler) ends the search
+    with KeyboardInterrupt instead of after its remaining tries.
     """
     if start < 1 or limit < 1 or resolution < 1:
         raise ValueError("start, limit and resolution must be at least 1")
 
     def fits(n: int) -> bool:
+        if should_stop():
+            raise KeyboardInterrupt("stop requested")
         ok = True
         try:
             try_batch(n)

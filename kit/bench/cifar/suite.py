@@ -147,7 +147,7 @@ def max_batch_search(cfg: TrainConfig, dev_data: Any, n_train: int, ctx: CellCon
     try:
         found = batch_search.find_max_batch(
             torch_engine.try_batch_fn(cfg, dev_data, steps=SEARCH_STEPS_PER_TRY),
-            start=64, limit=n_train, resolution=8, log=tries,
+            start=64, limit=n_train, resolution=8, log=tries, should_stop=ctx.should_stop,
         )
     finally:
         torch.backends.cudnn.benchmark = bench_before
