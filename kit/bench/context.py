@@ -31,3 +31,13 @@ class CellContext:
     #: (kit run --no-profile-window, and a context built by hand)
     profile_steps: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+def stop_point(should_stop: Callable[[], bool]) -> None:
+    """A place in a cell's loop where a stop request ends the cell: raises KeyboardInterrupt when
+    ``should_stop()`` says so. Every long loop of the bench code (each training step, each try of the
+    batch search) passes through one, because the signal handler's own KeyboardInterrupt can be lost
+    where it lands (a weakref callback of PyTorch's compiler), and only the loop's own check then
+    stops the run (kit.runner.stop_signals)."""
+    if should_stop():
+        raise KeyboardInterrupt("stop requested")

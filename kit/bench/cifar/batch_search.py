@@ -16,6 +16,8 @@ import gc
 from dataclasses import dataclass
 from typing import Callable
 
+from kit.bench.context import stop_point
+
 
 def is_oom(exc: BaseException) -> bool:
     """True for CUDA out-of-memory errors, including the cuBLAS/cuDNN allocation
@@ -75,8 +77,7 @@ def find_max_batch(
         raise ValueError("start, limit and resolution must be at least 1")
 
     def fits(n: int) -> bool:
-        if should_stop():
-            raise KeyboardInterrupt("stop requested")
+        stop_point(should_stop)
         ok = True
         try:
             try_batch(n)

@@ -47,6 +47,7 @@ from kit.bench.cifar import models
 from kit.bench.cifar.batch_search import free_device_memory
 from kit.bench.cifar.gpu_data import channel_stats
 from kit.bench.cifar.train_config import TrainConfig
+from kit.bench.context import stop_point
 from kit.bench.precision import configure_backends, unavailable_reason
 from kit.results import precisions as precision_modes
 
@@ -340,8 +341,7 @@ def _make_timer_cls():
         def after_batch(self):
             if not self.training:
                 return
-            if self.ctx.should_stop():
-                raise KeyboardInterrupt("stop requested")
+            stop_point(self.ctx.should_stop)
             first = self.clock.steps == 0
             was_warm = self.clock.warm
             self.clock.step_done(self.bs)

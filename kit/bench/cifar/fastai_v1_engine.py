@@ -48,6 +48,7 @@ from kit.bench.cifar import fastai_engine
 from kit.bench.cifar.fastai_engine import default_num_workers, repeat_clock
 from kit.bench.cifar.gpu_data import PAD, channel_stats, crop_flip_indices
 from kit.bench.cifar.train_config import TrainConfig
+from kit.bench.context import stop_point
 from kit.bench.precision import unavailable_reason
 from kit.results import precisions as precision_modes
 
@@ -276,8 +277,7 @@ def _timer(learn: Any, clock: "timing.StepClock", bs: int, ctx: Any, repeat: int
         def on_batch_end(self, train, last_loss, **kwargs):
             if not train:
                 return
-            if ctx.should_stop():
-                raise KeyboardInterrupt("stop requested")
+            stop_point(ctx.should_stop)
             loss = float(last_loss)  # fastai v1 reads the loss on the host every batch anyway
             if not np.isfinite(loss):
                 self.nan += 1

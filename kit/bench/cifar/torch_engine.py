@@ -45,6 +45,7 @@ from kit.bench.cifar.schedule import one_cycle_factor
 from kit.bench.cifar.train_config import TrainConfig
 from kit.bench.cifar.trainer import Trainer
 from kit.bench.compilation import fresh_compilation
+from kit.bench.context import stop_point
 from kit.bench.distributed import state as data_parallel
 from kit.errors import KitError
 
@@ -179,8 +180,7 @@ def train_repeat(cfg: TrainConfig, data: DeviceData, ctx: Any, repeat: int, comp
         aug_seconds += timing.now(device) - t0
         loss_sum = torch.zeros((), dtype=torch.float32, device=device)
         for s in range(spe):
-            if ctx.should_stop():
-                raise KeyboardInterrupt("stop requested")
+            stop_point(ctx.should_stop)
             x = xs[s * bs : (s + 1) * bs]  # uint8: a captured step converts it inside its graph
             if not converts_input:
                 x = data.to_input(x, cfg.image_size)

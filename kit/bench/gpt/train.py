@@ -34,6 +34,7 @@ from typing import Callable
 import torch
 
 from kit.bench import caps, timing
+from kit.bench.context import stop_point
 from kit.bench.distributed import state as data_parallel
 from kit.bench.gpt import fp8 as fp8_mod
 from kit.bench.gpt.config import BETAS, GRAD_CLIP, WEIGHT_DECAY, GPTConfig
@@ -245,8 +246,7 @@ def run_repeat(cfg: GPTConfig, train_ids, heldout: list | None, vocab: int, mode
             if pending >= PROGRESS_EVERY:
                 hooks.on_steps(pending)
                 pending = 0
-                if hooks.should_stop():
-                    raise KeyboardInterrupt
+                stop_point(hooks.should_stop)
         clock.epoch_end()
         if pending:
             hooks.on_steps(pending)

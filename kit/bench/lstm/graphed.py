@@ -46,6 +46,7 @@ from typing import Callable
 import torch
 
 from kit.bench import caps, timing
+from kit.bench.context import stop_point
 from kit.bench.graphed_scaling import DeviceLossScale
 from kit.bench.lstm.batching import chunk_starts, get_batch
 from kit.bench.lstm.config import LSTMConfig
@@ -311,8 +312,7 @@ def train_epoch(step: GraphedStep, cfg: LSTMConfig, clock: StepClock, hooks: Hoo
         if pending >= PROGRESS_EVERY:
             hooks.on_batches(pending)
             pending = 0
-            if hooks.should_stop():
-                raise KeyboardInterrupt
+            stop_point(hooks.should_stop)
     clock.epoch_end()
     busy.collect()
     if pending:

@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from kit.bench import caps, timing
+from kit.bench.context import stop_point
 from kit.bench.timing import StepClock, warmup_steps_for
 from kit.results import precisions as precision_modes
 from kit.bench.lstm.batching import chunk_starts, get_batch, repackage_hidden
@@ -182,8 +183,7 @@ def train_epoch(model, core: LSTMModel, source: torch.Tensor, cfg: LSTMConfig, p
         if pending >= PROGRESS_EVERY:
             hooks.on_batches(pending)
             pending = 0
-            if hooks.should_stop():
-                raise KeyboardInterrupt
+            stop_point(hooks.should_stop)
     clock.epoch_end()
     if pending:
         hooks.on_batches(pending)
