@@ -35,9 +35,33 @@ class CellContext:
 
 def stop_point(should_stop: Callable[[], bool]) -> None:
     """A place in a cell's loop where a stop request ends the cell: raises KeyboardInterrupt when
-    ``should_stop()`` says so. Every long loop of the bench code (each training step, each try of the
-    batch search) passes through one, because the signal handler's own KeyboardInterrupt can be lost
+    ``should_stop()`` says so. Every long loop of the bench code passes through one (at each training
+    step or every few, through StepTally, and at each try of the batch search), because the signal handler's own KeyboardInterrupt can be lost
     where it lands (a weakref callback of PyTorch's compiler), and only the loop's own check then
     stops the run (kit.runner.stop_signals)."""
     if should_stop():
         raise KeyboardInterrupt("stop requested")
+
+
+class StepTally:
+    """A training loop's progress: ``step()`` after every step reports the steps done to ``report``
+    once ``every`` of them have gathered, and then passes a stop point (so a stop request is heard
+    within ``every`` steps without a call into the runner per step); ``flush()`` after the loop
+    reports the rest."""
+
+    def __init__(self, report: Callable[[int], Any], should_stop: Callable[[], bool], every: int):
+        self.report = report
+        self.should_stop = should_stop
+        self.every = every
+        self.pending = 0
+
+    def step(self) -> None:
+        self.pending += 1
+        if self.pending >= self.every:
+            self.flush()
+            stop_point(self.should_stop)
+
+    def flush(self) -> None:
+        if self.pending:
+            self.report(self.pending)
+            self.pending = 0

@@ -34,7 +34,7 @@ from typing import Callable
 import torch
 
 from kit.bench import caps, timing
-from kit.bench.context import stop_point
+from kit.bench.context import StepTally
 from kit.bench.distributed import state as data_parallel
 from kit.bench.gpt import fp8 as fp8_mod
 from kit.bench.gpt.config import BETAS, GRAD_CLIP, WEIGHT_DECAY, GPTConfig
@@ -232,7 +232,7 @@ def run_repeat(cfg: GPTConfig, train_ids, heldout: list | None, vocab: int, mode
     dynamo_log = logging.getLogger("torch._dynamo")
     dynamo_log.addHandler(watch)
     losses: list[torch.Tensor] = []
-    pending = 0
+    tally = StepTally(hooks.on_steps, hooks.should_stop, PROGRESS_EVERY)
     try:
         clock.epoch_start()
         for step in range(total):
@@ -242,14 +242,9 @@ def run_repeat(cfg: GPTConfig, train_ids, heldout: list | None, vocab: int, mode
             loss = train_step(loss_fn, x, y, prec, optimizer, params)
             losses.append(loss.detach())
             clock.step_done(tokens_per_step)
-            pending += 1
-            if pending >= PROGRESS_EVERY:
-                hooks.on_steps(pending)
-                pending = 0
-                stop_point(hooks.should_stop)
+            tally.step()
         clock.epoch_end()
-        if pending:
-            hooks.on_steps(pending)
+        tally.flush()
         held = heldout_loss(loss_fn, heldout, prec, model) if heldout else None
     finally:
         dynamo_log.removeHandler(watch)

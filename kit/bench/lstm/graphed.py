@@ -46,7 +46,7 @@ from typing import Callable
 import torch
 
 from kit.bench import caps, timing
-from kit.bench.context import stop_point
+from kit.bench.context import StepTally
 from kit.bench.graphed_scaling import DeviceLossScale
 from kit.bench.lstm.batching import chunk_starts, get_batch
 from kit.bench.lstm.config import LSTMConfig
@@ -297,7 +297,8 @@ def train_epoch(step: GraphedStep, cfg: LSTMConfig, clock: StepClock, hooks: Hoo
     source = step.source
     starts = chunk_starts(source, cfg.bptt, cfg.max_batches)
     loss_sum = torch.zeros((), dtype=torch.float64, device=source.device)
-    tokens = pending = 0
+    tokens = 0
+    tally = StepTally(hooks.on_batches, hooks.should_stop, PROGRESS_EVERY)
     clock.epoch_start()
     for i in starts:
         full = i + cfg.bptt <= source.size(0) - 1
@@ -308,15 +309,10 @@ def train_epoch(step: GraphedStep, cfg: LSTMConfig, clock: StepClock, hooks: Hoo
         loss_sum += loss.double() * n
         tokens += n
         clock.step_done(n)
-        pending += 1
-        if pending >= PROGRESS_EVERY:
-            hooks.on_batches(pending)
-            pending = 0
-            stop_point(hooks.should_stop)
+        tally.step()
     clock.epoch_end()
     busy.collect()
-    if pending:
-        hooks.on_batches(pending)
+    tally.flush()
     return float(loss_sum.item()) / max(tokens, 1)
 
 

@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from kit.bench import caps, timing
-from kit.bench.context import stop_point
+from kit.bench.context import StepTally
 from kit.bench.timing import StepClock, warmup_steps_for
 from kit.results import precisions as precision_modes
 from kit.bench.lstm.batching import chunk_starts, get_batch, repackage_hidden
@@ -170,7 +170,7 @@ def train_epoch(model, core: LSTMModel, source: torch.Tensor, cfg: LSTMConfig, p
     in_fp32 = loss_in_fp32(prec)
     loss_sum = torch.zeros((), dtype=torch.float64, device=source.device)  # summed on the device: no per-step sync
     tokens = 0
-    pending = 0
+    tally = StepTally(hooks.on_batches, hooks.should_stop, PROGRESS_EVERY)
     clock.epoch_start()
     for i in chunk_starts(source, cfg.bptt, cfg.max_batches):
         data, target = get_batch(source, i, cfg.bptt)
@@ -179,14 +179,9 @@ def train_epoch(model, core: LSTMModel, source: torch.Tensor, cfg: LSTMConfig, p
         loss_sum += loss.detach().double() * n
         tokens += n
         clock.step_done(n)
-        pending += 1
-        if pending >= PROGRESS_EVERY:
-            hooks.on_batches(pending)
-            pending = 0
-            stop_point(hooks.should_stop)
+        tally.step()
     clock.epoch_end()
-    if pending:
-        hooks.on_batches(pending)
+    tally.flush()
     return float(loss_sum.item()) / max(tokens, 1)
 
 
