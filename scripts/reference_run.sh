@@ -3,8 +3,8 @@
 # `kit run --suite all` (what `make run GPU=0` runs: both CIFAR engines with every ResNet, both LSTM
 # engines with both presets, every precision, default steps, batches and repeats), plus the batch
 # search of the torch cells, on synthetic data. It runs in parts sized to finish in under ten minutes
-# each on an H200 (from the parts' measured wall times, references/h200/remeasure/), then joins them
-# into one bundle.
+# each on an H200 or an H100 (from the parts' measured wall times, references/h200/remeasure/ and
+# references/h100/parts/), then joins them into one bundle.
 #
 #   bash scripts/reference_run.sh OUT_DIR [PART...]
 #
