@@ -68,3 +68,43 @@ def test_the_cpu_precisions_are_those_the_benchmark_runs_on_a_cpu():
         runs = unavailable_reason(precision, "cpu") is None
         assert runs == (precision in ("fp32", "amp-bf16")), precision
     assert not runs_on_cpu("tf32") and runs_on_cpu("fp32")
+
+
+GPU_RECORDS = REPO / "references" / "gpu-estimates" / "cells.json"
+
+
+def test_the_gpu_rates_are_the_fit_of_the_committed_cells():
+    """kit/facts/estimates.py's GPU rates for the engines of today's reference parts, and the batch
+    search's seconds, are what scripts/fit_estimates.py fits to references/gpu-estimates/cells.json."""
+    import statistics
+
+    from fixtures.modules import load_script
+
+    script = load_script("fit_estimates")
+    rates, searches = script.fit(json.loads(GPU_RECORDS.read_text())["records"])
+    assert set(rates) == {"cifar/torch", "lstm/graphed"}
+    for key, rate in rates.items():
+        assert estimates.RATES[("cuda", key)] == rate, key
+    assert estimates.SEARCH_S == round(statistics.fmean(searches), 1)
+
+
+def test_the_gpu_estimate_of_each_measured_run_is_within_a_third_of_its_seconds():
+    """Each run behind the GPU rates, estimated as the plan estimates it (its measured cells, their
+    batch search included), within 0.67-1.5x of its cells' measured seconds. The rates fitted to the
+    reference of 2026-11-30 estimated these runs at 0.25-0.51x."""
+    from fixtures.modules import load_script
+
+    ratios = load_script("fit_estimates").estimate_ratio(json.loads(GPU_RECORDS.read_text())["records"])
+    assert len(ratios) >= 4
+    for run, ratio in ratios.items():
+        assert 0.67 <= ratio <= 1.5, (run, ratio)
+
+
+def test_a_cell_with_the_batch_search_costs_the_search_on_a_gpu_only():
+    from kit.results.schema import CellSpec
+    from kit.runner.plan import estimate_seconds
+
+    plain = CellSpec("cifar", "resnet18", "fp32", "torch", {"batch_size": 256, "image_size": 32, "epochs": 1, "steps": 100})
+    search = CellSpec("cifar", "resnet18", "fp32", "torch", {**plain.params, "find_max_batch": True})
+    assert estimate_seconds(search, 3, device="cuda") == pytest.approx(estimate_seconds(plain, 3, device="cuda") + estimates.SEARCH_S)
+    assert estimate_seconds(search, 3, device="cpu") == estimate_seconds(plain, 3, device="cpu")

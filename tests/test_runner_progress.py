@@ -183,8 +183,9 @@ def test_the_estimate_uses_the_rates_of_the_runs_device():
     # (kit/facts/estimates.py, [VM 2026-12-03]); so small a cell is nearly all fixed cost on either device
     assert 2 < cpu < 20 and cpu != gpu
     big = CellSpec("cifar", "resnet50", "fp32", "torch", dict(spec.params, steps=100, batch_size=256))
-    # a large cell is work, not fixed cost: a 2-core CPU (about 0.06 effective TFLOP/s) far behind an H200
-    assert estimate_seconds(big, 3, device="cpu") > 20 * estimate_seconds(big, 3, device="cuda")
+    # a large cell is work on a 2-core CPU (about 0.06 effective TFLOP/s), mostly fixed cost (Inductor's
+    # compile, 25 s) on an H200 or H100
+    assert estimate_seconds(big, 3, device="cpu") > 10 * estimate_seconds(big, 3, device="cuda")
 
 
 def test_the_plan_says_which_rates_its_estimate_rests_on():

@@ -10,11 +10,20 @@ device's peak.
 
 Sources:
 
+- [parts 2026-12-06] the parts of the next references, measured by today's engines:
+  references/h200/remeasure/torch-a/ and lstm-graphed/ (NVIDIA H200), and references/h100/parts/
+  (torch-a, torch-b and 8 cells of lstm-graphed; NVIDIA H100, whose figures there are 0.93-0.99x the
+  H200's). Their cells' records are in references/gpu-estimates/cells.json, and
+  ``scripts/fit_estimates.py`` fits them: the ``torch`` CIFAR engine from 25 cells (ResNet-18/34/50,
+  every precision, Inductor's first compile of each precision and the profiled window included) and
+  the ``graphed`` LSTM engine from 16, each cell's wall time less its batch search. The search
+  (``--find-max-batch``, 25 cells) took 16.4 s on average (median 11.3 s, 7.4-86.5 s; fp32
+  ResNet-50's tries are the slowest). The ``torch`` rate this replaced estimated these parts at
+  0.25-0.51x their cells' seconds.
 - [H200] the shipped reference, references/h200/vm_NVIDIA-H200_native_20261130-141944.tar.gz
-  (NVIDIA H200, torch 2.11, 3 repeats, batch 256, 100 / 50 steps, LSTM 300 batches): a
-  least-squares fit over its measured cells, 25 ``torch``, 25 ``fastai``, 10 LSTM. The
-  ``torch`` fit includes the fp16-master cells, which recompile each repeat (35-141 s a
-  cell; the other 20 alone fit 7.3 s + 15.8 TFLOP/s). A slower GPU takes longer.
+  (NVIDIA H200, torch 2.11, 3 repeats, batch 256, 100 / 50 steps, LSTM 300 batches, measured by
+  earlier engines): a least-squares fit over its measured cells, 25 ``fastai`` and 10 LSTM (``kit``
+  engine). A slower GPU takes longer.
 - [VM 2026-12-03] references/cpu-vm/estimates/ (measurements.json, remade by its measure.py): the
   README's two CPU commands, ``kit run --smoke --suite all`` (what ``make run`` runs on a host
   without a GPU) and the "one-minute CPU check" (``kit run --suite cifar --data synthetic
@@ -50,15 +59,19 @@ class EstimateRate(NamedTuple):
 
 #: (device kind, "workload/engine") -> rate; device kind as kit.env.record.device_kind gives it.
 RATES: dict[tuple[str, str], EstimateRate] = {
-    ("cuda", "cifar/torch"): EstimateRate(cell_s=7.0, tflops=3.4),      # [H200]
+    ("cuda", "cifar/torch"): EstimateRate(cell_s=24.8, tflops=2.41),    # [parts 2026-12-06]
     ("cuda", "cifar/fastai"): EstimateRate(cell_s=7.8, tflops=2.4),     # [H200]
     ("cuda", "lstm/kit"): EstimateRate(cell_s=11.2, tflops=79.0),       # [H200]
+    ("cuda", "lstm/graphed"): EstimateRate(cell_s=18.9, tflops=61.3),   # [parts 2026-12-06]
     ("cuda", "gpt/kit"): EstimateRate(cell_s=8.0, tflops=200.0),        # [H200 gpt]
     ("cpu", "cifar/torch"): EstimateRate(cell_s=5.0, tflops=0.060),     # [VM 2026-12-03]
     ("cpu", "cifar/fastai"): EstimateRate(cell_s=4.5, tflops=0.045),    # [VM 2026-12-03]
     ("cpu", "lstm/kit"): EstimateRate(cell_s=4.0, tflops=0.023),        # [VM 2026-12-03]
     ("cpu", "gpt/kit"): EstimateRate(cell_s=20.0, tflops=0.010),        # [VM gpt]
 }
+
+#: Seconds the batch search (``--find-max-batch``, CUDA only) adds to a cell: the mean of 25 [parts 2026-12-06]
+SEARCH_S = 16.4
 
 #: Seconds the plan counts for a cell the device cannot run (skipped before any training):
 #: at most 0.03 s each on the VM [VM 2026-12-03]; 0.1 s leaves room for a slower host.
@@ -90,7 +103,7 @@ MEASURED: tuple = (
 
 #: What the plan's printout says the estimate rests on, per device kind.
 SOURCES: dict[str, str] = {
-    "cuda": "from model FLOPs at the rates of the shipped H200 reference run; a slower GPU takes longer",
+    "cuda": "from model FLOPs at the rates of H200 and H100 reference runs; a slower GPU takes longer",
     "cpu": "from model FLOPs at rates measured on a 2-core VM's CPU",
 }
 

@@ -97,10 +97,12 @@ def estimate_seconds(spec: CellSpec, repeats: int, tflops: float | None = None, 
     repeats at the effective rate of kit.facts.estimates for the device kind
     (``device``: 'cuda' or 'cpu', kit.env.record.device_kind) and engine; ``tflops``
     replaces that rate. On the CPU a precision it cannot run (:func:`runs_on_cpu`) costs only
-    kit.facts.estimates.SKIPPED_CELL_S.
+    kit.facts.estimates.SKIPPED_CELL_S; on a GPU a cell with ``find_max_batch`` adds
+    kit.facts.estimates.SEARCH_S.
     """
     if device == "cpu" and not runs_on_cpu(spec.precision):
         return estimate_facts.SKIPPED_CELL_S
     work = suites.suite(spec.workload).work(spec, mode)
     rate = estimate_facts.rate(device, spec.workload, spec.engine)
-    return rate.cell_s + repeats * work / ((tflops or rate.tflops) * 1e12)
+    search = estimate_facts.SEARCH_S if device != "cpu" and spec.params.get("find_max_batch") else 0.0
+    return rate.cell_s + search + repeats * work / ((tflops or rate.tflops) * 1e12)

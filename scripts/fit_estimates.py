@@ -1,0 +1,129 @@
+"""The plan's GPU estimate rates (kit/facts/estimates.py), fitted to measured runs.
+
+    python scripts/fit_estimates.py --out references/gpu-estimates/cells.json RUN_FOLDER_OR_BUNDLE...
+    python scripts/fit_estimates.py references/gpu-estimates/cells.json
+
+The first form reads each measured cell of the runs and writes the records the fit uses. Each record
+has the cell's wall time (``finished_at - started_at``), the part of it the batch search took, and
+its repeats. The search time runs from the journal's "searching for the largest batch" note to the
+cell's end; the profiled window after the search stays in. The second form refits from such a file.
+The fit counts each cell's model FLOPs as the estimate does (the suite's ``work`` times the repeats).
+
+Both print the fit. Per workload/engine, a least-squares line (statistics.linear_regression) of
+``wall - search = cell_s + FLOPs / (tflops x 1e12)``, and the mean seconds of a search. Then, per run,
+the measured cells' seconds against the plan's estimate for them with kit/facts/estimates.py's rates
+as they are now. tests/test_estimates.py checks that those rates are this fit of the committed records.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tarfile
+from collections import defaultdict
+from pathlib import Path
+
+from kit.facts import estimates
+from kit.results import suites
+from kit.results.schema import CellSpec
+from kit.runner.plan import estimate_seconds
+
+SEARCH_NOTE = "searching for the largest batch"
+
+
+def read(run: Path, name: str) -> str:
+    """A run's file, from its run folder or its bundle."""
+    if run.is_dir():
+        return (run / name).read_text()
+    with tarfile.open(run) as tar:
+        member = next(m for m in tar.getmembers() if m.name.endswith("/" + name))
+        return tar.extractfile(member).read().decode()
+
+
+def records(run: Path) -> list[dict]:
+    """One record per measured cell of a run (its folder or bundle)."""
+    results, env = json.loads(read(run, "results.json")), json.loads(read(run, "env.json"))
+    events = [json.loads(line) for line in read(run, "journal.jsonl").splitlines() if line.strip()]
+    gpus = (env.get("nvml") or {}).get("gpus") or [{}]
+    gpu = gpus[0].get("name", "")
+    out = []
+    for c in results["cells"]:
+        if c["status"] != "ok":
+            continue
+        searches = [e["time"] for e in events if e.get("cell_id") == c["cell_id"] and e["event"] == "note"
+                    and SEARCH_NOTE in e.get("message", "") and c["started_at"] <= e["time"] <= c["finished_at"]]
+        repeats = len(c.get("repeats") or []) or 3
+        out.append({
+            "run": results["run_id"], "gpu": gpu, "cell_id": c["cell_id"], "params": c.get("params", {}),
+            "repeats": repeats,
+            "wall_s": round(c["finished_at"] - c["started_at"], 3),
+            "search_s": round(c["finished_at"] - searches[-1], 3) if searches else 0.0,
+        })
+    return out
+
+
+def spec_of(record: dict) -> CellSpec:
+    workload, model, precision, engine = record["cell_id"].split("/")[:4]
+    return CellSpec(workload, model, precision, engine, record["params"])
+
+
+def flops(record: dict) -> float:
+    """The model FLOPs the estimate counts for the cell's repeats (the suite's ``work``)."""
+    spec = spec_of(record)
+    return record["repeats"] * suites.suite(spec.workload).work(spec, "throughput")
+
+
+def fit(recs: list[dict]) -> tuple[dict[str, estimates.EstimateRate], list[float]]:
+    """The rate per "workload/engine" (cell_s rounded to 0.1 s, tflops to 3 significant figures),
+    and the measured searches' seconds."""
+    points: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for r in recs:
+        s = spec_of(r)
+        points[f"{s.workload}/{s.engine}"].append((flops(r), r["wall_s"] - r["search_s"]))
+    rates = {}
+    for key, xy in sorted(points.items()):
+        x, y = zip(*xy)
+        line = statistics.linear_regression(x, y)
+        rates[key] = estimates.EstimateRate(cell_s=round(line.intercept, 1),
+                                            tflops=float(f"{1 / (line.slope * 1e12):.3g}"))
+    return rates, [r["search_s"] for r in recs if r["search_s"]]
+
+
+def estimate_ratio(recs: list[dict]) -> dict[str, float]:
+    """Per run: the plan's estimate of its measured cells (today's rates) over their measured seconds."""
+    measured: dict[str, float] = defaultdict(float)
+    estimated: dict[str, float] = defaultdict(float)
+    for r in recs:
+        measured[r["run"]] += r["wall_s"]
+        estimated[r["run"]] += estimate_seconds(spec_of(r), r["repeats"], device="cuda")
+    return {run: estimated[run] / measured[run] for run in measured}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("inputs", nargs="+", type=Path, help="run folders or bundles (with --out), or one records file")
+    ap.add_argument("--out", type=Path, help="write the records of the runs' measured cells here")
+    args = ap.parse_args()
+    if args.out:
+        recs = [r for run in args.inputs for r in records(run)]
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"records": recs}, indent=1) + "\n")
+    else:
+        recs = json.loads(args.inputs[0].read_text())["records"]
+    rates, searches = fit(recs)
+    print("fitted rates (wall - search = cell_s + FLOPs / (tflops x 1e12)):")
+    for key, rate in rates.items():
+        n = sum(1 for r in recs if f"{spec_of(r).workload}/{spec_of(r).engine}" == key)
+        print(f"  {key}: {n} cells, cell_s {rate.cell_s}, tflops {rate.tflops}")
+    if searches:
+        print(f"batch search: {len(searches)} cells, mean {statistics.fmean(searches):.1f} s, "
+              f"median {statistics.median(searches):.1f} s, {min(searches):.1f}-{max(searches):.1f} s")
+    print("the plan's estimate of each run's measured cells (kit/facts/estimates.py as it is) over their seconds:")
+    gpu = {r["run"]: r["gpu"] for r in recs}
+    for run, ratio in estimate_ratio(recs).items():
+        print(f"  {run} ({gpu[run]}): {ratio:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
