@@ -108,3 +108,28 @@ def test_a_cell_with_the_batch_search_costs_the_search_on_a_gpu_only():
     search = CellSpec("cifar", "resnet18", "fp32", "torch", {**plain.params, "find_max_batch": True})
     assert estimate_seconds(search, 3, device="cuda") == pytest.approx(estimate_seconds(plain, 3, device="cuda") + estimates.SEARCH_S)
     assert estimate_seconds(search, 3, device="cpu") == estimate_seconds(plain, 3, device="cpu")
+
+
+def test_a_mode_whose_package_is_missing_here_counts_as_skipped_on_a_gpu(monkeypatch):
+    """Apex's cells are skipped in a fraction of a second where Apex is not installed (as on the
+    reference parts' machines), so the plan counts them so; where it is, they count as whole cells."""
+    import kit.runner.plan as plan
+    from kit.results.schema import CellSpec
+
+    params = {"batch_size": 256, "image_size": 32, "epochs": 1, "steps": 100}
+    apex = CellSpec("cifar", "resnet18", "apex-o1", "torch", params)
+    amp = CellSpec("cifar", "resnet18", "amp-fp16", "torch", params)
+    monkeypatch.setattr(plan, "installed", lambda package: package != "apex")
+    assert plan.estimate_seconds(apex, 3, device="cuda") == estimates.SKIPPED_CELL_S
+    assert plan.estimate_seconds(amp, 3, device="cuda") > 20
+    monkeypatch.setattr(plan, "installed", lambda package: True)
+    assert plan.estimate_seconds(apex, 3, device="cuda") == plan.estimate_seconds(amp, 3, device="cuda")
+
+
+def test_installed_finds_a_package_without_importing_it():
+    import sys
+
+    from kit.runner.plan import installed
+
+    assert installed("json") and not installed("no_such_package_kit_test")
+    assert installed("kit") and "no_such_package_kit_test" not in sys.modules

@@ -8,6 +8,8 @@ docs/running.md ("What is measured").
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 from dataclasses import dataclass
 
 from kit.env.record import device_kind
@@ -80,6 +82,17 @@ def runs_on_cpu(precision: str) -> bool:
     return True
 
 
+@functools.lru_cache(maxsize=None)
+def installed(package: str) -> bool:
+    """Whether ``package`` (a mode's ``needs``: Apex, torchao) is on this process's import path, found
+    without importing it (importing Apex imports torch). The run's cells are measured in this
+    environment, so a mode whose package is missing is skipped there in a fraction of a second."""
+    try:
+        return importlib.util.find_spec(package) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def estimate_plan_seconds(plan: Plan, todo: "list[CellSpec] | None" = None) -> float:
     """The plan's rough estimate (``kit run``'s printout): the sum of :func:`estimate_seconds`
     over the cells still to run (``todo``, default all) on the plan's device kind."""
@@ -96,11 +109,12 @@ def estimate_seconds(spec: CellSpec, repeats: int, tflops: float | None = None, 
     A fixed cost per cell plus the model's training FLOPs (kit.facts.models) over the
     repeats at the effective rate of kit.facts.estimates for the device kind
     (``device``: 'cuda' or 'cpu', kit.env.record.device_kind) and engine; ``tflops``
-    replaces that rate. On the CPU a precision it cannot run (:func:`runs_on_cpu`) costs only
-    kit.facts.estimates.SKIPPED_CELL_S; on a GPU a cell with ``find_max_batch`` adds
-    kit.facts.estimates.SEARCH_S.
+    replaces that rate. A precision the device cannot run (:func:`runs_on_cpu` on the CPU) or whose
+    package is not installed here (:func:`installed`) costs only kit.facts.estimates.SKIPPED_CELL_S;
+    on a GPU a cell with ``find_max_batch`` adds kit.facts.estimates.SEARCH_S.
     """
-    if device == "cpu" and not runs_on_cpu(spec.precision):
+    needs = precision_modes.mode(spec.precision).needs
+    if (device == "cpu" and not runs_on_cpu(spec.precision)) or (needs and not installed(needs)):
         return estimate_facts.SKIPPED_CELL_S
     work = suites.suite(spec.workload).work(spec, mode)
     rate = estimate_facts.rate(device, spec.workload, spec.engine)
