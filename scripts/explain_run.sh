@@ -53,3 +53,4 @@ for part in "${PARTS[@]}"; do
     *) echo "unknown part: $part (gpu-tests, cifar, lstm, explain)" >&2; exit 2 ;;
   esac
 done
+parts_left

@@ -2,14 +2,49 @@
 # starts `kit run ARGS... "${common[@]}" --results-dir "$OUT/PART"`, or, when OUT/PART already holds a run
 # folder (a part cut short by a time limit or Ctrl-C), resumes it (`kit run --resume`; a complete one is
 # left as it is). The caller sets OUT, KIT and the array common.
+#
+# BUDGET (seconds, optional) bounds the parts' runs of one call of the script, for a machine lent by the
+# time slot (a scheduler's time limit, a lease): each part runs under `timeout -s INT` with the time
+# left (Ctrl-C's signal: the run stops at its next step, keeps its finished cells and writes an
+# .interrupted bundle), a part is not started with under MIN_PART_S (default 30) seconds left, and each
+# part left is added to the array LEFT_PARTS and named; run_part then returns 0. Running the script
+# again with the same OUT goes on from there.
+BUDGET_START=$(date +%s)
+LEFT_PARTS=()
+
 run_part() {
   local part=$1; shift
-  local dir
+  local dir left rc=0
+  local -a cmd
   dir=$(ls -d "$OUT/$part"/*/ 2>/dev/null | sort | tail -1 || true)
   if [ -n "$dir" ]; then
-    echo "$part: resuming ${dir%/}"
-    $KIT run --resume "${dir%/}"
+    cmd=(run --resume "${dir%/}")
   else
-    $KIT run "$@" "${common[@]}" --results-dir "$OUT/$part"
+    cmd=(run "$@" "${common[@]}" --results-dir "$OUT/$part")
   fi
+  if [ -n "${BUDGET:-}" ]; then
+    left=$(( BUDGET - ($(date +%s) - BUDGET_START) ))
+    if [ "$left" -lt "${MIN_PART_S:-30}" ]; then
+      echo "$part: not started: ${left}s of BUDGET=${BUDGET}s left; run again with the same OUT to go on"
+      LEFT_PARTS+=("$part")
+      return 0
+    fi
+  fi
+  [ -z "$dir" ] || echo "$part: resuming ${dir%/}"
+  if [ -z "${BUDGET:-}" ]; then
+    $KIT "${cmd[@]}"
+    return
+  fi
+  timeout -k 30 -s INT "$left" $KIT "${cmd[@]}" || rc=$?
+  if [ "$rc" -eq 124 ]; then
+    echo "$part: stopped at BUDGET=${BUDGET}s, its finished cells kept; run again with the same OUT to go on"
+    LEFT_PARTS+=("$part")
+    return 0
+  fi
+  return "$rc"
+}
+
+# After the parts: what is left, if anything (a line naming the parts; nothing when all ran to the end).
+parts_left() {
+  [ ${#LEFT_PARTS[@]} -eq 0 ] || echo "left for another call (BUDGET=${BUDGET}s): ${LEFT_PARTS[*]}"
 }

@@ -19,6 +19,10 @@
 # a time limit or Ctrl-C), the part resumes it (`kit run --resume`; a complete one is left as it is), on
 # this machine or another with the same GPU model. Parts may run on different machines of one GPU model
 # and driver: the merged bundle records each part's machine.
+# BUDGET=SECONDS bounds one call (scripts/part_run.sh): the part running when it is spent stops as at
+# Ctrl-C, finished cells kept, the parts after it wait, `merge` waits for them, and the same command
+# again goes on (on an H100, BUDGET=540 measured torch-a, then torch-b in a second call:
+# references/h100/parts/).
 # DEVICE (default cuda:0) picks the GPU; EXTRA adds kit run options to a part that starts (e.g.
 # EXTRA=--no-profile-window; a resumed part keeps its run's own options). Every part's cells carry today's engine revisions
 # (each suite's descriptor, kit/bench/<suite>/__init__.py); tests/test_methods.py fails when the
@@ -51,8 +55,13 @@ for part in "${PARTS[@]}"; do
     lstm-kit-a)   run_part "$part" --suite lstm --engines kit --preset apex-2018 ;;
     lstm-kit-b)   run_part "$part" --suite lstm --engines kit --preset tensor-core ;;
     merge)
-      mapfile -t bundles < <(ls "$OUT"/{torch,fastai,lstm}-*/*.tar.gz 2>/dev/null | grep -v '\.interrupted\.tar\.gz$')
+      if [ ${#LEFT_PARTS[@]} -gt 0 ]; then
+        echo "merge: not run while parts are left (${LEFT_PARTS[*]})"
+        continue
+      fi
+      mapfile -t bundles < <(ls "$OUT"/{torch,fastai,lstm}-*/*.tar.gz 2>/dev/null | grep -v '\.interrupted\(-[0-9]*\)\?\.tar\.gz$')
       $KIT bundle merge "${bundles[@]}" --same-model --out "$OUT/merged" ;;
     *) echo "unknown part: $part (torch-a..torch-d, fastai-a..fastai-d, lstm-graphed, lstm-kit-a, lstm-kit-b, merge)" >&2; exit 2 ;;
   esac
 done
+parts_left

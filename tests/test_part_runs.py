@@ -1,0 +1,73 @@
+"""scripts/reference_run.sh's parts (scripts/part_run.sh): resuming a part's run folder, a call bounded
+by BUDGET (the running part stopped with SIGINT, the rest left for the next call, merge held back),
+and merge joining only the parts' final bundles. The scripts run for real with a stand-in for `kit`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "reference_run.sh"
+
+#: a stand-in for `python3 -m kit`: logs its arguments, and `run` waits to be stopped by SIGINT (as
+#: `kit run` stops at Ctrl-C), then exits as an interrupted run does
+FAKE_KIT = """#!/usr/bin/env bash
+echo "kit $*" >> "$KIT_LOG"
+if [ "$1" = run ]; then
+  sleep 60 > /dev/null 2>&1 &  # a background job ignores SIGINT: the trap ends it
+  trap 'kill $!; echo "kit: interrupted" >> "$KIT_LOG"; exit 130' INT
+  wait
+fi
+"""
+
+
+def _run(tmp_path: Path, *parts: str, **env: str) -> tuple[subprocess.CompletedProcess, list[str]]:
+    kit = tmp_path / "kit"
+    kit.write_text(FAKE_KIT)
+    kit.chmod(0o755)
+    log = tmp_path / "kit.log"
+    done = subprocess.run(["bash", str(SCRIPT), str(tmp_path / "out"), *parts], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "KIT": str(kit), "KIT_LOG": str(log), **env})
+    return done, (log.read_text().splitlines() if log.exists() else [])
+
+
+def test_a_budget_stops_the_running_part_and_leaves_the_rest_for_the_next_call(tmp_path):
+    done, calls = _run(tmp_path, "torch-a", "torch-b", "merge", BUDGET="2", MIN_PART_S="1")
+    assert done.returncode == 0, done.stderr
+    assert "torch-a: stopped at BUDGET=2s, its finished cells kept" in done.stdout
+    assert "torch-b: not started" in done.stdout
+    assert "merge: not run while parts are left (torch-a torch-b)" in done.stdout
+    assert done.stdout.rstrip().endswith("left for another call (BUDGET=2s): torch-a torch-b")
+    # the running part got SIGINT (its Ctrl-C), and nothing ran after it
+    assert calls[0].startswith("kit run --suite cifar --engines torch --models resnet18,resnet34") and calls[1:] == ["kit: interrupted"]
+
+
+def test_a_part_whose_folder_holds_a_run_resumes_it(tmp_path):
+    run = tmp_path / "out" / "torch-b" / "20261206-062833-vm-cifar-e9de"
+    run.mkdir(parents=True)
+    done, calls = _run(tmp_path, "torch-b", BUDGET="1", MIN_PART_S="0")
+    assert done.returncode == 0, done.stderr
+    assert f"torch-b: resuming {run}" in done.stdout
+    assert calls[0] == f"kit run --resume {run}"
+
+
+def test_merge_joins_each_parts_final_bundle_and_no_interrupted_one(tmp_path):
+    out = tmp_path / "out"
+    for name in ("torch-a/a.tar.gz", "torch-a/a.interrupted.tar.gz", "torch-a/a.interrupted-2.tar.gz",
+                 "lstm-graphed/g.tar.gz", "lstm-graphed/g.interrupted-12.tar.gz"):
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_bytes(b"")
+    done, calls = _run(tmp_path, "merge")
+    assert done.returncode == 0, done.stderr
+    assert calls == [f"kit bundle merge {out}/lstm-graphed/g.tar.gz {out}/torch-a/a.tar.gz --same-model --out {out}/merged"]
+
+
+def test_without_a_budget_a_failing_part_fails_the_script(tmp_path):
+    kit = tmp_path / "kit"
+    kit.write_text("#!/usr/bin/env bash\nexit 5\n")
+    kit.chmod(0o755)
+    done = subprocess.run(["bash", str(SCRIPT), str(tmp_path / "out"), "torch-a", "torch-b"], capture_output=True,
+                          text=True, timeout=60, env={**os.environ, "KIT": str(kit)})
+    assert done.returncode == 5
