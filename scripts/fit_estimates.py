@@ -6,7 +6,7 @@
 The first form reads each measured cell of the runs and writes the records the fit uses. Each record
 has the cell's wall time (``finished_at - started_at``), the part of it the batch search took, and
 its repeats. The search time runs from the journal's "searching for the largest batch" note to the
-cell's end; the profiled window after the search stays in. The second form refits from such a file.
+cell's end (the profiled window, in the last repeat before the search, stays in). The second form refits from such a file.
 The fit counts each cell's model FLOPs as the estimate does (the suite's ``work`` times the repeats).
 
 Both print the fit. Per workload/engine, a least-squares line (statistics.linear_regression) of

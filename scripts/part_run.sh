@@ -6,9 +6,11 @@
 # BUDGET (seconds, optional) bounds the parts' runs of one call of the script, for a machine lent by the
 # time slot (a scheduler's time limit, a lease): each part runs under `timeout -s INT` with the time
 # left (Ctrl-C's signal: the run stops at its next step, keeps its finished cells and writes an
-# .interrupted bundle), a part is not started with under MIN_PART_S (default 30) seconds left, and each
+# .interrupted bundle; one that has not ended 60 s later is killed, its journal keeping its finished
+# cells), a part is not started with under MIN_PART_S (default 30, at least 1) seconds left, and each
 # part left is added to the array LEFT_PARTS and named; run_part then returns 0. Running the script
-# again with the same OUT goes on from there.
+# again with the same OUT goes on from there. From a terminal, Ctrl-C still stops the running part
+# (timeout --foreground).
 BUDGET_START=$(date +%s)
 LEFT_PARTS=()
 
@@ -24,7 +26,7 @@ run_part() {
   fi
   if [ -n "${BUDGET:-}" ]; then
     left=$(( BUDGET - ($(date +%s) - BUDGET_START) ))
-    if [ "$left" -lt "${MIN_PART_S:-30}" ]; then
+    if [ "$left" -le 0 ] || [ "$left" -lt "${MIN_PART_S:-30}" ]; then
       echo "$part: not started: ${left}s of BUDGET=${BUDGET}s left; run again with the same OUT to go on"
       LEFT_PARTS+=("$part")
       return 0
@@ -35,13 +37,15 @@ run_part() {
     $KIT "${cmd[@]}"
     return
   fi
-  timeout -k 30 -s INT "$left" $KIT "${cmd[@]}" || rc=$?
-  if [ "$rc" -eq 124 ]; then
-    echo "$part: stopped at BUDGET=${BUDGET}s, its finished cells kept; run again with the same OUT to go on"
-    LEFT_PARTS+=("$part")
-    return 0
-  fi
-  return "$rc"
+  local -a fg=()
+  [ ! -t 0 ] || fg=(--foreground)  # a terminal's Ctrl-C reaches the run (else timeout's own group hides it)
+  timeout ${fg[@]+"${fg[@]}"} -k 60 -s INT "$left" $KIT "${cmd[@]}" || rc=$?
+  case "$rc" in
+    124) echo "$part: stopped at BUDGET=${BUDGET}s, its finished cells kept; run again with the same OUT to go on" ;;
+    137) echo "$part: killed 60 s after BUDGET=${BUDGET}s's stop signal; its journal keeps its finished cells; run again with the same OUT to go on" ;;
+    *) return "$rc" ;;
+  esac
+  LEFT_PARTS+=("$part")
 }
 
 # After the parts: what is left, if anything (a line naming the parts; nothing when all ran to the end).

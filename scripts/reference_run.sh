@@ -21,8 +21,8 @@
 # and driver: the merged bundle records each part's machine.
 # BUDGET=SECONDS bounds one call (scripts/part_run.sh): the part running when it is spent stops as at
 # Ctrl-C, finished cells kept, the parts after it wait, `merge` waits for them, and the same command
-# again goes on (on an H100, BUDGET=540 measured torch-a, then torch-b in a second call:
-# references/h100/parts/).
+# again goes on (references/h100/parts/ was measured in such calls of 540 s, by a wrapper that did the
+# same before BUDGET existed).
 # DEVICE (default cuda:0) picks the GPU; EXTRA adds kit run options to a part that starts (e.g.
 # EXTRA=--no-profile-window; a resumed part keeps its run's own options). Every part's cells carry today's engine revisions
 # (each suite's descriptor, kit/bench/<suite>/__init__.py); tests/test_methods.py fails when the
@@ -60,6 +60,13 @@ for part in "${PARTS[@]}"; do
         continue
       fi
       mapfile -t bundles < <(ls "$OUT"/{torch,fastai,lstm}-*/*.tar.gz 2>/dev/null | grep -v '\.interrupted\(-[0-9]*\)\?\.tar\.gz$')
+      for dir in "$OUT"/{torch,fastai,lstm}-*/; do  # a part that ran has its final bundle, or it is left
+        [ -d "$dir" ] || continue
+        if ! printf '%s\n' "${bundles[@]}" | grep -qF "${dir%/}/"; then
+          echo "merge: ${dir%/} has no final bundle: run its part again to finish it (kit run --resume goes on)" >&2
+          exit 1
+        fi
+      done
       $KIT bundle merge "${bundles[@]}" --same-model --out "$OUT/merged" ;;
     *) echo "unknown part: $part (torch-a..torch-d, fastai-a..fastai-d, lstm-graphed, lstm-kit-a, lstm-kit-b, merge)" >&2; exit 2 ;;
   esac

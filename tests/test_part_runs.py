@@ -1,6 +1,7 @@
-"""scripts/reference_run.sh's parts (scripts/part_run.sh): resuming a part's run folder, a call bounded
-by BUDGET (the running part stopped with SIGINT, the rest left for the next call, merge held back),
-and merge joining only the parts' final bundles. The scripts run for real with a stand-in for `kit`."""
+"""The parted GPU scripts (scripts/part_run.sh, sourced by reference_run.sh and explain_run.sh):
+resuming a part's run folder, a call bounded by BUDGET (the running part stopped with SIGINT, the rest
+left for the next call, merge and explain held back), and merge and explain reading only the parts'
+final bundles. The scripts run for real with a stand-in for `kit`."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "reference_run.sh"
+EXPLAIN = ROOT / "scripts" / "explain_run.sh"
 
 #: a stand-in for `python3 -m kit`: logs its arguments, and `run` waits to be stopped by SIGINT (as
 #: `kit run` stops at Ctrl-C), then exits as an interrupted run does
@@ -23,13 +25,14 @@ fi
 """
 
 
-def _run(tmp_path: Path, *parts: str, **env: str) -> tuple[subprocess.CompletedProcess, list[str]]:
+def _run(tmp_path: Path, *parts: str, script: Path = SCRIPT, **env: str) -> tuple[subprocess.CompletedProcess, list[str]]:
     kit = tmp_path / "kit"
     kit.write_text(FAKE_KIT)
     kit.chmod(0o755)
     log = tmp_path / "kit.log"
-    done = subprocess.run(["bash", str(SCRIPT), str(tmp_path / "out"), *parts], capture_output=True, text=True,
-                          timeout=60, env={**os.environ, "KIT": str(kit), "KIT_LOG": str(log), **env})
+    done = subprocess.run(["bash", str(script), str(tmp_path / "out"), *parts], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=60,
+                          env={**os.environ, "KIT": str(kit), "KIT_LOG": str(log), **env})
     return done, (log.read_text().splitlines() if log.exists() else [])
 
 
@@ -47,7 +50,7 @@ def test_a_budget_stops_the_running_part_and_leaves_the_rest_for_the_next_call(t
 def test_a_part_whose_folder_holds_a_run_resumes_it(tmp_path):
     run = tmp_path / "out" / "torch-b" / "20261206-062833-vm-cifar-e9de"
     run.mkdir(parents=True)
-    done, calls = _run(tmp_path, "torch-b", BUDGET="1", MIN_PART_S="0")
+    done, calls = _run(tmp_path, "torch-b", BUDGET="2", MIN_PART_S="1")
     assert done.returncode == 0, done.stderr
     assert f"torch-b: resuming {run}" in done.stdout
     assert calls[0] == f"kit run --resume {run}"
@@ -64,10 +67,42 @@ def test_merge_joins_each_parts_final_bundle_and_no_interrupted_one(tmp_path):
     assert calls == [f"kit bundle merge {out}/lstm-graphed/g.tar.gz {out}/torch-a/a.tar.gz --same-model --out {out}/merged"]
 
 
-def test_without_a_budget_a_failing_part_fails_the_script(tmp_path):
+def test_merge_refuses_while_a_part_that_ran_has_no_final_bundle(tmp_path):
+    out = tmp_path / "out"
+    (out / "torch-a").mkdir(parents=True)
+    (out / "torch-a" / "a.tar.gz").write_bytes(b"")
+    (out / "torch-b" / "20261206-062833-vm-cifar-e9de").mkdir(parents=True)  # cut, not finished
+    (out / "torch-b" / "b.interrupted.tar.gz").write_bytes(b"")
+    done, calls = _run(tmp_path, "merge")
+    assert done.returncode == 1 and calls == []
+    assert f"merge: {out}/torch-b has no final bundle" in done.stderr
+
+
+def test_a_budget_already_spent_starts_nothing(tmp_path):
+    done, calls = _run(tmp_path, "torch-a", BUDGET="0", MIN_PART_S="0")
+    assert done.returncode == 0 and calls == []
+    assert "torch-a: not started: 0s of BUDGET=0s left" in done.stdout
+
+
+def test_a_failing_part_fails_the_script_with_or_without_a_budget(tmp_path):
     kit = tmp_path / "kit"
     kit.write_text("#!/usr/bin/env bash\nexit 5\n")
     kit.chmod(0o755)
-    done = subprocess.run(["bash", str(SCRIPT), str(tmp_path / "out"), "torch-a", "torch-b"], capture_output=True,
-                          text=True, timeout=60, env={**os.environ, "KIT": str(kit)})
-    assert done.returncode == 5
+    for budget in ({}, {"BUDGET": "60"}):
+        done = subprocess.run(["bash", str(SCRIPT), str(tmp_path / "out"), "torch-a", "torch-b"], capture_output=True,
+                              text=True, stdin=subprocess.DEVNULL, timeout=60, env={**os.environ, "KIT": str(kit), **budget})
+        assert done.returncode == 5, budget
+
+
+def test_explain_waits_for_the_parts_left_and_skips_every_interrupted_bundle(tmp_path):
+    out = tmp_path / "out"
+    done, calls = _run(tmp_path, "cifar", "explain", script=EXPLAIN, BUDGET="0", MIN_PART_S="0")
+    assert done.returncode == 0 and calls == []
+    assert "explain: not run while parts are left (cifar)" in done.stdout
+    (out / "lstm").mkdir(parents=True)
+    for name in ("l.tar.gz", "l.interrupted.tar.gz", "l.interrupted-2.tar.gz"):
+        (out / "lstm" / name).write_bytes(b"")
+    done, calls = _run(tmp_path, "explain", script=EXPLAIN)
+    assert done.returncode == 0, done.stderr
+    explained = [line for line in calls if line.startswith("kit explain")]
+    assert explained == [f"kit explain {out}/lstm/l.tar.gz", f"kit explain {out}/lstm/l.tar.gz --json {out}/explain-lstm.json"]

@@ -35,10 +35,10 @@ class CellContext:
 
 def stop_point(should_stop: Callable[[], bool]) -> None:
     """A place in a cell's loop where a stop request ends the cell: raises KeyboardInterrupt when
-    ``should_stop()`` says so. Every long loop of the bench code passes through one (at each training
-    step or every few, through StepTally, and at each try of the batch search), because the signal handler's own KeyboardInterrupt can be lost
-    where it lands (a weakref callback of PyTorch's compiler), and only the loop's own check then
-    stops the run (kit.runner.stop_signals)."""
+    ``should_stop()`` says so. Every long loop of the bench code passes through one (at each
+    training step or every few, through StepTally, and at each try of the batch search), because the
+    signal handler's own KeyboardInterrupt can be lost where it lands (a weakref callback of
+    PyTorch's compiler), and only the loop's own check then stops the run (kit.runner.stop_signals)."""
     if should_stop():
         raise KeyboardInterrupt("stop requested")
 

@@ -12,14 +12,14 @@ Sources:
 
 - [parts 2026-12-06] the parts of the next references, measured by today's engines:
   references/h200/remeasure/torch-a/ and lstm-graphed/ (NVIDIA H200), and references/h100/parts/
-  (torch-a, torch-b and 8 cells of lstm-graphed; NVIDIA H100, whose figures there are 0.93-0.99x the
-  H200's). Their cells' records are in references/gpu-estimates/cells.json, and
+  (torch-a, torch-b and 8 cells of lstm-graphed; NVIDIA H100, whose GPU-bound cells there run at
+  0.93-0.99x the H200's). Their cells' records are in references/gpu-estimates/cells.json, and
   ``scripts/fit_estimates.py`` fits them: the ``torch`` CIFAR engine from 25 cells (ResNet-18/34/50,
   every precision, Inductor's first compile of each precision and the profiled window included) and
   the ``graphed`` LSTM engine from 16, each cell's wall time less its batch search. The search
   (``--find-max-batch``, 25 cells) took 16.4 s on average (median 11.3 s, 7.4-86.5 s; fp32
-  ResNet-50's tries are the slowest). The ``torch`` rate this replaced estimated these parts at
-  0.25-0.51x their cells' seconds.
+  ResNet-50's tries are the slowest). The rates these replaced estimated these runs at 0.25-0.80x
+  their cells' seconds (the ``torch`` parts 0.25-0.32x; the ``graphed`` LSTM had no rate of its own).
 - [H200] the shipped reference, references/h200/vm_NVIDIA-H200_native_20261130-141944.tar.gz
   (NVIDIA H200, torch 2.11, 3 repeats, batch 256, 100 / 50 steps, LSTM 300 batches, measured by
   earlier engines): a least-squares fit over its measured cells, 25 ``fastai`` and 10 LSTM (``kit``

@@ -8,7 +8,6 @@ docs/running.md ("What is measured").
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 from dataclasses import dataclass
 
@@ -82,7 +81,6 @@ def runs_on_cpu(precision: str) -> bool:
     return True
 
 
-@functools.lru_cache(maxsize=None)
 def installed(package: str) -> bool:
     """Whether ``package`` (a mode's ``needs``: Apex, torchao) is on this process's import path, found
     without importing it (importing Apex imports torch). The run's cells are measured in this
