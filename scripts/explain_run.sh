@@ -42,13 +42,9 @@ for part in "${PARTS[@]}"; do
     cifar)     run_part "$part" --suite cifar --engines torch,fastai --models resnet18,resnet50 ;;
     lstm)      run_part "$part" --suite lstm --engines kit,graphed --preset "${PRESETS:-apex-2018}" "${lstm_extra[@]}" ;;
     explain)
-      if [ ${#LEFT_PARTS[@]} -gt 0 ]; then
-        echo "explain: not run while parts are left (${LEFT_PARTS[*]})"
-        continue
-      fi
-      for b in "$OUT"/{cifar,lstm}/*.tar.gz; do
-        [ -e "$b" ] || continue
-        case "$b" in *.interrupted.tar.gz | *.interrupted-[0-9]*.tar.gz) continue ;; esac
+      parts_done_for explain || continue
+      mapfile -t bundles < <(final_bundles "$OUT"/{cifar,lstm}/*.tar.gz)
+      for b in ${bundles[@]+"${bundles[@]}"}; do
         name=$(basename "$(dirname "$b")")
         $KIT explain "$b" > "$OUT/explain-$name.txt"
         $KIT explain "$b" --json "$OUT/explain-$name.json"

@@ -6,8 +6,9 @@
 The first form reads each measured cell of the runs and writes the records the fit uses. Each record
 has the cell's wall time (``finished_at - started_at``), the part of it the batch search took, and
 its repeats. The search time runs from the journal's "searching for the largest batch" note to the
-cell's end (the profiled window, in the last repeat before the search, stays in). The second form refits from such a file.
-The fit counts each cell's model FLOPs as the estimate does (the suite's ``work`` times the repeats).
+cell's end (the profiled window, in the last repeat before the search, stays in). The second form
+refits from such a file. The fit counts each cell's model FLOPs as the estimate does (the suite's
+``work`` times the repeats).
 
 Both print the fit. Per workload/engine, a least-squares line (statistics.linear_regression) of
 ``wall - search = cell_s + FLOPs / (tflops x 1e12)``, and the mean seconds of a search. Then, per run,
@@ -20,10 +21,11 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import tarfile
 from collections import defaultdict
 from pathlib import Path
 
+from kit.bundle.export import read_member
+from kit.bundle.safe_open import open_bundle
 from kit.facts import estimates
 from kit.results import suites
 from kit.results.schema import CellSpec
@@ -32,19 +34,22 @@ from kit.runner.plan import estimate_seconds
 SEARCH_NOTE = "searching for the largest batch"
 
 
-def read(run: Path, name: str) -> str:
-    """A run's file, from its run folder or its bundle."""
+NAMES = ("results.json", "env.json", "journal.jsonl")
+
+
+def run_files(run: Path) -> dict[str, bytes]:
+    """A run's results, environment and journal, from its run folder or its bundle (read and checked
+    as `kit bundle` reads them)."""
     if run.is_dir():
-        return (run / name).read_text()
-    with tarfile.open(run) as tar:
-        member = next(m for m in tar.getmembers() if m.name.endswith("/" + name))
-        return tar.extractfile(member).read().decode()
+        return {name: read_member(run, name) or b"" for name in NAMES}
+    return open_bundle(run).files
 
 
 def records(run: Path) -> list[dict]:
     """One record per measured cell of a run (its folder or bundle)."""
-    results, env = json.loads(read(run, "results.json")), json.loads(read(run, "env.json"))
-    events = [json.loads(line) for line in read(run, "journal.jsonl").splitlines() if line.strip()]
+    files = run_files(run)
+    results, env = json.loads(files["results.json"]), json.loads(files["env.json"])
+    events = [json.loads(line) for line in files["journal.jsonl"].decode().splitlines() if line.strip()]
     gpus = (env.get("nvml") or {}).get("gpus") or [{}]
     gpu = gpus[0].get("name", "")
     out = []

@@ -48,6 +48,24 @@ run_part() {
   LEFT_PARTS+=("$part")
 }
 
+# Whether STEP (merge, explain: a step that reads every part's bundle) may run now: not while parts
+# are left (it says so, and returns 1).
+parts_done_for() {
+  [ ${#LEFT_PARTS[@]} -gt 0 ] || return 0
+  echo "$1: not run while parts are left (${LEFT_PARTS[*]})"
+  return 1
+}
+
+# The final bundles among the paths given, sorted, one a line: a part cut short also leaves
+# NAME.interrupted.tar.gz, and one cut again NAME.interrupted-N.tar.gz, which no step reads.
+final_bundles() {
+  local b
+  for b in "$@"; do
+    [ -e "$b" ] || continue
+    case "$b" in *.interrupted.tar.gz | *.interrupted-[0-9]*.tar.gz) ;; *) echo "$b" ;; esac
+  done | sort
+}
+
 # After the parts: what is left, if anything (a line naming the parts; nothing when all ran to the end).
 parts_left() {
   [ ${#LEFT_PARTS[@]} -eq 0 ] || echo "left for another call (BUDGET=${BUDGET}s): ${LEFT_PARTS[*]}"

@@ -55,11 +55,8 @@ for part in "${PARTS[@]}"; do
     lstm-kit-a)   run_part "$part" --suite lstm --engines kit --preset apex-2018 ;;
     lstm-kit-b)   run_part "$part" --suite lstm --engines kit --preset tensor-core ;;
     merge)
-      if [ ${#LEFT_PARTS[@]} -gt 0 ]; then
-        echo "merge: not run while parts are left (${LEFT_PARTS[*]})"
-        continue
-      fi
-      mapfile -t bundles < <(ls "$OUT"/{torch,fastai,lstm}-*/*.tar.gz 2>/dev/null | grep -v '\.interrupted\(-[0-9]*\)\?\.tar\.gz$')
+      parts_done_for merge || continue
+      mapfile -t bundles < <(final_bundles "$OUT"/{torch,fastai,lstm}-*/*.tar.gz)
       for dir in "$OUT"/{torch,fastai,lstm}-*/; do  # a part that ran has its final bundle, or it is left
         [ -d "$dir" ] || continue
         if ! printf '%s\n' "${bundles[@]}" | grep -qF "${dir%/}/"; then

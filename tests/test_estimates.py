@@ -129,7 +129,7 @@ def test_a_mode_whose_package_is_missing_here_counts_as_skipped_on_a_gpu(monkeyp
 def test_installed_finds_a_package_without_importing_it(monkeypatch):
     import sys
 
-    from kit.runner.plan import installed
+    from kit.env.record import installed
 
     monkeypatch.delitem(sys.modules, "tabnanny", raising=False)  # a standard module nothing here imports
     assert installed("tabnanny") and "tabnanny" not in sys.modules

@@ -348,6 +348,17 @@ def torch_wheel_cuda() -> str | None:
     return m.group(1) if m else None
 
 
+def installed(package: str) -> bool:
+    """Whether ``package`` is on this process's import path, found without importing it (importing
+    torch takes seconds, and Apex imports torch)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(package) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def apex_info(env: Mapping[str, str] | None = None) -> dict:
     """Which Apex the benchmark would import, found without importing it (that imports torch).
 

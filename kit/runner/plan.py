@@ -8,10 +8,9 @@ docs/running.md ("What is measured").
 
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import dataclass
 
-from kit.env.record import device_kind
+from kit.env.record import device_kind, installed
 from kit.facts import estimates as estimate_facts
 from kit.results import precisions as precision_modes
 from kit.results import suites
@@ -81,16 +80,6 @@ def runs_on_cpu(precision: str) -> bool:
     return True
 
 
-def installed(package: str) -> bool:
-    """Whether ``package`` (a mode's ``needs``: Apex, torchao) is on this process's import path, found
-    without importing it (importing Apex imports torch). The run's cells are measured in this
-    environment, so a mode whose package is missing is skipped there in a fraction of a second."""
-    try:
-        return importlib.util.find_spec(package) is not None
-    except (ImportError, ValueError):
-        return False
-
-
 def estimate_plan_seconds(plan: Plan, todo: "list[CellSpec] | None" = None) -> float:
     """The plan's rough estimate (``kit run``'s printout): the sum of :func:`estimate_seconds`
     over the cells still to run (``todo``, default all) on the plan's device kind."""
@@ -108,7 +97,9 @@ def estimate_seconds(spec: CellSpec, repeats: int, tflops: float | None = None, 
     repeats at the effective rate of kit.facts.estimates for the device kind
     (``device``: 'cuda' or 'cpu', kit.env.record.device_kind) and engine; ``tflops``
     replaces that rate. A precision the device cannot run (:func:`runs_on_cpu` on the CPU) or whose
-    package is not installed here (:func:`installed`) costs only kit.facts.estimates.SKIPPED_CELL_S;
+    package (its mode's ``needs``: Apex, torchao) is not installed here (kit.env.record.installed: the
+    run's cells are measured in this environment, and such a cell is skipped there) costs only
+    kit.facts.estimates.SKIPPED_CELL_S;
     on a GPU a cell with ``find_max_batch`` adds kit.facts.estimates.SEARCH_S.
     """
     needs = precision_modes.mode(spec.precision).needs

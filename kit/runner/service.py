@@ -32,15 +32,10 @@ def check_bench_stack(plan, console=None) -> None:
     broken: torch not installed (a host-only install, `pip install .`), or torch, torchvision or
     fastai not importing (kit.env.bench_stack, in a child process: the pair that fixes it), or
     torch not importing in this process."""
-    import importlib.util
-
     from kit.env.bench_stack import check_for_run, install_remedy, needed_for
+    from kit.env.record import installed
 
-    try:
-        spec = importlib.util.find_spec("torch")
-    except (ImportError, ValueError):
-        spec = None
-    if spec is None:
+    if not installed("torch"):
         raise EnvironmentCheckError("kit run needs the benchmark stack (PyTorch), which is not installed here.",
                                     remedy=install_remedy())
     check_for_run(needed_for(plan.cells), console)
