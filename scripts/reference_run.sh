@@ -21,8 +21,8 @@
 # and driver: the merged bundle records each part's machine.
 # BUDGET=SECONDS bounds one call (scripts/part_run.sh): the part running when it is spent stops as at
 # Ctrl-C, finished cells kept, the parts after it wait, `merge` waits for them, and the same command
-# again goes on (references/h100/parts/ was measured in such calls of 540 s, by a wrapper that did the
-# same before BUDGET existed).
+# again goes on (references/h100/parts/ was measured so: its first parts in calls of 540 s by a wrapper
+# that did the same before BUDGET existed, the later ones with BUDGET=530).
 # DEVICE (default cuda:0) picks the GPU; EXTRA adds kit run options to a part that starts (e.g.
 # EXTRA=--no-profile-window; a resumed part keeps its run's own options). Every part's cells carry today's engine revisions
 # (each suite's descriptor, kit/bench/<suite>/__init__.py); tests/test_methods.py fails when the
