@@ -12,18 +12,21 @@ Sources:
 
 - [parts 2026-12-06] the parts of the next references, measured by today's engines:
   references/h200/remeasure/torch-a/ and lstm-graphed/ (NVIDIA H200), and references/h100/parts/
-  (torch-a, torch-b and 8 cells of lstm-graphed; NVIDIA H100, whose GPU-bound cells there run at
-  0.93-0.99x the H200's). Their cells' records are in references/gpu-estimates/cells.json, and
-  ``scripts/fit_estimates.py`` fits them: the ``torch`` CIFAR engine from 25 cells (ResNet-18/34/50,
-  every precision, Inductor's first compile of each precision and the profiled window included) and
-  the ``graphed`` LSTM engine from 16, each cell's wall time less its batch search. The search
-  (``--find-max-batch``, 25 cells) took 16.4 s on average (median 11.3 s, 7.4-86.5 s; fp32
-  ResNet-50's tries are the slowest). The rates these replaced estimated these runs at 0.25-0.80x
-  their cells' seconds (the ``torch`` parts 0.25-0.32x; the ``graphed`` LSTM had no rate of its own).
+  (torch-a ... torch-d, fastai-a and 8 cells of lstm-graphed; NVIDIA H100, whose GPU-bound cells there
+  run at 0.93-0.99x the H200's). Their cells' records are in references/gpu-estimates/cells.json, and
+  ``scripts/fit_estimates.py`` fits them: the ``torch`` CIFAR engine from 35 cells (every ResNet and
+  precision, Inductor's first compile of each precision and the profiled window included), the
+  ``fastai`` engine from 10 (ResNet-18/34) and the ``graphed`` LSTM engine from 16, each cell's wall
+  time less its batch search. The search (``--find-max-batch``, 35 cells) grows with the model: 7-19 s
+  for ResNet-18, 30-116 s for ResNet-152, longest in fp32 and tf32, whose largest batch is below the
+  data set's size and is found by bisection. So the estimate counts it per PFLOP of one repeat's work
+  (the searches' seconds over their cells' PFLOPs); a flat 25 s (their mean) read the ``torch`` parts at
+  0.77-1.34x, this 0.87-1.09x. The rates these replaced, fitted to the reference of 2026-11-30,
+  estimated these runs at 0.25-0.80x their cells' seconds.
 - [H200] the shipped reference, references/h200/vm_NVIDIA-H200_native_20261130-141944.tar.gz
   (NVIDIA H200, torch 2.11, 3 repeats, batch 256, 100 / 50 steps, LSTM 300 batches, measured by
-  earlier engines): a least-squares fit over its measured cells, 25 ``fastai`` and 10 LSTM (``kit``
-  engine). A slower GPU takes longer.
+  earlier engines): a least-squares fit over its 10 measured LSTM cells (``kit`` engine). A slower
+  GPU takes longer.
 - [VM 2026-12-03] references/cpu-vm/estimates/ (measurements.json, remade by its measure.py): the
   README's two CPU commands, ``kit run --smoke --suite all`` (what ``make run`` runs on a host
   without a GPU) and the "one-minute CPU check" (``kit run --suite cifar --data synthetic
@@ -59,8 +62,8 @@ class EstimateRate(NamedTuple):
 
 #: (device kind, "workload/engine") -> rate; device kind as kit.env.record.device_kind gives it.
 RATES: dict[tuple[str, str], EstimateRate] = {
-    ("cuda", "cifar/torch"): EstimateRate(cell_s=24.8, tflops=2.41),    # [parts 2026-12-06]
-    ("cuda", "cifar/fastai"): EstimateRate(cell_s=7.8, tflops=2.4),     # [H200]
+    ("cuda", "cifar/torch"): EstimateRate(cell_s=18.7, tflops=1.57),    # [parts 2026-12-06]
+    ("cuda", "cifar/fastai"): EstimateRate(cell_s=11.7, tflops=9.46),   # [parts 2026-12-06]
     ("cuda", "lstm/kit"): EstimateRate(cell_s=11.2, tflops=79.0),       # [H200]
     ("cuda", "lstm/graphed"): EstimateRate(cell_s=18.9, tflops=61.3),   # [parts 2026-12-06]
     ("cuda", "gpt/kit"): EstimateRate(cell_s=8.0, tflops=200.0),        # [H200 gpt]
@@ -70,8 +73,9 @@ RATES: dict[tuple[str, str], EstimateRate] = {
     ("cpu", "gpt/kit"): EstimateRate(cell_s=20.0, tflops=0.010),        # [VM gpt]
 }
 
-#: Seconds the batch search (``--find-max-batch``, CUDA only) adds to a cell: the mean of 25 [parts 2026-12-06]
-SEARCH_S = 16.4
+#: Seconds the batch search (``--find-max-batch``, CUDA only) adds to a cell for each PFLOP of one
+#: repeat's counted work (kit.facts.models): 35 searches [parts 2026-12-06]
+SEARCH_S_PER_PFLOP = 1640.0
 
 #: Seconds the plan counts for a cell the device cannot run (skipped before any training):
 #: at most 0.03 s each on the VM [VM 2026-12-03]; 0.1 s leaves room for a slower host.

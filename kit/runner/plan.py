@@ -100,12 +100,14 @@ def estimate_seconds(spec: CellSpec, repeats: int, tflops: float | None = None, 
     package (its mode's ``needs``: Apex, torchao) is not installed here (kit.env.record.installed: the
     run's cells are measured in this environment, and such a cell is skipped there) costs only
     kit.facts.estimates.SKIPPED_CELL_S;
-    on a GPU a cell with ``find_max_batch`` adds kit.facts.estimates.SEARCH_S.
+    on a GPU a cell with ``find_max_batch`` adds its batch search, kit.facts.estimates.SEARCH_S_PER_PFLOP
+    seconds for each PFLOP of one repeat.
     """
     needs = precision_modes.mode(spec.precision).needs
     if (device == "cpu" and not runs_on_cpu(spec.precision)) or (needs and not installed(needs)):
         return estimate_facts.SKIPPED_CELL_S
     work = suites.suite(spec.workload).work(spec, mode)
     rate = estimate_facts.rate(device, spec.workload, spec.engine)
-    search = estimate_facts.SEARCH_S if device != "cpu" and spec.params.get("find_max_batch") else 0.0
+    searches = device != "cpu" and spec.params.get("find_max_batch")
+    search = estimate_facts.SEARCH_S_PER_PFLOP * work / 1e15 if searches else 0.0
     return rate.cell_s + search + repeats * work / ((tflops or rate.tflops) * 1e12)
