@@ -143,6 +143,13 @@ class Terminated(Interrupted):
     exit_code = 143
 
 
+class TimeLimitReached(Interrupted):
+    """The run stopped at its ``--time-limit`` (before a cell that would not finish by it, or at the
+    limit itself, as at Ctrl-C); finished results were kept. 124, as GNU ``timeout`` ends."""
+
+    exit_code = 124
+
+
 EXIT_CODES: dict[int, str] = {
     0: "success",
     1: "other kit error",
@@ -155,6 +162,7 @@ EXIT_CODES: dict[int, str] = {
     8: "a benchmark run failed (partial results kept)",
     9: "compare --fail-if-slower found a significant slowdown",
     10: "no space left on the device (or over the disk quota) where the kit writes; what was written stays valid",
+    124: "kit run stopped at its --time-limit (finished results kept; --resume goes on)",
     130: "interrupted with Ctrl-C, SIGINT (finished results kept)",
     143: "terminated by SIGTERM (finished results kept; the journal names the signal)",
 }

@@ -4,13 +4,14 @@
 # left as it is). The caller sets OUT, KIT and the array common.
 #
 # BUDGET (seconds, optional) bounds the parts' runs of one call of the script, for a machine lent by the
-# time slot (a scheduler's time limit, a lease): each part runs under `timeout -s INT` with the time
-# left (Ctrl-C's signal: the run stops at its next step, keeps its finished cells and writes an
-# .interrupted bundle; one that has not ended 60 s later is killed, its journal keeping its finished
-# cells), a part is not started with under MIN_PART_S (default 30, at least 1) seconds left, and each
-# part left is added to the array LEFT_PARTS and named; run_part then returns 0. Running the script
-# again with the same OUT goes on from there. From a terminal, Ctrl-C still stops the running part
-# (timeout --foreground).
+# time slot (a scheduler's time limit, a lease): each part's `kit run` gets the time left as its
+# --time-limit (it starts no cell its estimate says would end past it, and stops a cell still running
+# at it as at Ctrl-C, keeping its finished cells and writing an .interrupted bundle; exit 124). In case
+# the run does not stop, `timeout -s INT` sends Ctrl-C's signal STOP_GRACE_S (default 15) seconds
+# later and kills it 60 s after that, its journal keeping its finished cells. A part is not started
+# with under MIN_PART_S (default 30, at least 1) seconds left, and each part left is added to the
+# array LEFT_PARTS and named; run_part then returns 0. Running the script again with the same OUT
+# goes on from there. From a terminal, Ctrl-C still stops the running part (timeout --foreground).
 BUDGET_START=$(date +%s)
 LEFT_PARTS=()
 
@@ -39,7 +40,7 @@ run_part() {
   fi
   local -a fg=()
   [ ! -t 0 ] || fg=(--foreground)  # a terminal's Ctrl-C reaches the run (else timeout's own group hides it)
-  timeout ${fg[@]+"${fg[@]}"} -k 60 -s INT "$left" $KIT "${cmd[@]}" || rc=$?
+  timeout ${fg[@]+"${fg[@]}"} -k 60 -s INT $((left + ${STOP_GRACE_S:-15})) $KIT "${cmd[@]}" --time-limit "$left" || rc=$?
   case "$rc" in
     124) echo "$part: stopped at BUDGET=${BUDGET}s, its finished cells kept; run again with the same OUT to go on" ;;
     137) echo "$part: killed 60 s after BUDGET=${BUDGET}s's stop signal; its journal keeps its finished cells; run again with the same OUT to go on" ;;

@@ -73,6 +73,8 @@ CASES = [
     ("resume-missing", ["run", "--resume", "no-such-run"], 2, "does not exist"),
     ("resume-a-file", ["run", "--resume", "a-file"], 2, "is not a folder"),
     ("dry-run-resume-empty-dir", ["run", "--dry-run", "--resume", "empty"], 2, "it has no journal.jsonl"),
+    ("time-limit-not-a-duration", ["run", "--data", "synthetic", "--time-limit", "soon"], 2, "--time-limit 'soon' is not a duration"),
+    ("dry-run-time-limit-zero", ["run", "--dry-run", "--time-limit", "0"], 2, "--time-limit '0' leaves no time"),
 ]
 
 

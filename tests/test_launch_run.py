@@ -320,6 +320,20 @@ def test_a_container_stopped_with_sigterm_keeps_its_cells_and_exits_143(results)
     assert info.value.remedy.endswith(f"--resume /results/{RUN_ID}")
 
 
+def test_a_container_stopped_at_its_time_limit_keeps_its_cells_and_exits_124(results):
+    """`kit launch -- --time-limit 9m`: the kit in the container stops at its limit (124), and so does the host."""
+    from kit.errors import TimeLimitReached
+
+    journal = JOURNAL[:2] + [{"seq": 9, "time": 3.0, "event": "run_interrupted", "cell_id": None,
+                              "message": "stopped at its time limit (--time-limit 9m)", "signal": "time-limit"}]
+    client = FakeClient(lambda r: FakeContainer(r, journal, exit_code=124))
+    with pytest.raises(TimeLimitReached) as info:
+        _launch(results, client, gpu="0", stack="cuda12", skip_checks=True)
+    assert info.value.exit_code == 124
+    assert "Stopped at its --time-limit: 1 finished cell(s) kept" in info.value.message
+    assert info.value.remedy.endswith(f"--resume /results/{RUN_ID}")
+
+
 def test_unknown_stack_is_a_usage_error(results):
     with pytest.raises(UsageError):
         _launch(results, FakeClient(lambda r: None), gpu="0", stack="cuda9", skip_checks=True)

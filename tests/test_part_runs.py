@@ -13,14 +13,19 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "reference_run.sh"
 EXPLAIN = ROOT / "scripts" / "explain_run.sh"
 
-#: a stand-in for `python3 -m kit`: logs its arguments, and `run` waits to be stopped by SIGINT (as
-#: `kit run` stops at Ctrl-C), then exits as an interrupted run does
+#: a stand-in for `python3 -m kit`: logs its arguments, and `run` measures until it is stopped: at
+#: its --time-limit (exit 124, as `kit run` stops there), unless FAKE_KIT_IGNORES_LIMIT is set (a run
+#: that does not stop in time), or by SIGINT (as `kit run` stops at Ctrl-C; exit 130)
 FAKE_KIT = """#!/usr/bin/env bash
 echo "kit $*" >> "$KIT_LOG"
 if [ "$1" = run ]; then
-  sleep 60 > /dev/null 2>&1 &  # a background job ignores SIGINT: the trap ends it
+  limit=60
+  while [ $# -gt 0 ]; do [ "$1" = --time-limit ] && [ -z "${FAKE_KIT_IGNORES_LIMIT:-}" ] && limit=$2; shift; done
+  sleep "$limit" > /dev/null 2>&1 &  # a background job ignores SIGINT: the trap ends it
   trap 'kill $!; echo "kit: interrupted" >> "$KIT_LOG"; exit 130' INT
   wait
+  echo "kit: stopped at its time limit" >> "$KIT_LOG"
+  exit 124
 fi
 """
 
@@ -43,8 +48,19 @@ def test_a_budget_stops_the_running_part_and_leaves_the_rest_for_the_next_call(t
     assert "torch-b: not started" in done.stdout
     assert "merge: not run while parts are left (torch-a torch-b)" in done.stdout
     assert done.stdout.rstrip().endswith("left for another call (BUDGET=2s): torch-a torch-b")
-    # the running part got SIGINT (its Ctrl-C), and nothing ran after it
-    assert calls[0].startswith("kit run --suite cifar --engines torch --models resnet18,resnet34") and calls[1:] == ["kit: interrupted"]
+    # the running part got the time left as its own limit, stopped there, and nothing ran after it
+    assert calls[0].startswith("kit run --suite cifar --engines torch --models resnet18,resnet34")
+    assert calls[0].split()[-2] == "--time-limit" and calls[0].split()[-1] in ("1", "2")
+    assert calls[1:] == ["kit: stopped at its time limit"]
+
+
+def test_a_part_that_does_not_stop_at_its_limit_gets_ctrl_c_after_the_grace(tmp_path):
+    done, calls = _run(tmp_path, "torch-a", "torch-b", BUDGET="2", MIN_PART_S="1", STOP_GRACE_S="1",
+                       FAKE_KIT_IGNORES_LIMIT="1")
+    assert done.returncode == 0, done.stderr
+    assert "torch-a: stopped at BUDGET=2s, its finished cells kept" in done.stdout
+    assert "torch-b: not started" in done.stdout
+    assert calls[1:] == ["kit: interrupted"]  # SIGINT, its Ctrl-C
 
 
 def test_a_part_whose_folder_holds_a_run_resumes_it(tmp_path):
@@ -53,7 +69,7 @@ def test_a_part_whose_folder_holds_a_run_resumes_it(tmp_path):
     done, calls = _run(tmp_path, "torch-b", BUDGET="2", MIN_PART_S="1")
     assert done.returncode == 0, done.stderr
     assert f"torch-b: resuming {run}" in done.stdout
-    assert calls[0] == f"kit run --resume {run}"
+    assert calls[0] in (f"kit run --resume {run} --time-limit 2", f"kit run --resume {run} --time-limit 1")
 
 
 def test_merge_joins_each_parts_final_bundle_and_no_interrupted_one(tmp_path):

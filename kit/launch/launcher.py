@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Sequence
 
-from kit.errors import DockerError, Interrupted, KitError, Terminated, UsageError
+from kit.errors import DockerError, Interrupted, KitError, Terminated, TimeLimitReached, UsageError
 from kit.launch import engine
 from kit.launch.build import build_image, image_state
 # the container's life, the display it reports to, and its exit status on the host
@@ -454,15 +454,17 @@ def launch(
     resume = (resume_command(rerun, resolved, gpu_given, outcome.run_dir, results, results_given=name_results,
                              data_dir=data if data_dir is not None else None, base=base)
               if outcome.run_dir is not None else None)
-    if interrupted or exit_code in (130, 143):
-        # 143: the container's kit got SIGTERM (`docker stop` from outside): it kept its
-        # finished cells and ended as kit run does, so the host says the same
-        terminated = exit_code == 143 and not interrupted
+    if interrupted or exit_code in (124, 130, 143):
+        # 143: the container's kit got SIGTERM (`docker stop` from outside); 124: it stopped at its
+        # --time-limit. Either way it kept its finished cells and ended as kit run does, so the host
+        # says the same
+        cls, what = ((Terminated, "Terminated (the container got SIGTERM)") if exit_code == 143 and not interrupted
+                     else (TimeLimitReached, "Stopped at its --time-limit") if exit_code == 124 and not interrupted
+                     else (Interrupted, "Interrupted"))
         kept = outcome.counts["ok"] + outcome.counts["skipped"]
         where = f" in {outcome.run_dir}" if outcome.run_dir else ""
-        raise (Terminated if terminated else Interrupted)(
-            ("Terminated (the container got SIGTERM)" if terminated else "Interrupted")
-            + f": {kept} finished cell(s) kept{where}" + (f"; bundle {outcome.bundle}" if outcome.bundle else "") + ".",
+        raise cls(
+            what + f": {kept} finished cell(s) kept{where}" + (f"; bundle {outcome.bundle}" if outcome.bundle else "") + ".",
             remedy=f"Continue with: {resume}" if resume else None,
         )
     if exit_code != 0:

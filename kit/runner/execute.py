@@ -37,17 +37,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kit import __version__
-from kit.errors import DiskFull, Interrupted, KitError, Terminated, UsageError
+from kit.errors import DiskFull, Interrupted, KitError, Terminated, TimeLimitReached, UsageError
 from kit.results.atomic import atomic_write_json
 from kit.results.derive import derive
 from kit.results.journal import JOURNAL_NAME, Journal
 from kit.results.schema import CellResult, RunConfig, RunResults
 from kit.runner.cell_run import _run_one
 from kit.runner.lock import RunLock
-from kit.runner.plan import Plan, build_plan
+from kit.runner.plan import Plan, build_plan, estimate_seconds
 from kit.runner.resume import ResumeState, find_bundle, read_resume_state
 from kit.runner.run_log import LOG_NAME, _attach_log, _detach_log
-from kit.runner.stop_signals import (_install_stop_handlers, _restore_handlers, _signals_received, _stop_reason,
+from kit.runner.stop_signals import (TIME_LIMIT, _install_stop_handlers, _restore_handlers, _signals_received,
+                                     _stop_reason, arm_time_limit, disarm_time_limit, stop_at_time_limit,
                                      stop_requested)
 
 if TYPE_CHECKING:
@@ -112,9 +113,14 @@ def execute(
     ui: NullUI | None = None,
     make_bundle: bool = True,
     lock: RunLock | None = None,
+    time_limit: "tuple[float, str] | None" = None,
 ) -> RunOutcome:
     """Run ``plan`` (or a config, planned here) into a new folder under ``results_root``, or continue
     ``resume_dir`` (``plan`` None: the run's own, from its journal).
+
+    ``time_limit`` (``kit run --time-limit``: a time.monotonic() deadline and the words naming it):
+    a cell whose plan estimate would end past the deadline is not started, and one still running at
+    it stops as at Ctrl-C; either way the run ends interrupted (TimeLimitReached, exit 124).
 
     The run folder is locked (kit.runner.lock) before anything is written into it and
     until its bundle is made; pass ``lock`` when the caller already holds it (``kit run
@@ -144,8 +150,9 @@ def execute(
             if state.is_complete():
                 return already_complete(state, run_dir, results_root, locked=True)
             return _execute_locked(build_plan(state.config), state.run_id, run_dir, results_root, state.done,
-                                   state.started_at, lock, ui, make_bundle, resumed=True)
-        return _execute_locked(plan, run_dir.name, run_dir, results_root, {}, None, lock, ui, make_bundle, resumed=False)
+                                   state.started_at, lock, ui, make_bundle, resumed=True, time_limit=time_limit)
+        return _execute_locked(plan, run_dir.name, run_dir, results_root, {}, None, lock, ui, make_bundle, resumed=False,
+                               time_limit=time_limit)
     except DiskFull as exc:
         exc.remedy = disk_full_remedy(run_dir)
         raise
@@ -201,7 +208,8 @@ def already_complete(state: ResumeState, run_dir: Path, results_root: Path, lock
 
 
 def _execute_locked(plan: Plan, run_id: str, run_dir: Path, results_root: Path, done: dict[str, CellResult],
-                    started: float | None, lock: RunLock, ui, make_bundle: bool, resumed: bool) -> RunOutcome:
+                    started: float | None, lock: RunLock, ui, make_bundle: bool, resumed: bool,
+                    time_limit: "tuple[float, str] | None" = None) -> RunOutcome:
     config = plan.config
 
     _attach_log(run_dir / LOG_NAME)
@@ -237,14 +245,18 @@ def _execute_locked(plan: Plan, run_id: str, run_dir: Path, results_root: Path, 
     ui.plan(plan, done)
 
     status = "complete"
-    reason = None
+    reason = signal_name = None
     # `docker stop` (and kill) send SIGTERM: stop like Ctrl-C so the run ends with its journal
     # closed, results.json marked interrupted and a bundle of what finished; the journal names the signal
     previous_handlers = None
     del _signals_received[:]
     if threading.current_thread() is threading.main_thread():
         previous_handlers = _install_stop_handlers()
+    armed = False  # the time limit's timer (main thread only; a cell not started in time is stopped anywhere)
     try:
+        if time_limit is not None and previous_handlers is not None:
+            arm_time_limit(*time_limit)
+            armed = True
         from kit.bench import api as bench  # torch is imported here, and only here
 
         results.environment["cuda_runtime"] = env_record.runtime_versions()
@@ -268,12 +280,18 @@ def _execute_locked(plan: Plan, run_id: str, run_dir: Path, results_root: Path, 
                 results.cells.append(done[spec.cell_id])
                 ui.cell_skipped_resume(spec)
                 continue
+            if time_limit is not None:
+                _start_in_time(spec, config, device, time_limit[0])
             result = _run_one(bench, spec, config, device, run_dir, journal, ui)
             results.cells.append(result)
             journal.write("cell_end", spec.cell_id, result=result.to_dict())
             atomic_write_json(run_dir / RESULTS_NAME, results.to_dict())
             ui.cell_done(spec, result)
+        if armed:
+            disarm_time_limit()  # every cell ended: the limit has nothing left to stop
     except KeyboardInterrupt:
+        if armed:
+            disarm_time_limit()  # no second stop while the first is written down
         status = "interrupted"
         signal_name, reason = _stop_reason()
         log.warning("run %s", reason)
@@ -286,6 +304,8 @@ def _execute_locked(plan: Plan, run_id: str, run_dir: Path, results_root: Path, 
         raise
     finally:
         if previous_handlers is not None:
+            if armed:
+                disarm_time_limit()
             _restore_handlers(previous_handlers)
         del _signals_received[:]  # said in the journal above; a later run in this process starts clean
         results.status = status if status != "complete" or len(results.cells) == len(plan.cells) else "interrupted"
@@ -310,7 +330,8 @@ def _execute_locked(plan: Plan, run_id: str, run_dir: Path, results_root: Path, 
     outcome = RunOutcome(run_dir, results, bundle, bundle_error)
     if status == "interrupted":
         kept = sum(c.status in ("ok", "skipped") for c in results.cells)
-        error_class = Terminated if reason and reason.startswith("terminated") else Interrupted
+        error_class = (Terminated if reason and reason.startswith("terminated")
+                       else TimeLimitReached if signal_name == TIME_LIMIT else Interrupted)
         exc = error_class(
             f"Run {reason}: {kept} finished cell(s) kept in {run_dir}" + (f"; bundle {bundle}" if bundle else ""),
             remedy=f"Continue with: kit run --resume {run_dir}",
@@ -318,6 +339,17 @@ def _execute_locked(plan: Plan, run_id: str, run_dir: Path, results_root: Path, 
         exc.outcome = outcome  # type: ignore[attr-defined]  # the CLI prints the bundle's path on stdout
         raise exc
     return outcome
+
+
+def _start_in_time(spec, config: RunConfig, device: str, deadline: float) -> None:
+    """Stop the run (as at its time limit) rather than start a cell that the plan's estimate
+    (kit.runner.plan.estimate_seconds) says would end past ``deadline``."""
+    from kit.env.record import device_kind
+
+    need = estimate_seconds(spec, config.repeats, mode=config.mode, device=device_kind(device))
+    left = deadline - time.monotonic()
+    if need > left:
+        stop_at_time_limit(f"{spec.cell_id} not started: its estimate is {need:.0f} s, {max(left, 0):.0f} s were left")
 
 
 def _data_provenance(config: RunConfig) -> dict:

@@ -73,8 +73,9 @@ def run(options: RunOptions, argv: list) -> int:
     from kit.runner.execute import execute
     from kit.runner.option_checks import config_from_options
     from kit.runner.plan import build_plan
-    from kit.runner.service import ensure_real_data, outcome_summary, raise_if_cells_failed
+    from kit.runner.service import ensure_real_data, outcome_summary, raise_if_cells_failed, time_limit
 
+    limit = time_limit(options)  # exit 2 for a malformed one, before anything else
     resume = options.resume
     if resume:  # the same rule as `kit run --resume`: an option that changes the run is refused (exit 2)
         from kit.runner.resume import read_resume_state
@@ -86,7 +87,7 @@ def run(options: RunOptions, argv: list) -> int:
     results_dir = Path(resume).resolve().parent if resume else Path(options.results_dir)
     if plan is not None and plan.config.data == "real":
         ensure_real_data(plan.config, _PrintConsole(), progress=False)  # no rich on this stack
-    outcome = execute(plan, results_dir, resume_dir=Path(resume) if resume else None, ui=PlainUI())
+    outcome = execute(plan, results_dir, resume_dir=Path(resume) if resume else None, ui=PlainUI(), time_limit=limit)
     _print(outcome_summary(outcome))
     if outcome.bundle:
         _print(f"Bundle: {outcome.bundle}")

@@ -99,7 +99,7 @@ def options_for_suite(options: RunOptions, suite: str) -> Tuple[RunOptions, List
 #: --resume they keep their meaning. Every other option given with --resume must equal the
 #: resumed run's own value (from its journal), or is refused: a resume measures the rest of the
 #: run it continues, so its cells stay comparable with the finished ones.
-RESUME_NEUTRAL = ("resume", "skip_checks", "dry_run")
+RESUME_NEUTRAL = ("resume", "skip_checks", "dry_run", "time_limit")
 _NO_FIELD = object()
 
 

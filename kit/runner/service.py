@@ -58,6 +58,7 @@ def run_from_cli(options: RunOptions, argv: list[str] | None = None) -> None:
     from kit.runner.resume import read_resume_state
 
     console = Console(stderr=True)
+    limit = time_limit(options)  # exit 2 for a malformed one, before anything else
     if options.resume:
         resume_dir = Path(options.resume)
         state = read_resume_state(resume_dir)  # exit 2 when it is no run folder
@@ -69,7 +70,7 @@ def run_from_cli(options: RunOptions, argv: list[str] | None = None) -> None:
         if state.is_complete():  # checked without the lock: a complete run is never written again
             _already_complete(state, resume_dir, console)
             return
-        _resume(resume_dir, options, console)
+        _resume(resume_dir, options, console, limit)
         return
     config = config_from_options(options, argv)
     plan = build_plan(config)  # each suite checks its cells' settings here (exit 2), before anything is written
@@ -81,7 +82,19 @@ def run_from_cli(options: RunOptions, argv: list[str] | None = None) -> None:
     _check_can_run(plan, options, console)
     if config.data == "real":
         ensure_real_data(config, console)
-    _run_and_report(plan, results_dir, None, None, console)
+    _run_and_report(plan, results_dir, None, None, console, limit)
+
+
+def time_limit(options: RunOptions) -> "tuple[float, str] | None":
+    """``--time-limit`` as (its time.monotonic() deadline, counted from now, and the words naming it),
+    or None; a UsageError (exit 2) for a malformed one."""
+    if options.time_limit is None:
+        return None
+    import time
+
+    from kit.runner.options import parse_duration
+
+    return time.monotonic() + parse_duration(options.time_limit), f"--time-limit {options.time_limit}"
 
 
 def _already_complete(state, resume_dir: Path, console, locked: bool = False) -> None:
@@ -93,7 +106,7 @@ def _already_complete(state, resume_dir: Path, console, locked: bool = False) ->
     _print_bundle(outcome, console)
 
 
-def _resume(resume_dir: Path, options: RunOptions, console) -> None:
+def _resume(resume_dir: Path, options: RunOptions, console, limit) -> None:
     from kit.runner.resume import read_resume_state
     from kit.runner.lock import RunLock
 
@@ -106,7 +119,7 @@ def _resume(resume_dir: Path, options: RunOptions, console) -> None:
             return
         console.print(RESUME_NOTE)
         _check_can_run(build_plan(state.config), options, console)
-        _run_and_report(None, results_dir, resume_dir, lock, console)
+        _run_and_report(None, results_dir, resume_dir, lock, console, limit)
 
 
 def _check_can_run(plan, options: RunOptions, console) -> None:
@@ -122,14 +135,14 @@ def _check_can_run(plan, options: RunOptions, console) -> None:
         check_native_run(config.device, console=console)
 
 
-def _run_and_report(plan, results_dir: Path, resume_dir: Path | None, lock, console) -> None:
+def _run_and_report(plan, results_dir: Path, resume_dir: Path | None, lock, console, limit=None) -> None:
     from kit.errors import Interrupted
     from kit.runner.execute import execute
     from kit.runner.progress import RichUI
 
     ui = RichUI(console=console)
     try:
-        outcome = execute(plan, results_dir, resume_dir=resume_dir, ui=ui, lock=lock)
+        outcome = execute(plan, results_dir, resume_dir=resume_dir, ui=ui, lock=lock, time_limit=limit)
     except Interrupted as exc:
         stopped = getattr(exc, "outcome", None)
         if stopped is not None and stopped.bundle:

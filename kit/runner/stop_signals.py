@@ -1,5 +1,7 @@
 """SIGTERM (``docker stop``, kill) turned into a KeyboardInterrupt for the run's process only,
-never for its forked children, and the name of the signal that stopped the run.
+never for its forked children, and the name of the signal that stopped the run; ``--time-limit``'s
+stop (:func:`arm_time_limit`: SIGALRM at the limit, as Ctrl-C; :func:`stop_at_time_limit` before a
+cell that would not finish in time) is recorded the same way.
 
 Ctrl-C (SIGINT) raises KeyboardInterrupt as Python's own handler does, and is also recorded: a
 KeyboardInterrupt raised where Python cannot pass it on (a weakref or ``__del__`` callback, which
@@ -11,18 +13,61 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
+#: what _signals_received records for a stop at ``--time-limit`` (the journal's ``signal``)
+TIME_LIMIT = "time-limit"
 
-#: names of the stop signals (SIGTERM, SIGINT) that arrived during the run in this process
+#: names of the stops (SIGTERM, SIGINT, TIME_LIMIT) that reached the run in this process
 _signals_received: list[str] = []
+#: the words on a time-limit stop: the limit, and the cell not started, if any
+_time_limit_words: list[str] = []
 
 
 def _stop_reason() -> tuple[str, str]:
-    """(signal name, the words for the journal and the message) for the interrupt just caught."""
-    terms = [n for n in _signals_received if n != "SIGINT"]
+    """(signal name, the words for the journal and the message) for the interrupt just caught: a
+    SIGTERM first, then the time limit, then Ctrl-C."""
+    terms = [n for n in _signals_received if n not in ("SIGINT", TIME_LIMIT)]
     if terms:
         return terms[-1], f"terminated ({terms[-1]})"
+    if TIME_LIMIT in _signals_received:
+        return TIME_LIMIT, "stopped at its time limit (" + "; ".join(_time_limit_words) + ")"
     return "SIGINT", "interrupted (Ctrl-C)"
+
+
+def arm_time_limit(deadline: float, words: str) -> None:
+    """At ``deadline`` (time.monotonic()), stop the run as Ctrl-C does: SIGALRM, in this process (a
+    forked child inherits no timer). ``words`` name the limit in the message (e.g. "--time-limit 9m").
+    Call from the main thread, after :func:`_install_stop_handlers`; :func:`disarm_time_limit` ends it."""
+    del _time_limit_words[:]
+    _time_limit_words.append(words)
+    previous = signal.signal(signal.SIGALRM, _time_up)
+    if previous is not _time_up:
+        _alarm_before[:] = [previous]
+    signal.setitimer(signal.ITIMER_REAL, max(deadline - time.monotonic(), 0.001))
+
+
+def disarm_time_limit() -> None:
+    """No time limit any more: the timer off, SIGALRM's handler as it was before :func:`arm_time_limit`."""
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    if signal.getsignal(signal.SIGALRM) is _time_up:
+        signal.signal(signal.SIGALRM, _alarm_before.pop() if _alarm_before else signal.SIG_DFL)
+
+
+#: SIGALRM's handler before the time limit's
+_alarm_before: list = []
+
+
+def _time_up(signum, frame) -> None:
+    _signals_received.append(TIME_LIMIT)
+    raise KeyboardInterrupt("time limit")
+
+
+def stop_at_time_limit(words: str) -> None:
+    """Stop the run before a cell that would not finish by the limit (``words`` say which, and why)."""
+    _time_limit_words.append(words)
+    _signals_received.append(TIME_LIMIT)
+    raise KeyboardInterrupt("time limit")
 
 
 def stop_requested() -> bool:
@@ -63,6 +108,8 @@ def _after_fork_in_child() -> None:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         if signal.getsignal(signal.SIGINT) is _raise_interrupt:
             signal.signal(signal.SIGINT, signal.default_int_handler)
+        if signal.getsignal(signal.SIGALRM) is _time_up:
+            signal.signal(signal.SIGALRM, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
 
 

@@ -1,0 +1,175 @@
+"""`kit run --time-limit`: no cell starts that its plan estimate says would end past the limit, a
+cell still running at the limit stops as at Ctrl-C, finished cells are kept, the run ends with exit
+124 and `--resume` goes on (with a limit of its own).
+
+In-process cases use a fake benchmark module (the runner's bookkeeping, not training) and a fixed
+estimate per cell; the cases in a real `python -m kit` process use tests/fixtures/fake_bench.py.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+import types
+from pathlib import Path
+
+import pytest
+
+from kit.errors import Interrupted, TimeLimitReached, UsageError
+from kit.results.journal import read_journal
+from kit.results.schema import CellResult, RunConfig, load_results
+from kit.runner.execute import execute
+from kit.runner.options import parse_duration
+from test_exit_codes_run import SMALL, _env, kit
+
+CELLS = ["cifar/resnet18/fp32/torch", "cifar/resnet18/amp-bf16/torch", "cifar/resnet34/fp32/torch",
+         "cifar/resnet34/amp-bf16/torch"]
+
+
+class FakeBench(types.ModuleType):
+    """Stands in for kit.bench.api: each cell takes ``seconds[cell]`` (asking to stop every 10 ms,
+    as an engine asks before each step), then returns fixture numbers."""
+
+    def __init__(self, seconds: dict | None = None):
+        super().__init__("kit.bench.api")
+        self.seconds = seconds or {}
+        self.ran: list[str] = []
+
+    def resolve_device(self, requested: str) -> str:
+        return "cpu"
+
+    def calibrate(self, device: str) -> dict:
+        return {"available": False, "reason": "fake bench"}
+
+    def memory_bandwidth(self, device: str) -> dict:
+        return {"available": False, "reason": "fake bench"}
+
+    def run_cell(self, spec, ctx):
+        self.ran.append(spec.cell_id)
+        end = time.monotonic() + self.seconds.get(spec.cell_id, 0.0)
+        while time.monotonic() < end:
+            if ctx.should_stop():
+                raise KeyboardInterrupt("stop requested")
+            time.sleep(0.01)
+        repeats = [{"epoch_seconds": [1.0], "epoch_seconds_median": 1.0, "throughput_items_per_s": 100.0}]
+        return CellResult(spec.workload, spec.model, spec.precision, spec.engine, "ok",
+                          params=spec.params, repeats=repeats, throughput_unit="images")
+
+
+@pytest.fixture
+def bench(monkeypatch):
+    def install(seconds=None, estimates=None):
+        fb = FakeBench(seconds)
+        monkeypatch.setitem(sys.modules, "kit.bench.api", fb)
+        import kit.bench
+        import kit.runner.execute as execute_module
+
+        monkeypatch.setattr(kit.bench, "api", fb, raising=False)
+        monkeypatch.setattr(execute_module, "estimate_seconds",
+                            lambda spec, repeats, **kw: (estimates or {}).get(spec.cell_id, 0.0))
+        return fb
+
+    return install
+
+
+def _config():
+    return RunConfig(suite="cifar", data="synthetic", device="cpu", models=["resnet18", "resnet34"],
+                     precisions=["fp32", "amp-bf16"], engines=["torch"], repeats=1, steps=1)
+
+
+def _limit(seconds: float, words: str = "--time-limit test") -> tuple[float, str]:
+    return time.monotonic() + seconds, words
+
+
+def _run_dir(root: Path) -> Path:
+    return next(p for p in root.iterdir() if p.is_dir())
+
+
+def test_a_cell_whose_estimate_would_end_past_the_limit_is_not_started(tmp_path, bench):
+    fb = bench(estimates={"cifar/resnet34/fp32/torch": 600.0})
+    with pytest.raises(TimeLimitReached) as err:
+        execute(_config(), tmp_path, make_bundle=False, time_limit=_limit(60, "--time-limit 1m"))
+    assert err.value.exit_code == 124 and isinstance(err.value, Interrupted)
+    assert "stopped at its time limit (--time-limit 1m; cifar/resnet34/fp32/torch not started: its estimate is 600 s" in err.value.message
+    assert fb.ran == CELLS[:2]
+    run_dir = _run_dir(tmp_path)
+    res = load_results(run_dir / "results.json")
+    assert res.status == "interrupted" and [c.cell_id for c in res.cells] == CELLS[:2]
+    stops = [e for e in read_journal(run_dir / "journal.jsonl") if e["event"] == "run_interrupted"]
+    assert len(stops) == 1 and stops[0]["signal"] == "time-limit"
+    assert err.value.remedy == f"Continue with: kit run --resume {run_dir}"
+
+
+def test_a_cell_still_running_at_the_limit_stops_as_at_ctrl_c_and_a_resume_finishes(tmp_path, bench):
+    fb = bench(seconds={"cifar/resnet18/amp-bf16/torch": 30.0})
+    alarm_handler = signal.getsignal(signal.SIGALRM)
+    started = time.monotonic()
+    with pytest.raises(TimeLimitReached) as err:
+        execute(_config(), tmp_path, make_bundle=False, time_limit=_limit(0.5))
+    assert time.monotonic() - started < 10  # stopped at the limit, not at the cell's end
+    assert "stopped at its time limit (--time-limit test)" in err.value.message
+    run_dir = _run_dir(tmp_path)
+    assert [c.cell_id for c in load_results(run_dir / "results.json").cells] == CELLS[:1]  # the cut cell is not kept
+    assert fb.ran == CELLS[:2]
+    # nothing of the limit is left behind in this process: no timer, SIGALRM's handler as it was
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    assert signal.getsignal(signal.SIGALRM) is alarm_handler
+    fb = bench()
+    outcome = execute(None, tmp_path, resume_dir=run_dir, make_bundle=False, time_limit=_limit(600))
+    assert outcome.results.status == "complete" and fb.ran == CELLS[1:]
+
+
+def test_a_run_that_ends_in_time_is_complete_and_leaves_no_timer(tmp_path, bench):
+    bench()
+    alarm_handler = signal.getsignal(signal.SIGALRM)
+    outcome = execute(_config(), tmp_path, make_bundle=False, time_limit=_limit(600))
+    assert outcome.results.status == "complete" and len(outcome.results.cells) == 4
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    assert signal.getsignal(signal.SIGALRM) is alarm_handler
+
+
+@pytest.mark.parametrize("text, seconds", [("540", 540), ("90s", 90), ("15m", 900), ("1.5h", 5400),
+                                           ("1:30:00", 5400), ("05:00", 300), (" 2H ", 7200)])
+def test_a_duration_reads_as_a_person_writes_it(text, seconds):
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text, words", [("soon", "is not a duration"), ("1:75", "is not a duration"),
+                                         ("-5m", "is not a duration"), ("15 min", "is not a duration"),
+                                         ("0", "leaves no time"), ("0:00", "leaves no time")])
+def test_a_malformed_or_empty_duration_is_refused(text, words):
+    with pytest.raises(UsageError) as err:
+        parse_duration(text)
+    assert words in err.value.message and "--time-limit 15m" in err.value.remedy
+
+
+# -- in a real `python -m kit` process (the fake-bench process helpers of test_exit_codes_run) --------
+
+
+def test_kit_run_stops_before_a_cell_that_would_not_finish_and_exits_124(tmp_path):
+    # each SMALL cell's CPU estimate is about 5 s: none fits in 3
+    out = kit(tmp_path, "run", *SMALL, "--time-limit", "3")
+    assert out.returncode == 124, out.stderr
+    errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "stopped at its time limit (--time-limit 3; cifar/resnet18/fp32/torch not started" in errors[0]
+    assert "Traceback" not in out.stderr
+    run_dir = _run_dir(tmp_path / "results")
+    assert not [e for e in read_journal(run_dir / "journal.jsonl") if e["event"] == "cell_start"]
+    assert Path(out.stdout.strip()).is_file()  # the (empty) run's bundle, as after Ctrl-C
+
+
+def test_kit_run_stops_a_cell_at_the_limit_and_resume_with_its_own_limit_finishes(tmp_path):
+    gate = tmp_path / "gate"
+    env = _env(tmp_path, KIT_FAKE_BENCH_GATE_AT="cifar/resnet34/fp32/torch", KIT_FAKE_BENCH_GATE=str(gate))
+    out = kit(tmp_path, "run", *SMALL, "--time-limit", "12", env=env)
+    assert out.returncode == 124, out.stderr
+    assert "stopped at its time limit (--time-limit 12)" in out.stderr and "Traceback" not in out.stderr
+    run_dir = _run_dir(tmp_path / "results")
+    events = list(read_journal(run_dir / "journal.jsonl"))
+    assert [e["cell_id"] for e in events if e["event"] == "cell_end"] == ["cifar/resnet18/fp32/torch"]
+    assert [e["signal"] for e in events if e["event"] == "run_interrupted"] == ["time-limit"]
+    gate.touch()
+    again = kit(tmp_path, "run", "--resume", str(run_dir), "--time-limit", "10m", env=env)
+    assert again.returncode == 0, again.stderr
+    assert load_results(run_dir / "results.json").status == "complete"
