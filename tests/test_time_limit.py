@@ -173,3 +173,15 @@ def test_kit_run_stops_a_cell_at_the_limit_and_resume_with_its_own_limit_finishe
     again = kit(tmp_path, "run", "--resume", str(run_dir), "--time-limit", "10m", env=env)
     assert again.returncode == 0, again.stderr
     assert load_results(run_dir / "results.json").status == "complete"
+
+
+@pytest.mark.parametrize("limit, words", [("3", "--time-limit 3: by the estimate, the first 0 of the 2 cell(s) to run fit in it; "
+                                                "`kit run --resume` goes on with the rest."),
+                                          ("8", "--time-limit 8: by the estimate, the first 1 of the 2 cell(s)"),
+                                          ("1h", "--time-limit 1h: by the estimate, all 2 cell(s) to run fit in it.")])
+def test_dry_run_says_how_many_cells_the_estimate_fits_in_the_limit(tmp_path, limit, words):
+    # each SMALL cell's CPU estimate is about 5 s
+    out = kit(tmp_path, "run", "--dry-run", *SMALL, "--time-limit", limit)
+    assert out.returncode == 0, out.stderr
+    assert words in " ".join(out.stdout.split())
+    assert not (tmp_path / "results").exists()

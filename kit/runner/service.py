@@ -65,7 +65,7 @@ def run_from_cli(options: RunOptions, argv: list[str] | None = None) -> None:
         check_resume_options(options, state.config, resume_dir)  # exit 2: an option that changes the run
         if options.dry_run:
             console.print(RESUME_NOTE)
-            show_plan(build_plan(state.config), state.done, Console())
+            show_plan(build_plan(state.config), state.done, Console(), limit)
             return
         if state.is_complete():  # checked without the lock: a complete run is never written again
             _already_complete(state, resume_dir, console)
@@ -75,7 +75,7 @@ def run_from_cli(options: RunOptions, argv: list[str] | None = None) -> None:
     config = config_from_options(options, argv)
     plan = build_plan(config)  # each suite checks its cells' settings here (exit 2), before anything is written
     if options.dry_run:
-        show_plan(plan, {}, Console())
+        show_plan(plan, {}, Console(), limit)
         return
     results_dir = Path(options.results_dir)
     check_results_dir(results_dir, create=True)  # what a permission check misses (/proc, read-only mounts)
@@ -174,14 +174,32 @@ def _print_stdout(text: str) -> None:
     sys.stdout.flush()
 
 
-def show_plan(plan, done: dict, console) -> None:
+def show_plan(plan, done: dict, console, limit=None) -> None:
     """`kit run --dry-run`: the cells the run would measure (those a resumed run has left,
-    ``done`` being its finished ones) and a rough duration; nothing is checked, fetched,
+    ``done`` being its finished ones) and a rough duration, and with ``--time-limit`` (``limit``,
+    :func:`time_limit`'s) how many of them the estimate fits in it; nothing is checked, fetched,
     trained or written. Precisions the machine cannot run are only known when the run
     starts: they are recorded as skipped."""
+    import time
+
+    from kit.env.record import device_kind
+    from kit.runner.plan import estimate_seconds
     from kit.runner.progress import print_plan
 
     print_plan(console, plan, done)
+    if limit is not None:
+        left, words = limit[0] - time.monotonic(), limit[1]
+        todo = [c for c in plan.cells if c.cell_id not in done]
+        kind = device_kind(plan.config.device)
+        fit = 0
+        for spec in todo:  # as the run decides: in order, each cell started only if its estimate fits
+            left -= estimate_seconds(spec, plan.config.repeats, mode=plan.config.mode, device=kind)
+            if left < 0:
+                break
+            fit += 1
+        console.print(f"{words}: by the estimate, {'all' if fit == len(todo) else f'the first {fit} of the'} "
+                      f"{len(todo)} cell(s) to run fit in it" + ("" if fit == len(todo) else
+                                                               "; `kit run --resume` goes on with the rest") + ".")
     console.print("Dry run: nothing was run. Cells this machine cannot run (e.g. apex-* without Apex, "
                   "amp-bf16 before Ampere) are recorded as skipped when the run starts.")
 
