@@ -11,9 +11,10 @@ refits from such a file. The fit counts each cell's model FLOPs as the estimate 
 ``work`` times the repeats).
 
 Both print the fit. Per workload/engine, a least-squares line (statistics.linear_regression) of
-``wall - search = cell_s + FLOPs / (tflops x 1e12)``. The search, in proportion to one repeat's FLOPs
-(a search's tries train the model at batches up to the data set's size, so a larger model's take
-longer): its seconds per PFLOP, the searches' total seconds over their cells' total PFLOPs. Then, per run,
+``wall - search = cell_s + FLOPs / (tflops x 1e12)``. The search, in proportion to the model's training
+GFLOPs per image (kit.runner.plan.search_gflop: a search's tries train the model at batches up to the
+data set's size, so a larger model's take longer): the searches' total seconds over their cells' total
+GFLOPs per image. Then, per run,
 the measured cells' seconds against the plan's estimate for them with kit/facts/estimates.py's rates
 as they are now. tests/test_estimates.py checks that those rates are this fit of the committed records.
 """
@@ -31,7 +32,7 @@ from kit.bundle.safe_open import open_bundle
 from kit.facts import estimates
 from kit.results import suites
 from kit.results.schema import CellSpec
-from kit.runner.plan import estimate_seconds
+from kit.runner.plan import estimate_seconds, search_gflop
 
 SEARCH_NOTE = "searching for the largest batch"
 
@@ -83,7 +84,7 @@ def flops(record: dict) -> float:
 
 def fit(recs: list[dict]) -> tuple[dict[str, estimates.EstimateRate], float]:
     """The rate per "workload/engine" (cell_s rounded to 0.1 s, tflops to 3 significant figures),
-    and the search's seconds per PFLOP of one repeat (3 significant figures)."""
+    and the search's seconds per GFLOP per image (kit.runner.plan.search_gflop; 3 significant figures)."""
     points: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for r in recs:
         s = spec_of(r)
@@ -95,8 +96,8 @@ def fit(recs: list[dict]) -> tuple[dict[str, estimates.EstimateRate], float]:
         rates[key] = estimates.EstimateRate(cell_s=round(line.intercept, 1),
                                             tflops=float(f"{1 / (line.slope * 1e12):.3g}"))
     searched = [r for r in recs if r["search_s"]]
-    per_pflop = sum(r["search_s"] for r in searched) / sum(flops(r) / r["repeats"] / 1e15 for r in searched)
-    return rates, float(f"{per_pflop:.3g}")
+    per_gflop = sum(r["search_s"] for r in searched) / sum(search_gflop(spec_of(r)) for r in searched)
+    return rates, float(f"{per_gflop:.3g}")
 
 
 def estimate_ratio(recs: list[dict]) -> dict[str, float]:
@@ -120,14 +121,14 @@ def main() -> None:
         args.out.write_text(json.dumps({"records": recs}, indent=1) + "\n")
     else:
         recs = json.loads(args.inputs[0].read_text())["records"]
-    rates, per_pflop = fit(recs)
+    rates, per_gflop = fit(recs)
     print("fitted rates (wall - search = cell_s + FLOPs / (tflops x 1e12)):")
     for key, rate in rates.items():
         n = sum(1 for r in recs if f"{spec_of(r).workload}/{spec_of(r).engine}" == key)
         print(f"  {key}: {n} cells, cell_s {rate.cell_s}, tflops {rate.tflops}")
     searches = [r["search_s"] for r in recs if r["search_s"]]
     if searches:
-        print(f"batch search: {len(searches)} cells, {per_pflop:g} s per PFLOP of one repeat; "
+        print(f"batch search: {len(searches)} cells, {per_gflop:g} s per training GFLOP per image; "
               f"median {statistics.median(searches):.1f} s, {min(searches):.1f}-{max(searches):.1f} s")
     print("the plan's estimate of each run's measured cells (kit/facts/estimates.py as it is) over their seconds:")
     gpu = {r["run"]: r["gpu"] for r in recs}

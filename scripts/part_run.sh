@@ -9,9 +9,10 @@
 # at it as at Ctrl-C, keeping its finished cells and writing an .interrupted bundle; exit 124). In case
 # the run does not stop, `timeout -s INT` sends Ctrl-C's signal STOP_GRACE_S (default 15) seconds
 # later and kills it 60 s after that, its journal keeping its finished cells. A part is not started
-# with under MIN_PART_S (default 30, at least 1) seconds left, and each part left is added to the
-# array LEFT_PARTS and named; run_part then returns 0. Running the script again with the same OUT
-# goes on from there. From a terminal, Ctrl-C still stops the running part (timeout --foreground).
+# with under MIN_PART_S (default 30, at least 1) seconds left, nor after a part left (the parts run in
+# order, even where one stopped early before a cell that would not fit), and each part left is added
+# to the array LEFT_PARTS and named; run_part then returns 0. Running the script again with the same
+# OUT goes on from there. From a terminal, Ctrl-C still stops the running part (timeout --foreground).
 BUDGET_START=$(date +%s)
 LEFT_PARTS=()
 
@@ -27,6 +28,11 @@ run_part() {
   fi
   if [ -n "${BUDGET:-}" ]; then
     left=$(( BUDGET - ($(date +%s) - BUDGET_START) ))
+    if [ ${#LEFT_PARTS[@]} -gt 0 ]; then
+      echo "$part: not started: it waits for ${LEFT_PARTS[0]}; run again with the same OUT to go on"
+      LEFT_PARTS+=("$part")
+      return 0
+    fi
     if [ "$left" -le 0 ] || [ "$left" -lt "${MIN_PART_S:-30}" ]; then
       echo "$part: not started: ${left}s of BUDGET=${BUDGET}s left; run again with the same OUT to go on"
       LEFT_PARTS+=("$part")
@@ -42,7 +48,7 @@ run_part() {
   [ ! -t 0 ] || fg=(--foreground)  # a terminal's Ctrl-C reaches the run (else timeout's own group hides it)
   timeout ${fg[@]+"${fg[@]}"} -k 60 -s INT $((left + ${STOP_GRACE_S:-15})) $KIT "${cmd[@]}" --time-limit "$left" || rc=$?
   case "$rc" in
-    124) echo "$part: stopped at BUDGET=${BUDGET}s, its finished cells kept; run again with the same OUT to go on" ;;
+    124) echo "$part: stopped within BUDGET=${BUDGET}s (at its time limit, or before a cell that would not fit), its finished cells kept; run again with the same OUT to go on" ;;
     137) echo "$part: killed 60 s after BUDGET=${BUDGET}s's stop signal; its journal keeps its finished cells; run again with the same OUT to go on" ;;
     *) return "$rc" ;;
   esac

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kit.facts import estimates
-from kit.results import suites
+from kit.facts import models
 from kit.runner.option_checks import config_from_options
 from kit.runner.options import parse_args
 from kit.runner.plan import build_plan, estimate_plan_seconds, runs_on_cpu
@@ -76,15 +76,15 @@ GPU_RECORDS = REPO / "references" / "gpu-estimates" / "cells.json"
 
 def test_the_gpu_rates_are_the_fit_of_the_committed_cells():
     """kit/facts/estimates.py's GPU rates for the engines of today's reference parts, and the batch
-    search's seconds per PFLOP, are what scripts/fit_estimates.py fits to references/gpu-estimates/cells.json."""
+    search's seconds per GFLOP per image, are what scripts/fit_estimates.py fits to references/gpu-estimates/cells.json."""
     from fixtures.modules import load_script
 
     script = load_script("fit_estimates")
-    rates, search_per_pflop = script.fit(json.loads(GPU_RECORDS.read_text())["records"])
+    rates, search_per_gflop = script.fit(json.loads(GPU_RECORDS.read_text())["records"])
     assert set(rates) == {"cifar/torch", "cifar/fastai", "lstm/graphed"}
     for key, rate in rates.items():
         assert estimates.RATES[("cuda", key)] == rate, key
-    assert estimates.SEARCH_S_PER_PFLOP == search_per_pflop
+    assert estimates.SEARCH_S_PER_GFLOP == search_per_gflop
 
 
 def test_the_gpu_estimate_of_each_measured_run_is_within_a_third_of_its_seconds():
@@ -105,17 +105,21 @@ def test_a_cell_with_the_batch_search_costs_the_search_on_a_gpu_only():
 
     params = {"batch_size": 256, "image_size": 32, "epochs": 1, "steps": 100}
 
-    def search_s(model, device="cuda"):
-        plain = CellSpec("cifar", model, "fp32", "torch", params)
-        search = CellSpec("cifar", model, "fp32", "torch", {**params, "find_max_batch": True})
-        return estimate_seconds(search, 3, device=device) - estimate_seconds(plain, 3, device=device)
+    def search_s(model, device="cuda", mode="throughput", **changed):
+        plain = CellSpec("cifar", model, "fp32", "torch", {**params, **changed})
+        search = CellSpec("cifar", model, "fp32", "torch", {**params, **changed, "find_max_batch": True})
+        return (estimate_seconds(search, 3, device=device, mode=mode)
+                - estimate_seconds(plain, 3, device=device, mode=mode))
 
     assert search_s("resnet18", device="cpu") == 0
     # the search grows with the model, as measured (7-19 s for ResNet-18, 30-116 s for ResNet-152)
     assert 5 < search_s("resnet18") < 20 and 40 < search_s("resnet152") < 100
     assert search_s("resnet152") / search_s("resnet18") == pytest.approx(
-        suites.suite("cifar").work(CellSpec("cifar", "resnet152", "fp32", "torch", params), "throughput")
-        / suites.suite("cifar").work(CellSpec("cifar", "resnet18", "fp32", "torch", params), "throughput"))
+        models.train_flops_per_image("resnet152", 32) / models.train_flops_per_image("resnet18", 32))
+    # and not with what the run trains: its tries are its own steps, up to the data set's size
+    for changed in ({"steps": 4}, {"steps": 1000}, {"batch_size": 32}, {"epochs": 10}):
+        assert search_s("resnet50", **changed) == pytest.approx(search_s("resnet50")), changed
+    assert search_s("resnet50", mode="convergence", epochs=10) == pytest.approx(search_s("resnet50"))
 
 
 def test_a_mode_whose_package_is_missing_here_counts_as_skipped_on_a_gpu(monkeypatch):

@@ -306,31 +306,23 @@ def test_ctrl_c_sends_sigint_then_keeps_the_finished_cells(results):
     assert (results / f"{RUN_ID}.tar.gz").exists()
 
 
-def test_a_container_stopped_with_sigterm_keeps_its_cells_and_exits_143(results):
-    """`docker stop` from outside: the kit in the container ends as kit run does on SIGTERM (143)."""
-    from kit.errors import Terminated
+@pytest.mark.parametrize("code, message, signal, words", [
+    (143, "terminated (SIGTERM)", "SIGTERM", "Terminated (the container got SIGTERM): 1 finished cell(s) kept"),
+    (124, "stopped at its time limit (--time-limit 9m)", "time-limit", "Stopped at its --time-limit: 1 finished cell(s) kept"),
+], ids=["sigterm", "time-limit"])
+def test_a_container_stopped_from_outside_or_at_its_limit_keeps_its_cells_and_its_exit_code(results, code, message,
+                                                                                             signal, words):
+    """`docker stop` from outside (143), or `kit launch -- --time-limit 9m` (124): the kit in the
+    container ends as kit run does, and so does the host, with the same exit code."""
+    from kit.errors import Terminated, TimeLimitReached
 
     journal = JOURNAL[:2] + [{"seq": 9, "time": 3.0, "event": "run_interrupted", "cell_id": None,
-                              "message": "terminated (SIGTERM)", "signal": "SIGTERM"}]
-    client = FakeClient(lambda r: FakeContainer(r, journal, exit_code=143))
-    with pytest.raises(Terminated) as info:
+                              "message": message, "signal": signal}]
+    client = FakeClient(lambda r: FakeContainer(r, journal, exit_code=code))
+    with pytest.raises(Terminated if code == 143 else TimeLimitReached) as info:
         _launch(results, client, gpu="0", stack="cuda12", skip_checks=True)
-    assert info.value.exit_code == 143
-    assert "SIGTERM" in info.value.message and "1 finished cell(s) kept" in info.value.message
-    assert info.value.remedy.endswith(f"--resume /results/{RUN_ID}")
-
-
-def test_a_container_stopped_at_its_time_limit_keeps_its_cells_and_exits_124(results):
-    """`kit launch -- --time-limit 9m`: the kit in the container stops at its limit (124), and so does the host."""
-    from kit.errors import TimeLimitReached
-
-    journal = JOURNAL[:2] + [{"seq": 9, "time": 3.0, "event": "run_interrupted", "cell_id": None,
-                              "message": "stopped at its time limit (--time-limit 9m)", "signal": "time-limit"}]
-    client = FakeClient(lambda r: FakeContainer(r, journal, exit_code=124))
-    with pytest.raises(TimeLimitReached) as info:
-        _launch(results, client, gpu="0", stack="cuda12", skip_checks=True)
-    assert info.value.exit_code == 124
-    assert "Stopped at its --time-limit: 1 finished cell(s) kept" in info.value.message
+    assert info.value.exit_code == code
+    assert words in info.value.message
     assert info.value.remedy.endswith(f"--resume /results/{RUN_ID}")
 
 

@@ -44,8 +44,8 @@ def _run(tmp_path: Path, *parts: str, script: Path = SCRIPT, **env: str) -> tupl
 def test_a_budget_stops_the_running_part_and_leaves_the_rest_for_the_next_call(tmp_path):
     done, calls = _run(tmp_path, "torch-a", "torch-b", "merge", BUDGET="2", MIN_PART_S="1")
     assert done.returncode == 0, done.stderr
-    assert "torch-a: stopped at BUDGET=2s, its finished cells kept" in done.stdout
-    assert "torch-b: not started" in done.stdout
+    assert "torch-a: stopped within BUDGET=2s (at its time limit, or before a cell that would not fit), its finished cells kept" in done.stdout
+    assert "torch-b: not started: it waits for torch-a" in done.stdout
     assert "merge: not run while parts are left (torch-a torch-b)" in done.stdout
     assert done.stdout.rstrip().endswith("left for another call (BUDGET=2s): torch-a torch-b")
     # the running part got the time left as its own limit, stopped there, and nothing ran after it
@@ -58,9 +58,25 @@ def test_a_part_that_does_not_stop_at_its_limit_gets_ctrl_c_after_the_grace(tmp_
     done, calls = _run(tmp_path, "torch-a", "torch-b", BUDGET="2", MIN_PART_S="1", STOP_GRACE_S="1",
                        FAKE_KIT_IGNORES_LIMIT="1")
     assert done.returncode == 0, done.stderr
-    assert "torch-a: stopped at BUDGET=2s, its finished cells kept" in done.stdout
+    assert "torch-a: stopped within BUDGET=2s" in done.stdout
     assert "torch-b: not started" in done.stdout
     assert calls[1:] == ["kit: interrupted"]  # SIGINT, its Ctrl-C
+
+
+def test_the_parts_after_one_that_stopped_early_wait_for_it(tmp_path):
+    """kit run stops before a cell its estimate says would not fit, long before the budget is spent:
+    the parts after it still wait, so the parts run in order."""
+    kit = tmp_path / "kit"
+    kit.write_text('#!/usr/bin/env bash\necho "kit $*" >> "$KIT_LOG"\nexit 124\n')
+    kit.chmod(0o755)
+    log = tmp_path / "kit.log"
+    done = subprocess.run(["bash", str(SCRIPT), str(tmp_path / "out"), "torch-a", "torch-b", "merge"], capture_output=True,
+                          text=True, stdin=subprocess.DEVNULL, timeout=60,
+                          env={**os.environ, "KIT": str(kit), "KIT_LOG": str(log), "BUDGET": "600"})
+    assert done.returncode == 0, done.stderr
+    assert len(log.read_text().splitlines()) == 1  # torch-a only
+    assert "torch-b: not started: it waits for torch-a" in done.stdout
+    assert done.stdout.rstrip().endswith("left for another call (BUDGET=600s): torch-a torch-b")
 
 
 def test_a_part_whose_folder_holds_a_run_resumes_it(tmp_path):

@@ -27,7 +27,7 @@ EVERY_OPTION = [
     "--find-max-batch", "--compile", "off", "--no-profile-window", "--gpus", "2", "--global-batch-size", "64", "--scaling", "--isolate", "all", "--tolerance", "0.5", "--emsize", "10",
     "--nhid", "11", "--nlayers", "1", "--lr", "2.5", "--clip", "0.1", "--bptt", "8", "--dropout", "0.2",
     "--untied", "--static-loss-scale", "64", "--dynamic-loss-scale", "--learner", "scratch", "--data-dir", "/d", "--results-dir", "/r",
-    "--resume", "/r/run", "--smoke", "--skip-checks", "--dry-run",
+    "--resume", "/r/run", "--time-limit", "9m", "--smoke", "--skip-checks", "--dry-run",
 ]
 
 

@@ -11,50 +11,41 @@ from __future__ import annotations
 import signal
 import sys
 import time
-import types
 from pathlib import Path
 
 import pytest
 
 from kit.errors import Interrupted, TimeLimitReached, UsageError
 from kit.results.journal import read_journal
-from kit.results.schema import CellResult, RunConfig, load_results
+from kit.results.schema import RunConfig, load_results
 from kit.runner.execute import execute
 from kit.runner.options import parse_duration
 from test_exit_codes_run import SMALL, _env, kit
+from test_runner_resume import FakeBench as ResumeFakeBench
 
 CELLS = ["cifar/resnet18/fp32/torch", "cifar/resnet18/amp-bf16/torch", "cifar/resnet34/fp32/torch",
          "cifar/resnet34/amp-bf16/torch"]
 
 
-class FakeBench(types.ModuleType):
-    """Stands in for kit.bench.api: each cell takes ``seconds[cell]`` (asking to stop every 10 ms,
-    as an engine asks before each step), then returns fixture numbers."""
+class FakeBench(ResumeFakeBench):
+    """test_runner_resume's fake kit.bench.api, whose cells take ``seconds[cell]`` each (asking to stop
+    every 10 ms, as an engine asks before each step)."""
 
     def __init__(self, seconds: dict | None = None):
-        super().__init__("kit.bench.api")
+        super().__init__()
         self.seconds = seconds or {}
-        self.ran: list[str] = []
-
-    def resolve_device(self, requested: str) -> str:
-        return "cpu"
-
-    def calibrate(self, device: str) -> dict:
-        return {"available": False, "reason": "fake bench"}
-
-    def memory_bandwidth(self, device: str) -> dict:
-        return {"available": False, "reason": "fake bench"}
 
     def run_cell(self, spec, ctx):
-        self.ran.append(spec.cell_id)
         end = time.monotonic() + self.seconds.get(spec.cell_id, 0.0)
-        while time.monotonic() < end:
-            if ctx.should_stop():
-                raise KeyboardInterrupt("stop requested")
-            time.sleep(0.01)
-        repeats = [{"epoch_seconds": [1.0], "epoch_seconds_median": 1.0, "throughput_items_per_s": 100.0}]
-        return CellResult(spec.workload, spec.model, spec.precision, spec.engine, "ok",
-                          params=spec.params, repeats=repeats, throughput_unit="images")
+        try:
+            while time.monotonic() < end:
+                if ctx.should_stop():
+                    raise KeyboardInterrupt("stop requested")
+                time.sleep(0.01)
+        except KeyboardInterrupt:
+            self.ran.append(spec.cell_id)
+            raise
+        return super().run_cell(spec, ctx)
 
 
 @pytest.fixture
@@ -91,7 +82,8 @@ def test_a_cell_whose_estimate_would_end_past_the_limit_is_not_started(tmp_path,
     with pytest.raises(TimeLimitReached) as err:
         execute(_config(), tmp_path, make_bundle=False, time_limit=_limit(60, "--time-limit 1m"))
     assert err.value.exit_code == 124 and isinstance(err.value, Interrupted)
-    assert "stopped at its time limit (--time-limit 1m; cifar/resnet34/fp32/torch not started: its estimate is 600 s" in err.value.message
+    assert ("stopped at its time limit (--time-limit 1m; cifar/resnet34/fp32/torch not started: its estimate is 600.0 s, "
+            in err.value.message)
     assert fb.ran == CELLS[:2]
     run_dir = _run_dir(tmp_path)
     res = load_results(run_dir / "results.json")
@@ -106,8 +98,8 @@ def test_a_cell_still_running_at_the_limit_stops_as_at_ctrl_c_and_a_resume_finis
     alarm_handler = signal.getsignal(signal.SIGALRM)
     started = time.monotonic()
     with pytest.raises(TimeLimitReached) as err:
-        execute(_config(), tmp_path, make_bundle=False, time_limit=_limit(0.5))
-    assert time.monotonic() - started < 10  # stopped at the limit, not at the cell's end
+        execute(_config(), tmp_path, make_bundle=False, time_limit=_limit(3))
+    assert time.monotonic() - started < 20  # stopped at the limit, not at the cell's end (30 s)
     assert "stopped at its time limit (--time-limit test)" in err.value.message
     run_dir = _run_dir(tmp_path)
     assert [c.cell_id for c in load_results(run_dir / "results.json").cells] == CELLS[:1]  # the cut cell is not kept
@@ -130,18 +122,44 @@ def test_a_run_that_ends_in_time_is_complete_and_leaves_no_timer(tmp_path, bench
 
 
 @pytest.mark.parametrize("text, seconds", [("540", 540), ("90s", 90), ("15m", 900), ("1.5h", 5400),
-                                           ("1:30:00", 5400), ("05:00", 300), (" 2H ", 7200)])
+                                           ("1:30:00", 5400), ("0:05:00", 300), (" 2H ", 7200), ("720h", 2592000)])
 def test_a_duration_reads_as_a_person_writes_it(text, seconds):
     assert parse_duration(text) == seconds
 
 
-@pytest.mark.parametrize("text, words", [("soon", "is not a duration"), ("1:75", "is not a duration"),
+@pytest.mark.parametrize("text, words", [("soon", "is not a duration"), ("1:15:75", "is not a duration"),
+                                         ("1:30", "is not a duration"),  # 90 s or 1 h 30? refused
                                          ("-5m", "is not a duration"), ("15 min", "is not a duration"),
-                                         ("0", "leaves no time"), ("0:00", "leaves no time")])
-def test_a_malformed_or_empty_duration_is_refused(text, words):
+                                         ("0", "leaves no time"), ("0:00:00", "leaves no time"),
+                                         ("721h", "over 30 days"), ("300000000h", "over 30 days")])
+def test_a_malformed_empty_or_endless_duration_is_refused(text, words):
     with pytest.raises(UsageError) as err:
         parse_duration(text)
     assert words in err.value.message and "--time-limit 15m" in err.value.remedy
+
+
+def test_a_run_off_the_main_thread_names_its_own_limit(tmp_path, bench):
+    """No timer off the main thread, but a cell that would not fit is still not started, and the
+    message names this run's limit, not an earlier run's."""
+    import threading
+
+    bench(estimates={"cifar/resnet34/fp32/torch": 600.0})
+    with pytest.raises(TimeLimitReached):
+        execute(_config(), tmp_path / "first", make_bundle=False, time_limit=_limit(60, "--time-limit 1m"))
+    errors = []
+
+    def run():
+        try:
+            execute(_config(), tmp_path / "second", make_bundle=False, time_limit=_limit(120, "--time-limit 2m"))
+        except TimeLimitReached as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(60)
+    (err,) = errors
+    assert "(--time-limit 2m; cifar/resnet34/fp32/torch not started" in err.message
+    assert "1m" not in err.message and err.message.count("not started") == 1
 
 
 # -- in a real `python -m kit` process (the fake-bench process helpers of test_exit_codes_run) --------
@@ -165,6 +183,7 @@ def test_kit_run_stops_a_cell_at_the_limit_and_resume_with_its_own_limit_finishe
     out = kit(tmp_path, "run", *SMALL, "--time-limit", "12", env=env)
     assert out.returncode == 124, out.stderr
     assert "stopped at its time limit (--time-limit 12)" in out.stderr and "Traceback" not in out.stderr
+    assert Path(f"{gate}.reached").exists() and "not started" not in out.stderr  # cut at the limit, in the cell
     run_dir = _run_dir(tmp_path / "results")
     events = list(read_journal(run_dir / "journal.jsonl"))
     assert [e["cell_id"] for e in events if e["event"] == "cell_end"] == ["cifar/resnet18/fp32/torch"]

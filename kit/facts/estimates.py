@@ -18,10 +18,11 @@ Sources:
   precision, Inductor's first compile of each precision and the profiled window included), the
   ``fastai`` engine from 10 (ResNet-18/34) and the ``graphed`` LSTM engine from 16, each cell's wall
   time less its batch search. The search (``--find-max-batch``, 35 cells) grows with the model: 7-19 s
-  for ResNet-18, 30-116 s for ResNet-152, longest in fp32 and tf32, whose largest batch is below the
-  data set's size and is found by bisection. So the estimate counts it per PFLOP of one repeat's work
-  (the searches' seconds over their cells' PFLOPs); a flat 25 s (their mean) read the ``torch`` parts at
-  0.77-1.34x, this 0.87-1.09x. The rates these replaced, fitted to the reference of 2026-11-30,
+  for ResNet-18, 30-116 s for ResNet-152, longest where the largest batch is below the data set's
+  size and is found by bisection (fp32 and tf32, and every precision of ResNet-152). It trains a few
+  steps at each batch it tries, whatever the run's steps or batch size, so the estimate counts it per
+  training GFLOP per image of the model (the searches' seconds over their cells' GFLOPs per image); a
+  flat 25 s (their mean) read the ``torch`` parts at 0.77-1.34x, this 0.87-1.09x. The rates these replaced, fitted to the reference of 2026-11-30,
   estimated these runs at 0.25-0.80x their cells' seconds.
 - [H200] the shipped reference, references/h200/vm_NVIDIA-H200_native_20261130-141944.tar.gz
   (NVIDIA H200, torch 2.11, 3 repeats, batch 256, 100 / 50 steps, LSTM 300 batches, measured by
@@ -73,9 +74,9 @@ RATES: dict[tuple[str, str], EstimateRate] = {
     ("cpu", "gpt/kit"): EstimateRate(cell_s=20.0, tflops=0.010),        # [VM gpt]
 }
 
-#: Seconds the batch search (``--find-max-batch``, CUDA only) adds to a cell for each PFLOP of one
-#: repeat's counted work (kit.facts.models): 35 searches [parts 2026-12-06]
-SEARCH_S_PER_PFLOP = 1640.0
+#: Seconds the batch search (``--find-max-batch``, CUDA only) adds to a cell for each of the model's
+#: training GFLOPs per image (kit.runner.plan.search_gflop): 35 searches [parts 2026-12-06]
+SEARCH_S_PER_GFLOP = 41.9
 
 #: Seconds the plan counts for a cell the device cannot run (skipped before any training):
 #: at most 0.03 s each on the VM [VM 2026-12-03]; 0.1 s leaves room for a slower host.

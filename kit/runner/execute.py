@@ -47,8 +47,8 @@ from kit.runner.lock import RunLock
 from kit.runner.plan import Plan, build_plan, estimate_seconds
 from kit.runner.resume import ResumeState, find_bundle, read_resume_state
 from kit.runner.run_log import LOG_NAME, _attach_log, _detach_log
-from kit.runner.stop_signals import (TIME_LIMIT, _install_stop_handlers, _restore_handlers, _signals_received,
-                                     _stop_reason, arm_time_limit, disarm_time_limit, stop_at_time_limit,
+from kit.runner.stop_signals import (TIME_LIMIT, _install_stop_handlers, _restore_handlers, _stop_reason,
+                                     arm_time_limit, disarm_time_limit, reset_stops, stop_at_time_limit,
                                      stop_requested)
 
 if TYPE_CHECKING:
@@ -249,14 +249,14 @@ def _execute_locked(plan: Plan, run_id: str, run_dir: Path, results_root: Path, 
     # `docker stop` (and kill) send SIGTERM: stop like Ctrl-C so the run ends with its journal
     # closed, results.json marked interrupted and a bundle of what finished; the journal names the signal
     previous_handlers = None
-    del _signals_received[:]
+    reset_stops(time_limit[1] if time_limit is not None else None)
     if threading.current_thread() is threading.main_thread():
         previous_handlers = _install_stop_handlers()
     armed = False  # the time limit's timer (main thread only; a cell not started in time is stopped anywhere)
     try:
         if time_limit is not None and previous_handlers is not None:
-            arm_time_limit(*time_limit)
             armed = True
+            arm_time_limit(time_limit[0])
         from kit.bench import api as bench  # torch is imported here, and only here
 
         results.environment["cuda_runtime"] = env_record.runtime_versions()
@@ -292,11 +292,14 @@ def _execute_locked(plan: Plan, run_id: str, run_dir: Path, results_root: Path, 
     except KeyboardInterrupt:
         if armed:
             disarm_time_limit()  # no second stop while the first is written down
-        status = "interrupted"
         signal_name, reason = _stop_reason()
-        log.warning("run %s", reason)
-        journal.write("run_interrupted", message=reason, signal=signal_name)
+        if signal_name != TIME_LIMIT or len(results.cells) < len(plan.cells):  # else: it came as the last cell ended
+            status = "interrupted"
+            log.warning("run %s", reason)
+            journal.write("run_interrupted", message=reason, signal=signal_name)
     except BaseException as exc:
+        if armed:
+            disarm_time_limit()
         status = "failed"
         log.error("run failed:\n%s", traceback.format_exc())
         if not isinstance(exc, DiskFull):  # nothing more fits on a full disk; it is said in one line
@@ -307,7 +310,7 @@ def _execute_locked(plan: Plan, run_id: str, run_dir: Path, results_root: Path, 
             if armed:
                 disarm_time_limit()
             _restore_handlers(previous_handlers)
-        del _signals_received[:]  # said in the journal above; a later run in this process starts clean
+        reset_stops()  # said in the journal above; a later run in this process starts clean
         results.status = status if status != "complete" or len(results.cells) == len(plan.cells) else "interrupted"
         results.finished_at = time.time()
         results.derived = derive(results.cells, config.mode, config.tolerance, results.environment)
@@ -349,7 +352,7 @@ def _start_in_time(spec, config: RunConfig, device: str, deadline: float) -> Non
     need = estimate_seconds(spec, config.repeats, mode=config.mode, device=device_kind(device))
     left = deadline - time.monotonic()
     if need > left:
-        stop_at_time_limit(f"{spec.cell_id} not started: its estimate is {need:.0f} s, {max(left, 0):.0f} s were left")
+        stop_at_time_limit(f"{spec.cell_id} not started: its estimate is {need:.1f} s, {max(left, 0):.1f} s were left")
 
 
 def _data_provenance(config: RunConfig) -> dict:

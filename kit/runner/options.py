@@ -106,7 +106,7 @@ class RunOptions:
     data_dir: Path = option(help="Data cache folder (env KIT_DATA_DIR).", default_factory=_env_path("KIT_DATA_DIR", "data"))
     results_dir: Path = option(help="Where run folders and bundles go (env KIT_RESULTS_DIR).", default_factory=_env_path("KIT_RESULTS_DIR", "results"))
     resume: Optional[Path] = option(None, "Continue an interrupted run from its folder, skipping finished cells (refused while another process writes the folder; a complete run is left as it is).")
-    time_limit: Optional[str] = option(None, "Stop this call of the run within this time from its start (seconds, or e.g. 90s, 15m, 2h, 1:30:00): no cell starts that the plan's estimate says would end past it, and a cell still running at the limit stops as at Ctrl-C. Finished cells and the bundle are kept; exit 124; `--resume` goes on (and takes a limit of its own).")
+    time_limit: Optional[str] = option(None, "Stop this call of the run within this time from its start (seconds, or e.g. 90s, 15m, 2h, 1:30:00; at most 30 days): no cell starts that the plan's estimate says would end past it, and a cell still running at the limit stops as at Ctrl-C. Finished cells and the bundle are kept; exit 124; `--resume` goes on (and takes a limit of its own).")
     smoke: bool = option(False, "A one-minute sanity run: resnet18, fp32 + amp-bf16 + fp16-master, 1 epoch of 4 steps, 1 repeat, synthetic data, plus a 5-batch LSTM.")
     skip_checks: bool = option(False, "Do not run the driver/GPU checks first.")
     dry_run: bool = option(False, "Print the cells the run would measure and a rough duration on stdout, then stop (options are checked; nothing is fetched or written).", host_only=True)
@@ -283,23 +283,30 @@ def normalise_device(device: str) -> str:
 _DURATION_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600}
 
 
+#: the longest duration taken (30 days): more is no limit
+MAX_DURATION_S = 30 * 24 * 3600
+
+
 def parse_duration(text: str, flag: str = "--time-limit") -> float:
-    """Seconds from a duration as a person writes it: 90, 90s, 15m, 1.5h, or [H:]MM:SS (a UsageError,
-    exit 2, for anything else or for no time at all)."""
+    """Seconds from a duration as a person writes it: 90, 90s, 15m, 1.5h, or H:MM:SS (a UsageError,
+    exit 2, for anything else, for no time at all, or for more than MAX_DURATION_S). "1:30" is refused:
+    it reads as 90 seconds to some and as an hour and a half to others."""
     value = str(text).strip().lower()
     m = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)\s*([smh]?)", value)
     if m:
         seconds = float(m.group(1)) * _DURATION_UNITS[m.group(2)]
-    elif re.fullmatch(r"([0-9]+:)?[0-5]?[0-9]:[0-5][0-9]", value):
-        seconds = 0.0
-        for part in value.split(":"):
-            seconds = seconds * 60 + int(part)
+    elif re.fullmatch(r"[0-9]+:[0-5][0-9]:[0-5][0-9]", value):
+        hours, minutes, secs = (int(part) for part in value.split(":"))
+        seconds = float(hours * 3600 + minutes * 60 + secs)
     else:
         raise UsageError(f"{flag} {text!r} is not a duration.",
                          remedy=f"Give seconds or a unit, e.g. {flag} 540, {flag} 15m, {flag} 2h or {flag} 1:30:00")
     if seconds <= 0:
         raise UsageError(f"{flag} {text!r} leaves no time to run.",
                          remedy=f"Give a time above zero, e.g. {flag} 15m")
+    if seconds > MAX_DURATION_S:
+        raise UsageError(f"{flag} {text!r} is over 30 days, which is no limit.",
+                         remedy=f"Leave {flag} out, or give a shorter one, e.g. {flag} 15m")
     return seconds
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from kit.env.record import device_kind, installed
 from kit.facts import estimates as estimate_facts
+from kit.facts import models as model_facts
 from kit.results import precisions as precision_modes
 from kit.results import suites
 from kit.results.schema import CellSpec, RunConfig
@@ -100,8 +101,8 @@ def estimate_seconds(spec: CellSpec, repeats: int, tflops: float | None = None, 
     package (its mode's ``needs``: Apex, torchao) is not installed here (kit.env.record.installed: the
     run's cells are measured in this environment, and such a cell is skipped there) costs only
     kit.facts.estimates.SKIPPED_CELL_S;
-    on a GPU a cell with ``find_max_batch`` adds its batch search, kit.facts.estimates.SEARCH_S_PER_PFLOP
-    seconds for each PFLOP of one repeat.
+    on a GPU a cell with ``find_max_batch`` adds its batch search: kit.facts.estimates.SEARCH_S_PER_GFLOP
+    seconds for each of :func:`search_gflop`.
     """
     needs = precision_modes.mode(spec.precision).needs
     if (device == "cpu" and not runs_on_cpu(spec.precision)) or (needs and not installed(needs)):
@@ -109,5 +110,12 @@ def estimate_seconds(spec: CellSpec, repeats: int, tflops: float | None = None, 
     work = suites.suite(spec.workload).work(spec, mode)
     rate = estimate_facts.rate(device, spec.workload, spec.engine)
     searches = device != "cpu" and spec.params.get("find_max_batch")
-    search = estimate_facts.SEARCH_S_PER_PFLOP * work / 1e15 if searches else 0.0
+    search = estimate_facts.SEARCH_S_PER_GFLOP * search_gflop(spec) if searches else 0.0
     return rate.cell_s + search + repeats * work / ((tflops or rate.tflops) * 1e12)
+
+
+def search_gflop(spec: CellSpec) -> float:
+    """What the batch search's time grows with: the model's training GFLOPs per image at the cell's
+    image size (kit.facts.models). The search trains a few steps at each batch it tries, up to the data
+    set's size, whatever the run's steps, epochs or batch size."""
+    return model_facts.train_flops_per_image(spec.model, spec.params.get("image_size", 32)) / 1e9

@@ -187,9 +187,9 @@ def show_plan(plan, done: dict, console, limit=None) -> None:
     from kit.runner.progress import print_plan
 
     print_plan(console, plan, done)
-    if limit is not None:
+    todo = [c for c in plan.cells if c.cell_id not in done]
+    if limit is not None and todo:
         left, words = limit[0] - time.monotonic(), limit[1]
-        todo = [c for c in plan.cells if c.cell_id not in done]
         kind = device_kind(plan.config.device)
         fit = 0
         for spec in todo:  # as the run decides: in order, each cell started only if its estimate fits

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 
 #: what _signals_received records for a stop at ``--time-limit`` (the journal's ``signal``)
@@ -35,15 +36,20 @@ def _stop_reason() -> tuple[str, str]:
     return "SIGINT", "interrupted (Ctrl-C)"
 
 
-def arm_time_limit(deadline: float, words: str) -> None:
+def reset_stops(limit_words: "str | None" = None) -> None:
+    """A run starts (or has ended): no stop recorded; ``limit_words`` name its time limit in a stop's
+    message (e.g. "--time-limit 9m")."""
+    del _signals_received[:]
+    _time_limit_words[:] = [limit_words] if limit_words else []
+
+
+def arm_time_limit(deadline: float) -> None:
     """At ``deadline`` (time.monotonic()), stop the run as Ctrl-C does: SIGALRM, in this process (a
-    forked child inherits no timer). ``words`` name the limit in the message (e.g. "--time-limit 9m").
-    Call from the main thread, after :func:`_install_stop_handlers`; :func:`disarm_time_limit` ends it."""
-    del _time_limit_words[:]
-    _time_limit_words.append(words)
+    forked child inherits no timer). Call from the main thread, after :func:`_install_stop_handlers`;
+    :func:`disarm_time_limit` ends it."""
     previous = signal.signal(signal.SIGALRM, _time_up)
     if previous is not _time_up:
-        _alarm_before[:] = [previous]
+        _alarm_before[:] = [signal.SIG_DFL if previous is None else previous]  # None: set from C
     signal.setitimer(signal.ITIMER_REAL, max(deadline - time.monotonic(), 0.001))
 
 
@@ -59,8 +65,13 @@ _alarm_before: list = []
 
 
 def _time_up(signum, frame) -> None:
+    """The limit: recorded, then a KeyboardInterrupt, unless the run is already stopping (a stop is
+    recorded) or an exception is being handled where it lands (the run's own handlers write down the
+    stop then): the run asks before each step and each cell (:func:`stop_requested`) and stops there."""
+    already = bool(_signals_received)
     _signals_received.append(TIME_LIMIT)
-    raise KeyboardInterrupt("time limit")
+    if not already and sys.exc_info()[0] is None:
+        raise KeyboardInterrupt("time limit")
 
 
 def stop_at_time_limit(words: str) -> None:
