@@ -19,9 +19,10 @@
 # a time limit or Ctrl-C), the part resumes it (`kit run --resume`; a complete one is left as it is), on
 # this machine or another with the same GPU model. Parts may run on different machines of one GPU model
 # and driver: the merged bundle records each part's machine.
-# BUDGET=SECONDS bounds one call (scripts/part_run.sh): the part running when it is spent stops as at
-# Ctrl-C, finished cells kept, the parts after it wait, `merge` waits for them, and the same command
-# again goes on (references/h100/parts/ was measured so: its first parts in calls of 540 s by a wrapper
+# BUDGET=SECONDS bounds one call (scripts/part_run.sh): the running part gets the time left as its
+# `kit run --time-limit` (it starts no cell that would not fit, and stops one still running at the
+# limit as at Ctrl-C), finished cells kept, the parts after it wait, `merge` waits for them, and the
+# same command again goes on (references/h100/parts/ was measured so: its first parts in calls of 540 s by a wrapper
 # that did the same before BUDGET existed, the later ones with BUDGET=530).
 # DEVICE (default cuda:0) picks the GPU; EXTRA adds kit run options to a part that starts (e.g.
 # EXTRA=--no-profile-window; a resumed part keeps its run's own options). Every part's cells carry today's engine revisions
