@@ -204,3 +204,22 @@ def test_dry_run_says_how_many_cells_the_estimate_fits_in_the_limit(tmp_path, li
     assert out.returncode == 0, out.stderr
     assert words in " ".join(out.stdout.split())
     assert not (tmp_path / "results").exists()
+
+
+def test_the_limit_keeps_an_earlier_stops_reason():
+    """A Ctrl-C just before the limit: the alarm that follows neither interrupts the stop being written
+    down nor renames it."""
+    from kit.runner import stop_signals
+
+    stop_signals.reset_stops("--time-limit 1s")
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            stop_signals._raise_interrupt(signal.SIGINT, None)  # Ctrl-C, as its handler records it
+        stop_signals._time_up(signal.SIGALRM, None)  # returns: no second interrupt
+        assert stop_signals._stop_reason() == ("SIGINT", "interrupted (Ctrl-C)")
+        stop_signals.reset_stops("--time-limit 1s")
+        with pytest.raises(KeyboardInterrupt):
+            stop_signals._time_up(signal.SIGALRM, None)
+        assert stop_signals._stop_reason() == ("time-limit", "stopped at its time limit (--time-limit 1s)")
+    finally:
+        stop_signals.reset_stops()

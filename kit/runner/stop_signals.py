@@ -32,7 +32,7 @@ def _stop_reason() -> tuple[str, str]:
     if terms:
         return terms[-1], f"terminated ({terms[-1]})"
     if TIME_LIMIT in _signals_received:
-        return TIME_LIMIT, "stopped at its time limit (" + "; ".join(_time_limit_words) + ")"
+        return TIME_LIMIT, "stopped at its time limit" + (f" ({'; '.join(_time_limit_words)})" if _time_limit_words else "")
     return "SIGINT", "interrupted (Ctrl-C)"
 
 
@@ -65,12 +65,14 @@ _alarm_before: list = []
 
 
 def _time_up(signum, frame) -> None:
-    """The limit: recorded, then a KeyboardInterrupt, unless the run is already stopping (a stop is
-    recorded) or an exception is being handled where it lands (the run's own handlers write down the
-    stop then): the run asks before each step and each cell (:func:`stop_requested`) and stops there."""
-    already = bool(_signals_received)
+    """The limit: recorded, then a KeyboardInterrupt. Nothing when the run is already stopping (a stop
+    is recorded: it keeps its own reason); no interrupt where an exception is being handled (the run's
+    own handlers may be writing down a stop): the run asks before each step and each cell
+    (:func:`stop_requested`) and stops there."""
+    if _signals_received:
+        return
     _signals_received.append(TIME_LIMIT)
-    if not already and sys.exc_info()[0] is None:
+    if sys.exc_info()[0] is None:
         raise KeyboardInterrupt("time limit")
 
 
