@@ -57,8 +57,8 @@ def bench(monkeypatch):
         import kit.runner.execute as execute_module
 
         monkeypatch.setattr(kit.bench, "api", fb, raising=False)
-        monkeypatch.setattr(execute_module, "estimate_seconds",
-                            lambda spec, repeats, **kw: (estimates or {}).get(spec.cell_id, 0.0))
+        monkeypatch.setattr(execute_module, "cell_seconds",
+                            lambda config, spec, device=None: (estimates or {}).get(spec.cell_id, 0.0))
         return fb
 
     return install

@@ -44,7 +44,7 @@ from kit.results.journal import JOURNAL_NAME, Journal
 from kit.results.schema import CellResult, RunConfig, RunResults
 from kit.runner.cell_run import _run_one
 from kit.runner.lock import RunLock
-from kit.runner.plan import Plan, build_plan, estimate_seconds
+from kit.runner.plan import Plan, build_plan, cell_seconds
 from kit.runner.resume import ResumeState, find_bundle, read_resume_state
 from kit.runner.run_log import LOG_NAME, _attach_log, _detach_log
 from kit.runner.stop_signals import (TIME_LIMIT, _install_stop_handlers, _restore_handlers, _stop_reason,
@@ -287,19 +287,13 @@ def _execute_locked(plan: Plan, run_id: str, run_dir: Path, results_root: Path, 
             journal.write("cell_end", spec.cell_id, result=result.to_dict())
             atomic_write_json(run_dir / RESULTS_NAME, results.to_dict())
             ui.cell_done(spec, result)
-        if armed:
-            disarm_time_limit()  # every cell ended: the limit has nothing left to stop
-    except KeyboardInterrupt:
-        if armed:
-            disarm_time_limit()  # no second stop while the first is written down
+    except KeyboardInterrupt:  # the time limit's alarm raises nothing more while this is handled (stop_signals)
         signal_name, reason = _stop_reason()
         if signal_name != TIME_LIMIT or len(results.cells) < len(plan.cells):  # else: it came as the last cell ended
             status = "interrupted"
             log.warning("run %s", reason)
             journal.write("run_interrupted", message=reason, signal=signal_name)
     except BaseException as exc:
-        if armed:
-            disarm_time_limit()
         status = "failed"
         log.error("run failed:\n%s", traceback.format_exc())
         if not isinstance(exc, DiskFull):  # nothing more fits on a full disk; it is said in one line
@@ -346,10 +340,8 @@ def _execute_locked(plan: Plan, run_id: str, run_dir: Path, results_root: Path, 
 
 def _start_in_time(spec, config: RunConfig, device: str, deadline: float) -> None:
     """Stop the run (as at its time limit) rather than start a cell that the plan's estimate
-    (kit.runner.plan.estimate_seconds) says would end past ``deadline``."""
-    from kit.env.record import device_kind
-
-    need = estimate_seconds(spec, config.repeats, mode=config.mode, device=device_kind(device))
+    (kit.runner.plan.cell_seconds) says would end past ``deadline``."""
+    need = cell_seconds(config, spec, device)
     left = deadline - time.monotonic()
     if need > left:
         stop_at_time_limit(f"{spec.cell_id} not started: its estimate is {need:.1f} s, {max(left, 0):.1f} s were left")

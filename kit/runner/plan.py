@@ -82,11 +82,16 @@ def runs_on_cpu(precision: str) -> bool:
 
 
 def estimate_plan_seconds(plan: Plan, todo: "list[CellSpec] | None" = None) -> float:
-    """The plan's rough estimate (``kit run``'s printout): the sum of :func:`estimate_seconds`
-    over the cells still to run (``todo``, default all) on the plan's device kind."""
-    kind = device_kind(plan.config.device)
+    """The plan's rough estimate (``kit run``'s printout): the sum of :func:`cell_seconds` over the
+    cells still to run (``todo``, default all)."""
     cells = plan.cells if todo is None else todo
-    return sum(estimate_seconds(c, plan.config.repeats, mode=plan.config.mode, device=kind) for c in cells)
+    return sum(cell_seconds(plan.config, c) for c in cells)
+
+
+def cell_seconds(config: RunConfig, spec: CellSpec, device: "str | None" = None) -> float:
+    """The estimate of one of a run's cells: :func:`estimate_seconds` with the run's repeats and mode,
+    on the kind of ``device`` (the run's resolved device; default ``config.device``)."""
+    return estimate_seconds(spec, config.repeats, mode=config.mode, device=device_kind(device or config.device))
 
 
 def estimate_seconds(spec: CellSpec, repeats: int, tflops: float | None = None, mode: str = "throughput",

@@ -195,13 +195,11 @@ class RichUI(NullUI):
     def plan(self, plan, done):
         from rich.progress import Progress
 
-        from kit.env.record import device_kind
-        from kit.runner.plan import estimate_seconds
+        from kit.runner.plan import cell_seconds
 
         print_plan(self.console, plan, done)
-        kind = device_kind(plan.config.device)
         self.eta = RunEta(
-            {c.cell_id: estimate_seconds(c, plan.config.repeats, mode=plan.config.mode, device=kind) for c in plan.cells},
+            {c.cell_id: cell_seconds(plan.config, c) for c in plan.cells},
             {c.cell_id: skip_kind(c) for c in plan.cells},
             set(done),
         )

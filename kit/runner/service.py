@@ -182,18 +182,16 @@ def show_plan(plan, done: dict, console, limit=None) -> None:
     starts: they are recorded as skipped."""
     import time
 
-    from kit.env.record import device_kind
-    from kit.runner.plan import estimate_seconds
+    from kit.runner.plan import cell_seconds
     from kit.runner.progress import print_plan
 
     print_plan(console, plan, done)
     todo = [c for c in plan.cells if c.cell_id not in done]
     if limit is not None and todo:
         left, words = limit[0] - time.monotonic(), limit[1]
-        kind = device_kind(plan.config.device)
         fit = 0
         for spec in todo:  # as the run decides: in order, each cell started only if its estimate fits
-            left -= estimate_seconds(spec, plan.config.repeats, mode=plan.config.mode, device=kind)
+            left -= cell_seconds(plan.config, spec)
             if left < 0:
                 break
             fit += 1
