@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
 from kit import __version__
-from kit.errors import BundleError, EnvironmentCheckError, KitError, RunFailed, UsageError
-from kit.fleet.sweep import SCRIPT_FILE, TASKS_DIR, Submission, Sweep, Task
+from kit.errors import EXIT_CODES, BundleError, EnvironmentCheckError, KitError, RunFailed, UsageError
+from kit.fleet.sweep import SCRIPT_FILE, TASKS_DIR, Submission, Sweep, Task, slurm_seconds
 
 log = logging.getLogger("kit.fleet")
 
@@ -34,6 +34,10 @@ _UNREACHABLE = ("unable to contact slurm controller", "socket timed out", "conne
 #: squeue states (squeue(1), JOB STATE CODES) of a task that has not ended
 ACTIVE_STATES = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED",
                  "RESIZING", "SUSPENDED", "STAGE_OUT", "SIGNALING", "RESV_DEL_HOLD", "STOPPED")
+#: a task's `kit run` stops itself this long before the sweep's --time (at most a tenth of it): Slurm
+#: sends SIGTERM at its limit and SIGKILL KillWait (30 s by default) later, so stopping first leaves
+#: room to write the bundle, and the run starts no cell that the plan's estimate says would not fit
+TIME_MARGIN_S = 60
 MERGED_DIR = "merged"
 COMPARE_PAGE = "compare.html"
 NO_SLURM_REMEDY = ("Run kit fleet slurm on a host with the Slurm client commands (a cluster's login node), "
@@ -74,6 +78,7 @@ def render_script(sweep: Sweep) -> str:
     lines += [
         "# GPUs: given per submission (sbatch --gres=gpu:N), since an array shares one request",
         "set -u",
+        "START=$(date +%s)",
         f"SWEEP={shlex.quote(str(folder))}",
         'TASK="${SLURM_ARRAY_TASK_ID:?this script runs as a task of a Slurm job array}"',
         'TASK_DIR="$SWEEP/tasks/$TASK"',
@@ -88,16 +93,31 @@ def render_script(sweep: Sweep) -> str:
         'mkdir -p "$TASK_DIR/results"',
         'rm -f "$TASK_DIR/exit_code"',
         'echo "job ${SLURM_JOB_ID:-?} restart ${SLURM_RESTART_COUNT:-0} on $(hostname -s) at $(date -u +%Y-%m-%dT%H:%M:%SZ)" >> "$TASK_DIR/attempts"',
-        "# a requeued task (preempted, node failure) continues its unfinished run: finished cells are kept",
-        'LAST=$(ls -1dt "$TASK_DIR"/results/*/ 2>/dev/null | head -n 1)',
-        'if [ "${SLURM_RESTART_COUNT:-0}" -gt 0 ] && [ -n "$LAST" ] && [ -f "$LAST/journal.jsonl" ]; then',
     ]
+    limit_s = slurm_seconds(sweep.time_limit) if sweep.time_limit else 0
+    if limit_s:
+        margin = min(TIME_MARGIN_S, limit_s // 10)
+        lines += [
+            f"# kit run stops itself {margin} s before the job's --time={sweep.time_limit} ({limit_s} s): finished cells and the bundle are kept (exit 124)",
+            f"limit() {{ local left=$(( START + {limit_s - margin} - $(date +%s) )); echo \"--time-limit $(( left > 1 ? left : 1 ))\"; }}",
+        ]
+    else:
+        lines.append("limit() { :; }")
     lines += [
-        f'  {_cmd(sweep)} --resume "$LAST"',
-        "else",
-        f'  {_cmd(sweep)} "${{ARGS[@]}}" --results-dir "$TASK_DIR/results"',
+        "# a task that runs again (requeued after preemption or a node failure, or resubmitted) continues its",
+        "# newest run folder: finished cells are kept; where kit run refuses that (exit 2: another GPU model,",
+        "# a folder it cannot resume), the task starts a new run",
+        'LAST=$(ls -1dt "$TASK_DIR"/results/*/ 2>/dev/null | head -n 1)',
+        "rc=",
+        'if [ -n "$LAST" ] && [ -f "$LAST/journal.jsonl" ]; then',
+        f'  {_cmd(sweep)} --resume "$LAST" $(limit)',
+        "  rc=$?",
+        '  if [ "$rc" -eq 2 ]; then echo "kit run --resume $LAST refused (exit 2): a new run" >> "$TASK_DIR/attempts"; rc=; fi',
         "fi",
-        "rc=$?",
+        'if [ -z "$rc" ]; then',
+        f'  {_cmd(sweep)} "${{ARGS[@]}}" --results-dir "$TASK_DIR/results" $(limit)',
+        "  rc=$?",
+        "fi",
         'echo "$rc" > "$TASK_DIR/exit_code"',
         'exit "$rc"',
     ]
@@ -290,7 +310,7 @@ def task_states(sweep: Sweep, run: Optional[Runner] = None, ask_slurm: bool = Tr
         if bundle is not None and complete and code in ("0", None):
             out.append(TaskState(t, "done", bundle.name, bundle, bad))
         elif bundle is not None:
-            why = f"exit code {code}" if code not in ("0", None) else "its run did not finish"
+            why = _exit_words(code) if code not in ("0", None) else "its run did not finish"
             out.append(TaskState(t, "partial", f"{why}; {bundle.name} holds its finished cells; {log_hint}", bundle, bad))
         elif bad:
             out.append(TaskState(t, "bad bundle", f"{bad[0]}; {log_hint}", None, bad))
@@ -300,9 +320,15 @@ def task_states(sweep: Sweep, run: Optional[Runner] = None, ask_slurm: bool = Tr
                 why = (f"Slurm says {sc}" if sc else
                        "it ended without an exit code (killed, cancelled, out of time, or its node failed)")
             else:
-                why = f"kit run ended with exit code {code}"
+                why = f"kit run ended with {_exit_words(code)}"
             out.append(TaskState(t, "no bundle", f"{why}; {log_hint}"))
     return out
+
+
+def _exit_words(code: str) -> str:
+    """'exit code 124 (kit run stopped at its --time-limit ...)': the code and what `kit run` means by it."""
+    meaning = EXIT_CODES.get(int(code)) if code.isdigit() else None
+    return f"exit code {code}" + (f" ({meaning})" if meaning else "")
 
 
 def follow(sweep: Sweep, show: Callable[[List[TaskState]], None], poll_s: float = 10.0,

@@ -110,6 +110,9 @@ def plan_sweep(folder: Path, run_args: List[str], suites: List[str], gpus: List[
         if any(a == flag or a.startswith(flag + "=") for a in run_args):
             raise UsageError(f"{flag} is the sweep's to set, not a task option.",
                              remedy="Leave it out of the options after `--`; each task writes under the sweep folder.")
+    if any(a == "--time-limit" or a.startswith("--time-limit=") for a in run_args):
+        raise UsageError("--time-limit is the sweep's to set, not a task option.",
+                         remedy="Give the sweep's -t/--time: each task's kit run gets the time left of it as its --time-limit.")
     if suites and any(a == "--suite" or a.startswith("--suite=") for a in run_args):
         raise UsageError("--suites (the sweep's) and --suite (a task option after `--`) together: give one.")
     for s in suites:
@@ -137,8 +140,8 @@ def plan_sweep(folder: Path, run_args: List[str], suites: List[str], gpus: List[
                          remedy="Add --container pyxis --image 'registry#mpkit:{stack}-0.2.0' (one image per stack).")
     if len(stacks) > 1 and "{stack}" not in (image or ""):
         raise UsageError("several --stacks need {stack} in --image, e.g. --image 'registry#mpkit:{stack}-0.2.0'.")
-    if time_limit is not None and not _SLURM_TIME.fullmatch(time_limit):
-        raise UsageError(f"--time {time_limit!r}: use Slurm's forms, e.g. 30, 1:30:00 or 1-00:00:00.")
+    if time_limit is not None:
+        slurm_seconds(time_limit)  # exit 2 for a malformed one (0 is Slurm's "no limit")
     if cpus_per_task is not None and cpus_per_task < 1:
         raise UsageError("--cpus-per-task must be at least 1.")
     folder = Path(folder)
@@ -166,6 +169,23 @@ def plan_sweep(folder: Path, run_args: List[str], suites: List[str], gpus: List[
     return Sweep(name=name or folder.resolve().name, folder=str(folder.resolve()), python=python or sys.executable,
                  tasks=tasks, partition=partition, time_limit=time_limit, cpus_per_task=cpus_per_task,
                  container=container, image=image, sbatch_args=list(sbatch_args or []))
+
+
+def slurm_seconds(text: str) -> int:
+    """Seconds from a time in Slurm's forms (sbatch(1) --time): minutes, minutes:seconds,
+    hours:minutes:seconds, days-hours, days-hours:minutes or days-hours:minutes:seconds."""
+    if not _SLURM_TIME.fullmatch(text):
+        raise UsageError(f"--time {text!r}: use Slurm's forms, e.g. 30, 1:30:00 or 1-00:00:00.")
+    days, _, rest = text.rpartition("-")
+    parts = [int(x) for x in rest.split(":")]
+    if days:  # days-hours[:minutes[:seconds]]
+        hours, minutes, seconds = (parts + [0, 0])[:3]
+        return ((int(days) * 24 + hours) * 60 + minutes) * 60 + seconds
+    if len(parts) == 3:
+        return (parts[0] * 60 + parts[1]) * 60 + parts[2]
+    if len(parts) == 2:
+        return parts[0] * 60 + parts[1]
+    return parts[0] * 60
 
 
 def load_sweep(folder: Path) -> Sweep:
