@@ -12,11 +12,11 @@ Sources:
 
 - [parts 2026-12-06] the parts of the next references, measured by today's engines:
   references/h200/remeasure/torch-a/ and lstm-graphed/ (NVIDIA H200), and references/h100/parts/
-  (torch-a ... torch-d, fastai-a and 8 cells of lstm-graphed; NVIDIA H100, whose GPU-bound cells there
+  (torch-a ... torch-d, fastai-a ... fastai-d and 9 cells of lstm-graphed; NVIDIA H100, whose GPU-bound cells there
   run at 0.93-0.99x the H200's). Their cells' records are in references/gpu-estimates/cells.json, and
   ``scripts/fit_estimates.py`` fits them: the ``torch`` CIFAR engine from 35 cells (every ResNet and
   precision, Inductor's first compile of each precision and the profiled window included), the
-  ``fastai`` engine from 10 (ResNet-18/34) and the ``graphed`` LSTM engine from 16, each cell's wall
+  ``fastai`` engine from 25 (every ResNet) and the ``graphed`` LSTM engine from 17, each cell's wall
   time less its batch search. The search (``--find-max-batch``, 35 cells) grows with the model: 7-19 s
   for ResNet-18, 30-116 s for ResNet-152, longest where the largest batch is below the data set's
   size and is found by bisection (fp32 and tf32, and every precision of ResNet-152). It trains a few
@@ -64,9 +64,9 @@ class EstimateRate(NamedTuple):
 #: (device kind, "workload/engine") -> rate; device kind as kit.env.record.device_kind gives it.
 RATES: dict[tuple[str, str], EstimateRate] = {
     ("cuda", "cifar/torch"): EstimateRate(cell_s=18.7, tflops=1.57),    # [parts 2026-12-06]
-    ("cuda", "cifar/fastai"): EstimateRate(cell_s=11.7, tflops=9.46),   # [parts 2026-12-06]
+    ("cuda", "cifar/fastai"): EstimateRate(cell_s=9.1, tflops=5.24),    # [parts 2026-12-06]
     ("cuda", "lstm/kit"): EstimateRate(cell_s=11.2, tflops=79.0),       # [H200]
-    ("cuda", "lstm/graphed"): EstimateRate(cell_s=18.9, tflops=61.3),   # [parts 2026-12-06]
+    ("cuda", "lstm/graphed"): EstimateRate(cell_s=19.0, tflops=63.6),   # [parts 2026-12-06]
     ("cuda", "gpt/kit"): EstimateRate(cell_s=8.0, tflops=200.0),        # [H200 gpt]
     ("cpu", "cifar/torch"): EstimateRate(cell_s=5.0, tflops=0.060),     # [VM 2026-12-03]
     ("cpu", "cifar/fastai"): EstimateRate(cell_s=4.5, tflops=0.045),    # [VM 2026-12-03]
