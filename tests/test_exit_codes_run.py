@@ -177,6 +177,31 @@ def test_resume_of_a_complete_run_says_so_and_writes_nothing(tmp_path):
     assert {p: p.stat().st_mtime_ns for p in results.rglob("*")} == before  # no new bundle, no journal line
 
 
+@pytest.mark.parametrize("damage", ["cut short", "deleted"])
+def test_resume_of_a_complete_run_whose_bundle_does_not_verify_makes_it_again(tmp_path, damage):
+    """A node that died while writing the bundle, or a bundle deleted: the resume (a Slurm task sent
+    again does this) ends with a bundle that verifies, and the run folder is left as it was."""
+    first = kit(tmp_path, "run", *SMALL)
+    assert first.returncode == 0, first.stderr
+    bundle = Path(first.stdout.strip())
+    run_dir = next(p for p in (tmp_path / "results").iterdir() if p.is_dir())
+    if damage == "cut short":
+        bundle.write_bytes(bundle.read_bytes()[:200])
+    else:
+        bundle.unlink()
+    before = {p: p.stat().st_mtime_ns for p in run_dir.rglob("*")}
+    again = kit(tmp_path, "run", "--resume", str(run_dir))
+    assert again.returncode == 0, again.stderr
+    assert "was made again" in " ".join(again.stderr.split())
+    made = Path(again.stdout.strip())
+    from kit.bundle.safe_open import open_bundle
+
+    assert made.parent == bundle.parent and open_bundle(made).manifest["run_status"] == "complete"
+    assert {p: p.stat().st_mtime_ns for p in run_dir.rglob("*")} == before
+    third = kit(tmp_path, "run", "--resume", str(run_dir))  # now it is found, and nothing more is written
+    assert Path(third.stdout.strip()) == made and "nothing was measured or written" in " ".join(third.stderr.split())
+
+
 def test_a_run_stopped_by_missing_data_leaves_no_results_folder(tmp_path):
     """--results-dir is probed (made, written, removed) before the data fetch; exit 3 leaves no folder."""
     import socket

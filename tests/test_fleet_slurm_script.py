@@ -104,6 +104,33 @@ def test_a_resume_that_kit_run_refuses_starts_a_new_run_and_says_so(tmp_path, fa
     assert f"kit run --resume {run_dir}/ refused (exit 2): a new run" in attempts
 
 
+def test_a_folder_another_process_holds_is_not_run_over_a_second_time(tmp_path, fake_python):
+    # kit run refuses a locked folder with exit 2 and names the holder; the task ends so, no second run
+    sweep = _sweep(tmp_path, fake_python, time_limit="30")
+    run_dir = _unfinished_run(sweep)
+    (run_dir / "run.lock").write_text('{"pid": 1, "host": "node7"}')
+    done, calls = _run_task(tmp_path, sweep, FAKE_RESUME="refuse")
+    assert done.returncode == 2 and len(calls) == 1 and "--resume" in calls[0]
+    assert (sweep.task_dir(0) / "exit_code").read_text().strip() == "2"
+    assert "a new run" not in (sweep.task_dir(0) / "attempts").read_text()
+
+
+@pytest.mark.parametrize("container, image", [("pyxis", "reg#mpkit:cuda12"), ("apptainer", "/shared/mpkit.sif")])
+def test_a_container_tasks_kit_run_gets_the_time_limit_too(tmp_path, container, image):
+    sweep = plan_sweep(tmp_path / "s", ["--data", "synthetic"], ["cifar"], [1], time_limit="1:00:00",
+                       container=container, image=image)
+    runs = [line.strip() for line in render_script(sweep).splitlines()
+            if " kit run " in line and not line.lstrip().startswith(("#", "echo"))]
+    assert len(runs) == 2 and all(r.startswith(("srun --container-image", "apptainer exec")) for r in runs)
+    assert all(r.endswith("$(limit)") for r in runs)
+
+
+def test_a_time_over_kit_runs_thirty_days_gives_no_limit_rather_than_a_refusal(tmp_path, fake_python):
+    sweep = _sweep(tmp_path, fake_python, time_limit="31-0")
+    done, calls = _run_task(tmp_path, sweep)
+    assert done.returncode == 0 and "--time-limit" not in calls[0]
+
+
 def test_a_folder_without_a_journal_is_no_run_to_continue(tmp_path, fake_python):
     sweep = _sweep(tmp_path, fake_python)
     (sweep.task_dir(0) / "results" / "not-a-run").mkdir(parents=True)
@@ -128,11 +155,16 @@ def test_a_time_of_zero_is_slurms_no_limit(tmp_path, fake_python):
     assert "--time-limit" not in _run_task(tmp_path, sweep)[1][0]
 
 
-def test_time_limit_among_the_task_options_is_refused(tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize("args, words", [
+    (["--", "--time-limit", "10m"], "--time-limit is the sweep's to set"),
+    (["--sbatch-arg=--time=2:00:00"], "--sbatch-arg sets the job's time"),
+    (["--sbatch-arg=-t30"], "--sbatch-arg sets the job's time"),
+])
+def test_the_jobs_time_is_the_sweeps_to_set(tmp_path, capsys, monkeypatch, args, words):
     monkeypatch.setenv("PATH", "/nonexistent")
-    code, out, err = run_main(["fleet", "slurm", "submit", "--dir", str(tmp_path / "s"), "--dry-run", "--",
-                               "--time-limit", "10m"], capsys, monkeypatch)
-    assert code == 2 and "--time-limit is the sweep's to set" in err and "-t/--time" in err
+    code, out, err = run_main(["fleet", "slurm", "submit", "--dir", str(tmp_path / "s"), "--dry-run", *args],
+                              capsys, monkeypatch)
+    assert code == 2 and words in err and "-t/--time" in err
 
 
 def test_status_says_what_a_tasks_exit_code_means(tmp_path, fake_python):
@@ -141,3 +173,35 @@ def test_status_says_what_a_tasks_exit_code_means(tmp_path, fake_python):
     _run_task(tmp_path, sweep, FAKE_RC="124")
     (state,) = task_states(sweep, ask_slurm=False)
     assert state.state == "no bundle" and "exit code 124 (kit run stopped at its --time-limit" in state.detail
+
+
+def test_a_task_sent_again_with_a_broken_bundle_ends_done_through_the_real_kit_run(tmp_path):
+    """The script driving the real `python -m kit run` (its benchmark the fake one): the first attempt
+    makes a bundle; cut short (its node died while writing it), the task is 'bad bundle'; sent again,
+    it continues the complete run, whose bundle is made again, and the task is done."""
+    import sys
+
+    from test_exit_codes_run import _env
+
+    sweep = plan_sweep(tmp_path / "sweep", ["--data", "synthetic", "-m", "resnet18", "-p", "fp32", "-e", "torch",
+                                            "--repeats", "1", "--steps", "1", "--skip-checks"], ["cifar"], [0],
+                       python=sys.executable, time_limit="10")
+    sweep.path.mkdir(parents=True)
+    sweep.submissions.append(Submission("100", [0], None, 0.0))
+    sweep.save()
+    (sweep.path / "job.sbatch").write_text(render_script(sweep))
+    env = dict(_env(tmp_path), SLURM_ARRAY_TASK_ID="0", SLURM_JOB_ID="100")
+
+    def attempt():
+        done = subprocess.run(["bash", str(sweep.path / "job.sbatch")], env=env, capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return task_states(sweep, ask_slurm=False)[0]
+
+    first = attempt()
+    assert first.state == "done", first.detail
+    first.bundle.write_bytes(first.bundle.read_bytes()[:200])
+    assert task_states(sweep, ask_slurm=False)[0].state == "bad bundle"
+    again = attempt()
+    assert again.state == "done" and again.bundle != first.bundle, again.detail
+    assert len([p for p in (sweep.task_dir(0) / "results").iterdir() if p.is_dir()]) == 1  # the same run

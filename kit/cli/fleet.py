@@ -46,7 +46,7 @@ def submit(
     suites: Optional[str] = typer.Option(None, "--suites", help="Suites to sweep, comma-separated (cifar, lstm, gpt, all); one task each. Default: the tasks' own --suite."),
     gpus_per_task: str = typer.Option("1", "--gpus-per-task", help="GPU counts to sweep, comma-separated: 0 = a CPU task (--device cpu), 1 = one GPU, N = kit run --gpus N on one node."),
     partition: Optional[str] = typer.Option(None, "--partition", "-p", help="Slurm partition (default: the cluster's)."),
-    time_limit: Optional[str] = typer.Option(None, "--time", "-t", help="Time limit per task, in Slurm's form (30, 1:30:00); each task's kit run stops itself a minute before it (--time-limit), its finished cells kept."),
+    time_limit: Optional[str] = typer.Option(None, "--time", "-t", help="Time limit per task, in Slurm's form (30, 1:30:00); each task's kit run stops itself a minute before it (a tenth of a shorter time; --time-limit), its finished cells and bundle kept."),
     cpus_per_task: Optional[int] = typer.Option(None, "--cpus-per-task", help="CPUs per task (default: the cluster's)."),
     container: str = typer.Option("none", "--container", help="none (the submitting Python on the nodes), pyxis (srun --container-image) or apptainer."),
     image: Optional[str] = typer.Option(None, "--image", help="The kit's image for --container pyxis / apptainer; {stack} stands for each of --stacks."),

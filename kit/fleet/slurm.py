@@ -25,6 +25,8 @@ from typing import Callable, Dict, List, Optional
 from kit import __version__
 from kit.errors import EXIT_CODES, BundleError, EnvironmentCheckError, KitError, RunFailed, UsageError
 from kit.fleet.sweep import SCRIPT_FILE, TASKS_DIR, Submission, Sweep, Task, slurm_seconds
+from kit.runner.lock import LOCK_NAME
+from kit.runner.options import MAX_DURATION_S
 
 log = logging.getLogger("kit.fleet")
 
@@ -95,24 +97,28 @@ def render_script(sweep: Sweep) -> str:
         'echo "job ${SLURM_JOB_ID:-?} restart ${SLURM_RESTART_COUNT:-0} on $(hostname -s) at $(date -u +%Y-%m-%dT%H:%M:%SZ)" >> "$TASK_DIR/attempts"',
     ]
     limit_s = slurm_seconds(sweep.time_limit) if sweep.time_limit else 0
-    if limit_s:
-        margin = min(TIME_MARGIN_S, limit_s // 10)
+    margin = min(TIME_MARGIN_S, limit_s // 10)
+    if 0 < limit_s - margin <= MAX_DURATION_S:  # 0 is Slurm's "no limit"; over 30 days, kit run's
         lines += [
-            f"# kit run stops itself {margin} s before the job's --time={sweep.time_limit} ({limit_s} s): finished cells and the bundle are kept (exit 124)",
+            f"# kit run stops itself {margin} s before the job's --time={sweep.time_limit} ({limit_s} s), counted from this",
+            "# script's start: finished cells and the bundle are kept (exit 124)",
             f"limit() {{ local left=$(( START + {limit_s - margin} - $(date +%s) )); echo \"--time-limit $(( left > 1 ? left : 1 ))\"; }}",
         ]
     else:
         lines.append("limit() { :; }")
     lines += [
         "# a task that runs again (requeued after preemption or a node failure, or resubmitted) continues its",
-        "# newest run folder: finished cells are kept; where kit run refuses that (exit 2: another GPU model,",
-        "# a folder it cannot resume), the task starts a new run",
+        "# newest run folder: finished cells are kept (of a complete run, its bundle is made again where none",
+        "# verifies); where kit run refuses that (exit 2: another GPU model, a folder it cannot resume), the",
+        f"# task starts a new run, unless another process holds the folder ({LOCK_NAME}; kit run said whose)",
         'LAST=$(ls -1dt "$TASK_DIR"/results/*/ 2>/dev/null | head -n 1)',
         "rc=",
         'if [ -n "$LAST" ] && [ -f "$LAST/journal.jsonl" ]; then',
         f'  {_cmd(sweep)} --resume "$LAST" $(limit)',
         "  rc=$?",
-        '  if [ "$rc" -eq 2 ]; then echo "kit run --resume $LAST refused (exit 2): a new run" >> "$TASK_DIR/attempts"; rc=; fi',
+        f'  if [ "$rc" -eq 2 ] && [ ! -e "$LAST/{LOCK_NAME}" ]; then',
+        '    echo "kit run --resume $LAST refused (exit 2): a new run" >> "$TASK_DIR/attempts"; rc=',
+        "  fi",
         "fi",
         'if [ -z "$rc" ]; then',
         f'  {_cmd(sweep)} "${{ARGS[@]}}" --results-dir "$TASK_DIR/results" $(limit)',

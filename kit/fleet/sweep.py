@@ -142,6 +142,9 @@ def plan_sweep(folder: Path, run_args: List[str], suites: List[str], gpus: List[
         raise UsageError("several --stacks need {stack} in --image, e.g. --image 'registry#mpkit:{stack}-0.2.0'.")
     if time_limit is not None:
         slurm_seconds(time_limit)  # exit 2 for a malformed one (0 is Slurm's "no limit")
+    if any(a in ("-t", "--time") or a.startswith(("--time=", "-t")) for a in (sbatch_args or [])):
+        raise UsageError("--sbatch-arg sets the job's time: give it as the sweep's -t/--time instead.",
+                         remedy="Each task's kit run gets the time left of the sweep's --time as its --time-limit.")
     if cpus_per_task is not None and cpus_per_task < 1:
         raise UsageError("--cpus-per-task must be at least 1.")
     folder = Path(folder)

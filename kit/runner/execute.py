@@ -66,9 +66,11 @@ class RunOutcome:
     results: RunResults
     bundle: Path | None
     bundle_error: str | None = None
-    #: ``--resume`` of a run that had already ended complete: nothing was measured or written
-    #: (``bundle`` is the run's existing bundle, when one is found)
+    #: ``--resume`` of a run that had already ended complete: nothing was measured, and nothing
+    #: written into the run folder (``bundle`` is the run's bundle that verifies, when one is found)
     already_complete: bool = False
+    #: ... and no bundle of it verified, so ``bundle`` was made from the run folder again
+    bundle_remade: bool = False
 
 
 def new_run_id(suite: str) -> str:
@@ -138,7 +140,7 @@ def execute(
         if lock is None:
             state = read_resume_state(run_dir)  # a complete run is never written again: no lock needed
             if state.is_complete():
-                return already_complete(state, run_dir, results_root)
+                return already_complete(state, run_dir, results_root, make_bundle=make_bundle)
             lock = RunLock(run_dir).acquire()
     else:
         assert plan is not None
@@ -148,7 +150,7 @@ def execute(
         if resume_dir is not None:
             state = read_resume_state(run_dir)
             if state.is_complete():
-                return already_complete(state, run_dir, results_root, locked=True)
+                return already_complete(state, run_dir, results_root, locked=True, make_bundle=make_bundle)
             return _execute_locked(build_plan(state.config), state.run_id, run_dir, results_root, state.done,
                                    state.started_at, lock, ui, make_bundle, resumed=True, time_limit=time_limit)
         return _execute_locked(plan, run_dir.name, run_dir, results_root, {}, None, lock, ui, make_bundle, resumed=False,
@@ -192,8 +194,12 @@ def make_run_dir(run_dir: Path) -> Path:
 RESULTS_DIR_REMEDY = "Point --results-dir (or KIT_RESULTS_DIR) at a folder you can write in; it is created if missing."
 
 
-def already_complete(state: ResumeState, run_dir: Path, results_root: Path, locked: bool = False) -> RunOutcome:
-    """The outcome of resuming a run that had ended complete: its cells and its existing bundle.
+def already_complete(state: ResumeState, run_dir: Path, results_root: Path, locked: bool = False,
+                     make_bundle: bool = False) -> RunOutcome:
+    """The outcome of resuming a run that had ended complete: its cells and its bundle. Nothing is
+    written into the run folder; with ``make_bundle``, a bundle is made from it again when none of
+    this run in ``results_root`` verifies (it was deleted, or its process died while writing it), so
+    that a resume, `kit fleet slurm resubmit`'s too, always ends with one.
     ``locked``: the caller holds the run folder's lock."""
     plan = build_plan(state.config)
     results = RunResults(run_id=state.run_id, config=state.config, cells=[state.done[c] for c in plan.cell_ids],
@@ -204,7 +210,11 @@ def already_complete(state: ResumeState, run_dir: Path, results_root: Path, lock
         # exit 2); only looked at, never created, so a read-only run folder is no error
         RunLock(run_dir).check_not_in_use()
     error = None if bundle else f"no bundle of this run found in {results_root}"
-    return RunOutcome(run_dir, results, bundle, error, already_complete=True)
+    remade = False
+    if bundle is None and make_bundle:
+        bundle, error = _bundle(run_dir, results_root)
+        remade = bundle is not None
+    return RunOutcome(run_dir, results, bundle, error, already_complete=True, bundle_remade=remade)
 
 
 def _execute_locked(plan: Plan, run_id: str, run_dir: Path, results_root: Path, done: dict[str, CellResult],

@@ -98,10 +98,11 @@ def time_limit(options: RunOptions) -> "tuple[float, str] | None":
 
 
 def _already_complete(state, resume_dir: Path, console, locked: bool = False) -> None:
-    """`kit run --resume` of a run that ended complete: say so and print its bundle; write nothing."""
+    """`kit run --resume` of a run that ended complete: say so and print its bundle, made again
+    beside the run folder when none verifies; nothing is written into the run folder."""
     from kit.runner.execute import already_complete
 
-    outcome = already_complete(state, resume_dir, resume_dir.resolve().parent, locked=locked)
+    outcome = already_complete(state, resume_dir, resume_dir.resolve().parent, locked=locked, make_bundle=True)
     console.print(outcome_summary(outcome))
     _print_bundle(outcome, console)
 
@@ -207,6 +208,9 @@ def outcome_summary(outcome) -> str:
     for a resume of a run that had already ended complete, that it was."""
     cells = outcome.results.cells
     if getattr(outcome, "already_complete", False):
+        if getattr(outcome, "bundle_remade", False):
+            return (f"Run {outcome.run_dir} is already complete ({len(cells)} cell(s) finished); nothing was "
+                    "measured, and its bundle, which was missing or did not verify, was made again.")
         return (f"Run {outcome.run_dir} is already complete ({len(cells)} cell(s) finished); "
                 "nothing was measured or written.")
     counts = {s: sum(c.status == s for c in cells) for s in ("ok", "skipped", "failed")}
