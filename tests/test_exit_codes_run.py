@@ -179,8 +179,8 @@ def test_resume_of_a_complete_run_says_so_and_writes_nothing(tmp_path):
 
 @pytest.mark.parametrize("damage", ["cut short", "deleted"])
 def test_resume_of_a_complete_run_whose_bundle_does_not_verify_makes_it_again(tmp_path, damage):
-    """A node that died while writing the bundle, or a bundle deleted: the resume (a Slurm task sent
-    again does this) ends with a bundle that verifies, and the run folder is left as it was."""
+    """A bundle damaged in a copy, or deleted: the resume (a Slurm task sent again does this) ends
+    with a bundle that verifies, and the run folder is left as it was."""
     first = kit(tmp_path, "run", *SMALL)
     assert first.returncode == 0, first.stderr
     bundle = Path(first.stdout.strip())
@@ -200,6 +200,16 @@ def test_resume_of_a_complete_run_whose_bundle_does_not_verify_makes_it_again(tm
     assert {p: p.stat().st_mtime_ns for p in run_dir.rglob("*")} == before
     third = kit(tmp_path, "run", "--resume", str(run_dir))  # now it is found, and nothing more is written
     assert Path(third.stdout.strip()) == made and "nothing was measured or written" in " ".join(third.stderr.split())
+
+
+def test_resume_in_another_time_zone_finds_the_bundle_named_in_the_first(tmp_path):
+    # the bundle's name has the run's start in local time (a container in UTC, a host elsewhere)
+    first = kit(tmp_path, "run", *SMALL, env=_env(tmp_path, TZ="UTC0"))
+    assert first.returncode == 0, first.stderr
+    run_dir = next(p for p in (tmp_path / "results").iterdir() if p.is_dir())
+    again = kit(tmp_path, "run", "--resume", str(run_dir), env=_env(tmp_path, TZ="EST+5"))
+    assert again.returncode == 0 and Path(again.stdout.strip()) == Path(first.stdout.strip())
+    assert len(list((tmp_path / "results").glob("*.tar.gz"))) == 1
 
 
 def test_a_run_stopped_by_missing_data_leaves_no_results_folder(tmp_path):

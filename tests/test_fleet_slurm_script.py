@@ -177,7 +177,7 @@ def test_status_says_what_a_tasks_exit_code_means(tmp_path, fake_python):
 
 def test_a_task_sent_again_with_a_broken_bundle_ends_done_through_the_real_kit_run(tmp_path):
     """The script driving the real `python -m kit run` (its benchmark the fake one): the first attempt
-    makes a bundle; cut short (its node died while writing it), the task is 'bad bundle'; sent again,
+    makes a bundle; damaged (cut short in a copy), the task is 'bad bundle'; sent again,
     it continues the complete run, whose bundle is made again, and the task is done."""
     import sys
 

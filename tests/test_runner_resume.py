@@ -422,3 +422,58 @@ def test_the_results_say_whether_the_cells_were_profiled_and_the_journal_keeps_t
     assert seen == [5 if profiled else 0]
     start = next(e for e in read_journal(out.run_dir / "journal.jsonl") if e["event"] == "run_start")
     assert start["config"]["profile_window"] is asked
+
+
+def test_a_resume_remakes_the_bundle_of_a_complete_run_only_from_its_cells_as_they_are_now(tmp_path, fake_bench):
+    """The run's first bundle holds a failed cell that its resume measured again; with the second bundle
+    gone, the first is not the run's bundle: a resume makes one again, holding the cells as they are now."""
+    fake_bench(fail_on="cifar/resnet18/amp-bf16/torch")
+    first = execute(_config(), tmp_path)
+    assert "failed" in {c.status for c in first.results.cells}
+    fake_bench()
+    second = execute(None, tmp_path, resume_dir=first.run_dir)
+    assert second.bundle != first.bundle and not second.already_complete
+    second.bundle.unlink()
+    again = execute(None, tmp_path, resume_dir=first.run_dir)
+    assert again.already_complete and again.bundle_remade and again.bundle not in (first.bundle, None)
+    from kit.bundle.safe_open import open_bundle
+
+    assert {c.status for c in open_bundle(again.bundle).results.cells} == {"ok"}
+    assert not execute(None, tmp_path, resume_dir=first.run_dir).bundle_remade  # found now
+
+
+@pytest.mark.parametrize("locked", [False, True])
+def test_without_make_bundle_nothing_is_made_and_with_it_the_locked_path_makes_it_too(tmp_path, fake_bench, locked):
+    from kit.runner.lock import RunLock
+
+    fake_bench()
+    first = execute(_config(), tmp_path)
+    first.bundle.unlink()
+    kept = execute(None, tmp_path, resume_dir=first.run_dir, make_bundle=False)
+    assert kept.already_complete and kept.bundle is None and not list(tmp_path.glob("*.tar.gz"))
+    if locked:  # the run ended between `kit run --resume`'s first look and its lock
+        with RunLock(first.run_dir) as lock:
+            made = execute(None, tmp_path, resume_dir=first.run_dir, lock=lock)
+    else:
+        made = execute(None, tmp_path, resume_dir=first.run_dir)
+    assert made.bundle_remade and made.bundle.is_file()
+
+
+def test_a_bundle_that_cannot_be_made_again_is_a_kit_error_naming_a_remedy(tmp_path, fake_bench, monkeypatch):
+    import errno
+
+    from kit.errors import KitError
+    from kit.report import export
+
+    fake_bench()
+    first = execute(_config(), tmp_path)
+    first.bundle.unlink()
+
+    def read_only(*args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(export, "export_run", read_only)
+    with pytest.raises(KitError) as err:
+        execute(None, tmp_path, resume_dir=first.run_dir)
+    assert err.value.exit_code == 1 and "making one again failed: Read-only file system." in err.value.message
+    assert f"kit bundle export {first.run_dir} --out DIR" in err.value.remedy

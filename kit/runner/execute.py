@@ -127,7 +127,8 @@ def execute(
     The run folder is locked (kit.runner.lock) before anything is written into it and
     until its bundle is made; pass ``lock`` when the caller already holds it (``kit run
     --resume`` takes it before its checks). A resumed run that had already ended
-    complete is returned as it is (``already_complete``), with nothing written.
+    complete is returned as it is (``already_complete``), with nothing written into its
+    folder; with ``make_bundle``, its bundle is made again where none verifies.
     """
     from kit.runner.progress import NullUI
 
@@ -198,23 +199,32 @@ def already_complete(state: ResumeState, run_dir: Path, results_root: Path, lock
                      make_bundle: bool = False) -> RunOutcome:
     """The outcome of resuming a run that had ended complete: its cells and its bundle. Nothing is
     written into the run folder; with ``make_bundle``, a bundle is made from it again when none of
-    this run in ``results_root`` verifies (it was deleted, or its process died while writing it), so
-    that a resume, `kit fleet slurm resubmit`'s too, always ends with one.
-    ``locked``: the caller holds the run folder's lock."""
+    this run in ``results_root`` verifies and holds its cells (it was deleted, or damaged in a copy),
+    so that a resume, `kit fleet slurm resubmit`'s too, ends with one; a KitError (exit 1) when that
+    fails. ``locked``: the caller holds the run folder's lock."""
     plan = build_plan(state.config)
     results = RunResults(run_id=state.run_id, config=state.config, cells=[state.done[c] for c in plan.cell_ids],
                          status="complete", started_at=state.started_at)
-    bundle = find_bundle(run_dir, Path(results_root), state.run_id)
-    if bundle is None and not locked:
-        # no bundle yet: perhaps the process that completed it is still writing it (then: in use,
-        # exit 2); only looked at, never created, so a read-only run folder is no error
+    if not locked:
+        # a process that is still finishing the run holds the lock until its bundle exists (then: in
+        # use, exit 2); only looked at, never created, so a read-only run folder is no error
         RunLock(run_dir).check_not_in_use()
-    error = None if bundle else f"no bundle of this run found in {results_root}"
-    remade = False
-    if bundle is None and make_bundle:
-        bundle, error = _bundle(run_dir, results_root)
-        remade = bundle is not None
-    return RunOutcome(run_dir, results, bundle, error, already_complete=True, bundle_remade=remade)
+    bundle = find_bundle(run_dir, Path(results_root), state.run_id)
+    if bundle is not None or not make_bundle:
+        error = None if bundle else f"no bundle of this run found in {results_root}"
+        return RunOutcome(run_dir, results, bundle, error, already_complete=True)
+    from kit.report.export import export_run
+
+    try:
+        bundle = export_run(run_dir, Path(results_root))
+    except DiskFull:
+        raise
+    except (KitError, OSError) as exc:
+        why = exc.message if isinstance(exc, KitError) else (exc.strerror or str(exc))
+        raise KitError(f"run {run_dir} is complete, but no bundle of it in {results_root} verifies, and making one "
+                       f"again failed: {why.rstrip('.')}.",
+                       remedy=f"Make it in a folder you can write in: kit bundle export {run_dir} --out DIR") from None
+    return RunOutcome(run_dir, results, bundle, None, already_complete=True, bundle_remade=True)
 
 
 def _execute_locked(plan: Plan, run_id: str, run_dir: Path, results_root: Path, done: dict[str, CellResult],

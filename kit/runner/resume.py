@@ -3,6 +3,7 @@ cells, how it ended) and, for a run that ended complete, its newest bundle."""
 
 from __future__ import annotations
 
+import glob
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,26 +76,28 @@ def load_resume_state(run_dir: Path) -> tuple[RunConfig, str, dict[str, CellResu
 
 
 def find_bundle(run_dir: Path, results_root: Path, run_id: str) -> Path | None:
-    """The newest complete bundle of run ``run_id`` in ``results_root`` (named as kit.bundle.export
-    names it: the bundle of an interrupted run and that of its resume share a name, the later with
-    -2, -3...), or None."""
+    """The newest bundle in ``results_root`` of run ``run_id`` that verifies, ended complete and holds
+    the run folder's cells as they are now (a bundle written before a resume measured failed cells
+    again does not), or None. Bundles are named as kit.bundle.export names them, the start time in
+    the local time of whoever wrote them, so any time stamp is looked at."""
     try:
         from kit.bundle.export import bundle_stem, load_run_folder
         from kit.bundle.safe_open import open_bundle
 
-        stem = bundle_stem(load_run_folder(run_dir))
+        folder = load_run_folder(run_dir)
+        prefix = bundle_stem(folder).rsplit("_", 1)[0]  # machine_gpu_stack, without the time stamp
+        cells = {c.cell_id: c.status for c in folder.results.cells}
     except Exception:  # an unreadable folder has no bundle to point at
         return None
-    names = [results_root / f"{stem}.tar.gz"] + sorted(results_root.glob(f"{stem}-*.tar.gz"))
     found = None
-    for path in names:
+    for path in sorted(results_root.glob(f"{glob.escape(prefix)}_*.tar.gz")):
         try:
-            if not path.is_file():
+            if not path.is_file() or (found is not None and path.stat().st_mtime < found.stat().st_mtime):
                 continue
-            manifest = open_bundle(path).manifest
-            if manifest.get("run_id") == run_id and manifest.get("run_status") == "complete":
-                if found is None or path.stat().st_mtime >= found.stat().st_mtime:
-                    found = path
+            bundle = open_bundle(path)  # verifies every member's hash
+            if (bundle.manifest.get("run_id") == run_id and bundle.manifest.get("run_status") == "complete"
+                    and {c.cell_id: c.status for c in bundle.results.cells} == cells):
+                found = path
         except (KitError, OSError):
             continue
     return found
