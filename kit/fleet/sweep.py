@@ -106,14 +106,12 @@ def plan_sweep(folder: Path, run_args: List[str], suites: List[str], gpus: List[
     run_args = list(run_args)
     if run_args and run_args[0] == "run":
         run_args = run_args[1:]
-    for flag in ("--results-dir", "--resume", "--dry-run"):
-        if any(a == flag or a.startswith(flag + "=") for a in run_args):
+    for flag in ("--results-dir", "--resume", "--dry-run", "--time-limit"):
+        if _given(run_args, flag):
             raise UsageError(f"{flag} is the sweep's to set, not a task option.",
-                             remedy="Leave it out of the options after `--`; each task writes under the sweep folder.")
-    if any(a == "--time-limit" or a.startswith("--time-limit=") for a in run_args):
-        raise UsageError("--time-limit is the sweep's to set, not a task option.",
-                         remedy="Give the sweep's -t/--time: each task's kit run gets the time left of it as its --time-limit.")
-    if suites and any(a == "--suite" or a.startswith("--suite=") for a in run_args):
+                             remedy=_SWEEPS_OWN.get(flag, "Leave it out of the options after `--`; each task writes "
+                                                          "under the sweep folder."))
+    if suites and _given(run_args, "--suite"):
         raise UsageError("--suites (the sweep's) and --suite (a task option after `--`) together: give one.")
     for s in suites:
         if s not in suite_choices():
@@ -122,7 +120,7 @@ def plan_sweep(folder: Path, run_args: List[str], suites: List[str], gpus: List[
         raise UsageError("--suites and --gpus-per-task name each value once.")
     if any(g < 0 for g in gpus):
         raise UsageError("--gpus-per-task: 0 (a CPU task) or more.")
-    if any(a == "--gpus" or a.startswith("--gpus=") or a == "--device" or a.startswith("--device=") for a in run_args):
+    if _given(run_args, "--gpus", "--device"):
         raise UsageError("--gpus and --device are the sweep's to set per task (--gpus-per-task).",
                          remedy="Use --gpus-per-task 0,1,2 (0 = a CPU task).")
     if container not in CONTAINERS:
@@ -142,7 +140,7 @@ def plan_sweep(folder: Path, run_args: List[str], suites: List[str], gpus: List[
         raise UsageError("several --stacks need {stack} in --image, e.g. --image 'registry#mpkit:{stack}-0.2.0'.")
     if time_limit is not None:
         slurm_seconds(time_limit)  # exit 2 for a malformed one (0 is Slurm's "no limit")
-    if any(a in ("-t", "--time") or a.startswith(("--time=", "-t")) for a in (sbatch_args or [])):
+    if _given(sbatch_args or [], "--time") or any(a.startswith("-t") for a in (sbatch_args or [])):
         raise UsageError("--sbatch-arg sets the job's time: give it as the sweep's -t/--time instead.",
                          remedy="Each task's kit run gets the time left of the sweep's --time as its --time-limit.")
     if cpus_per_task is not None and cpus_per_task < 1:
@@ -172,6 +170,15 @@ def plan_sweep(folder: Path, run_args: List[str], suites: List[str], gpus: List[
     return Sweep(name=name or folder.resolve().name, folder=str(folder.resolve()), python=python or sys.executable,
                  tasks=tasks, partition=partition, time_limit=time_limit, cpus_per_task=cpus_per_task,
                  container=container, image=image, sbatch_args=list(sbatch_args or []))
+
+
+#: remedies for the options a sweep sets itself, where "each task writes under the sweep folder" is not why
+_SWEEPS_OWN = {"--time-limit": "Give the sweep's -t/--time: each task's kit run gets the time left of it as its --time-limit."}
+
+
+def _given(args: List[str], *flags: str) -> bool:
+    """Whether ``args`` hold any of ``flags``, alone or as ``flag=value``."""
+    return any(a == flag or a.startswith(flag + "=") for a in args for flag in flags)
 
 
 def slurm_seconds(text: str) -> int:

@@ -89,15 +89,21 @@ def find_bundle(run_dir: Path, results_root: Path, run_id: str) -> Path | None:
         cells = {c.cell_id: c.status for c in folder.results.cells}
     except Exception:  # an unreadable folder has no bundle to point at
         return None
-    found = None
-    for path in sorted(results_root.glob(f"{glob.escape(prefix)}_*.tar.gz")):
+
+    def age(path: Path) -> tuple:  # newest first; of two written in the same instant, the later name (-2, -3...)
         try:
-            if not path.is_file() or (found is not None and path.stat().st_mtime < found.stat().st_mtime):
+            return path.stat().st_mtime, path.name
+        except OSError:
+            return 0.0, path.name
+
+    for path in sorted(results_root.glob(f"{glob.escape(prefix)}_*.tar.gz"), key=age, reverse=True):
+        try:
+            if not path.is_file():
                 continue
             bundle = open_bundle(path)  # verifies every member's hash
             if (bundle.manifest.get("run_id") == run_id and bundle.manifest.get("run_status") == "complete"
                     and {c.cell_id: c.status for c in bundle.results.cells} == cells):
-                found = path
+                return path
         except (KitError, OSError):
             continue
-    return found
+    return None
