@@ -165,16 +165,36 @@ def test_a_run_off_the_main_thread_names_its_own_limit(tmp_path, bench):
 # -- in a real `python -m kit` process (the fake-bench process helpers of test_exit_codes_run) --------
 
 
-def test_kit_run_stops_before_a_cell_that_would_not_finish_and_exits_124(tmp_path):
-    # each SMALL cell's CPU estimate is about 5 s: none fits in 3
+def test_kit_run_whose_first_cell_would_not_finish_writes_nothing_and_exits_124(tmp_path):
+    # each SMALL cell's CPU estimate is about 5 s: none fits in 3, so the run does not start
     out = kit(tmp_path, "run", *SMALL, "--time-limit", "3")
     assert out.returncode == 124, out.stderr
     errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1 and "stopped at its time limit (--time-limit 3; cifar/resnet18/fp32/torch not started" in errors[0]
-    assert "Traceback" not in out.stderr
+    assert len(errors) == 1, out.stderr
+    assert "Run not started: its first cell to run, cifar/resnet18/fp32/torch, has an estimate of" in errors[0]
+    assert "--time-limit 3 leaves" in errors[0] and "no run folder was made" in errors[0]
+    assert "kit run ... --time-limit 11s" in out.stderr.split("what to do:")[1] and "Traceback" not in out.stderr
+    assert out.stdout == ""  # no bundle
+    assert not (tmp_path / "results").exists() or not any((tmp_path / "results").iterdir())
+
+
+def test_a_resume_whose_next_cell_would_not_finish_leaves_the_run_folder_as_it_was(tmp_path):
+    gate = tmp_path / "gate"  # never opened: the second cell runs until the limit cuts it
+    env = _env(tmp_path, KIT_FAKE_BENCH_GATE_AT="cifar/resnet34/fp32/torch", KIT_FAKE_BENCH_GATE=str(gate))
+    out = kit(tmp_path, "run", *SMALL, "--time-limit", "12", env=env)
+    assert out.returncode == 124, out.stderr
     run_dir = _run_dir(tmp_path / "results")
-    assert not [e for e in read_journal(run_dir / "journal.jsonl") if e["event"] == "cell_start"]
-    assert Path(out.stdout.strip()).is_file()  # the (empty) run's bundle, as after Ctrl-C
+
+    # each SMALL cell's CPU estimate is about 5 s: the cell left does not fit in 2
+    before = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
+    bundles = sorted(p.name for p in (tmp_path / "results").glob("*.tar.gz"))
+    again = kit(tmp_path, "run", "--resume", str(run_dir), "--time-limit", "2", env=env)
+    assert again.returncode == 124, again.stderr
+    assert "its first cell to run, cifar/resnet34/fp32/torch" in again.stderr
+    assert f"{run_dir} is as it was" in " ".join(again.stderr.split())
+    assert f"kit run --resume {run_dir} --time-limit" in " ".join(again.stderr.split())
+    assert {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()} == before
+    assert sorted(p.name for p in (tmp_path / "results").glob("*.tar.gz")) == bundles
 
 
 def test_kit_run_stops_a_cell_at_the_limit_and_resume_with_its_own_limit_finishes(tmp_path):

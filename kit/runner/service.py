@@ -80,6 +80,7 @@ def run_from_cli(options: RunOptions, argv: list[str] | None = None) -> None:
     results_dir = Path(options.results_dir)
     check_results_dir(results_dir, create=True)  # what a permission check misses (/proc, read-only mounts)
     _check_can_run(plan, options, console)
+    check_first_cell_fits(plan, {}, limit)
     if config.data == "real":
         ensure_real_data(config, console)
     _run_and_report(plan, results_dir, None, None, console, limit)
@@ -95,6 +96,35 @@ def time_limit(options: RunOptions) -> "tuple[float, str] | None":
     from kit.runner.options import parse_duration
 
     return time.monotonic() + parse_duration(options.time_limit), f"--time-limit {options.time_limit}"
+
+
+def check_first_cell_fits(plan, done: dict, limit, resume_dir: Path | None = None) -> None:
+    """Stop (TimeLimitReached, exit 124) before anything is written when the first cell left to run
+    (``done``: a resumed run's finished cells) would not fit in ``limit`` (:func:`time_limit`'s) by the
+    plan's estimate: the run would stop before it anyway, leaving an empty run folder (or one more
+    session in a resumed run's) and an empty bundle. The estimate's device is the one ``--device``
+    names ('auto': a GPU where an NVIDIA driver is loaded), as in the plan's printout."""
+    if limit is None:
+        return
+    import math
+    import time
+
+    from kit.errors import TimeLimitReached
+    from kit.runner.plan import cell_seconds
+
+    todo = [spec for spec in plan.cells if spec.cell_id not in done]
+    if not todo:
+        return
+    need, left = cell_seconds(plan.config, todo[0]), limit[0] - time.monotonic()
+    if need <= left:
+        return
+    where = f"nothing was written; {resume_dir} is as it was" if resume_dir else "no run folder was made"
+    again = f"kit run --resume {resume_dir} --time-limit" if resume_dir else "kit run ... --time-limit"
+    raise TimeLimitReached(
+        f"Run not started: its first cell to run, {todo[0].cell_id}, has an estimate of {need:.0f} s and "
+        f"{limit[1]} leaves {max(left, 0):.0f} s ({where}).",
+        remedy=f"Give it more time, e.g. twice the estimate (a cell may take half or twice it): {again} "
+               f"{math.ceil(2 * need)}s")
 
 
 def _already_complete(state, resume_dir: Path, console, locked: bool = False) -> None:
@@ -119,7 +149,9 @@ def _resume(resume_dir: Path, options: RunOptions, console, limit) -> None:
             _already_complete(state, resume_dir, console, locked=True)
             return
         console.print(RESUME_NOTE)
-        _check_can_run(build_plan(state.config), options, console)
+        plan = build_plan(state.config)
+        _check_can_run(plan, options, console)
+        check_first_cell_fits(plan, state.done, limit, resume_dir)
         _run_and_report(None, results_dir, resume_dir, lock, console, limit)
 
 
