@@ -24,3 +24,16 @@ def test_isolate_reaches_the_run_config():
 
     opts = legacy.parse(["run", "--isolate", "all", "--data", "synthetic", "--suite", "lstm"])
     assert config_from_options(opts).isolate == "all"
+
+
+def test_a_first_cell_that_would_not_fit_the_time_limit_writes_nothing_and_exits_124(tmp_path, capsys):
+    # the same check as `kit run`'s (kit.runner.service.check_first_cell_fits): a CPU cell's estimate is
+    # seconds, so none fits in 1; nothing runs, nothing is written
+    results = tmp_path / "results"
+    rc = legacy.main(["run", "--data", "synthetic", "--device", "cpu", "-m", "resnet18", "-p", "fp32", "-e", "torch",
+                      "--repeats", "1", "--steps", "1", "--results-dir", str(results), "--time-limit", "1"])
+    out = capsys.readouterr().out
+    assert rc == 124, out
+    assert "error: Run not started: its first cell to run, cifar/resnet18/fp32/torch" in out
+    assert "what to do: Give it more time" in out
+    assert not results.exists() or not any(results.iterdir())

@@ -73,7 +73,8 @@ def run(options: RunOptions, argv: list) -> int:
     from kit.runner.execute import execute
     from kit.runner.option_checks import config_from_options
     from kit.runner.plan import build_plan
-    from kit.runner.service import ensure_real_data, outcome_summary, raise_if_cells_failed, time_limit
+    from kit.runner.service import (check_first_cell_fits, ensure_real_data, outcome_summary, raise_if_cells_failed,
+                                    time_limit)
 
     limit = time_limit(options)  # exit 2 for a malformed one, before anything else
     resume = options.resume
@@ -81,9 +82,14 @@ def run(options: RunOptions, argv: list) -> int:
         from kit.runner.resume import read_resume_state
         from kit.runner.option_checks import check_resume_options
 
-        check_resume_options(options, read_resume_state(Path(resume)).config, Path(resume))
+        state = read_resume_state(Path(resume))
+        check_resume_options(options, state.config, Path(resume))
+        if not state.is_complete():  # nothing is written when its first cell left would not fit
+            check_first_cell_fits(build_plan(state.config), state.done, limit, Path(resume))
     # each suite checks its cells' settings as the plan is built (exit 2), before anything is written
     plan = None if resume else build_plan(config_from_options(options, argv))
+    if plan is not None:
+        check_first_cell_fits(plan, {}, limit)
     results_dir = Path(resume).resolve().parent if resume else Path(options.results_dir)
     if plan is not None and plan.config.data == "real":
         ensure_real_data(plan.config, _PrintConsole(), progress=False)  # no rich on this stack
