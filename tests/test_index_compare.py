@@ -341,7 +341,7 @@ def test_the_collector_is_back_on_after_a_compare_in_process_and_left_off_when_t
         with pytest.raises(Ended):
             cli_main.main()
         assert seen == {"code": 0, "collector": False}
-        assert not fast_exit.kept() and fast_exit._COMMAND_LINE is False
+        assert not fast_exit.ends_now() and fast_exit._COMMAND_LINE is False
     finally:
         gc.enable()
     capsys.readouterr()

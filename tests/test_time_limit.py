@@ -243,3 +243,23 @@ def test_the_limit_keeps_an_earlier_stops_reason():
         assert stop_signals._stop_reason() == ("time-limit", "stopped at its time limit (--time-limit 1s)")
     finally:
         stop_signals.reset_stops()
+
+
+def test_kit_run_ends_without_waiting_for_a_teardown_that_hangs(tmp_path):
+    """torch's teardown at interpreter exit can hang after a run's bundle is written (an H100, the
+    `kit` LSTM engine: references/h100/parts/logs/console-20261206-155202.log). `kit run` on the command
+    line ends at once when its work is done, complete or stopped (kit.cli.fast_exit), its output whole."""
+    import subprocess
+
+    env = _env(tmp_path, KIT_FAKE_TEARDOWN_HANG="120")
+    with pytest.raises(subprocess.TimeoutExpired):  # the stand-in hang holds an ordinary Python process
+        subprocess.run([sys.executable, "-c", "pass"], env=env, timeout=3)
+    done = subprocess.run([sys.executable, "-m", "kit", "run", *SMALL], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    bundle = Path(done.stdout.strip())
+    assert bundle.is_file() and "2 cell(s) measured" in " ".join(done.stderr.split())
+    assert kit(tmp_path, "bundle", "verify", str(bundle)).returncode == 0
+    stopped = subprocess.run([sys.executable, "-m", "kit", "run", *SMALL, "--time-limit", "3"], cwd=tmp_path,
+                             env=env, capture_output=True, text=True, timeout=60)
+    assert stopped.returncode == 124 and "Run not started" in stopped.stderr

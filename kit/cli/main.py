@@ -71,21 +71,27 @@ def print_error(exc: KitError) -> None:
         console.print(f"[bold]what to do:[/bold] {escape(exc.remedy)}")
 
 
+def _end(argv: list[str] | None, code: int) -> None:
+    """End with ``code``: at once on the command line where the command asked it (kit.cli.fast_exit),
+    else by SystemExit."""
+    if argv is None and fast_exit.ends_now():
+        fast_exit.exit_now(code)
+    sys.exit(code)
+
+
 def main(argv: list[str] | None = None) -> None:
     fast_exit.begin(command_line=argv is None)
     try:
         rv = app(args=argv, prog_name="kit", standalone_mode=False)
         code = rv if isinstance(rv, int) else 0
-        if argv is None and fast_exit.kept():
-            fast_exit.exit_now(code)
-        if code:
-            sys.exit(code)
+        if code or (argv is None and fast_exit.ends_now()):
+            _end(argv, code)
     except KitError as exc:
         print_error(exc)
-        sys.exit(exc.exit_code)
+        _end(argv, exc.exit_code)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        sys.exit(130)
+        _end(argv, 130)
     except SystemExit:
         raise
     except OSError as exc:

@@ -16,6 +16,7 @@ from typing import Any, List, Optional
 
 import typer
 
+from kit.cli import fast_exit
 from kit.runner.options import OptionSpec, RunOptions, option_specs
 
 
@@ -23,6 +24,7 @@ def run(ctx: typer.Context, **values: Any) -> None:
     """Run the benchmark suites and write results.json, the journal and a bundle (its path on stdout)."""
     from kit.runner.service import run_from_cli
 
+    fast_exit.skip_teardown()  # torch's CUDA and profiler teardown can hang after the bundle is written
     run_from_cli(options_from_command_line(ctx, values), argv=sys.argv)
 
 
