@@ -138,3 +138,53 @@ def test_explain_waits_for_the_parts_left_and_skips_every_interrupted_bundle(tmp
     assert done.returncode == 0, done.stderr
     explained = [line for line in calls if line.startswith("kit explain")]
     assert explained == [f"kit explain {out}/lstm/l.tar.gz", f"kit explain {out}/lstm/l.tar.gz --json {out}/explain-lstm.json"]
+
+
+# -- scripts/reference_check.sh: today's kit against a shipped reference --------------------------------
+
+CHECK = ROOT / "scripts" / "reference_check.sh"
+
+
+def _check(tmp_path: Path, *parts: str, kit: str | None = None, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(CHECK), "h200", str(tmp_path / "out"), *parts], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=300, env={**os.environ, **({"KIT": kit} if kit else {}), **env})
+
+
+def test_the_check_runs_the_first_cells_a_user_runs_and_compares_only_when_every_part_is_done(tmp_path):
+    kit = tmp_path / "kit"
+    kit.write_text('#!/usr/bin/env bash\necho "kit $*" >> "$KIT_LOG"\n')
+    kit.chmod(0o755)
+    log = tmp_path / "kit.log"
+    done = _check(tmp_path, kit=str(kit), KIT_LOG=str(log))
+    assert done.returncode == 1, done.stdout  # the stand-in wrote no bundle: nothing to compare
+    assert "compare: no part's final bundle" in done.stderr
+    common = "--data synthetic --skip-checks --device cuda:0"
+    assert log.read_text().splitlines() == [
+        f"kit run --suite cifar --engines torch --models resnet18,resnet50 {common} --results-dir {tmp_path}/out/cifar",
+        f"kit run --suite lstm --engines graphed {common} --results-dir {tmp_path}/out/lstm-graphed",
+        f"kit run --suite lstm --engines kit {common} --results-dir {tmp_path}/out/lstm-kit"]
+    held = _check(tmp_path, "lstm-kit", "compare", kit=str(kit), KIT_LOG=str(log), BUDGET="0", MIN_PART_S="0")
+    assert held.returncode == 0, held.stderr
+    assert "compare: not run while parts are left (lstm-kit)" in held.stdout
+
+
+def test_the_checks_compare_joins_the_parts_and_names_a_method_change(tmp_path):
+    """The real kit, on two committed H100 parts standing in for a check's (and one interrupted bundle,
+    which is left out), against the shipped H200 reference of 2026-11-30, measured before cells
+    recorded their method: the comparison says so at HIGH."""
+    import shutil
+    import sys
+
+    out = tmp_path / "out"
+    for part, source in (("cifar", "torch-a"), ("lstm-kit", "lstm-kit-a")):
+        (out / part).mkdir(parents=True)
+        for bundle in (ROOT / "references" / "h100" / "parts" / source).glob("*.tar.gz"):
+            shutil.copy(bundle, out / part)
+    (out / "lstm-kit" / "x.interrupted.tar.gz").write_bytes(b"not a bundle")
+    done = _check(tmp_path, "compare", kit=f"{sys.executable} -m kit", COLUMNS="200")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"{out}/compare-h200.txt"
+    text = (out / "compare-h200.txt").read_text()
+    assert "HIGH different method in 15 cell(s)" in " ".join(text.split())
+    assert "A (baseline)" in text and text.count("NVIDIA H100 80GB HBM3") == 1  # one input: the parts joined
+    assert (out / "compare-h200.json").stat().st_size > 0 and len(list((out / "merged").glob("*.tar.gz"))) == 1
