@@ -25,15 +25,11 @@ OUT=${1:?usage: explain_run.sh OUT_DIR [gpu-tests|cifar|lstm|explain ...]}
 shift
 PARTS=("$@")
 [ ${#PARTS[@]} -gt 0 ] || PARTS=(gpu-tests cifar lstm explain)
-KIT=${KIT:-python3 -m kit}
 PY=${PY:-python3}
 PRECISIONS=${PRECISIONS:-fp32,amp-fp16,amp-bf16}
-mkdir -p "$OUT"
-read -r -a extra <<< "${EXTRA:-}"
 read -r -a lstm_extra <<< "${LSTM_EXTRA:-}"
-common=(--data synthetic --skip-checks --profile-window --precisions "$PRECISIONS" --device "${DEVICE:-cuda:0}" "${extra[@]}")
-
 source scripts/part_run.sh
+common=(--data synthetic --skip-checks --profile-window --precisions "$PRECISIONS" --device "${DEVICE:-cuda:0}" "${extra[@]}")
 
 for part in "${PARTS[@]}"; do
   case "$part" in

@@ -1,7 +1,9 @@
-# Sourced by the scripts that run on a GPU in parts (reference_run.sh, explain_run.sh): run_part PART ARGS...
-# starts `kit run ARGS... "${common[@]}" --results-dir "$OUT/PART"`, or, when OUT/PART already holds a run
-# folder (a part cut short by a time limit or Ctrl-C), resumes it (`kit run --resume`; a complete one is
-# left as it is). The caller sets OUT, KIT and the array common.
+# Sourced by the scripts that run on a GPU in parts (reference_run.sh, reference_check.sh, explain_run.sh):
+# run_part PART ARGS... starts `kit run ARGS... "${common[@]}" --results-dir "$OUT/PART"`, or, when OUT/PART
+# already holds a run folder (a part cut short by a time limit or Ctrl-C), resumes it (`kit run --resume`;
+# a complete one is left as it is). The caller sets OUT, then sources this, which makes OUT, sets KIT
+# (default `python3 -m kit`) and reads EXTRA (more kit run options) into the array extra, then the
+# caller sets the array common.
 #
 # BUDGET (seconds, optional) bounds the parts' runs of one call of the script, for a machine lent by the
 # time slot (a scheduler's time limit, a lease): each part's `kit run` gets the time left as its
@@ -13,6 +15,9 @@
 # order, even where one stopped early before a cell that would not fit), and each part left is added
 # to the array LEFT_PARTS and named; run_part then returns 0. Running the script again with the same
 # OUT goes on from there. From a terminal, Ctrl-C still stops the running part (timeout --foreground).
+KIT=${KIT:-python3 -m kit}
+mkdir -p "$OUT"
+read -r -a extra <<< "${EXTRA:-}"
 BUDGET_START=$(date +%s)
 LEFT_PARTS=()
 

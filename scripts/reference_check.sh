@@ -25,12 +25,8 @@ OUT=${2:?usage: reference_check.sh NAME OUT_DIR [cifar|lstm-graphed|lstm-kit|com
 shift 2
 PARTS=("$@")
 [ ${#PARTS[@]} -gt 0 ] || PARTS=(cifar lstm-graphed lstm-kit compare)
-KIT=${KIT:-python3 -m kit}
-mkdir -p "$OUT"
-read -r -a extra <<< "${EXTRA:-}"
-common=(--data synthetic --skip-checks --device "${DEVICE:-cuda:0}" "${extra[@]}")
-
 source scripts/part_run.sh
+common=(--data synthetic --skip-checks --device "${DEVICE:-cuda:0}" "${extra[@]}")
 
 for part in "${PARTS[@]}"; do
   case "$part" in

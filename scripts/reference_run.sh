@@ -35,12 +35,8 @@ shift
 PARTS=("$@")
 [ ${#PARTS[@]} -gt 0 ] || PARTS=(torch-a torch-b torch-c torch-d fastai-a fastai-b fastai-c fastai-d
                                  lstm-graphed lstm-kit-a lstm-kit-b merge)
-KIT=${KIT:-python3 -m kit}
-mkdir -p "$OUT"
-read -r -a extra <<< "${EXTRA:-}"
-common=(--data synthetic --skip-checks --device "${DEVICE:-cuda:0}" "${extra[@]}")
-
 source scripts/part_run.sh
+common=(--data synthetic --skip-checks --device "${DEVICE:-cuda:0}" "${extra[@]}")
 
 for part in "${PARTS[@]}"; do
   case "$part" in
