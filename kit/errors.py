@@ -162,7 +162,7 @@ EXIT_CODES: dict[int, str] = {
     8: "a benchmark run failed (partial results kept)",
     9: "compare --fail-if-slower found a significant slowdown",
     10: "no space left on the device (or over the disk quota) where the kit writes; what was written stays valid",
-    124: "kit run stopped at its --time-limit (finished results kept; --resume goes on)",
+    124: "kit run stopped at its --time-limit (finished results kept; --resume goes on), or did not start: its first cell would not fit",
     130: "interrupted with Ctrl-C, SIGINT (finished results kept)",
     143: "terminated by SIGTERM (finished results kept; the journal names the signal)",
 }

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import typer
 from typer.testing import CliRunner
 
@@ -153,3 +154,36 @@ def test_every_stack_option_takes_auto_and_the_stacks_the_kit_has():
                 assert choice is StackChoice, path
                 assert f"<{'|'.join(seen[' '.join(path)])}>" in runner.invoke(app, [*path, "--help"]).output
     assert seen == {name: ["auto", *STACK_NAMES] for name in ("doctor", "launch", "image build")}
+
+
+@pytest.mark.parametrize("raised, code", [(RuntimeError("a bug"), 1), (KeyboardInterrupt(), 130)])
+def test_a_command_that_skips_teardown_ends_at_once_on_an_error_too(monkeypatch, capsys, raised, code):
+    """A command that asked to skip the interpreter's teardown (kit run: torch's can hang) ends with
+    kit.cli.fast_exit.exit_now on an unexpected error (its traceback printed) or Ctrl-C as well."""
+    import sys
+
+    from kit.cli import fast_exit
+    from kit.cli import main as cli_main
+
+    ended = []
+
+    class Ended(BaseException):  # as os._exit, nothing runs after it
+        pass
+
+    def exit_now(c):
+        ended.append(c)
+        raise Ended
+
+    def app(**_):
+        fast_exit.skip_teardown()
+        raise raised
+
+    monkeypatch.setattr(fast_exit, "exit_now", exit_now)
+    monkeypatch.setattr(cli_main, "app", app)
+    monkeypatch.setattr(sys, "argv", ["kit", "run"])
+    with pytest.raises(Ended):
+        cli_main.main()
+    assert ended == [code]
+    err = capsys.readouterr().err
+    assert ("Traceback" in err and "RuntimeError: a bug" in err) if code == 1 else "interrupted" in err
+    fast_exit.release()

@@ -326,6 +326,24 @@ def test_a_container_stopped_from_outside_or_at_its_limit_keeps_its_cells_and_it
     assert info.value.remedy.endswith(f"--resume /results/{RUN_ID}")
 
 
+def test_a_container_whose_run_did_not_start_for_its_time_limit_says_why(results):
+    """`kit launch -- --time-limit 3`: kit run in the container refuses to start a first cell that would not
+    fit (exit 124, nothing written); the host passes its words on, not "0 finished cell(s) kept"."""
+    from kit.errors import TimeLimitReached
+
+    said = (b"error: Run not started: its first cell to run, cifar/resnet18/fp32/torch, has an estimate of 18.9 s and "
+            b"--time-limit 3 leaves 3.0 s (no run folder was made).\n"
+            b"what to do: Give it more time, e.g. twice the estimate (a cell may take half or twice it): "
+            b"kit run ... --time-limit 38s\n")
+    client = FakeClient(lambda r: FakeContainer(r, [], exit_code=124, write_bundle=False, logs=said))
+    with pytest.raises(TimeLimitReached) as info:
+        _launch(results, client, gpu="0", stack="cuda12", skip_checks=True)
+    assert info.value.exit_code == 124
+    assert info.value.message.startswith("kit run in the cuda12 container: Run not started: its first cell to run")
+    assert "finished cell(s) kept" not in info.value.message
+    assert info.value.remedy.endswith("kit run ... --time-limit 38s (with kit launch: after `--`)")
+
+
 def test_unknown_stack_is_a_usage_error(results):
     with pytest.raises(UsageError):
         _launch(results, FakeClient(lambda r: None), gpu="0", stack="cuda9", skip_checks=True)

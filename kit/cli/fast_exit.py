@@ -24,9 +24,11 @@ _COMMAND_LINE = False
 
 
 def begin(command_line: bool) -> None:
-    """A command starts: as the command line, or called in-process with its arguments."""
-    global _COMMAND_LINE
+    """A command starts: as the command line, or called in-process with its arguments (whatever an
+    earlier in-process command asked, e.g. through Typer's test runner, which bypasses ``main``)."""
+    global _COMMAND_LINE, _SKIP_TEARDOWN
     _COMMAND_LINE = command_line
+    _SKIP_TEARDOWN = False
 
 
 def ends_now() -> bool:

@@ -79,6 +79,16 @@ def _end(argv: list[str] | None, code: int) -> None:
     sys.exit(code)
 
 
+def _end_after_traceback(argv: list[str] | None) -> None:
+    """An unexpected error: where the command line ends at once (kit.cli.fast_exit), print its traceback
+    and end with 1, as Python would (its teardown could hang after a run); else return (the caller raises)."""
+    if argv is None and fast_exit.ends_now():
+        import traceback
+
+        traceback.print_exc()
+        fast_exit.exit_now(1)
+
+
 def main(argv: list[str] | None = None) -> None:
     fast_exit.begin(command_line=argv is None)
     try:
@@ -97,9 +107,10 @@ def main(argv: list[str] | None = None) -> None:
     except OSError as exc:
         full = DiskFull.from_os_error(exc)  # a write the library did not convert itself
         if full is None:
+            _end_after_traceback(argv)
             raise
         print_error(full)
-        sys.exit(full.exit_code)
+        _end(argv, full.exit_code)
     except Exception as exc:
         # Click's usage errors (Typer may vendor its own copy of Click, so match by shape)
         if hasattr(exc, "show") and hasattr(exc, "exit_code"):
@@ -110,7 +121,8 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(exc.exit_code or 2)
         if type(exc).__name__ == "Abort":
             print("aborted", file=sys.stderr)
-            sys.exit(130)
+            _end(argv, 130)
+        _end_after_traceback(argv)
         raise
     finally:
         fast_exit.release()

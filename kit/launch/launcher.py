@@ -37,11 +37,12 @@ from kit.launch.build import build_image, image_state
 # the container's life, the display it reports to, and its exit status on the host
 from kit.launch.container import STOP_TIMEOUT_S, follow, log_tail, start_container, stdout_tail
 from kit.launch.display import LaunchUI, NullLaunchUI
-from kit.launch.exit_status import container_error
+from kit.launch.exit_status import container_error, error_from_log
 from kit.launch.follow import CONTAINER_RESULTS, JOURNAL_NAME, JournalFollower, bundle_from_output, new_bundles, snapshot
 from kit.launch.stacks import find_source_root, image_spec, read_ca_cert, stack_facts
 from kit.runner.option_checks import check_suite_options
 from kit.runner.options import RunOptions, parse_args, split_list, to_args
+from kit.runner.service import NOT_STARTED
 
 #: what the container runs when no `kit run` options follow `--`
 SMOKE_RUN = RunOptions().with_options(smoke=True, suite="all", device="cpu")
@@ -454,6 +455,11 @@ def launch(
     resume = (resume_command(rerun, resolved, gpu_given, outcome.run_dir, results, results_given=name_results,
                              data_dir=data if data_dir is not None else None, base=base)
               if outcome.run_dir is not None else None)
+    if exit_code == 124 and not interrupted:
+        said, remedy = error_from_log(tail)
+        if said and said.startswith(NOT_STARTED):  # kit run's own words: no cell fitted its --time-limit
+            raise TimeLimitReached(f"kit run in the {resolved} container: {said}",
+                                   remedy=remedy and f"{remedy} (with kit launch: after `--`)")
     if interrupted or exit_code in (124, 130, 143):
         # 143: the container's kit got SIGTERM (`docker stop` from outside); 124: it stopped at its
         # --time-limit. Either way it kept its finished cells and ended as kit run does, so the host

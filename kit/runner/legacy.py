@@ -27,6 +27,8 @@ from kit.errors import Interrupted, KitError, UsageError
 from kit.runner.options import RunOptions, argument_parser, parse_args
 
 PROG = "kit run (cuda10 stack)"
+#: how this front end is run in the image, for the remedies that name a command
+COMMAND = "python -m kit.runner.legacy run"
 
 
 def parser() -> argparse.ArgumentParser:
@@ -85,11 +87,11 @@ def run(options: RunOptions, argv: list) -> int:
         state = read_resume_state(Path(resume))
         check_resume_options(options, state.config, Path(resume))
         if not state.is_complete():  # nothing is written when its first cell left would not fit
-            check_first_cell_fits(build_plan(state.config), state.done, limit, Path(resume))
+            check_first_cell_fits(build_plan(state.config), state.done, limit, Path(resume), command=COMMAND)
     # each suite checks its cells' settings as the plan is built (exit 2), before anything is written
     plan = None if resume else build_plan(config_from_options(options, argv))
     if plan is not None:
-        check_first_cell_fits(plan, {}, limit)
+        check_first_cell_fits(plan, {}, limit, command=COMMAND)
     results_dir = Path(resume).resolve().parent if resume else Path(options.results_dir)
     if plan is not None and plan.config.data == "real":
         ensure_real_data(plan.config, _PrintConsole(), progress=False)  # no rich on this stack

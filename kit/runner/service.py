@@ -70,6 +70,7 @@ def run_from_cli(options: RunOptions, argv: list[str] | None = None) -> None:
         if state.is_complete():  # checked without the lock: a complete run is never written again
             _already_complete(state, resume_dir, console)
             return
+        check_first_cell_fits(build_plan(state.config), state.done, limit, resume_dir)  # before the lock: nothing touched
         _resume(resume_dir, options, console, limit)
         return
     config = config_from_options(options, argv)
@@ -98,12 +99,19 @@ def time_limit(options: RunOptions) -> "tuple[float, str] | None":
     return time.monotonic() + parse_duration(options.time_limit), f"--time-limit {options.time_limit}"
 
 
-def check_first_cell_fits(plan, done: dict, limit, resume_dir: Path | None = None) -> None:
+#: how kit run's refusal of a run whose first cell does not fit its --time-limit begins (kit launch
+#: passes the container's on)
+NOT_STARTED = "Run not started"
+
+
+def check_first_cell_fits(plan, done: dict, limit, resume_dir: Path | None = None, command: str = "kit run") -> None:
     """Stop (TimeLimitReached, exit 124) before anything is written when the first cell left to run
-    (``done``: a resumed run's finished cells) would not fit in ``limit`` (:func:`time_limit`'s) by the
-    plan's estimate: the run would stop before it anyway, leaving an empty run folder (or one more
-    session in a resumed run's) and an empty bundle. The estimate's device is the one ``--device``
-    names ('auto': a GPU where an NVIDIA driver is loaded), as in the plan's printout."""
+    (``done``: a resumed run's finished cells) would not fit in what is left of ``limit``
+    (:func:`time_limit`'s) by the plan's estimate: the run would stop before it anyway, leaving an empty
+    run folder (or one more session in a resumed run's) and an empty bundle. The estimate's device is
+    the one ``--device`` names; for 'auto', whose device is known only once torch is imported, the
+    cheaper of the GPU's and the CPU's estimates, so that only a run that would stop either way is
+    refused here. ``command``: the command the remedy names."""
     if limit is None:
         return
     import math
@@ -115,14 +123,18 @@ def check_first_cell_fits(plan, done: dict, limit, resume_dir: Path | None = Non
     todo = [spec for spec in plan.cells if spec.cell_id not in done]
     if not todo:
         return
-    need, left = cell_seconds(plan.config, todo[0]), limit[0] - time.monotonic()
+    if plan.config.device == "auto":
+        need = min(cell_seconds(plan.config, todo[0], kind) for kind in ("cuda", "cpu"))
+    else:
+        need = cell_seconds(plan.config, todo[0])
+    left = limit[0] - time.monotonic()
     if need <= left:
         return
     where = f"nothing was written; {resume_dir} is as it was" if resume_dir else "no run folder was made"
-    again = f"kit run --resume {resume_dir} --time-limit" if resume_dir else "kit run ... --time-limit"
+    again = f"{command} --resume {resume_dir} --time-limit" if resume_dir else f"{command} ... --time-limit"
     raise TimeLimitReached(
-        f"Run not started: its first cell to run, {todo[0].cell_id}, has an estimate of {need:.0f} s and "
-        f"{limit[1]} leaves {max(left, 0):.0f} s ({where}).",
+        f"{NOT_STARTED}: its first cell to run, {todo[0].cell_id}, has an estimate of {need:.1f} s and "
+        f"{limit[1]} leaves {max(left, 0):.1f} s ({where}).",
         remedy=f"Give it more time, e.g. twice the estimate (a cell may take half or twice it): {again} "
                f"{math.ceil(2 * need)}s")
 
@@ -149,9 +161,7 @@ def _resume(resume_dir: Path, options: RunOptions, console, limit) -> None:
             _already_complete(state, resume_dir, console, locked=True)
             return
         console.print(RESUME_NOTE)
-        plan = build_plan(state.config)
-        _check_can_run(plan, options, console)
-        check_first_cell_fits(plan, state.done, limit, resume_dir)
+        _check_can_run(build_plan(state.config), options, console)
         _run_and_report(None, results_dir, resume_dir, lock, console, limit)
 
 
@@ -228,9 +238,13 @@ def show_plan(plan, done: dict, console, limit=None) -> None:
             if left < 0:
                 break
             fit += 1
-        console.print(f"{words}: by the estimate, {'all' if fit == len(todo) else f'the first {fit} of the'} "
-                      f"{len(todo)} cell(s) to run fit in it" + ("" if fit == len(todo) else
-                                                               "; `kit run --resume` goes on with the rest") + ".")
+        if fit == 0:
+            console.print(f"{words}: by the estimate, not even the first of the {len(todo)} cell(s) to run fits in "
+                          "it: the run would not start.")
+        else:
+            console.print(f"{words}: by the estimate, {'all' if fit == len(todo) else f'the first {fit} of the'} "
+                          f"{len(todo)} cell(s) to run fit in it" + ("" if fit == len(todo) else
+                                                                   "; `kit run --resume` goes on with the rest") + ".")
     console.print("Dry run: nothing was run. Cells this machine cannot run (e.g. apex-* without Apex, "
                   "amp-bf16 before Ampere) are recorded as skipped when the run starts.")
 
