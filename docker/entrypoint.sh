@@ -27,18 +27,9 @@ fi
 
 runner="${KIT_RUNNER:-kit}"
 if [ "$runner" = kit ]; then
-    if [ -n "${KIT_RUN_NOTE:-}" ]; then
-        # 3. KIT_RUN_NOTE (compose.cpu.yaml: "No GPU was used: ...") is printed as the
-        #    run's last line, whatever its outcome, with kit's exit status kept. The
-        #    kit runs in this same process, so Ctrl-C / docker stop reach it as before.
-        exec /opt/venv/bin/python -c 'import os, sys
-sys.argv[0] = "/opt/venv/bin/kit"
-from kit.cli.main import main
-try:
-    main()
-finally:
-    print(os.environ["KIT_RUN_NOTE"], file=sys.stderr, flush=True)' "$@"
-    fi
+    # 3. KIT_RUN_NOTE (compose.cpu.yaml: "No GPU was used: ...") is printed by the kit itself as its
+    #    last line, whatever the outcome (kit.cli.main; `kit run` ends at once, without Python's
+    #    teardown, so a wrapper here would never get to print it)
     exec kit "$@"
 fi
 

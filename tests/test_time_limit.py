@@ -267,6 +267,18 @@ def test_kit_run_ends_without_waiting_for_a_teardown_that_hangs(tmp_path):
     assert stopped.returncode == 124 and "Run not started" in stopped.stderr
 
 
+@pytest.mark.parametrize("args, code", [([], 0), (["--time-limit", "3"], 124), (["--precisions", "fp99"], 2)],
+                         ids=["complete", "not-started", "bad-option"])
+def test_kit_run_ends_with_kit_run_note_whatever_its_outcome(tmp_path, args, code):
+    """KIT_RUN_NOTE (compose.cpu.yaml: "No GPU was used: ...") is the last line on stderr, also where kit
+    run ends at once (kit.cli.fast_exit)."""
+    env = _env(tmp_path, KIT_RUN_NOTE="No GPU was used: a note.")
+    done = kit(tmp_path, "run", *SMALL, *args, env=env)
+    assert done.returncode == code, done.stderr
+    assert done.stderr.rstrip().splitlines()[-1] == "No GPU was used: a note."
+    assert done.stderr.count("No GPU was used: a note.") == 1
+
+
 @pytest.mark.parametrize("spare, refused", [(2.0, False), (-1.0, True)])
 def test_with_device_auto_the_first_cell_check_takes_the_cheaper_estimate(spare, refused):
     """`--device auto` resolves only once torch is loaded: a run is refused before it starts only when

@@ -7,6 +7,7 @@ traceback and turned into the exit codes listed in kit.errors.EXIT_CODES.
 
 from __future__ import annotations
 
+import os
 import sys
 
 import typer
@@ -71,11 +72,24 @@ def print_error(exc: KitError) -> None:
         console.print(f"[bold]what to do:[/bold] {escape(exc.remedy)}")
 
 
+def _last_words() -> None:
+    """``KIT_RUN_NOTE``, where set, as the command's last line on stderr, whatever its outcome
+    (compose.cpu.yaml sets it: "No GPU was used: ...")."""
+    note = os.environ.get("KIT_RUN_NOTE")
+    if note:
+        print(note, file=sys.stderr, flush=True)
+
+
+def _exit_now(code: int) -> None:
+    _last_words()
+    fast_exit.exit_now(code)
+
+
 def _end(argv: list[str] | None, code: int) -> None:
     """End with ``code``: at once on the command line where the command asked it (kit.cli.fast_exit),
     else by SystemExit."""
     if argv is None and fast_exit.ends_now():
-        fast_exit.exit_now(code)
+        _exit_now(code)
     sys.exit(code)
 
 
@@ -86,7 +100,7 @@ def _end_after_traceback(argv: list[str] | None) -> None:
         import traceback
 
         traceback.print_exc()
-        fast_exit.exit_now(1)
+        _exit_now(1)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -124,5 +138,6 @@ def main(argv: list[str] | None = None) -> None:
             _end(argv, 130)
         _end_after_traceback(argv)
         raise
-    finally:
+    finally:  # (not reached after _exit_now)
         fast_exit.release()
+        _last_words()
