@@ -44,13 +44,12 @@ def release() -> None:
     _COMMAND_LINE = _SKIP_TEARDOWN = False
 
 
-def skip_teardown() -> bool:
+def skip_teardown() -> None:
     """End the command line with :func:`exit_now` once the command returns or fails (its output is
     flushed, and a command that asks this writes its files whole before it returns): no library's
-    teardown can hold the process after the work is done. True where the process does end so."""
+    teardown can hold the process after the work is done (in-process callers return as usual)."""
     global _SKIP_TEARDOWN
     _SKIP_TEARDOWN = True
-    return _COMMAND_LINE
 
 
 def keep_until_exit(obj: object) -> bool:
