@@ -84,7 +84,9 @@ def flops(record: dict) -> float:
 
 def fit(recs: list[dict]) -> tuple[dict[str, estimates.EstimateRate], float]:
     """The rate per "workload/engine" (cell_s rounded to 0.1 s, tflops to 3 significant figures),
-    and the search's seconds per GFLOP per image (kit.runner.plan.search_gflop; 3 significant figures)."""
+    and the search's seconds per GFLOP per image (kit.runner.plan.search_gflop; 3 significant figures).
+    A workload/engine whose cells all count the same FLOPs (one model size) has no line to fit and
+    gets no rate (main() says so)."""
     points: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for r in recs:
         s = spec_of(r)
@@ -92,10 +94,14 @@ def fit(recs: list[dict]) -> tuple[dict[str, estimates.EstimateRate], float]:
     rates = {}
     for key, xy in sorted(points.items()):
         x, y = zip(*xy)
+        if len(set(x)) < 2:
+            continue
         line = statistics.linear_regression(x, y)
         rates[key] = estimates.EstimateRate(cell_s=round(line.intercept, 1),
                                             tflops=float(f"{1 / (line.slope * 1e12):.3g}"))
     searched = [r for r in recs if r["search_s"]]
+    if not searched:
+        return rates, 0.0
     per_gflop = sum(r["search_s"] for r in searched) / sum(search_gflop(spec_of(r)) for r in searched)
     return rates, float(f"{per_gflop:.3g}")
 
@@ -123,9 +129,14 @@ def main() -> None:
         recs = json.loads(args.inputs[0].read_text())["records"]
     rates, per_gflop = fit(recs)
     print("fitted rates (wall - search = cell_s + FLOPs / (tflops x 1e12)):")
-    for key, rate in rates.items():
+    groups = sorted({f"{spec_of(r).workload}/{spec_of(r).engine}" for r in recs})
+    for key in groups:
         n = sum(1 for r in recs if f"{spec_of(r).workload}/{spec_of(r).engine}" == key)
-        print(f"  {key}: {n} cells, cell_s {rate.cell_s}, tflops {rate.tflops}")
+        if key in rates:
+            print(f"  {key}: {n} cells, cell_s {rates[key].cell_s}, tflops {rates[key].tflops}")
+        else:
+            print(f"  {key}: {n} cells, all of one model size: no line to fit; measure another size "
+                  f"(its rate stays as kit/facts/estimates.py has it)")
     searches = [r["search_s"] for r in recs if r["search_s"]]
     if searches:
         print(f"batch search: {len(searches)} cells, {per_gflop:g} s per training GFLOP per image; "

@@ -87,6 +87,27 @@ def test_the_gpu_rates_are_the_fit_of_the_committed_cells():
     assert estimates.SEARCH_S_PER_GFLOP == search_per_gflop
 
 
+def test_an_engine_measured_at_one_model_size_gets_no_rate_and_a_message(tmp_path, monkeypatch, capsys):
+    """Cells of one model size give a constant x: the fit leaves that engine out and says why,
+    instead of stopping on statistics' "x is constant"."""
+    from fixtures.modules import load_script
+
+    script = load_script("fit_estimates")
+    recs = json.loads(GPU_RECORDS.read_text())["records"]
+    one_size = [{"run": "r1", "gpu": "NVIDIA H100 80GB HBM3", "cell_id": f"lstm/apex-2018/{p}/kit",
+                 "params": {}, "repeats": 3, "wall_s": wall, "search_s": 0.0}
+                for p, wall in (("fp32", 60.0), ("amp-fp16", 68.0))]
+    rates, _ = script.fit(recs + one_size)
+    assert "lstm/kit" not in rates and "lstm/graphed" in rates
+    records = tmp_path / "cells.json"
+    records.write_text(json.dumps({"records": recs + one_size}))
+    monkeypatch.setattr("sys.argv", ["fit_estimates.py", str(records)])
+    script.main()
+    out = capsys.readouterr().out
+    assert "lstm/kit: 2 cells, all of one model size: no line to fit" in out
+    assert "cifar/torch: " in out and "tflops" in out
+
+
 def test_the_gpu_estimate_of_each_measured_run_is_within_a_third_of_its_seconds():
     """Each run behind the GPU rates, estimated as the plan estimates it (its measured cells, their
     batch search included), within 0.67-1.5x of its cells' measured seconds. The rates fitted to the
