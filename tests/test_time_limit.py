@@ -280,20 +280,32 @@ def test_kit_run_ends_with_kit_run_note_whatever_its_outcome(tmp_path, args, cod
 
 
 @pytest.mark.parametrize("spare, refused", [(2.0, False), (-1.0, True)])
-def test_with_device_auto_the_first_cell_check_takes_the_cheaper_estimate(spare, refused):
+def test_with_device_auto_the_first_cell_check_takes_the_cheaper_estimate(spare, refused, monkeypatch):
     """`--device auto` resolves only once torch is loaded: a run is refused before it starts only when
-    its first cell would not fit on either kind of device."""
+    its first cell would not fit on either kind of device, and its dry run says "would not start" then
+    and only then."""
+    import io
+
+    from rich.console import Console
+
+    from kit.runner import plan as plan_module
     from kit.runner.plan import build_plan, cell_seconds
-    from kit.runner.service import check_first_cell_fits
+    from kit.runner.service import check_first_cell_fits, show_plan
 
     config = RunConfig(suite="cifar", data="synthetic", device="auto", models=["resnet18"], precisions=["fp32"],
                        engines=["torch"], repeats=1, steps=1)
     plan = build_plan(config)
     gpu, cpu = (cell_seconds(config, plan.cells[0], kind) for kind in ("cuda", "cpu"))
     assert gpu != cpu
+    guess, kind_of = ("cuda" if gpu > cpu else "cpu"), plan_module.device_kind  # 'auto' guessed as the dearer
+    monkeypatch.setattr(plan_module, "device_kind", lambda device: guess if device == "auto" else kind_of(device))
     limit = _limit(min(gpu, cpu) + spare, "--time-limit test")
     if refused:
         with pytest.raises(TimeLimitReached, match=f"estimate of {min(gpu, cpu):.1f} s"):
             check_first_cell_fits(plan, {}, limit)
     else:
         check_first_cell_fits(plan, {}, limit)
+    out = io.StringIO()
+    show_plan(plan, {}, Console(file=out, width=200), _limit(min(gpu, cpu) + spare, "--time-limit test"))
+    assert ("the run would not start" in out.getvalue()) == refused, out.getvalue()
+    assert refused or "all 1 cell(s) to run fit in it" in out.getvalue()

@@ -104,6 +104,17 @@ def time_limit(options: RunOptions) -> "tuple[float, str] | None":
 NOT_STARTED = "Run not started"
 
 
+def first_cell_seconds(config, spec) -> float:
+    """The estimate the start-up check (:func:`check_first_cell_fits`) and the dry run give the first
+    cell left to run: on the device ``--device`` names; for 'auto', whose device is known only once
+    torch is imported, the cheaper of the GPU's and the CPU's estimates."""
+    from kit.runner.plan import cell_seconds
+
+    if config.device == "auto":
+        return min(cell_seconds(config, spec, kind) for kind in ("cuda", "cpu"))
+    return cell_seconds(config, spec)
+
+
 def check_first_cell_fits(plan, done: dict, limit, resume_dir: Path | None = None, command: str = "kit run") -> None:
     """Stop (TimeLimitReached, exit 124) before anything is written when the first cell left to run
     (``done``: a resumed run's finished cells) would not fit in what is left of ``limit``
@@ -118,15 +129,11 @@ def check_first_cell_fits(plan, done: dict, limit, resume_dir: Path | None = Non
     import time
 
     from kit.errors import TimeLimitReached
-    from kit.runner.plan import cell_seconds
 
     todo = [spec for spec in plan.cells if spec.cell_id not in done]
     if not todo:
         return
-    if plan.config.device == "auto":
-        need = min(cell_seconds(plan.config, todo[0], kind) for kind in ("cuda", "cpu"))
-    else:
-        need = cell_seconds(plan.config, todo[0])
+    need = first_cell_seconds(plan.config, todo[0])
     left = limit[0] - time.monotonic()
     if need <= left:
         return
@@ -234,7 +241,7 @@ def show_plan(plan, done: dict, console, limit=None) -> None:
         left, words = limit[0] - time.monotonic(), limit[1]
         fit = 0
         for spec in todo:  # as the run decides: in order, each cell started only if its estimate fits
-            left -= cell_seconds(plan.config, spec)
+            left -= first_cell_seconds(plan.config, spec) if not fit else cell_seconds(plan.config, spec)
             if left < 0:
                 break
             fit += 1
