@@ -145,7 +145,7 @@ def run_figures(results: RunResults) -> RunFigures:
             throughput=cache.sample(cell, ratios.THROUGHPUT),
             epoch_s=cache.sample(cell, ratios.EPOCH_S),
             final_metric=cache.sample(cell, measures.FINAL_METRIC) if converged else None,
-            energy_j_per_epoch=measures.energy_per_epoch(cell, cache),
+            energy_j_per_epoch=measures.energy_per_epoch(cell),
             flags=flags,
             throughput_values=cache.values(cell, ratios.THROUGHPUT),
             epoch_values=cache.values(cell, ratios.EPOCH_S),

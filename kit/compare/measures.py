@@ -7,6 +7,7 @@ degrades to "no data" instead of an exception.
 
 from __future__ import annotations
 
+import math
 import statistics
 from typing import Any
 
@@ -103,19 +104,23 @@ def throttled(cell: CellResult) -> bool:
     return bool(value)
 
 
-def energy_per_epoch(cell: CellResult, cache: SampleCache | None = None) -> float | None:
-    """Joules per epoch (median over repeats) where the run recorded energy."""
-    v = _median_of(cell, ENERGY, cache)
-    if v is not None:
-        return v
+def energy_per_epoch(cell: CellResult) -> float | None:
+    """Joules per epoch where the run measured energy: the cell's own figure,
+    kit.env.telemetry_summary.attach_energy's (the median over every epoch of every repeat, at the
+    mean power of the timed steps where that was measured, else of the whole cell; its
+    ``energy_basis`` says which). A cell without it (written by another tool) gives the median of its
+    repeats' figures, a number or a list of one per epoch each. None where neither was recorded: never
+    the cell's whole energy over its epochs, which counts its warm-up, compilation and batch search."""
     t = telemetry(cell) or {}
-    epochs = cell.params.get("epochs") if isinstance(cell.params, dict) else None
-    energy = t.get("energy_j")
-    n_rep = len(cell.repeats or []) or None
-    if isinstance(energy, (int, float)) and isinstance(epochs, int) and epochs > 0 and n_rep:
-        # telemetry covers the whole cell (all repeats, warm-ups included): an upper bound
-        return float(energy) / (epochs * n_rep)
-    return None
+    v = t.get(ENERGY)
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0:
+        return float(v)
+    values: list = []
+    for rep in cell.repeats or []:
+        x = rep.get(ENERGY) if isinstance(rep, dict) else None
+        values.extend(x if isinstance(x, list) else [x])
+    s = Sample.of(values) or Sample.from_stats((cell.summary or {}).get(ENERGY))
+    return s.median if s else None
 
 
 def high_cvs(cell: CellResult, cache: SampleCache | None = None) -> dict[str, float]:

@@ -39,7 +39,7 @@ from kit.errors import NEWER_KIT_REMEDY, KitError, UsageError
 #: "mpkt" as a big-endian 32-bit integer: SQLite's application id field for this kit's index files
 APPLICATION_ID = 0x6D706B74
 APPLICATION = "mpkit results index"
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 #: how long a writer waits for another's transaction before giving up (many nodes may add at once)
 BUSY_TIMEOUT_S = 120.0
 
@@ -120,7 +120,8 @@ def _store_figures(con: sqlite3.Connection) -> None:
     """Each run's figures (re)computed from its stored results.json, in today's stored form; a run
     whose copy is damaged gets none (compare names it when it reads it: b"" is not the form).
     v3 -> v4: the figures' numbers packed as float64 (kit.index.figures_codec, format 2); v4 -> v5: with
-    each cell's method record (format 3); v5 -> v6: with each cell's verdict (format 4)."""
+    each cell's method record (format 3); v5 -> v6: with each cell's verdict (format 4); v6 -> v7: each
+    cell's energy per epoch as the run measured it (format 5)."""
     from kit.errors import KitError
     from kit.index.figures_codec import inflate
 
@@ -141,6 +142,8 @@ MIGRATIONS = (
     (4, "store the figures' numbers packed (figures format 2)", _store_figures),
     (5, "store each cell's method record with its figures (figures format 3)", _store_figures),
     (6, "store each cell's verdict, what bound it, with its figures (figures format 4)", _store_figures),
+    (7, "recompute each cell's energy per epoch: the run's measured figure, not the whole cell's energy "
+        "over its epochs (figures format 5)", _store_figures),
 )
 
 

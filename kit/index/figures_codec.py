@@ -42,7 +42,7 @@ from kit.results.method import method_of
 from kit.compare.stats import NOT_SIGNIFICANT, ONE_REPEAT, SIGNIFICANT, RatioEstimate, Sample
 from kit.results.explain import KINDS
 
-FORMAT = 4
+FORMAT = 5
 _OK_ROW = 13  # the length of an ok cell's row
 _VERDICTS = frozenset((SIGNIFICANT, NOT_SIGNIFICANT, ONE_REPEAT))
 #: the presence bits of ``shape``: the numbers a cell may lack, in the order they are stored
