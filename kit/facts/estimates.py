@@ -12,11 +12,11 @@ Sources:
 
 - [parts 2026-12-06] the parts of the next references, measured by today's engines:
   references/h200/remeasure/torch-a/ and lstm-graphed/ (NVIDIA H200), and references/h100/parts/
-  (torch-a ... torch-d, fastai-a ... fastai-d and 9 cells of lstm-graphed; NVIDIA H100, whose GPU-bound cells there
+  (torch-a ... torch-d, fastai-a ... fastai-d and lstm-graphed; NVIDIA H100, whose GPU-bound cells there
   run at 0.93-0.99x the H200's). Their cells' records are in references/gpu-estimates/cells.json, and
   ``scripts/fit_estimates.py`` fits them: the ``torch`` CIFAR engine from 35 cells (every ResNet and
   precision, Inductor's first compile of each precision and the profiled window included), the
-  ``fastai`` engine from 25 (every ResNet) and the ``graphed`` LSTM engine from 17, each cell's wall
+  ``fastai`` engine from 25 (every ResNet) and the ``graphed`` LSTM engine from 20, each cell's wall
   time less its batch search. The search (``--find-max-batch``, 35 cells) grows with the model: 7-19 s
   for ResNet-18, 30-116 s for ResNet-152, longest where the largest batch is below the data set's
   size and is found by bisection (fp32 and tf32, and every precision of ResNet-152). It trains a few
@@ -27,7 +27,11 @@ Sources:
 - [H200] the shipped reference, references/h200/vm_NVIDIA-H200_native_20261130-141944.tar.gz
   (NVIDIA H200, torch 2.11, 3 repeats, batch 256, 100 / 50 steps, LSTM 300 batches, measured by
   earlier engines): a least-squares fit over its 10 measured LSTM cells (``kit`` engine). A slower
-  GPU takes longer.
+  GPU takes longer. The H100 reference's ``kit`` cells (lstm-kit-a, lstm-kit-b) took 49-141 s, about
+  5x this estimate on ``apex-2018`` and 1.2x on ``tensor-core``, and no FLOPs line fits them (the
+  smaller model's cells took longer): the host sets the pace of each step whatever the model's size,
+  and a faster host takes less (their ``apex-2018`` fp32 cell read 1.67x on another lease), so the
+  time follows the steps, which this FLOPs model does not count apart.
 - [VM 2026-12-03] references/cpu-vm/estimates/ (measurements.json, remade by its measure.py): the
   README's two CPU commands, ``kit run --smoke --suite all`` (what ``make run`` runs on a host
   without a GPU) and the "one-minute CPU check" (``kit run --suite cifar --data synthetic
@@ -66,7 +70,7 @@ RATES: dict[tuple[str, str], EstimateRate] = {
     ("cuda", "cifar/torch"): EstimateRate(cell_s=18.7, tflops=1.57),    # [parts 2026-12-06]
     ("cuda", "cifar/fastai"): EstimateRate(cell_s=9.1, tflops=5.24),    # [parts 2026-12-06]
     ("cuda", "lstm/kit"): EstimateRate(cell_s=11.2, tflops=79.0),       # [H200]
-    ("cuda", "lstm/graphed"): EstimateRate(cell_s=19.0, tflops=63.6),   # [parts 2026-12-06]
+    ("cuda", "lstm/graphed"): EstimateRate(cell_s=19.7, tflops=73.4),   # [parts 2026-12-06]
     ("cuda", "gpt/kit"): EstimateRate(cell_s=8.0, tflops=200.0),        # [H200 gpt]
     ("cpu", "cifar/torch"): EstimateRate(cell_s=5.0, tflops=0.060),     # [VM 2026-12-03]
     ("cpu", "cifar/fastai"): EstimateRate(cell_s=4.5, tflops=0.045),    # [VM 2026-12-03]
