@@ -85,8 +85,9 @@ def flops(record: dict) -> float:
 def fit(recs: list[dict]) -> tuple[dict[str, estimates.EstimateRate], float]:
     """The rate per "workload/engine" (cell_s rounded to 0.1 s, tflops to 3 significant figures),
     and the search's seconds per GFLOP per image (kit.runner.plan.search_gflop; 3 significant figures).
-    A workload/engine whose cells all count the same FLOPs (one model size) has no line to fit and
-    gets no rate (main() says so)."""
+    A workload/engine whose cells all count the same FLOPs (one model size), or whose time does not
+    grow with their FLOPs (the `kit` LSTM engine's: its host sets the pace of each step, whatever the
+    model's size), gets no rate (main() says which)."""
     points: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for r in recs:
         s = spec_of(r)
@@ -97,6 +98,8 @@ def fit(recs: list[dict]) -> tuple[dict[str, estimates.EstimateRate], float]:
         if len(set(x)) < 2:
             continue
         line = statistics.linear_regression(x, y)
+        if line.slope <= 0:  # the time does not grow with the FLOPs: no rate of this form fits
+            continue
         rates[key] = estimates.EstimateRate(cell_s=round(line.intercept, 1),
                                             tflops=float(f"{1 / (line.slope * 1e12):.3g}"))
     searched = [r for r in recs if r["search_s"]]
@@ -134,9 +137,12 @@ def main() -> None:
         n = sum(1 for r in recs if f"{spec_of(r).workload}/{spec_of(r).engine}" == key)
         if key in rates:
             print(f"  {key}: {n} cells, cell_s {rates[key].cell_s}, tflops {rates[key].tflops}")
-        else:
+        elif len({flops(r) for r in recs if f"{spec_of(r).workload}/{spec_of(r).engine}" == key}) < 2:
             print(f"  {key}: {n} cells, all of one model size: no line to fit; measure another size "
                   f"(its rate stays as kit/facts/estimates.py has it)")
+        else:
+            print(f"  {key}: {n} cells whose time does not grow with their FLOPs: no rate of this form "
+                  f"fits (its rate stays as kit/facts/estimates.py has it)")
     searches = [r["search_s"] for r in recs if r["search_s"]]
     if searches:
         print(f"batch search: {len(searches)} cells, {per_gflop:g} s per training GFLOP per image; "

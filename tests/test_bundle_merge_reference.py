@@ -164,11 +164,11 @@ def test_compare_against_h200_works_from_any_folder(tmp_path):
 
 
 def test_a_references_folder_in_the_current_folder_is_not_a_shipped_reference(tmp_path, monkeypatch):
-    (tmp_path / "references" / "h100").mkdir(parents=True)
-    (tmp_path / "references" / "h100" / "x.tar.gz").write_bytes(b"not a bundle")
+    (tmp_path / "references" / "a100").mkdir(parents=True)
+    (tmp_path / "references" / "a100" / "x.tar.gz").write_bytes(b"not a bundle")
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(UsageError, match="no reference called 'h100'; known: h200"):
-        reference_bundles("h100")
+    with pytest.raises(UsageError, match="no reference called 'a100'; known: h100, h200$"):
+        reference_bundles("a100")
 
 
 def test_an_installed_wheel_ships_the_reference_and_compare_against_works_from_it(tmp_path):
@@ -195,7 +195,7 @@ def test_an_installed_wheel_ships_the_reference_and_compare_against_works_from_i
     [wheel] = (tmp_path / "dist").glob("*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     shipped = [n for n in names if n.endswith(".tar.gz")]
-    assert shipped == [f"kit/_references/h200/{reference_bundles('h200')[0].name}"], shipped
+    assert shipped == [f"kit/_references/{name}/{reference_bundles(name)[0].name}" for name in ("h100", "h200")], shipped
     site = tmp_path / "site"
     inst = subprocess.run(pip + ["install", "--no-deps", "--no-index", "--target", str(site), str(wheel)],
                           capture_output=True, text=True)

@@ -63,6 +63,8 @@ def _cell(repeat_energy, telemetry):
     ([[100.0, 110.0], [120.0], [130.0]], {"energy_j": 9000.0}, 115.0),   # the repeats' lists, flattened
     ([100.0, 120.0, 140.0], {"energy_j": 9000.0}, 120.0),                # a number a repeat
     ([None, None, None], {"energy_j": 9000.0}, None),                     # no per-epoch figure: none, not 3,000
-], ids=["the-run's-figure", "lists", "numbers", "whole-cell-only"])
+    ([[-100.0], [0.0], [float("nan")]], {"energy_j_per_epoch": -5.0}, None),  # none a GPU could measure
+    ([[-100.0], [120.0], [float("inf")]], {"energy_j_per_epoch": True}, 120.0),
+], ids=["the-run's-figure", "lists", "numbers", "whole-cell-only", "not-energies", "some-energies"])
 def test_energy_per_epoch_is_the_measured_figure_or_none(repeat_energy, telemetry, expected):
     assert energy_per_epoch(_cell(repeat_energy, telemetry)) == expected

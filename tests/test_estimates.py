@@ -108,6 +108,24 @@ def test_an_engine_measured_at_one_model_size_gets_no_rate_and_a_message(tmp_pat
     assert "cifar/torch: " in out and "tflops" in out
 
 
+def test_an_engine_whose_time_does_not_grow_with_its_flops_gets_no_rate_and_a_message(tmp_path, monkeypatch, capsys):
+    """The H100 reference's `kit` LSTM cells: the 200-unit model's took longer than most of the 1504-unit
+    model's (the host paces each step), so a least-squares line has a negative slope; no rate is
+    written from it."""
+    from fixtures.modules import load_script
+
+    script = load_script("fit_estimates")
+    parts = REPO / "references" / "h100" / "parts"
+    recs = [r for part in ("lstm-kit-a", "lstm-kit-b") for run in parts.glob(f"{part}/2*/") for r in script.records(run)]
+    assert len(recs) == 10
+    rates, _ = script.fit(recs)
+    assert "lstm/kit" not in rates
+    monkeypatch.setattr("sys.argv", ["fit_estimates.py", "--out", str(tmp_path / "cells.json"),
+                                     *map(str, parts.glob("lstm-kit-?/2*/"))])
+    script.main()
+    assert "lstm/kit: 10 cells whose time does not grow with their FLOPs: no rate of this form fits" in capsys.readouterr().out
+
+
 def test_the_gpu_estimate_of_each_measured_run_is_within_a_third_of_its_seconds():
     """Each run behind the GPU rates, estimated as the plan estimates it (its measured cells, their
     batch search included), within 0.67-1.5x of its cells' measured seconds. The rates fitted to the

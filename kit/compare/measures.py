@@ -112,15 +112,19 @@ def energy_per_epoch(cell: CellResult) -> float | None:
     repeats' figures, a number or a list of one per epoch each. None where neither was recorded: never
     the cell's whole energy over its epochs, which counts its warm-up, compilation and batch search."""
     t = telemetry(cell) or {}
-    v = t.get(ENERGY)
-    if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0:
-        return float(v)
+    if _joules(t.get(ENERGY)):
+        return float(t[ENERGY])
     values: list = []
     for rep in cell.repeats or []:
         x = rep.get(ENERGY) if isinstance(rep, dict) else None
-        values.extend(x if isinstance(x, list) else [x])
+        values.extend(v for v in (x if isinstance(x, list) else [x]) if _joules(v))
     s = Sample.of(values) or Sample.from_stats((cell.summary or {}).get(ENERGY))
-    return s.median if s else None
+    return float(s.median) if s and _joules(s.median) else None
+
+
+def _joules(v) -> bool:
+    """Whether ``v`` is an energy a cell can have measured: a finite number above zero."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
 
 
 def high_cvs(cell: CellResult, cache: SampleCache | None = None) -> dict[str, float]:

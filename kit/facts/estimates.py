@@ -28,8 +28,8 @@ Sources:
   (NVIDIA H200, torch 2.11, 3 repeats, batch 256, 100 / 50 steps, LSTM 300 batches, measured by
   earlier engines): a least-squares fit over its 10 measured LSTM cells (``kit`` engine). A slower
   GPU takes longer. The H100 reference's ``kit`` cells (lstm-kit-a, lstm-kit-b) took 49-141 s, about
-  5x this estimate on ``apex-2018`` and 1.2x on ``tensor-core``, and no FLOPs line fits them (the
-  smaller model's cells took longer): the host sets the pace of each step whatever the model's size,
+  5x this estimate on ``apex-2018`` and 1.3x on ``tensor-core``, and no FLOPs line fits them (the
+  smaller model's cells took longer than four of the larger's five): the host sets the pace of each step whatever the model's size,
   and a faster host takes less (their ``apex-2018`` fp32 cell read 1.67x on another lease), so the
   time follows the steps, which this FLOPs model does not count apart.
 - [VM 2026-12-03] references/cpu-vm/estimates/ (measurements.json, remade by its measure.py): the
