@@ -5,8 +5,8 @@ An engine's revision is bumped whenever what it measures, or how, changes: a rat
 its cells is a comparison of machines only when both were measured by the same revision with the
 same settings (:mod:`kit.results.method` holds the rule and the record's form). A bump also bumps
 the kit's version (``kit/__init__.py``) and gets a CHANGELOG.md entry; ``tests/test_methods.py``
-checks both, and that the shipped reference (``references/h200/``) was measured by today's
-revisions.
+checks both, and that the shipped references (``references/h100/``, ``references/h200/``) were
+measured by today's revisions.
 
 Torch-free: the tests, the docs and the record builders read it without the benchmark stack.
 """

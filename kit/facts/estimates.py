@@ -10,7 +10,7 @@ device's peak.
 
 Sources:
 
-- [parts 2026-12-06] the parts of the next references, measured by today's engines:
+- [parts 2026-12-06] the parts of today's references, measured by today's engines:
   references/h200/remeasure/torch-a/ and lstm-graphed/ (NVIDIA H200), and references/h100/parts/
   (torch-a ... torch-d, fastai-a ... fastai-d and lstm-graphed; NVIDIA H100, whose GPU-bound cells there
   run at 0.93-0.99x the H200's). Their cells' records are in references/gpu-estimates/cells.json, and
@@ -29,9 +29,9 @@ Sources:
   earlier engines): a least-squares fit over its 10 measured LSTM cells (``kit`` engine). A slower
   GPU takes longer. The H100 reference's ``kit`` cells (lstm-kit-a, lstm-kit-b) took 49-141 s, about
   5x this estimate on ``apex-2018`` and 1.3x on ``tensor-core``, and no FLOPs line fits them (the
-  smaller model's cells took longer than four of the larger's five): the host sets the pace of each step whatever the model's size,
-  and a faster host takes less (their ``apex-2018`` fp32 cell read 1.67x on another lease), so the
-  time follows the steps, which this FLOPs model does not count apart.
+  smaller model's cells took longer than four of the larger's five): the host sets the pace of each
+  step whatever the model's size, and a faster host takes less (their ``apex-2018`` fp32 cell read
+  1.67x on another lease), so the time follows the steps, which this FLOPs model does not count apart.
 - [VM 2026-12-03] references/cpu-vm/estimates/ (measurements.json, remade by its measure.py): the
   README's two CPU commands, ``kit run --smoke --suite all`` (what ``make run`` runs on a host
   without a GPU) and the "one-minute CPU check" (``kit run --suite cifar --data synthetic
