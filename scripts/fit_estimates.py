@@ -82,18 +82,24 @@ def flops(record: dict) -> float:
     return record["repeats"] * suites.suite(spec.workload).work(spec, "throughput")
 
 
+def points(recs: list[dict]) -> dict[str, list[tuple[float, float]]]:
+    """The fit's points per "workload/engine", sorted by it: (the cell's FLOPs, its wall time less its
+    batch search) for each record."""
+    out: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for r in recs:
+        s = spec_of(r)
+        out[f"{s.workload}/{s.engine}"].append((flops(r), r["wall_s"] - r["search_s"]))
+    return dict(sorted(out.items()))
+
+
 def fit(recs: list[dict]) -> tuple[dict[str, estimates.EstimateRate], float]:
     """The rate per "workload/engine" (cell_s rounded to 0.1 s, tflops to 3 significant figures),
     and the search's seconds per GFLOP per image (kit.runner.plan.search_gflop; 3 significant figures).
     A workload/engine whose cells all count the same FLOPs (one model size), or whose time does not
     grow with their FLOPs (the `kit` LSTM engine's: its host sets the pace of each step, whatever the
     model's size), gets no rate (main() says which)."""
-    points: dict[str, list[tuple[float, float]]] = defaultdict(list)
-    for r in recs:
-        s = spec_of(r)
-        points[f"{s.workload}/{s.engine}"].append((flops(r), r["wall_s"] - r["search_s"]))
     rates = {}
-    for key, xy in sorted(points.items()):
+    for key, xy in points(recs).items():
         x, y = zip(*xy)
         if len(set(x)) < 2:
             continue
@@ -132,12 +138,11 @@ def main() -> None:
         recs = json.loads(args.inputs[0].read_text())["records"]
     rates, per_gflop = fit(recs)
     print("fitted rates (wall - search = cell_s + FLOPs / (tflops x 1e12)):")
-    groups = sorted({f"{spec_of(r).workload}/{spec_of(r).engine}" for r in recs})
-    for key in groups:
-        n = sum(1 for r in recs if f"{spec_of(r).workload}/{spec_of(r).engine}" == key)
+    for key, xy in points(recs).items():
+        n = len(xy)
         if key in rates:
             print(f"  {key}: {n} cells, cell_s {rates[key].cell_s}, tflops {rates[key].tflops}")
-        elif len({flops(r) for r in recs if f"{spec_of(r).workload}/{spec_of(r).engine}" == key}) < 2:
+        elif len({x for x, _ in xy}) < 2:
             print(f"  {key}: {n} cells, all of one model size: no line to fit; measure another size "
                   f"(its rate stays as kit/facts/estimates.py has it)")
         else:

@@ -14,7 +14,7 @@ import pytest
 from kit.bundle.merge import reference_bundles
 from kit.bundle.safe_open import open_bundle
 from kit.compare.measures import energy_per_epoch
-from kit.results.schema import CellResult, RunResults
+from kit.results.schema import CellResult
 
 from fixtures.results.factory import make_cell
 
@@ -23,8 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def _reference_cells() -> list[CellResult]:
     (bundle,) = reference_bundles("h100")
-    results = RunResults.from_dict(json.loads(open_bundle(bundle).files["results.json"]))
-    return [c for c in results.cells if c.status == "ok"]
+    return [c for c in open_bundle(bundle).results.cells if c.status == "ok"]
 
 
 def test_each_cell_of_the_shipped_reference_reads_the_energy_its_run_measured():
