@@ -165,7 +165,7 @@ def test_wal_mode_is_refused_on_a_network_file_system_and_the_kit_keeps_the_roll
 
 
 def test_an_nfs_mount_with_node_local_locks_is_warned_about(tmp_path):
-    from kit.index.db import is_network_fs, lock_warning
+    from kit.index.files import is_network_fs, lock_warning
 
     info = tmp_path / "mountinfo"
     share = tmp_path / "share"

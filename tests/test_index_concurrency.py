@@ -37,7 +37,7 @@ def _check_consistent(index: Path) -> list[tuple]:
 
 def _count(index: Path) -> int:
     try:
-        con = sqlite3.connect(index, timeout=30)
+        con = sqlite3.connect(f"file:{index}?mode=ro", uri=True, timeout=30)  # makes no file where none is
         try:
             return con.execute("SELECT COUNT(*) FROM bundles").fetchone()[0]
         finally:

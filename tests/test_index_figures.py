@@ -133,12 +133,15 @@ def _older_schema(index: Path, to: Path, version: int) -> None:
 def test_an_index_of_an_older_schema_is_migrated_once_and_compares_the_same(indexes, capsys, monkeypatch, tmp_path,
                                                                            version):
     """An index made by an older kit (schema v1: no compare_z; v2: no figures_z; v3: the figures in
-    their first form) is brought to the current schema when it is opened, in one transaction: each
-    run's figures computed from the results.json it holds; it then compares as a new one does."""
+    their first form) is brought to the current schema by a command that writes (`kit index add`, here
+    without a bundle), in one transaction, and says so: each run's figures computed from the
+    results.json it holds; it then compares as a new one does. A read alone never migrates."""
     from kit.index import db
 
     old = tmp_path / f"v{version}.sqlite"
     _older_schema(indexes["lstm"], old, version)
+    code, out, err = run_main(["index", "add", "--index", str(old)], capsys, monkeypatch)
+    assert code == 0 and f"updated from schema v{version} to v{db.SCHEMA_VERSION}" in err, err
     code, new_json, err = run_main(["compare", "--index", str(old), "--json", "-"], capsys, monkeypatch)
     assert code == 0, err
     assert new_json == run_main(["compare", "--index", str(indexes["lstm"]), "--json", "-"], capsys, monkeypatch)[1]
@@ -157,8 +160,8 @@ def test_an_index_of_an_older_schema_is_migrated_once_and_compares_the_same(inde
 
 def test_an_older_schema_index_that_cannot_be_written_is_one_line_naming_the_update(indexes, capsys, monkeypatch, tmp_path):
     """An older index this process may not write (a read-only file or mount: here SQLite's query_only, which
-    refuses every write as a read-only file does, and holds as root too) is one line, exit 1, and
-    stays as it was."""
+    refuses every write as a read-only file does, and holds as root too) is one line from the command
+    that would update it, exit 1, and stays as it was."""
     from kit.index import db
 
     old = tmp_path / "v1.sqlite"
@@ -172,9 +175,9 @@ def test_an_older_schema_index_that_cannot_be_written_is_one_line_naming_the_upd
         return c
 
     monkeypatch.setattr(db, "connect", read_only)
-    code, out, err = run_main(["compare", "--index", str(old), "--json", "-"], capsys, monkeypatch)
+    code, out, err = run_main(["index", "add", "--index", str(old)], capsys, monkeypatch)
     assert code == 1 and "Traceback" not in err and len(err.strip().splitlines()) == 2
-    assert "schema v1" in err and "needs to write it" in err and "kit index list --index" in err
+    assert "schema v1" in err and "needs to write it" in err and "kit index add --index" in err
     assert old.read_bytes() == before
 
 
@@ -182,13 +185,15 @@ def test_an_older_schema_index_that_cannot_be_written_is_one_line_naming_the_upd
 def test_a_damaged_copy_in_an_older_schema_index_is_named_after_the_migration_not_a_traceback(
         indexes, capsys, monkeypatch, tmp_path, damage):
     """A stored results.json that is not the kit's (or not even zlib) gets no figures when the index
-    is migrated; the migration completes, and compare names that run's copy damaged (exit 4)."""
+    is migrated (by `kit index add`); the migration completes, and compare names that run's copy
+    damaged (exit 4)."""
     old = tmp_path / "v2.sqlite"
     _older_schema(indexes["lstm"], old, 2)
     con = sqlite3.connect(old)
     con.execute("UPDATE bundles SET results_z = ? WHERE id = (SELECT MIN(id) FROM bundles)", (damage,))
     con.commit()
     con.close()
+    assert run_main(["index", "add", "--index", str(old)], capsys, monkeypatch)[0] == 0
     code, out, err = run_main(["compare", "--index", str(old), "--json", "-"], capsys, monkeypatch)
     assert code == 4 and "is damaged" in err and "Traceback" not in err
     con = sqlite3.connect(old)

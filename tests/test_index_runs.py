@@ -114,7 +114,8 @@ def test_a_copy_already_in_an_index_is_left_out_of_history(tmp_path, capsys, mon
     assert run_main(["index", "add", "--index", str(index), str(a), str(b)], capsys, monkeypatch)[0] == 0
     con = sqlite3.connect(index)
     cols = [r[1] for r in con.execute("PRAGMA table_info(bundles)") if r[1] != "id"]
-    con.execute(f"INSERT INTO bundles ({', '.join(cols)}) SELECT {', '.join('sha256 || ' + repr('-copy') if c == 'sha256' else 'file_name || ' + repr('.copy') if c == 'file_name' else c for c in cols)} "
+    # another tarball of the same run: another sha256 (64 hex digits, as every bundle's), another name
+    con.execute(f"INSERT INTO bundles ({', '.join(cols)}) SELECT {', '.join('printf(' + repr('%064x') + ', 12345)' if c == 'sha256' else 'file_name || ' + repr('.copy') if c == 'file_name' else c for c in cols)} "
                 "FROM bundles WHERE file_name = ?", (a.name,))
     con.execute("INSERT INTO cells SELECT (SELECT MAX(id) FROM bundles), cell_id, status, unit, throughput_median, "
                 "throughput_json FROM cells WHERE bundle_id = 1")

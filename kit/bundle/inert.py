@@ -63,3 +63,15 @@ def markdown_text(text: object) -> str:
     characters Markdown gives meaning to inside a table row neutralised."""
     s = html.escape(inert(text), quote=False)
     return s.replace("|", "\\|").replace("`", "\\`")
+
+
+#: the most characters of a stranger's string in a table cell (a host name may be 253)
+TABLE_CHARS = 64
+
+
+def shortened(text: object, limit: int = TABLE_CHARS) -> str:
+    """:func:`inert` text of at most ``limit`` characters, cut with "…" where longer: a stranger's
+    string in a table, where a 10,000-character host name would fill the screen (the JSON views
+    keep the whole value)."""
+    s = inert(text)
+    return s if len(s) <= limit else s[:limit - 1] + "…"

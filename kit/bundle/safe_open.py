@@ -5,8 +5,10 @@ Rules (documented in docs/bundles.md, "Safety"):
 - Nothing is extracted: members are read into memory after their header has
   been checked, so no path in an archive can ever name a place on disk.
 - Nothing is executed, unpickled or rendered: the JSON files are parsed with
-  ``json``; ``report.html`` and the charts are never rendered, but they are
-  parsed and refused if they hold active content (scripts, event handlers,
+  ``json`` once their nesting and number of values are known to be small
+  (:mod:`kit.bundle.safe_json`); ``report.html`` and the charts are never
+  rendered, but they are parsed and refused if they hold active content
+  (scripts, event handlers,
   ``javascript:`` or external URLs, ``<foreignObject>``, ...;
   :mod:`kit.bundle.active_content`), because the hashes only say they were not
   changed after the sender wrote the manifest.
@@ -22,7 +24,9 @@ Rules (documented in docs/bundles.md, "Safety"):
 - The results schema version must be the one this kit reads, and every field
   of ``results.json`` must have its type (:class:`kit.errors.SchemaError`
   otherwise, saying both versions or the JSON path of the bad field); a member
-  that is not valid JSON is a SchemaError too (exit 4, "malformed").
+  that is not valid JSON is a SchemaError too (exit 4, "malformed"). So is a
+  throughput, time or energy per epoch outside what any device can measure,
+  and a host name longer than any can be (:mod:`kit.results.plausible`).
 
 The sha256 sums protect against damage and careless edits, not against a
 forger (who can rewrite the manifest too); bundles are not signed.
@@ -38,8 +42,10 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
 
+from kit.bundle import safe_json
 from kit.bundle.active_content import check_files as check_active_content
 from kit.errors import NEWER_KIT_REMEDY, BundleError, SchemaError, UsageError
+from kit.results.plausible import check_host_name, check_results as check_plausible
 from kit.results.schema import RunResults, check_version
 
 MANIFEST_NAME = "manifest.json"
@@ -241,13 +247,14 @@ def _strip_top_folder(files: dict[str, bytes]) -> dict[str, bytes]:
 
 
 def parse_json(data: bytes, name: str, label: str) -> Any:
-    """The parsed JSON of a member; SchemaError (exit 4: malformed) when it is not JSON."""
+    """The parsed JSON of a member; SchemaError (exit 4: malformed) when it is not JSON, or nests
+    deeper or holds more values than the kit reads (kit.bundle.safe_json, measured before parsing)."""
     try:
-        return json.loads(data.decode("utf-8"))
+        return safe_json.loads(data)
     except UnicodeDecodeError:
         raise SchemaError(f"{label}: {name} is not UTF-8 text.") from None
-    except RecursionError:
-        raise SchemaError(f"{label}: {name} nests too deeply to be results.") from None
+    except safe_json.TooLarge as exc:
+        raise SchemaError(f"{label}: {name} is not results the kit reads: {exc}.") from None
     except json.JSONDecodeError as exc:
         raise SchemaError(
             f"{label}: {name} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})."
@@ -311,6 +318,7 @@ def open_bundle(path: str | Path, limits: Limits = DEFAULT_LIMITS) -> Bundle:
     check_active_content(files, label)
     results_obj = parse_json(files[RESULTS_NAME], RESULTS_NAME, label)
     results = RunResults.from_dict(results_obj, source=f"{label} ({RESULTS_NAME})")
+    check_plausible(results, f"{label} ({RESULTS_NAME})")
     environment: dict = {}
     if ENV_NAME in files:
         env_obj = parse_json(files[ENV_NAME], ENV_NAME, label)
@@ -319,6 +327,7 @@ def open_bundle(path: str | Path, limits: Limits = DEFAULT_LIMITS) -> Bundle:
         environment = env_obj
     if not environment and isinstance(results.environment, dict):
         environment = results.environment
+    check_host_name(environment, f"{label} ({ENV_NAME if ENV_NAME in files else RESULTS_NAME})")
     return Bundle(path=path, manifest=manifest, files=files, results=results, environment=environment)
 
 

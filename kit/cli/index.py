@@ -43,19 +43,32 @@ def _t(value) -> str:
     return inert("" if value is None else value)
 
 
+def _s(value) -> str:
+    """A bundle's string in a table: inert, and shortened where long (the JSON keeps it whole)."""
+    from kit.bundle.inert import shortened
+
+    return shortened("" if value is None else value)
+
+
 @app.command("add")
 def add(
-    paths: List[Path] = typer.Argument(..., help="Bundles (.tar.gz), or folders: every *.tar.gz under them."),
+    paths: Optional[List[Path]] = typer.Argument(
+        None, help="Bundles (.tar.gz), or folders: every *.tar.gz under them. None: only open the index to write "
+                   "(roll back what a writer cut short left, update an older schema) and say what that did."),
     index: Path = _index_option(),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="Processes that verify bundles (default: the CPUs, at most 4)."),
 ) -> None:
     """Verify each bundle (the checks of `kit bundle verify`) and record it once, by its sha256.
 
     A bundle already in the index is a no-op; a refused one is listed with its reason and changes
-    nothing, and the others are still added. Exit 0 when none was refused, else the code
-    `kit bundle verify` gives the first refused bundle (5 or 4; 2 for a path that is no file)."""
+    nothing, and the others are still added; a new index is made only when a bundle is added. Exit 0
+    when none was refused, else the code `kit bundle verify` gives the first refused bundle (5 or 4;
+    2 for a path that is no file). The only other command that writes the index: reads never do."""
     from kit.index.ingest import expand, exit_code
 
+    if not paths:
+        _update(index, _err())
+        return
     bundles = expand(paths)
     outcomes = add_to_index(index, bundles, _err(), jobs)
     code = exit_code(outcomes)
@@ -63,40 +76,54 @@ def add(
         raise typer.Exit(code)
 
 
+def _update(index: Path, console) -> None:
+    """`kit index add` without bundles: open the index to write, and say what that did."""
+    from kit.index.db import open_index
+
+    said: list = []
+    open_index(index, said=said).close()
+    for line in said:
+        console.print(line, markup=False)
+    console.print(f"{index}: " + ("nothing to add." if said else "up to date; nothing to add."), markup=False)
+
+
 def add_to_index(index: Path, bundles: list, console, jobs: int | None = None) -> list:
     """Add ``bundles`` to ``index`` with a progress bar on a terminal, one line per bundle and a
-    summary; the outcomes (for `kit fleet slurm collect --index` too)."""
+    summary; the outcomes."""
     import os
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from kit.index.db import lock_warning, open_index
-    from kit.index.ingest import ADDED, PRESENT, REFUSED, add_bundles
+    from kit.index.files import lock_warning
+    from kit.index.ingest import ADDED, PRESENT, REFUSED, add_to
 
     jobs = jobs or min(os.cpu_count() or 1, 4)
-    con = open_index(index, create=True)
     warning = lock_warning(index)
     if warning:
         console.print(f"warning: {warning}", markup=False)
-    try:
-        with Progress(TextColumn("adding"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                      console=console, transient=True, disable=len(bundles) < 2 or not console.is_terminal) as bar:
-            task = bar.add_task("add", total=len(bundles))
+    said: list = []
+    with Progress(TextColumn("adding"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  console=console, transient=True, disable=len(bundles) < 2 or not console.is_terminal) as bar:
+        task = bar.add_task("add", total=len(bundles))
 
-            def said(o) -> None:
-                if o.outcome == REFUSED:
-                    bar.console.print(f"refused  {_t(o.path)}: {_t(o.reason)}", markup=False)
-                elif o.outcome == PRESENT:
-                    bar.console.print(f"no-op    {_t(o.path)}: {_t(o.reason)}", markup=False)
-                else:
-                    bar.console.print(f"added    {_t(o.path)}", markup=False)
-                bar.advance(task)
+        def told(o) -> None:
+            for line in said:  # what opening the index did, said before the first bundle's line
+                bar.console.print(line, markup=False)
+            said.clear()
+            if o.outcome == REFUSED:
+                bar.console.print(f"refused  {_t(o.path)}: {_t(o.reason)}", markup=False)
+            elif o.outcome == PRESENT:
+                bar.console.print(f"no-op    {_t(o.path)}: {_t(o.reason)}", markup=False)
+            else:
+                bar.console.print(f"added    {_t(o.path)}", markup=False)
+            bar.advance(task)
 
-            outcomes = add_bundles(con, bundles, said, jobs=jobs)
-    finally:
-        con.close()
+        outcomes, exists = add_to(index, bundles, told, jobs=jobs, said=said)
+    for line in said:
+        console.print(line, markup=False)
     n = {k: sum(o.outcome == k for o in outcomes) for k in (ADDED, PRESENT, REFUSED)}
-    console.print(f"{index}: {n[ADDED]} added, {n[PRESENT]} already in the index, {n[REFUSED]} refused", markup=False)
+    console.print(f"{index}: {n[ADDED]} added, {n[PRESENT]} already in the index, {n[REFUSED]} refused"
+                  + ("" if exists else " (no index made: nothing was added)"), markup=False)
     return outcomes
 
 
@@ -111,11 +138,11 @@ def list_(
     output: Output = None,
 ) -> None:
     """What the index holds: one line per run, in run-date order (the order compare uses)."""
-    from kit.index.db import open_index
     from kit.index.query import counts, list_runs, make_filter
+    from kit.index.reader import open_reader
 
     flt = make_filter(where or (), since, host)
-    con = open_index(index)
+    con = open_reader(index)
     try:
         runs, total = list_runs(con, flt, everything=True), counts(con)
     finally:
@@ -143,8 +170,8 @@ def _print_runs(index: Path, runs: list, total: dict, files: bool) -> None:
         cells = f"{r['n_cells']}" + (" (interrupted)" if r["interrupted"] else "")
         i += r["left_out"] is None  # the positions --baseline takes: the runs compare reads
         t.add_row(str(i) if r["left_out"] is None else "-", _date(r["run_date"]),
-                  *(Text(_t(r[k])) for k in ("host", "gpu", "driver", "stack", "torch", "kit")), cells,
-                  *((Text(_t(r["file_name"])),) if files else ()), *((Text(_t(r["left_out"] or "")),) if notes else ()))
+                  *(Text(_s(r[k])) for k in ("host", "gpu", "driver", "stack", "torch", "kit")), cells,
+                  *((Text(_s(r["file_name"])),) if files else ()), *((Text(_s(r["left_out"] or "")),) if notes else ()))
     Console().print(t)
 
 
@@ -171,13 +198,13 @@ def history(
     its cells' ratios to the previous run. --cells adds the per-cell tables (median throughput,
     ratio with a 95% CI, significant changes flagged)."""
     from kit.errors import UsageError
-    from kit.index.db import open_index
     from kit.index.query import history as run_history, make_filter, matching, summary
+    from kit.index.reader import open_reader
 
     if not 0 <= min_change < 100:
         raise UsageError("--min-change must be between 0 and 100 (percent).")
     flt = make_filter((), since, None)
-    con = open_index(index)
+    con = open_reader(index)
     try:
         runs, per_cell = run_history(con, host, min_change, flt)
     finally:
@@ -218,12 +245,12 @@ def _summary_table(host: str, precisions: list, rows: list):
 
     from kit.results.ratios import fmt_ratio
 
-    t = Table(title=f"{_t(host)}: each run against the run before (per precision: the geometric mean over its "
+    t = Table(title=f"{_s(host)}: each run against the run before (per precision: the geometric mean over its "
                     "cells of this run's throughput ÷ the previous run's)", title_justify="left")
-    for col in ("#", "run date (UTC)", "changed since the run before", *map(_t, precisions), "cells"):
+    for col in ("#", "run date (UTC)", "changed since the run before", *map(_s, precisions), "cells"):
         t.add_column(col, overflow="fold", no_wrap=col in ("#", "run date (UTC)"))
     for i, row in enumerate(rows, 1):
-        said = [f"{f} {_t(before)} -> {_t(now)}" for f, before, now in row.changed]
+        said = [f"{f} {_s(before)} -> {_s(now)}" for f, before, now in row.changed]
         breaks = sum(c.breaks for c in row.by_precision.values())
         if breaks:
             said.append(f"method of {breaks} cell(s): no ratio there")
@@ -250,23 +277,23 @@ def _print_history(host: str, runs: list, cells: list, shown: list, precisions: 
     from kit.compare.stats import METHOD
 
     console = Console()
-    console.print(Text(f"{_t(host)}: {len(runs)} runs, {_date(runs[0]['run_date'])} to {_date(runs[-1]['run_date'])} (UTC). "
+    console.print(Text(f"{_s(host)}: {len(runs)} runs, {_date(runs[0]['run_date'])} to {_date(runs[-1]['run_date'])} (UTC). "
                        f"(k!) marks k cells whose change is significant and at least {min_change:g}%; "
                        "a cell measured by another method than in the run before breaks its series (no ratio).",
                        style="bold"))
     console.print(Text(f"Statistics: {METHOD}.", style="dim"))
     console.print(_summary_table(host, precisions, rows))
     for c in shown:
-        t = Table(title=f"{_t(c.cell_id)} ({_t(c.unit)}/s, median over repeats)", title_justify="left")
-        for col in ("run date (UTC)", "driver", "torch", "kit", f"{_t(c.unit)}/s", "vs previous run", ""):
+        t = Table(title=f"{_s(c.cell_id)} ({_s(c.unit)}/s, median over repeats)", title_justify="left")
+        for col in ("run date (UTC)", "driver", "torch", "kit", f"{_s(c.unit)}/s", "vs previous run", ""):
             t.add_column(col, overflow="fold")
         for p in c.points:
             r = p.run
 
             def mark(name):
-                return Text(_t(r[name]) + (" *" if name in p.changed else ""), style="bold yellow" if name in p.changed else "")
+                return Text(_s(r[name]) + (" *" if name in p.changed else ""), style="bold yellow" if name in p.changed else "")
 
-            figure = f"{p.median:,.1f}" if p.median is not None else _t(p.status)
+            figure = f"{p.median:,.1f}" if p.median is not None else _s(p.status)
             vs = (fmt_vs_baseline(p.vs_previous) if p.vs_previous
                   else Text("method changed: no ratio", style="bold magenta") if p.method_break else "")
             t.add_row(_date(r["run_date"]), mark("driver"), mark("torch"), mark("kit"),
@@ -281,7 +308,7 @@ def _print_history(host: str, runs: list, cells: list, shown: list, precisions: 
                       "settings) than in the run before, so no change is computed there (kit index history --json - "
                       "names each method).", markup=False)
     if not shown and cells:
-        console.print(f"Per-cell tables: --cells PATTERN (e.g. --cells {_t(cells[0].cell_id.split('/')[2])}).", markup=False)
+        console.print(f"Per-cell tables: --cells PATTERN (e.g. --cells {_s(cells[0].cell_id.split('/')[2])}).", markup=False)
 
 
 def register(main_app: typer.Typer) -> None:

@@ -10,6 +10,7 @@ from kit.bundle.envinfo import EnvSummary, summarise_environment
 from kit.bundle.inert import inert
 from kit.compare.figures import RunFigures, run_figures
 from kit.errors import KitError, UsageError
+from kit.results.plausible import check_host_name, check_results as check_plausible
 from kit.results.schema import RunResults
 
 
@@ -84,10 +85,14 @@ def load_source(path: str | Path, index: int = 0) -> Source:
     if path.is_dir():
         folder = load_run_folder(path)
         results, env, kind, interrupted = folder.results, folder.environment, "run folder", folder.interrupted
+        check_plausible(results, f"{inert(path.name)} (results)")
+        check_host_name(env, f"{inert(path.name)} (env.json)")
     elif path.suffix == ".json" and not is_bundle_file(path):
         results = load_results(path)
         env, kind, interrupted = results.environment or {}, "results file", results.status != "complete"
-    else:
+        check_plausible(results, inert(path.name))
+        check_host_name(env, inert(path.name))
+    else:  # open_bundle checks the figures' bounds itself (kit bundle verify)
         bundle = open_bundle(path)
         results, env, kind, interrupted = bundle.results, bundle.environment, "bundle", bundle.interrupted
     summary = summarise_environment(env, results.config, results.cells)

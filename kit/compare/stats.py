@@ -138,9 +138,12 @@ class Sample:
     def of_floats(cls, xs: list[float]) -> "Sample":
         """:meth:`of` for values already known to be finite floats (at least one): a fleet's pooled
         repeats, thousands of them per machine, skip the per-value checks."""
-        mean = math.fsum(xs) / len(xs)
-        # plain float arithmetic: statistics.stdev is exact (Fractions) and 50x slower
-        sd = math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else 0.0
+        try:
+            mean = math.fsum(xs) / len(xs)
+            # plain float arithmetic: statistics.stdev is exact (Fractions) and 50x slower
+            sd = math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else 0.0
+        except OverflowError:  # values near a float's limit (a final metric may be any finite number)
+            mean, sd = _scaled_moments(xs)
         return cls(len(xs), mean, sd, statistics.median(xs), min(xs), max(xs))
 
     @classmethod
@@ -164,6 +167,17 @@ class Sample:
     @property
     def cv(self) -> float:
         return self.sd / self.mean if self.mean else 0.0
+
+
+def _scaled_moments(xs: list[float]) -> tuple[float, float]:
+    """The mean and standard deviation of finite ``xs`` whose sums overflow a float: computed on the
+    values divided by the largest magnitude, then scaled back (a result beyond a float is infinite,
+    never an OverflowError)."""
+    scale = max(abs(x) for x in xs)
+    ys = [x / scale for x in xs]
+    m = math.fsum(ys) / len(ys)
+    sd = math.sqrt(math.fsum((y - m) * (y - m) for y in ys) / (len(ys) - 1)) if len(ys) > 1 else 0.0
+    return m * scale, sd * scale
 
 
 @dataclass(frozen=True)

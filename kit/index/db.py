@@ -35,6 +35,8 @@ from pathlib import Path
 from kit import __version__
 from kit.bundle.inert import inert
 from kit.errors import NEWER_KIT_REMEDY, KitError, UsageError
+from kit.index.bounds import SQLITE_HEAP_BYTES, check_count, check_rows
+from kit.index.files import check_path, filesystem_type, is_network_fs, neighbours, not_ours
 
 #: "mpkt" as a big-endian 32-bit integer: SQLite's application id field for this kit's index files
 APPLICATION_ID = 0x6D706B74
@@ -42,11 +44,6 @@ APPLICATION = "mpkit results index"
 SCHEMA_VERSION = 7
 #: how long a writer waits for another's transaction before giving up (many nodes may add at once)
 BUSY_TIMEOUT_S = 120.0
-
-#: file system types (as /proc/self/mountinfo names them) on which WAL mode is refused: network and
-#: cluster file systems, and FUSE file systems, whose shared memory is not shared between hosts
-NETWORK_FS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "lustre", "gpfs", "ceph", "glusterfs",
-              "beegfs", "afs", "fuse")
 
 _SCHEMA = """
 CREATE TABLE meta (
@@ -147,63 +144,18 @@ MIGRATIONS = (
 )
 
 
-MOUNTINFO = "/proc/self/mountinfo"
-
-
-def _mount(path: Path, mountinfo: str = MOUNTINFO) -> tuple[str, str, str]:
-    """(mount point, file system type, mount options) of the mount holding ``path`` (the longest
-    matching mount point in /proc/self/mountinfo); ("", "unknown", "") off Linux."""
-    target = os.path.realpath(path if path.exists() else path.parent)
-    best = ("", "unknown", "")
-    try:
-        with open(mountinfo, encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                left, _, right = line.partition(" - ")
-                fields, rest = left.split(), right.split()
-                if len(fields) < 6 or not rest:
-                    continue
-                mount = fields[4].replace("\\040", " ")
-                inside = target == mount or target.startswith(mount.rstrip("/") + "/")
-                if inside and len(mount) >= len(best[0]):
-                    best = (mount, rest[0], fields[5] + "," + (rest[2] if len(rest) > 2 else ""))
-    except OSError:
-        pass
-    return best
-
-
-def filesystem_type(path: Path) -> str:
-    """The type of the file system holding ``path`` ("nfs4", "ext4", ...; "unknown" off Linux)."""
-    return _mount(path)[1]
-
-
-def lock_warning(path: Path, mountinfo: str = MOUNTINFO) -> str | None:
-    """A sentence when the index's file system is known to keep locks on each node only (NFS mounted
-    with ``nolock`` or ``local_lock=``): writers on two nodes would not see each other's lock."""
-    mount, fstype, options = _mount(path, mountinfo)
-    opts = set(options.split(","))
-    if fstype.startswith("nfs") and ("nolock" in opts or "local_lock=all" in opts or "local_lock=posix" in opts):
-        return (f"{path}: {mount} is an NFS mount whose locks are local to this node ({options}); "
-                "run `kit index add` on one node at a time, or the index can be damaged (docs/results-index.md).")
-    return None
-
-
-def is_network_fs(fstype: str) -> bool:
-    base = fstype.split(".", 1)[0]
-    return base in NETWORK_FS
-
-
-def _not_ours(path: Path, why: str) -> UsageError:
-    return UsageError(f"{path}: {why}; refused (nothing was written to it).",
-                      remedy="Give the index file that `kit index add` made, or a new path for a new index.")
-
-
 def connect(target: str, uri: bool = False) -> sqlite3.Connection:
     """A connection with SQLite's defensive settings, for a file that may come from anyone: no SQL
     function named in the schema runs (``trusted_schema`` off), and where Python offers it (3.12+)
     the defensive flag (no PRAGMA or write to the schema that can corrupt the file). The schema
-    itself is checked by :func:`check_schema`."""
+    itself is checked by :func:`check_schema`, and SQLite's heap is bounded (kit.index.bounds)."""
     # isolation_level=None: the kit opens its transactions itself (BEGIN IMMEDIATE for writes)
     con = sqlite3.connect(target, timeout=BUSY_TIMEOUT_S, isolation_level=None, uri=uri)
+    # SQLite's memory is the process's: a value larger than this fails to load (MemoryError), never
+    # half the machine's memory (a limit already lower stays)
+    limit = con.execute("PRAGMA hard_heap_limit").fetchone()[0]
+    if not 0 < limit <= SQLITE_HEAP_BYTES:
+        con.execute(f"PRAGMA hard_heap_limit = {SQLITE_HEAP_BYTES}")
     con.execute("PRAGMA trusted_schema = OFF")
     if hasattr(sqlite3, "SQLITE_DBCONFIG_DEFENSIVE"):
         con.setconfig(sqlite3.SQLITE_DBCONFIG_DEFENSIVE, True)
@@ -246,16 +198,16 @@ def check_schema(con: sqlite3.Connection, path: Path, version: int) -> None:
     for (kind, name), (table, sql) in sorted(found.items(), key=lambda kv: (_KINDS.get(kv[0][0], 0), kv[0])):
         if (kind, name) in expected:
             if expected[(kind, name)] != (table, sql):
-                raise _not_ours(path, f"its {kind} {inert(name)!r} is not the one this kit makes (v{version})")
+                raise not_ours(path, f"its {kind} {inert(name)!r} is not the one this kit makes (v{version})")
         elif ("table", name) in expected or ("index", name) in expected:
-            raise _not_ours(path, f"{inert(name)!r} is a {kind} in place of the kit's "
+            raise not_ours(path, f"{inert(name)!r} is a {kind} in place of the kit's "
                                   + ("table" if ("table", name) in expected else "index"))
         else:
-            raise _not_ours(path, f"it holds {'an' if kind == 'index' else 'a'} {kind} the kit did not make ({inert(name)!r}"
+            raise not_ours(path, f"it holds {'an' if kind == 'index' else 'a'} {kind} the kit did not make ({inert(name)!r}"
                                   + (f" on {inert(table)!r}" if table != name else "") + ")")
     missing = sorted(set(expected) - set(found))
     if missing:
-        raise _not_ours(path, f"the kit's {missing[0][0]} {missing[0][1]!r} is missing")
+        raise not_ours(path, f"the kit's {missing[0][0]} {missing[0][1]!r} is missing")
 
 
 def check_schema_again(con: sqlite3.Connection) -> None:
@@ -265,30 +217,31 @@ def check_schema_again(con: sqlite3.Connection) -> None:
     check_schema(con, path, con.execute("PRAGMA user_version").fetchone()[0])
 
 
-def _check(con: sqlite3.Connection, path: Path) -> int:
-    """Its schema version; UsageError unless the file is this kit's index of a schema it reads."""
+def check_file(con: sqlite3.Connection, path: Path) -> int:
+    """Its schema version; UsageError unless the file is this kit's index of a schema it reads (a
+    newer one is refused; an older one is the caller's: a writer migrates it, a reader refuses it)."""
     try:
         app_id = con.execute("PRAGMA application_id").fetchone()[0]
         version = con.execute("PRAGMA user_version").fetchone()[0]
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master")}
     except sqlite3.DatabaseError as exc:
-        raise _not_ours(path, f"not an SQLite database, so not a results index ({exc})") from None
+        raise not_ours(path, f"not an SQLite database, so not a results index ({exc})") from None
     if app_id != APPLICATION_ID or "meta" not in tables:
-        raise _not_ours(path, "an SQLite database that is not a results index of the kit")
+        raise not_ours(path, "an SQLite database that is not a results index of the kit")
     if version > SCHEMA_VERSION:
         made_by = con.execute("SELECT value FROM meta WHERE key = 'kit_version'").fetchone()
         raise UsageError(
             f"{path}: a results index of schema v{version}, newer than this kit reads (v{SCHEMA_VERSION})"
-            + (f"; made by kit {inert(made_by[0])}" if made_by else "") + "; refused (nothing was written to it).",
+            + (f"; made by kit {inert(str(made_by[0])[:80])}" if made_by else "") + "; refused (nothing was written to it).",
             remedy=NEWER_KIT_REMEDY)
     if version < 1:
-        raise _not_ours(path, f"a results index without a schema version (user_version {version})")
+        raise not_ours(path, f"a results index without a schema version (user_version {version})")
     check_schema(con, path, version)  # before a row is read: meta could be a view
     row = con.execute("SELECT value FROM meta WHERE key = 'application'").fetchone()
     if not row or row[0] != APPLICATION:
-        raise _not_ours(path, "an SQLite database that is not a results index of the kit")
+        raise not_ours(path, "an SQLite database that is not a results index of the kit")
     mode = con.execute("PRAGMA journal_mode").fetchone()[0]
-    if str(mode).lower() == "wal":
+    if str(mode).lower() == "wal" or neighbours(path).wal_mode:  # a reader opens a WAL file immutable
         fstype = filesystem_type(path)
         if is_network_fs(fstype):
             raise UsageError(
@@ -337,11 +290,13 @@ def _create(con: sqlite3.Connection) -> None:
         raise
 
 
-def _migrate(con: sqlite3.Connection, path: Path, version: int) -> None:
+def _migrate(con: sqlite3.Connection, path: Path, version: int) -> str:
     """Bring an index of an older schema to :data:`SCHEMA_VERSION`, in one transaction (a process
-    killed halfway leaves it as it was); another process may have done it while this one waited."""
+    killed halfway leaves it as it was); another process may have done it while this one waited.
+    What it did, in words ("" if another process had)."""
     import time
 
+    todo = "; ".join(what for to, what, _ in MIGRATIONS if to > version)
     try:
         con.execute("BEGIN IMMEDIATE")
         now = con.execute("PRAGMA user_version").fetchone()[0]
@@ -356,42 +311,124 @@ def _migrate(con: sqlite3.Connection, path: Path, version: int) -> None:
             con.execute("ROLLBACK")
         raise KitError(
             f"{path}: a results index of schema v{version}; this kit reads v{SCHEMA_VERSION} and updates it once "
-            f"({'; '.join(what for to, what, _ in MIGRATIONS if to > version)}), which needs to write it ({exc}).",
-            remedy=f"Run any `kit index` command on it once where the file can be written, e.g. kit index list --index {path}") from None
+            f"({todo}), which needs to write it ({exc}).",
+            remedy=f"Update it once where the file can be written: kit index add --index {path}") from None
     except BaseException:
         if con.in_transaction:
             con.execute("ROLLBACK")
         raise
+    return f"updated from schema v{now} to v{SCHEMA_VERSION} ({todo})" if now < SCHEMA_VERSION else ""
 
 
-def open_index(path: str | Path, create: bool = False) -> sqlite3.Connection:
-    """A connection to the index at ``path``, checked. ``create``: make a new index there if the
-    file does not exist or is empty (``kit index add``); else a missing file is a UsageError."""
-    path = Path(path)
-    if path.is_dir():
-        raise UsageError(f"{path} is a folder, not an index file.", remedy="Give a file path, e.g. --index results/index.sqlite.")
-    exists = path.exists() and path.stat().st_size > 0
-    if not exists and not create:
-        raise UsageError(f"{path}: no such index.", remedy=f"Make one with: kit index add --index {path} BUNDLE...")
-    if not exists:
-        if not path.parent.is_dir():
-            raise UsageError(f"{path}: the folder {path.parent} does not exist.")
-    if exists:
-        with open(path, "rb") as fh:
-            head = fh.read(16)
-        if head != b"SQLite format 3\x00":
-            raise _not_ours(path, "not an SQLite database, so not a results index")
+def _make(path: Path) -> None:
+    """A new index at ``path``, made under a temporary name beside it and linked into place whole:
+    no process ever sees it half made, nor an empty file, and where another writer made one
+    meanwhile, that one stays (``os.link`` does not replace). On a file system without hard links
+    it is renamed into place if no file is there yet."""
+    import secrets
+
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.new")
     try:
-        con = connect(str(path))
-        if not exists:
+        con = connect(str(tmp))
+        try:
             con.execute("PRAGMA journal_mode = DELETE")
             _create(con)
-        version = _check(con, path)
+        finally:
+            con.close()
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass  # another writer made it first: theirs is used
+        except OSError:
+            if not path.exists():
+                os.replace(tmp, path)
+    finally:
+        for leftover in (tmp, Path(f"{tmp}-journal")):
+            leftover.unlink(missing_ok=True)
+
+
+def _journal_is_hot(path: Path) -> bool:
+    """Whether SQLite finds a hot journal beside the index (one no writer holds: left by a writer
+    cut short, or put there): it refuses to read the file read-only until it is rolled back."""
+    if not neighbours(path).journal_bytes:
+        return False
+    from kit.index.reader import connect_readonly, is_rollback_needed
+
+    try:
+        con = connect_readonly(path, check_neighbours=False)
+    except sqlite3.Error:
+        return False
+    try:
+        con.execute("PRAGMA schema_version").fetchone()
+        return False
+    except sqlite3.OperationalError as exc:
+        return is_rollback_needed(exc)
+    finally:
+        con.close()
+
+
+def _try_rollback(path: Path) -> None:
+    """Roll the hot journal back on a private copy first: UsageError, with the file and the journal
+    left as they are, when the file it makes is not an index of the kit (a journal another program
+    left, or one put there to plant a trigger: rolled back, it would be part of the file)."""
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="kit-index-") as tmp:
+        copy = Path(tmp) / path.name
+        shutil.copyfile(path, copy)
+        shutil.copyfile(f"{path}-journal", f"{copy}-journal")
+        con = connect(str(copy))
+        try:
+            check_file(con, path)
+        except UsageError as exc:
+            raise UsageError(
+                exc.message.replace("; refused", f", once {path}-journal beside it is rolled back into it; refused"),
+                remedy=f"{path}-journal was not left by the kit: move it away, then run the command again.") from None
+        finally:
+            con.close()
+
+
+def open_index(path: str | Path, create: bool = False, said: list | None = None) -> sqlite3.Connection:
+    """A connection to write the index at ``path``, checked. ``create``: make a new index there if
+    there is no file (``kit index add``; an empty file is refused, as any file that is not an index).
+    Opening it rolls back a hot journal a writer cut short left (once a private copy shows what it
+    makes is still the kit's index) and updates an older schema; ``said`` gets a line for each."""
+    path = Path(path)
+    exists = check_path(path, create)
+    n = neighbours(path)
+    if exists and n.wal_present and not n.wal_mode:
+        raise _stray_wal(path)
+    hot = exists and _journal_is_hot(path)
+    if hot:
+        _try_rollback(path)
+    try:
+        if not exists:
+            _make(path)
+        con = connect(str(path))
+        version = check_file(con, path)  # its first read rolls a hot journal back
+        if hot and said is not None:
+            said.append(f"{path}: rolled back {path}-journal, left by a writer that was cut short "
+                        "(its last batch is undone, as SQLite does).")
+        check_count(con, path)
+        check_rows(con, path)
         if version < SCHEMA_VERSION:
-            _migrate(con, path, version)
+            done = _migrate(con, path, version)
+            if done and said is not None:
+                said.append(f"{path}: {done}.")
     except sqlite3.OperationalError as exc:
         raise KitError(f"{path}: cannot open the index ({exc}).",
                        remedy="Check the file's permissions and that its folder can be written (SQLite writes a journal beside it).") from None
     except sqlite3.DatabaseError as exc:
-        raise _not_ours(path, f"not a usable SQLite database ({exc})") from None
+        raise not_ours(path, f"not a usable SQLite database ({exc})") from None
     return con
+
+
+def _stray_wal(path: Path) -> UsageError:
+    """A ``-wal`` file beside an index in rollback-journal mode: SQLite would read its transactions
+    as the index's and write them into the file; neither SQLite nor the kit leaves one there."""
+    return UsageError(
+        f"{path}: a WAL file lies beside it ({path}-wal), which SQLite would read as part of the index and "
+        "write into it, though the index is in rollback-journal mode (the kit never leaves one); refused "
+        "(nothing was written to it).",
+        remedy=f"Move {path}-wal away (the index file itself is whole), then run the command again.")

@@ -36,10 +36,12 @@ import zlib
 from array import array
 from math import fsum, isfinite
 
+from kit.bundle import safe_json
 from kit.bundle.safe_open import DEFAULT_LIMITS
 from kit.compare.figures import CellFigures, RunFigures
 from kit.results.method import method_of
 from kit.compare.stats import NOT_SIGNIFICANT, ONE_REPEAT, SIGNIFICANT, RatioEstimate, Sample
+from kit.facts import plausible
 from kit.results.explain import KINDS
 
 FORMAT = 5
@@ -146,26 +148,41 @@ def _text(v, what: str):
     raise Damaged(f"{what} is not text")
 
 
+#: the range of each kind of number a cell holds (kit.facts.plausible: what a bundle may hold); a
+#: ratio of two throughputs lies between the smallest over the largest and the largest over the smallest
+_TP = (plausible.MIN_THROUGHPUT, plausible.MAX_THROUGHPUT)
+_EP = (plausible.MIN_SECONDS, plausible.MAX_SECONDS)
+_RATIO = (_TP[0] / _TP[1], _TP[1] / _TP[0])
+
+
+def _inside(values, bounds: tuple) -> bool:
+    return not values or (bounds[0] <= min(values) and max(values) <= bounds[1])
+
+
 def _impossible(tp_values: list, ep_values: list, samples: list, energy, medians: list, vs_fp32) -> str:
-    """What no run can produce, by the results schema's rule for times and rates
-    (kit.results.schema.check_cell: finite and above zero; a spread finite and not negative), or "".
-    The values are finite already (the caller's sum)."""
-    if (tp_values and min(tp_values) <= 0) or (ep_values and min(ep_values) <= 0):
-        return "a throughput or epoch time that is not above zero"
-    for i, s in enumerate(samples):
+    """What no run can produce, by the bounds a bundle's figures keep (kit.results.plausible: finite,
+    above zero and inside kit.facts.plausible's range; a spread finite, not negative and below the
+    range's top), or "". The values are finite already (the caller's sum)."""
+    if not _inside(tp_values, _TP) or not _inside(ep_values, _EP):
+        return "a throughput or epoch time outside what any device can measure"
+    for s, rng in zip(samples, (_TP, _EP, None)):
         if s is None:
             continue
         centre = (s.mean, s.median, s.min, s.max)
-        if not isfinite(fsum(centre) + s.sd) or s.sd < 0 or (i < 2 and min(centre) <= 0):
+        if not isfinite(fsum(centre) + s.sd) or s.sd < 0 or (rng is not None and not (
+                _inside(centre, rng) and s.sd <= rng[1])):
             return "a sample over the repeats that no run can produce"
-    if any(m is not None and not (isfinite(m) and m > 0) for m in medians):
-        return "a median that is not a finite number above zero"
-    if energy is not None and not (isfinite(energy) and energy >= 0):
-        return "an energy per epoch that is not a finite number of at least zero"
+    for m, rng in zip(medians, (_TP, _EP)):
+        if m is not None and not _inside([m], rng):  # NaN is inside no range
+            return "a median outside what any device can measure"
+    if energy is not None and not (isfinite(energy) and plausible.MIN_ENERGY_J <= energy <= plausible.MAX_ENERGY_J):
+        return "an energy per epoch outside what any device can measure"
     if vs_fp32 is not None:
         e = vs_fp32
-        if not (isfinite(e.ratio) and e.ratio > 0) or (e.p_value is not None and not 0 <= e.p_value <= 1) or any(
-                v is not None and v != v for v in (e.ci_low, e.ci_high, e.df, e.mean_ratio)):
+        if not (isfinite(e.ratio) and _RATIO[0] <= e.ratio <= _RATIO[1]) or (
+                e.p_value is not None and not 0 <= e.p_value <= 1) or any(
+                v is not None and not isfinite(v) for v in (e.ci_low, e.ci_high, e.mean_ratio)) or (
+                e.df is not None and e.df != e.df):
             return "a speedup over fp32 that no run can produce"
     return ""
 
@@ -264,7 +281,7 @@ def decode(blob: bytes) -> RunFigures:
     try:
         raw = inflate(blob)
         (size,) = struct.unpack_from("<I", raw)
-        doc = json.loads(raw[4:4 + size])
+        doc = safe_json.loads(raw[4:4 + size])
         packed = array("d")
         packed.frombytes(raw[4 + size:])
     except Damaged as exc:

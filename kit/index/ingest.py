@@ -36,8 +36,10 @@ from kit.bundle.envinfo import summarise_environment
 from kit.bundle.safe_open import ENV_NAME, RESULTS_NAME, open_bundle
 from kit.compare import measures
 from kit.compare.figures import run_figures
-from kit.errors import BundleError, KitError, UsageError
-from kit.index.db import check_schema_again
+from kit.errors import BundleError, KitError, SchemaError, UsageError
+from kit.index.bounds import MAX_RUNS, row_problem
+from kit.index.db import check_schema_again, open_index
+from kit.index.files import check_path
 from kit.index.figures_codec import encode
 from kit.index.runs import content_digest, stored_digest
 from kit.results import ratios
@@ -131,9 +133,10 @@ def _rows(path: Path, digest: str, size: int, bundle) -> tuple[tuple, list]:
     return row, list(cells.values())
 
 
-_INSERT = ("INSERT OR IGNORE INTO bundles (sha256, file_name, path, size_bytes, added_at, run_id, run_started, run_date,"
-           " status, interrupted, host, gpu, gpu_count, driver, stack, torch, kit, n_cells, results_z, env_z, figures_z)"
-           " VALUES (" + ", ".join("?" * 21) + ")")
+_COLUMNS = ("sha256", "file_name", "path", "size_bytes", "added_at", "run_id", "run_started", "run_date", "status",
+            "interrupted", "host", "gpu", "gpu_count", "driver", "stack", "torch", "kit", "n_cells", "results_z",
+            "env_z", "figures_z")
+_INSERT = f"INSERT OR IGNORE INTO bundles ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"
 
 
 def _same_runs(con: sqlite3.Connection, ready: list) -> dict:
@@ -152,17 +155,25 @@ def _same_runs(con: sqlite3.Connection, ready: list) -> dict:
 def _record(con: sqlite3.Connection, ready: list) -> None:
     """Insert verified bundles in one transaction (the write lock taken first, ``BEGIN IMMEDIATE``); a
     bundle another writer recorded meanwhile, or a copy of a recorded run (same run id, same
-    results.json and env.json: kit.index.runs), becomes "already in the index"."""
+    results.json and env.json: kit.index.runs), becomes "already in the index"; one past the most
+    runs an index holds (kit.index.bounds.MAX_RUNS) is refused."""
     try:
         con.execute("BEGIN IMMEDIATE")
         try:
             check_schema_again(con)  # the schema checked on opening may have changed since
             recorded = _same_runs(con, ready)
+            room = MAX_RUNS - con.execute("SELECT count(*) FROM bundles").fetchone()[0]
             for r in ready:
                 same = recorded.get((r.row[5], r.content))
                 if same is not None:
                     r.outcome.outcome, r.outcome.reason = PRESENT, f"the same run as {same} (same run id and results): nothing to do"
                     continue
+                if room <= 0:
+                    r.outcome.outcome, r.outcome.exit_code = REFUSED, UsageError.exit_code
+                    r.outcome.reason = (f"the index holds {MAX_RUNS:,} runs, the most an index holds; "
+                                        "add it to another index")
+                    continue
+                room -= 1
                 cur = con.execute(_INSERT, r.row)
                 if cur.rowcount == 0:
                     r.outcome.outcome, r.outcome.reason = PRESENT, "recorded meanwhile (given twice, or by another writer): nothing to do"
@@ -236,11 +247,19 @@ def prepare(path: Path, known: frozenset | None = None):
         if _sha256(path) != digest:
             raise BundleError(f"{path.name} changed while it was being added; add it again once it is complete.")
         row, cells = _rows(path, digest, size, bundle)
+        problem = row_problem(dict(zip(_COLUMNS, row)), cells)
+        if problem:
+            raise SchemaError(f"{path.name}: {problem}.")
         content = content_digest(bundle.files[RESULTS_NAME], _env_bytes(bundle))
     except KitError as exc:
         return AddOutcome(path, REFUSED, exc.message, exc.exit_code)
     except OSError as exc:
         return AddOutcome(path, REFUSED, f"{path}: cannot be read ({exc.strerror or exc}).", UsageError.exit_code)
+    except (ArithmeticError, ValueError, TypeError, RecursionError) as exc:
+        # no bundle the verifier passes should get here; if one does, it is refused alone, named,
+        # and the others are still added
+        return AddOutcome(path, REFUSED, f"{path.name}: the kit could not record it ({type(exc).__name__}: {exc}); "
+                                         "please report this with the bundle.", KitError.exit_code)
     return _Ready(AddOutcome(path, ADDED, "", 0, digest), row, cells, content)
 
 
@@ -250,21 +269,26 @@ BATCH_BUNDLES, BATCH_SECONDS = 50, 1.0
 PARALLEL_FROM = 16
 
 
-def add_bundles(con: sqlite3.Connection, paths: Iterable[Path],
-                on_outcome: Optional[Callable[[AddOutcome], None]] = None, jobs: int = 1) -> list[AddOutcome]:
+def add_bundles(con: Optional[sqlite3.Connection], paths: Iterable[Path],
+                on_outcome: Optional[Callable[[AddOutcome], None]] = None, jobs: int = 1,
+                make: Optional[Callable[[], sqlite3.Connection]] = None) -> list[AddOutcome]:
     """Verify and record each bundle. Bundles are verified before the write lock is taken (by
     ``jobs`` worker processes when there are many) and recorded in batches, one transaction each,
     so a writer holds the lock only for the inserts. ``on_outcome`` sees each outcome once it is
-    final (an added bundle once its transaction committed). Outcomes are in the order given."""
+    final (an added bundle once its transaction committed). Outcomes are in the order given.
+    ``con`` None: the index does not exist yet, and ``make()`` makes it when the first verified
+    bundle is recorded (the caller closes what it returns: see :func:`add_to`)."""
     paths = [Path(p) for p in paths]
-    known = frozenset(r[0] for r in con.execute("SELECT sha256 FROM bundles"))
+    known = frozenset(r[0] for r in con.execute("SELECT sha256 FROM bundles")) if con is not None else frozenset()
     outcomes: list = [None] * len(paths)
     batch: list = []
     last = time.monotonic()
 
     def flush() -> None:
-        nonlocal batch, last
+        nonlocal batch, last, con
         if batch:
+            if con is None:
+                con = make()
             _record(con, [r for _, r in batch])
             for i, r in batch:
                 _done(i, r.outcome)
@@ -306,6 +330,30 @@ def add_bundles(con: sqlite3.Connection, paths: Iterable[Path],
             take(i, prepare(p, known))
     flush()
     return outcomes
+
+
+def add_to(index: Path, paths: Iterable[Path], on_outcome: Optional[Callable[[AddOutcome], None]] = None,
+           jobs: int = 1, said: Optional[list] = None) -> tuple[list[AddOutcome], bool]:
+    """`kit index add`: verify each bundle and record it in the index file ``index``, which is
+    opened for writing first (checked; a journal a writer cut short left is rolled back and an
+    older schema updated, each said in ``said``). A new index is made only when the first verified
+    bundle is recorded: nothing is made when nothing is added. The outcomes, and whether the index
+    exists at the end."""
+    index = Path(index)
+    con = open_index(index, said=said) if check_path(index, create=True) else None
+    made: list = []
+
+    def make() -> sqlite3.Connection:
+        made.append(open_index(index, create=True, said=said))
+        return made[0]
+
+    try:
+        outcomes = add_bundles(con, paths, on_outcome, jobs, make)
+    finally:
+        for c in [con, *made]:
+            if c is not None:
+                c.close()
+    return outcomes, con is not None or bool(made)
 
 
 def add_one(con: sqlite3.Connection, path: Path) -> AddOutcome:

@@ -15,7 +15,6 @@ results.json is read from the index only if a view asks for it (the HTML page's 
 from __future__ import annotations
 
 import calendar
-import json
 import sqlite3
 import time
 from dataclasses import dataclass, field
@@ -26,8 +25,11 @@ from kit.bundle.inert import inert
 from kit.compare.load import Source, _label
 from kit.compare.stats import RatioEstimate, Sample, ratio_estimate
 from kit.errors import SchemaError, UsageError
-from kit.index.db import connect
+from kit.bundle import safe_json
+from kit.facts import plausible
+from kit.index.bounds import MAX_REPEATS, check_cells
 from kit.index.figures_codec import Damaged, decode, inflate
+from kit.index.reader import connect_readonly, open_reader
 from kit.index.runs import left_out
 from kit.results import ratios
 from kit.results.method import method_change
@@ -134,14 +136,16 @@ def _results_loader(index_path: str, bundle_id: int, label: str):
     """Reads one run's results.json from the index when a view asks for it (the per-run charts of the
     HTML page): a connection of its own, the schema's check, the index's error for a damaged copy."""
     def load() -> RunResults:
-        con = connect(f"file:{index_path}?mode=ro", uri=True)
+        con = connect_readonly(Path(index_path))
         try:
             (results_z,) = con.execute("SELECT results_z FROM bundles WHERE id = ?", (bundle_id,)).fetchone()
+        except MemoryError:  # larger than SQLite may load (kit.index.bounds): no copy the kit stores
+            raise _damaged(label, ValueError("larger than the kit stores")) from None
         finally:
             con.close()
         try:
-            obj = json.loads(inflate(results_z))
-        except ValueError as exc:  # Damaged included
+            obj = safe_json.loads(inflate(results_z))
+        except ValueError as exc:  # Damaged, TooLarge and UnicodeDecodeError included
             raise _damaged(label, exc) from None
         return RunResults.from_dict(obj, source=f"{label} (results.json)")
     return load
@@ -157,8 +161,8 @@ def _source(i: int, row: tuple, index_path: str) -> Source:
     label = inert(file_name)
     try:
         figures = decode(figures_z)
-        env = json.loads(inflate(env_z))
-    except ValueError as exc:  # Damaged included
+        env = safe_json.loads(inflate(env_z))
+    except ValueError as exc:  # Damaged, TooLarge and UnicodeDecodeError included
         raise _damaged(label, exc) from None
     src = Source(i, _label(i), Path(path), "index", None, env if isinstance(env, dict) else {}, None,
                  bool(interrupted), figures, _results_loader(index_path, bundle_id, f"{label} (index)"))
@@ -194,16 +198,11 @@ def sources(con: sqlite3.Connection, flt: Optional[Filter] = None, baseline: Opt
     if len(runs) < 2:
         raise UsageError(f"compare needs at least two runs; the index has {len(runs)} matching the filters.",
                          remedy="Loosen --where/--since/--host, or see what is there: kit index list")
-    ids = [r["id"] for r in runs]
-    blobs: dict = {}
-    for start in range(0, len(ids), 500):  # SQLite's limit on bound parameters
-        chunk = ids[start:start + 500]
-        for row in con.execute(
-                f"SELECT id, file_name, path, figures_z, env_z, interrupted FROM bundles WHERE id IN ({', '.join('?' * len(chunk))})",
-                chunk):
-            blobs[row[0]] = row
     index_path = con.execute("PRAGMA database_list").fetchone()[2]
-    return [_source(i, blobs[bid], index_path) for i, bid in enumerate(ids)]
+    # one run's blobs at a time: read, decoded and dropped before the next (each is bounded,
+    # kit.index.bounds; all of them at once would be the sum)
+    return [_source(i, con.execute("SELECT id, file_name, path, figures_z, env_z, interrupted FROM bundles "
+                                   "WHERE id = ?", (r["id"],)).fetchone(), index_path) for i, r in enumerate(runs)]
 
 
 def comparison(index: Path, where: Iterable[str] = (), since: Optional[str] = None, host: Optional[str] = None,
@@ -211,10 +210,9 @@ def comparison(index: Path, where: Iterable[str] = (), since: Optional[str] = No
     """`kit compare --index`: the comparison (kit.compare.engine.Comparison) of the runs of the index
     file ``index`` that match the filters, from the index alone."""
     from kit.compare.engine import build_comparison
-    from kit.index.db import open_index
 
     flt = make_filter(where or (), since, host)
-    con = open_index(index)
+    con = open_reader(index)
     try:
         srcs = sources(con, flt, baseline)
     finally:
@@ -269,6 +267,7 @@ def history(con: sqlite3.Connection, host: str, min_change_pct: float = 5.0,
     q = "SELECT bundle_id, cell_id, status, unit, throughput_median, throughput_json FROM cells WHERE bundle_id IN ({})"
     rows: list = []
     ids = list(by_id)
+    check_cells(con, Path(con.execute("PRAGMA database_list").fetchone()[2]), ids)
     for start in range(0, len(ids), 500):
         chunk = ids[start:start + 500]
         rows.extend(con.execute(q.format(", ".join("?" * len(chunk))), chunk).fetchall())
@@ -276,8 +275,8 @@ def history(con: sqlite3.Connection, host: str, min_change_pct: float = 5.0,
     per_cell: dict = {}
     for bundle_id, cid, status, unit, median, values in rows:
         try:
-            values = json.loads(values)
-            if type(cid) is not str or cid.count("/") < 3 or type(values) is not list or type(status) is not str:
+            values = _repeats(values)
+            if type(cid) is not str or cid.count("/") < 3 or type(status) is not str:
                 raise ValueError("not a cell of the kit's form")
         except (TypeError, ValueError) as exc:  # the cells table is as untrusted as the rest of the file
             raise _damaged(inert(by_id[bundle_id]["file_name"]), exc) from None
@@ -309,6 +308,16 @@ def history(con: sqlite3.Connection, host: str, min_change_pct: float = 5.0,
             points.append(p)
         out.append(CellHistory(cid, unit, points))
     return runs, out
+
+
+def _repeats(text: str) -> list:
+    """A cell's per-repeat throughputs as stored (a JSON list), checked: at most MAX_REPEATS numbers,
+    each inside kit.facts.plausible's range; ValueError otherwise."""
+    values = safe_json.loads(text.encode("utf-8"), max_values=MAX_REPEATS + 1)
+    if type(values) is not list or any(type(v) not in (int, float) or not (
+            plausible.MIN_THROUGHPUT <= v <= plausible.MAX_THROUGHPUT) for v in values):
+        raise ValueError("its per-repeat throughputs are not numbers any device can measure")
+    return values
 
 
 def matching(cells: list[CellHistory], host: str, pattern: str) -> list[CellHistory]:

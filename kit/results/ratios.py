@@ -125,7 +125,10 @@ MAX_RATIO_DECIMALS = 9
 
 def ratio_digits(value: float, decimals: int = RATIO_DECIMALS) -> str:
     """A ratio's number in ``decimals`` decimals: ``2.45``. One that would read as zero there
-    (0.00042 in three: ``0.000``) keeps as many significant digits instead: ``0.000420``."""
+    (0.00042 in three: ``0.000``) keeps as many significant digits instead: ``0.000420``. One that
+    is no finite number (no figure the kit reads can make it) is ``—``, as :func:`fmt_ratio` has it."""
+    if not math.isfinite(value):
+        return "—"
     if value == 0 or abs(value) >= 0.5 * 10 ** -decimals:
         return "{:.{d}f}".format(value, d=decimals)
     places = decimals - 1 - math.floor(math.log10(abs(value)))

@@ -1,0 +1,104 @@
+"""Opening the index to read it: `kit compare --index`, `kit index list`, `kit index history` and
+their HTML and JSON views. A read never writes, neither the index nor anything beside it.
+
+How (docs/results-index.md, "How a read opens the index"):
+
+- The file is opened read-only through SQLite's URI, ``file:PATH?mode=ro``: SQLite opens it with
+  ``O_RDONLY``, so it cannot roll a journal back into it, checkpoint a WAL into it or migrate it.
+  SQLite's locks are kept, so a reader waits while a writer commits a batch and never sees half of
+  one (a reader opened ``immutable=1`` takes no lock and can, which is why that is not the default).
+- A **hot journal** beside it (one no writer holds: a writer was cut short, or the file was put
+  there) is what SQLite must roll back before the file can be read; read-only, it refuses
+  (``SQLITE_READONLY_ROLLBACK``), and so does the kit, in one line: the next `kit index add` rolls
+  it back, and says so (kit.index.db.open_index).
+- A **WAL file** beside it is refused before SQLite opens anything: read-only, SQLite would still
+  read its transactions as the index's and make a ``-shm`` file beside it. An index whose header
+  says WAL mode (someone switched it) with no WAL file beside it is read ``immutable=1``: with no
+  WAL file, every transaction is in the file itself, and SQLite then makes no ``-wal`` or ``-shm``.
+- An index of an **older schema** is refused with the command that updates it: migrating writes.
+- Then the limits of kit.index.bounds, before any row is read: the number of runs, and every
+  column of every row.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import urllib.parse
+from pathlib import Path
+
+from kit.errors import UsageError
+from kit.index.bounds import check_count, check_rows
+from kit.index.files import check_path, neighbours
+
+#: SQLITE_READONLY_ROLLBACK (sqlite3.h: SQLITE_READONLY | 3 << 8): a hot journal, a read-only connection
+READONLY_ROLLBACK = 776
+
+
+def is_rollback_needed(exc: sqlite3.Error) -> bool:
+    """Whether SQLite refused a read-only read because a hot journal must be rolled back first."""
+    code = getattr(exc, "sqlite_errorcode", None)  # Python 3.11+
+    return code == READONLY_ROLLBACK if code is not None else "readonly database" in str(exc)
+
+
+def _uri(path: Path, immutable: bool) -> str:
+    return f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro" + ("&immutable=1" if immutable else "")
+
+
+def connect_readonly(path: Path, check_neighbours: bool = True) -> sqlite3.Connection:
+    """A read-only connection to ``path`` (kit.index.db.connect's settings); UsageError for a WAL
+    file beside it (unless ``check_neighbours`` is off: the writer's probe for a hot journal)."""
+    from kit.index.db import _stray_wal, connect
+
+    n = neighbours(path)
+    if check_neighbours and n.wal_present:
+        raise _stray_wal(path) if not n.wal_mode else _wal_in_use(path)
+    return connect(_uri(path, immutable=n.wal_mode and not n.wal_present), uri=True)
+
+
+def _wal_in_use(path: Path) -> UsageError:
+    return UsageError(
+        f"{path}: the index is in WAL mode with a WAL file beside it ({path}-wal), whose transactions a read "
+        "would take as the index's (and write a -shm file beside it); refused (nothing was written to it).",
+        remedy="If a `kit index add` is running on this host, wait for it; else switch the index back to the kit's "
+               f"rollback journal on this host, with no other process using it: sqlite3 {path} 'PRAGMA journal_mode=DELETE'")
+
+
+def open_reader(path: str | Path) -> sqlite3.Connection:
+    """A read-only connection to the index at ``path``, checked (its identity and schema, the
+    limits of kit.index.bounds); UsageError (exit 2) for a file that is not an index of this kit's
+    schema, a hot journal or a WAL file beside it; SchemaError (exit 4) for a value the kit never
+    writes. Nothing is written, whatever the file."""
+    from kit.index.db import SCHEMA_VERSION, check_file
+
+    path = Path(path)
+    check_path(path, create=False)
+    con = connect_readonly(path)
+    try:
+        try:
+            con.execute("PRAGMA schema_version").fetchone()  # SQLite looks for a hot journal here
+        except sqlite3.OperationalError as exc:
+            if is_rollback_needed(exc):
+                raise _hot_journal(path) from None
+            raise
+        version = check_file(con, path)
+        if version < SCHEMA_VERSION:
+            raise UsageError(
+                f"{path}: a results index of schema v{version}; this kit reads v{SCHEMA_VERSION}, and updates an "
+                "older index only in a command that writes; refused (nothing was written to it).",
+                remedy=f"Update it once where it can be written: kit index add --index {path} "
+                       "(with no bundle, that only updates it); then read it again.")
+        check_count(con, path)
+        check_rows(con, path)
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def _hot_journal(path: Path) -> UsageError:
+    return UsageError(
+        f"{path}: a journal lies beside it ({path}-journal) that no writer holds: a `kit index add` was cut "
+        "short, or the file was put there; reading would roll it back into the index, which a read does not "
+        "do; refused (nothing was written to it).",
+        remedy=f"If a `kit index add` was cut short here, `kit index add --index {path}` rolls it back (and says "
+               "so); if you do not know where the journal came from, move it away.")
