@@ -155,7 +155,7 @@ EXIT_CODES: dict[int, str] = {
     1: "other kit error",
     2: "bad options or arguments",
     3: "data set missing, corrupt or not downloadable",
-    4: "results file or bundle in an unknown schema version, or malformed",
+    4: "results file, bundle or results index in an unknown schema version, or malformed (also figures no device can measure)",
     5: "bundle failed verification or was rejected as unsafe",
     6: "environment check failed (driver, GPU, container toolkit, or the benchmark stack is not installed or does not import)",
     7: "Docker engine unreachable, or an image build / container run failed",

@@ -146,6 +146,15 @@ def test_compare_of_many_bundles_refuses_the_bad_one_and_compares_the_rest(made,
     assert code == 4 and len(err.strip().splitlines()) == 2 and "1e+300 items/s" in err
 
 
+def test_compare_of_a_results_file_checks_the_same_bounds(made, tmp_path):
+    results = json.loads(bundle_members(made["bundles"][2])["results.json"])
+    _throughput(1e300)(results)
+    bad = tmp_path / "results.json"
+    bad.write_text(json.dumps(results))
+    code, peak, out, err = kit("compare", made["bundles"][0], bad)
+    assert code == 4 and "1e+300 items/s, above 1e+12 items/s" in err and "Traceback" not in err, err
+
+
 def _planted_figures(made: dict, tmp_path: Path, value: float) -> Path:
     """The clean index with the second run's throughputs replaced by ``value`` in its stored figures."""
     import dataclasses

@@ -374,13 +374,14 @@ def collect(sweep: Sweep, run: Optional[Runner] = None, ask_slurm: bool = True,
     The merged bundle and the comparison are written first: a task without a bundle (exit 8) or with
     one that fails verification (exit 5) never costs the others'."""
     con = None
+    said: list = []  # what opening the index to write did (a journal rolled back, the schema updated)
     if index is not None:
         from kit.index.db import open_index
 
-        con = open_index(index, create=True)  # a file that is not an index: exit 2 before any work
+        con = open_index(index, create=True, said=said)  # a file that is not an index: exit 2 before any work
     states = task_states(sweep, run, ask_slurm)
     good = [s.bundle for s in states if s.bundle is not None]
-    result = Collected(states)
+    result = Collected(states, notes=said)
     if con is not None:
         from kit.index.ingest import add_bundles
 

@@ -5,9 +5,10 @@ What makes a file the kit's index:
 - ``PRAGMA application_id`` is :data:`APPLICATION_ID` (SQLite's field for "which program's file
   is this", in the database header) and the ``meta`` table says ``application = mpkit results index``;
 - ``PRAGMA user_version`` is the schema version, :data:`SCHEMA_VERSION`. A file of a newer schema
-  is refused (a newer kit wrote it); an older one is migrated when it is opened, step by step
-  (:data:`MIGRATIONS`), in one transaction. A new index is made the same way: the first schema,
-  then every step.
+  is refused (a newer kit wrote it); an older one is migrated when a command that writes opens it
+  (:func:`open_index`; a read refuses it, kit.index.reader), step by step (:data:`MIGRATIONS`), in
+  one transaction, and the command says so. A new index is made the same way: the first schema,
+  then every step, under a temporary name, linked into place whole.
 
 Any other file (another program's database, a text file, a bundle given by mistake) is refused
 with one line (:class:`kit.errors.UsageError`, exit 2), and nothing is written to it. So is an

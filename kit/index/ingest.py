@@ -13,6 +13,12 @@ re-derives a run's figures.
 A bundle of a run already recorded under another tarball (same run id, same results.json and
 env.json: :mod:`kit.index.runs`) is "already in the index" too, so each run is recorded once.
 
+The index is opened to write first (kit.index.db.open_index: checked, a journal a writer cut short
+rolled back, an older schema migrated); a new index is made only when the first verified bundle is
+recorded (:func:`add_to`), so nothing is made when nothing is added. A bundle whose strings or
+cells go past the limits every read checks (kit.index.bounds.row_problem) is refused, named, so an
+index the kit made is always one it reads.
+
 Verified bundles are recorded in batches, one transaction each, taken with ``BEGIN IMMEDIATE`` (the
 write lock first, waiting for another writer up to the busy timeout), inside which the schema is
 checked again (another process may have changed it since the file was opened). Verification happens

@@ -10,6 +10,10 @@ The sources handed to the comparison are the objects ``kit compare`` builds from
 computed at ingest and stored by :mod:`kit.index.figures_codec`, checked as they are read) and its
 env.json, with the headline facts of :func:`kit.bundle.envinfo.summarise_environment`. A run's
 results.json is read from the index only if a view asks for it (the HTML page's per-run charts).
+
+Every read opens the index with kit.index.reader.open_reader, which never writes, and reads what
+kit.index.bounds allows: each run's blobs one at a time, a history's cells after counting and
+checking them, the JSON inside with kit.bundle.safe_json.
 """
 
 from __future__ import annotations
