@@ -63,7 +63,9 @@ def add(
     A bundle already in the index is a no-op; a refused one is listed with its reason and changes
     nothing, and the others are still added; a new index is made only when a bundle is added. Exit 0
     when none was refused, else the code `kit bundle verify` gives the first refused bundle (5 or 4;
-    2 for a path that is no file). The only other command that writes the index: reads never do."""
+    2 for a path that is no file). It is what writes an index (with `kit fleet slurm collect
+    --index`): rolling back a journal a writer cut short left, updating an older schema; a read never
+    does either."""
     from kit.index.ingest import expand, exit_code
 
     if not paths:
