@@ -356,6 +356,22 @@ def test_a_tampered_number_in_the_cells_is_refused_by_the_history_that_reads_the
     refused_by_every_read(index, 4, said, commands=(["index", "history", "--index", index, "--host", "fixture-node000"],))
 
 
+def test_a_damaged_page_found_while_reading_is_one_line(made, tmp_path):
+    index = _copy(made, tmp_path)
+    con = sqlite3.connect(index)
+    try:
+        pages = [p for (p,) in con.execute("SELECT pageno FROM dbstat WHERE name = 'bundles' ORDER BY pageno")]
+    except sqlite3.OperationalError:
+        pytest.skip("this SQLite has no dbstat table to find a page by")
+    size = con.execute("PRAGMA page_size").fetchone()[0]
+    con.close()
+    data = bytearray(index.read_bytes())
+    at = (pages[-1] - 1) * size
+    data[at:at + 300] = b"\xee" * 300
+    index.write_bytes(bytes(data))
+    refused_by_every_read(index, 4, "SQLite cannot read it (database disk image is malformed)")
+
+
 # ----------------------------------------------------------------------------- long strings, files that are not indexes
 def test_a_10000_character_host_name_with_escapes_is_refused_not_printed(made, tmp_path):
     index = _copy(made, tmp_path, "UPDATE bundles SET host = ? WHERE id = 1", params=("\x1b[31mX" * 2000,))

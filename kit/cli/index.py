@@ -141,14 +141,11 @@ def list_(
 ) -> None:
     """What the index holds: one line per run, in run-date order (the order compare uses)."""
     from kit.index.query import counts, list_runs, make_filter
-    from kit.index.reader import open_reader
+    from kit.index.reader import reading
 
     flt = make_filter(where or (), since, host)
-    con = open_reader(index)
-    try:
+    with reading(index) as con:
         runs, total = list_runs(con, flt, everything=True), counts(con)
-    finally:
-        con.close()
     output.show(lambda: _print_runs(index, runs, total, files),
                 json=lambda: json.dumps({"index": str(index), **total, "runs": runs}, indent=2) + "\n")
 
@@ -201,16 +198,13 @@ def history(
     ratio with a 95% CI, significant changes flagged)."""
     from kit.errors import UsageError
     from kit.index.query import history as run_history, make_filter, matching, summary
-    from kit.index.reader import open_reader
+    from kit.index.reader import reading
 
     if not 0 <= min_change < 100:
         raise UsageError("--min-change must be between 0 and 100 (percent).")
     flt = make_filter((), since, None)
-    con = open_reader(index)
-    try:
+    with reading(index) as con:
         runs, per_cell = run_history(con, host, min_change, flt)
-    finally:
-        con.close()
     shown = matching(per_cell, host, cells) if cells else []
     precisions, rows = summary(runs, per_cell)
     output.show(lambda: _print_history(host, runs, per_cell, shown, precisions, rows, min_change),

@@ -382,6 +382,7 @@ def _try_rollback(path: Path) -> None:
         con = connect(str(copy))
         try:
             check_file(con, path)
+            _check_content(con, path)  # what the real file will be, checked before it is touched
         except UsageError as exc:
             raise UsageError(
                 exc.message.replace("; refused", f", once {path}-journal beside it is rolled back into it; refused"),
@@ -403,6 +404,7 @@ def open_index(path: str | Path, create: bool = False, said: list | None = None)
     hot = exists and _journal_is_hot(path)
     if hot:
         _try_rollback(path)
+    con = None
     try:
         if not exists:
             _make(path)
@@ -411,18 +413,32 @@ def open_index(path: str | Path, create: bool = False, said: list | None = None)
         if hot and said is not None:
             said.append(f"{path}: rolled back {path}-journal, left by a writer that was cut short "
                         "(its last batch is undone, as SQLite does).")
-        check_count(con, path)
-        check_rows(con, path)
+        _check_content(con, path)
         if version < SCHEMA_VERSION:
             done = _migrate(con, path, version)
             if done and said is not None:
                 said.append(f"{path}: {done}.")
-    except sqlite3.OperationalError as exc:
+    except BaseException as exc:
+        if con is not None:
+            con.close()
+        _raise_open_error(path, exc)
+    return con
+
+
+def _check_content(con: sqlite3.Connection, path: Path) -> None:
+    """The limits of kit.index.bounds: the number of runs, every column of every run."""
+    check_count(con, path)
+    check_rows(con, path)
+
+
+def _raise_open_error(path: Path, exc: BaseException) -> None:
+    """Raise ``exc`` as the one line it is for a writer opening the index."""
+    if isinstance(exc, sqlite3.OperationalError):
         raise KitError(f"{path}: cannot open the index ({exc}).",
                        remedy="Check the file's permissions and that its folder can be written (SQLite writes a journal beside it).") from None
-    except sqlite3.DatabaseError as exc:
+    if isinstance(exc, sqlite3.DatabaseError):
         raise not_ours(path, f"not a usable SQLite database ({exc})") from None
-    return con
+    raise exc
 
 
 def _stray_wal(path: Path) -> UsageError:

@@ -33,7 +33,7 @@ from kit.bundle import safe_json
 from kit.facts import plausible
 from kit.index.bounds import MAX_REPEATS, check_cells
 from kit.index.figures_codec import Damaged, decode, inflate
-from kit.index.reader import connect_readonly, open_reader
+from kit.index.reader import connect_readonly, reading
 from kit.index.runs import left_out
 from kit.results import ratios
 from kit.results.method import method_change
@@ -216,11 +216,8 @@ def comparison(index: Path, where: Iterable[str] = (), since: Optional[str] = No
     from kit.compare.engine import build_comparison
 
     flt = make_filter(where or (), since, host)
-    con = open_reader(index)
-    try:
+    with reading(index) as con:
         srcs = sources(con, flt, baseline)
-    finally:
-        con.close()
     return build_comparison(srcs, allow_method_change)
 
 

@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import sqlite3
 import urllib.parse
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
-from kit.errors import UsageError
-from kit.index.bounds import check_count, check_rows
+from kit.errors import KitError, UsageError
+from kit.index.bounds import check_count, check_rows, damaged
 from kit.index.files import check_path, neighbours
 
 #: SQLITE_READONLY_ROLLBACK (sqlite3.h: SQLITE_READONLY | 3 << 8): a hot journal, a read-only connection
@@ -72,7 +74,10 @@ def open_reader(path: str | Path) -> sqlite3.Connection:
 
     path = Path(path)
     check_path(path, create=False)
-    con = connect_readonly(path)
+    try:
+        con = connect_readonly(path)
+    except sqlite3.Error as exc:
+        raise KitError(f"{path}: cannot open the index ({exc}).", remedy="Check that the file can be read.") from None
     try:
         try:
             con.execute("PRAGMA schema_version").fetchone()  # SQLite looks for a hot journal here
@@ -89,10 +94,33 @@ def open_reader(path: str | Path) -> sqlite3.Connection:
                        "(with no bundle, that only updates it); then read it again.")
         check_count(con, path)
         check_rows(con, path)
-    except BaseException:
+    except BaseException as exc:
         con.close()
+        if isinstance(exc, sqlite3.DatabaseError):
+            raise _unreadable(path, exc) from None
         raise
     return con
+
+
+def _unreadable(path: Path, exc: sqlite3.DatabaseError) -> KitError:
+    """An SQLite error while reading: a busy writer past the timeout (exit 1), or damage (exit 4)."""
+    if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+        return KitError(f"{path}: the index stayed locked by a writer ({exc}); nothing was read.",
+                        remedy="Run the command again once the `kit index add` that holds it has ended.")
+    return damaged(path, f"SQLite cannot read it ({exc})")
+
+
+@contextmanager
+def reading(path: str | Path) -> Iterator[sqlite3.Connection]:
+    """:func:`open_reader`, closed at the end; an SQLite error while the index is read (a damaged
+    page found past the first checks) is one line, as any damage."""
+    con = open_reader(path)
+    try:
+        yield con
+    except sqlite3.DatabaseError as exc:
+        raise _unreadable(Path(path), exc) from None
+    finally:
+        con.close()
 
 
 def _hot_journal(path: Path) -> UsageError:
