@@ -345,7 +345,10 @@ def _make(path: Path) -> None:
                 os.replace(tmp, path)
     finally:
         for leftover in (tmp, Path(f"{tmp}-journal")):
-            leftover.unlink(missing_ok=True)
+            try:
+                leftover.unlink()
+            except FileNotFoundError:
+                pass
 
 
 def _journal_is_hot(path: Path) -> bool:

@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional
 
+from kit.bundle import safe_json
 from kit.bundle.inert import inert
 from kit.compare.load import Source, _label
 from kit.compare.stats import RatioEstimate, Sample, ratio_estimate
 from kit.errors import SchemaError, UsageError
-from kit.bundle import safe_json
 from kit.facts import plausible
 from kit.index.bounds import MAX_REPEATS, check_cells
 from kit.index.figures_codec import Damaged, decode, inflate
@@ -145,6 +145,8 @@ def _results_loader(index_path: str, bundle_id: int, label: str):
             (results_z,) = con.execute("SELECT results_z FROM bundles WHERE id = ?", (bundle_id,)).fetchone()
         except MemoryError:  # larger than SQLite may load (kit.index.bounds): no copy the kit stores
             raise _damaged(label, ValueError("larger than the kit stores")) from None
+        except (sqlite3.Error, TypeError) as exc:  # a damaged page, a row gone since the index was checked
+            raise _damaged(label, ValueError(f"SQLite cannot read it: {exc}")) from None
         finally:
             con.close()
         try:
