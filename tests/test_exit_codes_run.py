@@ -8,6 +8,7 @@ sitecustomize in a folder first on PYTHONPATH), so no case trains anything.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -233,3 +234,27 @@ def test_a_bad_choice_says_what_is_wrong_without_the_parsers_internals(tmp_path)
     assert out.returncode == 2
     assert "'nope' is not one of 'cifar', 'lstm', 'gpt', 'all'" in out.stderr
     assert "Value error" not in out.stderr and "Traceback" not in out.stderr
+
+
+def test_the_resume_command_after_ctrl_c_works_when_pasted_into_a_shell(tmp_path):
+    """The `Continue with:` line after Ctrl-C, pasted into a shell as printed, resumes the run, also where
+    the results folder's path has spaces, a quote and letters beyond ASCII."""
+    results = tmp_path / "my results" / "Läufe 'Ω'"
+    env = _env(tmp_path, KIT_FAKE_BENCH_SIGNAL_AT="cifar/resnet34/fp32/torch", KIT_FAKE_BENCH_SIGNAL="SIGINT",
+               KIT_RESULTS_DIR=str(results))
+    out = kit(tmp_path, "run", *SMALL, env=env)
+    assert out.returncode == 130, out.stderr
+    (line,) = [line for line in out.stderr.splitlines() if "Continue with: " in line]
+    command = line.split("Continue with: ", 1)[1]
+    assert command.startswith("kit run --resume "), command
+    del env["KIT_FAKE_BENCH_SIGNAL_AT"]
+    # `kit` as the shell finds it on PATH: this Python's kit, run from the checkout
+    pasted = f'kit() {{ {shlex.quote(sys.executable)} -m kit "$@"; }}; {command}'
+    again = subprocess.run(["bash", "-c", pasted], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    run_dir = next(p for p in results.iterdir() if p.is_dir())
+    events = list(read_journal(run_dir / "journal.jsonl"))
+    assert [e["cell_id"] for e in events if e["event"] == "cell_end"] == ["cifar/resnet18/fp32/torch",
+                                                                          "cifar/resnet34/fp32/torch"]
+    assert events[-1]["event"] == "run_end" and events[-1]["status"] == "complete"
+
