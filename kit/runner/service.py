@@ -246,6 +246,26 @@ def _print_stdout(text: str) -> None:
     sys.stdout.flush()
 
 
+def export_bundle(run_dir: Path, out: Path | None = None) -> Path:
+    """`kit bundle export`: the bundle of the run folder ``run_dir`` (finished, or stopped: kit.report.export)
+    in ``out`` (default: beside it). A run folder that another process still writes (its lock,
+    kit.runner.lock) is refused (UsageError, exit 2): its bundle would hold only the cells finished so far,
+    labelled interrupted, while that run goes on and makes its own bundle at its end."""
+    from kit.errors import UsageError
+    from kit.report.export import export_run
+    from kit.runner.lock import RunLock
+
+    holder = RunLock(run_dir).writer()
+    if holder is not None:
+        pid, host = holder.get("pid", "unknown"), holder.get("host", "unknown")
+        raise UsageError(
+            f"run folder in use (pid {pid}, host {host}): {run_dir} is being written by a run that has not ended, so "
+            "a bundle of it now would hold only the cells finished so far, labelled interrupted; nothing was written.",
+            remedy=f"Wait for that run to end: it makes its own bundle. To stop it sooner, kill -TERM {pid} on {host}: it "
+                   "keeps its finished cells and makes their bundle.")
+    return export_run(run_dir, out if out is not None else Path(run_dir).resolve().parent)
+
+
 def show_plan(plan, done: dict, console, limit=None) -> None:
     """`kit run --dry-run`: the cells the run would measure (those a resumed run has left,
     ``done`` being its finished ones) and a rough duration, and with ``--time-limit`` (``limit``,
