@@ -258,3 +258,52 @@ def test_the_resume_command_after_ctrl_c_works_when_pasted_into_a_shell(tmp_path
                                                                           "cifar/resnet34/fp32/torch"]
     assert events[-1]["event"] == "run_end" and events[-1]["status"] == "complete"
 
+
+def _interrupt_when(mark: Path, proc: subprocess.Popen) -> tuple[str, str]:
+    """Ctrl-C ``proc`` once ``mark`` exists; its (stdout, stderr)."""
+    import signal
+    import time
+
+    deadline = time.monotonic() + 120
+    while not mark.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    return proc.communicate(timeout=120)
+
+
+def test_ctrl_c_during_the_start_up_checks_prints_one_line(tmp_path):
+    """Ctrl-C while `kit run` is still checking (here: importing the benchmark stack): exit 130, one line
+    on stderr, no traceback, nothing written (Typer turned it into exit 130 without a word)."""
+    mark = tmp_path / "importing"
+    env = _env(tmp_path, KIT_FAKE_BENCH_STARTUP_S="60", KIT_FAKE_BENCH_STARTUP_MARK=str(mark))
+    proc = subprocess.Popen([sys.executable, "-m", "kit", "run", *SMALL], cwd=tmp_path, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=sigint_as_from_a_terminal)
+    out, err = _interrupt_when(mark, proc)
+    assert proc.returncode == 130, err
+    assert err.splitlines() == ["interrupted (Ctrl-C)"], err
+    assert out == "" and not (tmp_path / "results").exists()
+
+
+def test_ctrl_c_while_the_kit_itself_is_being_imported_prints_one_line(tmp_path):
+    """Ctrl-C in the first moments of `python -m kit` (the command line's own modules still loading, which
+    takes seconds on a slow disk: here an import made slow on purpose): exit 130 and one line, as later."""
+    mark = tmp_path / "importing"
+    slow = tmp_path / "slow-import"
+    slow.mkdir()
+    (slow / "sitecustomize.py").write_text(
+        "import os, sys, time\n"
+        "class _Slow:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'kit.cli.main':\n"
+        f"            open({str(mark)!r}, 'w').close()\n"
+        "            time.sleep(60)\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, _Slow())\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(slow), str(REPO)]))
+    proc = subprocess.Popen([sys.executable, "-m", "kit", "--version"], cwd=tmp_path, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=sigint_as_from_a_terminal)
+    out, err = _interrupt_when(mark, proc)
+    assert proc.returncode == 130, err
+    assert err.splitlines() == ["interrupted (Ctrl-C)"], err
+    assert out == ""
