@@ -16,9 +16,12 @@
 #      stack, not of three; the free space is printed before each):
 #      a. the cpu stack: its image, `kit launch`, `docker compose up bench`, and the
 #         engine error messages
-#      b. the cuda10 stack (Apex 241dd6c4 from ../shared): launch, Compose, in-image Apex checks
+#      b. the cuda10 stack (Apex 241dd6c4 from KIT_CI_APEX_DIR): launch, Compose, in-image Apex checks
 #      c. the cuda12 stack (the main job's) on the local Ubuntu 24.04 with Apex 25.01:
 #         built on its own first, timed, with its size said; then its tests
+#      d. the cuda12 stack as a fresh clone without a local Apex copy runs it: built with
+#         --no-apex, and `kit launch --no-apex` on an engine without the image (its tests
+#         but the broken-download one, which does not depend on Apex)
 #
 # Each phase prints how long it took; the closing note repeats the cuda12 build
 # time and image size. Environment knobs:
@@ -246,6 +249,16 @@ phase "container tests: the cuda12 stack (the main job's image, Apex 25.01)"
 "${PYTEST[@]}" tests/containers/test_cuda12_stack.py
 disk_free
 phase_done
+
+# What a user without GitHub and without a local Apex copy runs (`kit launch --no-apex`): the
+# tests above then take their no-Apex branches. Where no snapshot was found, they just did.
+if [ -n "${KIT_TEST_CUDA12_APEX_SRC:-}" ]; then
+    phase "container tests: the cuda12 stack without a local Apex copy (kit image build / kit launch --no-apex)"
+    disk_free
+    env -u KIT_TEST_CUDA12_APEX_SRC "${PYTEST[@]}" tests/containers/test_cuda12_stack.py -k "not breaks_off"
+    disk_free
+    phase_done
+fi
 
 echo
 echo "ci_containers: cuda12 image $CUDA12_TAG: built in $CUDA12_BUILD_S s (from an empty layer cache unless the engine had it), $CUDA12_SIZE"

@@ -1,6 +1,6 @@
 """fp16-master's loss scaling against Apex's own DynamicLossScaler (apex/fp16_utils/loss_scaler.py
-of commit 241dd6c4, the Apex the 2019 article's example used), loaded from the snapshot in
-../shared/vendor/apex. The same checks run inside the cuda10 image against its installed
+of commit 241dd6c4, the Apex the 2019 article's example used), loaded from that commit's source
+(tests/fixtures/originals.py says where it is looked for). The same checks run inside the cuda10 image against its installed
 Apex (tests/containers/apex_cpu_checks.py, by the container job)."""
 
 from __future__ import annotations
@@ -12,12 +12,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SNAPSHOT = ROOT.parent / "shared" / "vendor" / "apex" / "apex-241dd6c4.tar.gz"
 sys.path.insert(0, str(ROOT / "tests" / "containers"))
 import apex_cpu_checks  # noqa: E402
 from fixtures.modules import load_file  # noqa: E402
+from fixtures.originals import apex_archive, missing_apex  # noqa: E402
 
-pytestmark = pytest.mark.skipif(not SNAPSHOT.is_file(), reason="optional oracle test: needs ../shared/vendor/apex (as on the project's machines and in CI)")
+SNAPSHOT = apex_archive("241dd6c4")
+pytestmark = pytest.mark.skipif(not SNAPSHOT.is_file(), reason=missing_apex("241dd6c4"))
 
 
 @pytest.fixture(scope="module")

@@ -129,3 +129,68 @@ def test_show_lists_skipped_cells_with_their_reason(tmp_path):
     r = runner.invoke(app, ["bundle", "show", str(bundle)], env={"COLUMNS": "200"})
     assert r.exit_code == 0
     assert "skipped" in r.output and "Apex is not installed [fixture]" in r.output
+
+
+def _files(folder: Path) -> dict:
+    return {p.relative_to(folder): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_export_of_a_run_folder_that_a_run_still_writes_is_refused_with_the_reason(tmp_path, capsys, monkeypatch):
+    """`kit bundle export` of a run folder whose run has not ended (another process holds its lock):
+    exit 2 naming the process, nothing written; once that run has ended, the export works."""
+    import subprocess
+    import sys
+
+    from fixtures.cli import run_main
+
+    run = make_run_dir(tmp_path / "runs", make_results(standard_cells()[:2], make_env(), status="running"),
+                       finish_journal=False)
+    before = _files(run)
+    hold = ("import sys\nfrom kit.runner.lock import RunLock\nlock = RunLock(sys.argv[1]).acquire()\n"
+            "print('locked', flush=True)\nsys.stdin.read()\nlock.release()\n")
+    repo = str(Path(__file__).resolve().parents[1])
+    holder = subprocess.Popen([sys.executable, "-c", hold, str(run)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True, cwd=repo)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        code, out, err = run_main(["bundle", "export", str(run), "--out", str(tmp_path / "out")], capsys, monkeypatch)
+    finally:
+        holder.stdin.close()
+        holder.wait(30)
+    assert code == 2, err
+    assert f"run folder in use (pid {holder.pid}," in err and "labelled interrupted" in err, err
+    assert f"kill -TERM {holder.pid}" in err and "Traceback" not in err and out == ""
+    assert not (tmp_path / "out").exists()
+    assert _files(run) == before  # (the lock file went with its holder)
+    code, out, err = run_main(["bundle", "export", str(run), "--out", str(tmp_path / "out")], capsys, monkeypatch)
+    assert code == 0, err
+    assert Path(out.strip()).name.endswith(".interrupted.tar.gz")
+
+
+def test_export_into_a_folder_that_cannot_be_written_exits_2_with_what_to_do(tmp_path, capsys, monkeypatch):
+    """A read-only output folder (a read-only mount: EROFS, which root meets too) is the folder given,
+    not the kit: exit 2, one line and what to do, nothing written, as `kit run --results-dir` says."""
+    import errno
+    import tempfile
+
+    from fixtures.cli import run_main
+    from kit.results import atomic
+
+    run = _run(tmp_path)
+    before = _files(run)
+    read_only = tmp_path / "read-only"
+    read_only.mkdir()
+    real_mkstemp = tempfile.mkstemp
+
+    def mkstemp(*args, dir=None, **kw):
+        if dir is not None and Path(dir) == read_only:
+            raise OSError(errno.EROFS, "Read-only file system")
+        return real_mkstemp(*args, dir=dir, **kw)
+
+    monkeypatch.setattr(atomic.tempfile, "mkstemp", mkstemp)
+    code, out, err = run_main(["bundle", "export", str(run), "--out", str(read_only)], capsys, monkeypatch)
+    assert code == 2, err
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and "cannot write the bundle to" in lines[0] and "Read-only file system" in lines[0], err
+    assert "what to do: Give --out a folder you can write in" in err and "Traceback" not in err and out == ""
+    assert list(read_only.iterdir()) == [] and _files(run) == before

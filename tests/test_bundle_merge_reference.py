@@ -32,10 +32,22 @@ def test_an_unknown_reference_names_the_known_ones():
         reference_bundles("no-such-machine")
 
 
-def test_merging_a_bundle_with_itself_is_refused_because_cells_repeat(tmp_path):
+def test_merging_a_bundle_with_itself_says_the_same_bundle_was_given_twice(tmp_path):
+    """`kit bundle merge X X` (or X and a path to the same file, or X and a copy of it) names the
+    mistake, not the first cell the two share."""
+    import os
+    import shutil
+
     [ref] = reference_bundles("h200")
-    with pytest.raises(UsageError, match="in both"):
-        merge_bundles([ref, ref], tmp_path)
+    (tmp_path / "link.tar.gz").symlink_to(ref)
+    shutil.copy(ref, tmp_path / "copy.tar.gz")
+    os.link(shutil.copy(ref, tmp_path / "a.tar.gz"), tmp_path / "b.tar.gz")
+    for pair in ([ref, ref], [ref, tmp_path / "link.tar.gz"], [tmp_path / "a.tar.gz", tmp_path / "b.tar.gz"],
+                 [ref, tmp_path / "copy.tar.gz"]):
+        with pytest.raises(UsageError, match="the same bundle was given twice") as err:
+            merge_bundles(pair, tmp_path / "out")
+        assert err.value.remedy == "Give each bundle once."
+    assert not (tmp_path / "out").exists()
 
 
 def test_compare_against_the_reference_from_the_command_line(tmp_path):

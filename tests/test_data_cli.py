@@ -100,3 +100,13 @@ def test_info_on_an_empty_folder_lists_names_and_checksums(workdir, capsys):
     code, out, _err = _run(["data", "info"], capsys)
     assert code == 0
     assert "cifar-100-python.tar.gz: missing" in out and CIFAR100.md5 in out and WIKITEXT2.md5 in out
+
+
+def test_a_failed_offline_fetch_leaves_no_empty_data_folder(workdir, monkeypatch, capsys):
+    """`kit data fetch` offline in a folder without ./data: exit 3, and no empty ./data left behind."""
+    monkeypatch.setenv("KIT_DATA_MIRRORS", _closed_port_mirror())
+    monkeypatch.delenv("KIT_DATA_DIR", raising=False)
+    assert not (workdir / "data").exists()
+    code, _out, err = _run(["data", "fetch", "cifar100", "--quiet"], capsys)
+    assert code == 3, err
+    assert not (workdir / "data").exists()

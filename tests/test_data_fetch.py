@@ -272,3 +272,23 @@ def test_a_missing_data_file_is_reported_missing(tmp_path):
     from kit.data.service import describe, fetch_reason
 
     assert fetch_reason(describe(tmp_path, "cifar100", "real")) == f"cifar100: not in {tmp_path} yet; fetching it"
+
+
+def test_a_failed_fetch_leaves_no_empty_data_folder_behind(tmp_path, payload):
+    """Offline, the folders made for the download go again (the data folder and a missing parent);
+    a folder that was there before stays, and so does anything in it."""
+    data, facts = payload
+    made = tmp_path / "new" / "data"
+    with pytest.raises(DownloadError) as err:
+        fetch_file(facts, made, opener=opener_serving({}), progress=False)
+    assert not (tmp_path / "new").exists()
+    assert str(made) in err.value.message and "make the folder first" in err.value.message
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    with pytest.raises(DownloadError):
+        fetch_file(facts, kept / "data", opener=opener_serving({}), progress=False)
+    assert kept.is_dir() and not (kept / "data").exists()
+    with pytest.raises(KeyboardInterrupt):  # Ctrl-C during the download: the same
+        fetch_file(facts, tmp_path / "cut", opener=opener_serving({facts.mirrors[0]: data}, fail_after=10,
+                                                                   exc=KeyboardInterrupt()), progress=False)
+    assert not (tmp_path / "cut").exists()

@@ -8,6 +8,7 @@ sitecustomize in a folder first on PYTHONPATH), so no case trains anything.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -233,3 +234,76 @@ def test_a_bad_choice_says_what_is_wrong_without_the_parsers_internals(tmp_path)
     assert out.returncode == 2
     assert "'nope' is not one of 'cifar', 'lstm', 'gpt', 'all'" in out.stderr
     assert "Value error" not in out.stderr and "Traceback" not in out.stderr
+
+
+def test_the_resume_command_after_ctrl_c_works_when_pasted_into_a_shell(tmp_path):
+    """The `Continue with:` line after Ctrl-C, pasted into a shell as printed, resumes the run, also where
+    the results folder's path has spaces, a quote and letters beyond ASCII."""
+    results = tmp_path / "my results" / "Läufe 'Ω'"
+    env = _env(tmp_path, KIT_FAKE_BENCH_SIGNAL_AT="cifar/resnet34/fp32/torch", KIT_FAKE_BENCH_SIGNAL="SIGINT",
+               KIT_RESULTS_DIR=str(results))
+    out = kit(tmp_path, "run", *SMALL, env=env)
+    assert out.returncode == 130, out.stderr
+    (line,) = [line for line in out.stderr.splitlines() if "Continue with: " in line]
+    command = line.split("Continue with: ", 1)[1]
+    assert command.startswith("kit run --resume "), command
+    del env["KIT_FAKE_BENCH_SIGNAL_AT"]
+    # `kit` as the shell finds it on PATH: this Python's kit, run from the checkout
+    pasted = f'kit() {{ {shlex.quote(sys.executable)} -m kit "$@"; }}; {command}'
+    again = subprocess.run(["bash", "-c", pasted], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    run_dir = next(p for p in results.iterdir() if p.is_dir())
+    events = list(read_journal(run_dir / "journal.jsonl"))
+    assert [e["cell_id"] for e in events if e["event"] == "cell_end"] == ["cifar/resnet18/fp32/torch",
+                                                                          "cifar/resnet34/fp32/torch"]
+    assert events[-1]["event"] == "run_end" and events[-1]["status"] == "complete"
+
+
+def _interrupt_when(mark: Path, proc: subprocess.Popen) -> tuple[str, str]:
+    """Ctrl-C ``proc`` once ``mark`` exists; its (stdout, stderr)."""
+    import signal
+    import time
+
+    deadline = time.monotonic() + 120
+    while not mark.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    return proc.communicate(timeout=120)
+
+
+def test_ctrl_c_during_the_start_up_checks_prints_one_line(tmp_path):
+    """Ctrl-C while `kit run` is still checking (here: importing the benchmark stack): exit 130, one line
+    on stderr, no traceback, nothing written (Typer turned it into exit 130 without a word)."""
+    mark = tmp_path / "importing"
+    env = _env(tmp_path, KIT_FAKE_BENCH_STARTUP_S="60", KIT_FAKE_BENCH_STARTUP_MARK=str(mark))
+    proc = subprocess.Popen([sys.executable, "-m", "kit", "run", *SMALL], cwd=tmp_path, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=sigint_as_from_a_terminal)
+    out, err = _interrupt_when(mark, proc)
+    assert proc.returncode == 130, err
+    assert err.splitlines() == ["interrupted (Ctrl-C)"], err
+    assert out == "" and not (tmp_path / "results").exists()
+
+
+def test_ctrl_c_while_the_kit_itself_is_being_imported_prints_one_line(tmp_path):
+    """Ctrl-C in the first moments of `python -m kit` (the command line's own modules still loading, which
+    takes seconds on a slow disk: here an import made slow on purpose): exit 130 and one line, as later."""
+    mark = tmp_path / "importing"
+    slow = tmp_path / "slow-import"
+    slow.mkdir()
+    (slow / "sitecustomize.py").write_text(
+        "import os, sys, time\n"
+        "class _Slow:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'kit.cli.main':\n"
+        f"            open({str(mark)!r}, 'w').close()\n"
+        "            time.sleep(60)\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, _Slow())\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(slow), str(REPO)]))
+    proc = subprocess.Popen([sys.executable, "-m", "kit", "--version"], cwd=tmp_path, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=sigint_as_from_a_terminal)
+    out, err = _interrupt_when(mark, proc)
+    assert proc.returncode == 130, err
+    assert err.splitlines() == ["interrupted (Ctrl-C)"], err
+    assert out == ""

@@ -1,4 +1,4 @@
-"""Issue 46's targets, checked on GPUs' own profiled cells as committed (recorded traces: no GPU
+"""What `kit explain` promises of a profiled cell (docs/explain.md), checked on GPUs' own profiled cells as committed (recorded traces: no GPU
 needed): the runs of scripts/explain_run.sh under references/<gpu>/explain/ (today an H100's,
 references/h100/explain/), and the shipped H200 reference once its cells carry profiles.
 

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from fixtures.originals import apex_archive, missing_apex
 from kit.runner import fidelity
 
 ROOT = Path(__file__).resolve().parents[1]
-APEX = ROOT.parent / "shared" / "vendor" / "apex" / "apex-241dd6c4.tar.gz"
+APEX = apex_archive("241dd6c4")
 
 
 def test_rounds_alternate_which_side_runs_first():
@@ -54,7 +55,7 @@ def test_a_drift_during_the_measurement_reaches_both_sides_alike():
     assert fidelity.median_or_none(back_to_back_kit) / fidelity.median_or_none(back_to_back_orig) < 0.95
 
 
-@pytest.mark.skipif(not APEX.is_file(), reason="needs ../shared/vendor/apex/apex-241dd6c4.tar.gz")
+@pytest.mark.skipif(not APEX.is_file(), reason=missing_apex("241dd6c4"))
 def test_the_report_has_each_sides_median_over_rounds_and_each_rounds_ratio(tmp_path, monkeypatch):
     utils = tmp_path / "apex-25.01"
     (utils / "apex" / "fp16_utils").mkdir(parents=True)

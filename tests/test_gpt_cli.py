@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from fixtures.originals import WIKITEXT_VALID_TEST, missing_wikitext
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -81,18 +83,14 @@ def test_the_cpu_smoke_run_measures_fp32_and_bf16_tiny_cells(workdir):
     assert r["derived"]["bf16_ratios"][0]["precision"] == "fp32"
 
 
-SHARED_TEXT = ROOT.parent / "shared" / "data" / "wikitext-2-valid-test"
-
-
-@pytest.mark.skipif(not SHARED_TEXT.is_dir(), reason="needs the project's shared/ folder beside the checkout "
-                                                     "(shared/data/wikitext-2-valid-test/), as on its machines and in CI")
+@pytest.mark.skipif(not WIKITEXT_VALID_TEST.is_dir(), reason=missing_wikitext())
 def test_a_convergence_run_on_the_real_valid_and_test_splits_alone_trains_on_valid_without_fetching(workdir):
     """The GPU machine's case: the real valid and test splits placed by hand, no train split, no
     network. `--train-split valid` runs on them (a fetch would fail: the mirror is a closed port);
     without it the run says which file is missing."""
     import shutil
 
-    shutil.copytree(SHARED_TEXT, workdir / "data" / "wikitext-2", ignore=shutil.ignore_patterns("README*"))
+    shutil.copytree(WIKITEXT_VALID_TEST, workdir / "data" / "wikitext-2", ignore=shutil.ignore_patterns("README*"))
     env = dict(os.environ, PYTHONPATH=str(ROOT), KIT_DATA_MIRRORS="http://127.0.0.1:9/")
     args = ["-m", "kit", "run", "--suite", "gpt", "--gpt-presets", "tiny", "-p", "fp32", "--device", "cpu",
             "--mode", "convergence", "--steps", "3", "--repeats", "1", "--skip-checks"]

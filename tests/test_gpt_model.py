@@ -49,7 +49,7 @@ def test_the_lm_head_is_untied_and_the_parameter_count_matches_the_formula():
     assert model.lm_head.weight.data_ptr() != model.wte.weight.data_ptr()
     matmul = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
     assert matmul == gpt_matmul_params(32, 2, 64)
-    # issue 17's ~1B decoder at vocabulary 33,280: 944M parameters
+    # a ~1B decoder (the gpt-1b preset's shape) at vocabulary 33,280: 944M parameters
     with torch.device("meta"):
         big = GPT(33280, 1024, 2048, 16, 16)
     assert round(count_params(big) / 1e6) == 944

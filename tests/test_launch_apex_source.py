@@ -13,6 +13,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from fixtures.originals import APEX_DIR, missing_apex
 from kit.errors import UsageError
 from kit.launch import apex_archive
 from kit.launch import stacks as stk
@@ -20,7 +21,7 @@ from kit.launch.build import build_context, image_state
 from kit.launch.stacks import image_spec, read_apex_source
 
 ROOT = Path(__file__).resolve().parents[1]
-SNAPSHOTS = ROOT.parent / "shared" / "vendor" / "apex"
+SNAPSHOTS = APEX_DIR
 COMMIT_2018 = "241dd6c4fce8667b15aaf7196b39d801b084f9ae"
 
 
@@ -250,7 +251,8 @@ def test_the_build_step_refuses_a_hostile_archive_and_writes_nothing(tmp_path):
     assert not (tmp_path / "out").exists() and not (tmp_path / "evil.py").exists()
 
 
-@pytest.mark.skipif(not (SNAPSHOTS / "apex-241dd6c4.tar.gz").is_file(), reason="needs ../shared/vendor/apex (the Apex snapshots)")
+@pytest.mark.skipif(not all((SNAPSHOTS / f"apex-{r}.tar.gz").is_file() for r in ("241dd6c4", "25.01", "25.07")),
+                    reason=missing_apex("241dd6c4", "25.01", "25.07"))
 def test_the_shipped_snapshots_are_accepted_with_their_commits():
     want = {"apex-241dd6c4": "241dd6c4", "apex-25.01": "25.01", "apex-25.07": "25.07"}
     from kit.facts.stacks import APEX_REF_COMMITS

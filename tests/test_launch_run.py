@@ -455,3 +455,56 @@ def test_make_passes_base_to_the_kit(tmp_path, target, command):
     plain = subprocess.run(["make", "-n", target, f"VENV={venv}", "ARGS="], cwd=ROOT, capture_output=True, text=True,
                            check=True, env=env).stdout
     assert "--base" not in plain
+
+
+def _launch_cli(args, capsys, monkeypatch, client):
+    """``kit launch ARGS`` through the command line's own entry (kit.cli.main.main), against ``client``."""
+    from fixtures.cli import run_main
+
+    monkeypatch.setattr(launcher.engine, "connect", lambda: client)
+    return run_main(["launch", *args], capsys, monkeypatch)
+
+
+def test_launch_no_apex_is_launchs_own_option_and_builds_the_image_without_apex(results, capsys, monkeypatch):
+    """`kit launch --stack cuda12 --skip-checks --no-apex -- --smoke`, what a user without GitHub and without
+    a local Apex copy runs: `--no-apex` is kit launch's option (never passed on to `kit run`), and the image
+    it has to build has no Apex."""
+    built = []
+    monkeypatch.setattr(launcher, "build_image", lambda spec, root, client, **kw: built.append(spec))
+    client = FakeClient(lambda r: FakeContainer(r, JOURNAL))
+    del client.images.present[image_spec("cuda12", ROOT).tag]  # a fresh machine: the image must be built
+    code, out, err = _launch_cli(["--stack", "cuda12", "--skip-checks", "--no-apex", "--results-dir", str(results),
+                                  "--data-dir", str(results.parent / "data"), "--", "--smoke"], capsys, monkeypatch, client)
+    assert code == 0, err
+    (spec,) = built
+    assert spec.build_args["BUILD_APEX"] == "0" and spec.build_args["APEX_REF"] == "", spec.build_args
+    (call,) = client.containers.calls
+    assert "--smoke" in call["command"] and not any("apex" in word for word in call["command"]), call["command"]
+
+
+def test_launch_with_apex_builds_the_stacks_apex(results, capsys, monkeypatch):
+    """Without --no-apex (or with --apex) the image kit launch builds has the stack's pinned Apex."""
+    built = []
+    monkeypatch.setattr(launcher, "build_image", lambda spec, root, client, **kw: built.append(spec))
+    for flag in ([], ["--apex"]):
+        client = FakeClient(lambda r: FakeContainer(r, JOURNAL))
+        del client.images.present[image_spec("cuda12", ROOT).tag]
+        code, _, err = _launch_cli(["--stack", "cuda12", "--skip-checks", *flag, "--results-dir", str(results / str(len(built))),
+                                    "--", "--smoke"], capsys, monkeypatch, client)
+        assert code == 0, err
+    assert [s.build_args["BUILD_APEX"] for s in built] == ["1", "1"]
+
+
+def test_launch_no_apex_with_an_apex_source_is_refused_before_anything_is_built(results, capsys, monkeypatch, tmp_path):
+    built = []
+    monkeypatch.setattr(launcher, "build_image", lambda spec, root, client, **kw: built.append(spec))
+    source = tmp_path / "apex"
+    (source / "apex").mkdir(parents=True)
+    (source / "setup.py").write_text("# a stand-in Apex source\n")
+    client = FakeClient(lambda r: FakeContainer(r, JOURNAL))
+    del client.images.present[image_spec("cuda12", ROOT).tag]
+    code, _, err = _launch_cli(["--stack", "cuda12", "--skip-checks", "--no-apex", "--apex-src", str(source),
+                                "--results-dir", str(results), "--", "--smoke"], capsys, monkeypatch, client)
+    assert code == 2, err
+    assert "--no-apex and --apex-src/--apex-ref contradict each other" in err and "Traceback" not in err
+    assert built == [] and client.containers.calls == []

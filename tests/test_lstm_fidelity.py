@@ -1,9 +1,8 @@
-"""The oracle: Apex's own word_language_model example (241dd6c4, from the source snapshot in
-../shared/vendor/apex/, patched at run time only for today's PyTorch by kit/runner/fidelity.py, `kit fidelity apex`) and
-the kit's fp32 loop train on the same real-format text on the CPU; their per-batch losses must agree
-over a whole epoch. The text is a slice of the real WikiText-2 validation and test splits
-(../shared/data/wikitext-2-valid-test/), written as the example's train/valid/test.txt and as the kit's
-wiki.*.tokens."""
+"""The oracle: Apex's own word_language_model example (241dd6c4, from that commit's source, patched at run
+time only for today's PyTorch by kit/runner/fidelity.py, `kit fidelity apex`) and the kit's fp32 loop train on
+the same real-format text on the CPU; their per-batch losses must agree over a whole epoch. The text is a
+slice of the real WikiText-2 validation and test splits, written as the example's train/valid/test.txt and
+as the kit's wiki.*.tokens. Where the sources and the text are looked for: tests/fixtures/originals.py."""
 
 from __future__ import annotations
 
@@ -17,13 +16,14 @@ from pathlib import Path
 
 import pytest
 
+from fixtures.originals import WIKITEXT_VALID_TEST, apex_archive, missing_apex, missing_wikitext
+
 torch = pytest.importorskip("torch")
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
-EXAMPLE = SHARED / "vendor" / "apex" / "apex-241dd6c4.tar.gz"
-FP16_UTILS = SHARED / "vendor" / "apex" / "apex-25.01.tar.gz"
-TEXT = SHARED / "data" / "wikitext-2-valid-test"
+EXAMPLE = apex_archive("241dd6c4")
+FP16_UTILS = apex_archive("25.01")
+TEXT = WIKITEXT_VALID_TEST
 #: a small model, so one epoch of both takes seconds on two cores
 SETTINGS = dict(emsize=32, nhid=32, nlayers=2, lr=20.0, clip=0.25, batch_size=20, bptt=35, dropout=0.2, seed=1111)
 
@@ -83,9 +83,8 @@ def _kit_losses(corpus: Path, monkeypatch) -> list[float]:
     return losses
 
 
-@pytest.mark.skipif(not (EXAMPLE.is_file() and FP16_UTILS.is_file() and TEXT.is_dir()),
-                    reason="optional oracle test: needs the project's shared/ folder beside the checkout "
-                           "(shared/vendor/apex/ and shared/data/wikitext-2-valid-test/), as on its machines and in CI")
+@pytest.mark.skipif(not (EXAMPLE.is_file() and FP16_UTILS.is_file()), reason=missing_apex("241dd6c4", "25.01"))
+@pytest.mark.skipif(not TEXT.is_dir(), reason=missing_wikitext())
 def test_fp32_per_batch_losses_equal_the_apex_examples_over_an_epoch(tmp_path, monkeypatch):
     corpus = _corpus(tmp_path / "corpus")
     original = _original_losses(tmp_path, corpus)

@@ -160,15 +160,16 @@ def test_fp16_master_loss_is_computed_on_half_logits_as_in_the_example():
 
 
 def _example_model_module(tmp_path):
-    """Apex's own examples/word_language_model/model.py (241dd6c4), read from the
-    vendored source snapshot: the oracle, never copied into the kit."""
-    from fixtures.modules import load_file
+    """Apex's own examples/word_language_model/model.py (241dd6c4), read from that commit's
+    source (tests/fixtures/originals.py): the oracle, never copied into the kit."""
     import tarfile
-    from pathlib import Path
 
-    archive = Path(__file__).resolve().parents[1].parent / "shared" / "vendor" / "apex" / "apex-241dd6c4.tar.gz"
+    from fixtures.modules import load_file
+    from fixtures.originals import apex_archive, missing_apex
+
+    archive = apex_archive("241dd6c4")
     if not archive.is_file():
-        pytest.skip(f"optional oracle test: the Apex source snapshot is not at {archive} (the project's shared/ folder beside the checkout)")
+        pytest.skip(missing_apex("241dd6c4"))
     with tarfile.open(archive) as tar:
         member = next(m for m in tar.getmembers() if m.name.endswith("examples/word_language_model/model.py"))
         (tmp_path / "apex_wlm_model.py").write_bytes(tar.extractfile(member).read())

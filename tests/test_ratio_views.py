@@ -161,7 +161,7 @@ def test_perf_table_prints_a_data_parallel_cells_recorded_scaling(tmp_path):
 
 
 def test_the_gpt_charts_draw_fp8_over_bf16_as_the_bundle_derives_it():
-    """The GPT suite's vs-bf16 chart (issue 17: fp8 ÷ bf16) gives the ratio of medians that
+    """The GPT suite's vs-bf16 chart (fp8 ÷ bf16, the suite's question) gives the ratio of medians that
     results.json's derived.bf16_ratios holds, under a GPT title (not the LSTM's)."""
     def gpt(precision: str, thr: list[float]) -> dict:
         c = make_cell("gpt-1b", precision, engine="kit", workload="gpt", epoch_s=[10.0, 10.0, 10.0])

@@ -180,6 +180,24 @@ def test_kit_run_whose_first_cell_would_not_finish_writes_nothing_and_exits_124(
     assert not (tmp_path / "results").exists() or not any((tmp_path / "results").iterdir())
 
 
+def test_the_limit_the_refusal_suggests_starts_the_run_though_its_start_up_is_slow(tmp_path):
+    """The limit suggested when the first cell would not fit counts the start-up: a run given it starts
+    and measures its first cell, where importing the benchmark stack takes 6 s and the device's
+    calibration 3 s more (a slow machine; the refusal used to suggest twice the estimate alone, which
+    the start-up then ate)."""
+    env = _env(tmp_path, KIT_FAKE_BENCH_STARTUP_S="6", KIT_FAKE_BENCH_CALIBRATE_S="3")
+    refused = kit(tmp_path, "run", *SMALL, "--time-limit", "3", env=env)
+    assert refused.returncode == 124, refused.stderr
+    said = " ".join(refused.stderr.split())
+    suggested = re.search(r"kit run \.\.\. --time-limit (\d+)s", said).group(1)
+    again = kit(tmp_path, "run", *SMALL, "--time-limit", f"{suggested}s", env=env)
+    assert "Run not started" not in again.stderr, again.stderr
+    run_dir = _run_dir(tmp_path / "results")
+    ended = [e["cell_id"] for e in read_journal(run_dir / "journal.jsonl") if e["event"] == "cell_end"]
+    assert ended[:1] == ["cifar/resnet18/fp32/torch"], ended
+    assert "the limit counts the start-up" in said, said  # and the refusal says why its figure is larger
+
+
 def test_a_resume_whose_next_cell_would_not_finish_leaves_the_run_folder_as_it_was(tmp_path):
     gate = tmp_path / "gate"  # never opened: the second cell runs until the limit cuts it
     env = _env(tmp_path, KIT_FAKE_BENCH_GATE_AT="cifar/resnet34/fp32/torch", KIT_FAKE_BENCH_GATE=str(gate))

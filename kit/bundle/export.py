@@ -48,6 +48,10 @@ REPORT_NAME = "report.html"
 MAX_LOG_BYTES = 16 * 1024 * 1024
 #: in the name of an interrupted run's bundle, before .tar.gz (the plain name is a complete run's)
 INTERRUPTED_MARK = ".interrupted"
+#: what a bundle's folder is told when it cannot be written in
+OUT_REMEDY = "Give --out a folder you can write in (it is made if missing); nothing was written."
+#: the errors of a folder that cannot be written in: its mode, a read-only mount, a file in the way
+_NOT_WRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR, errno.EEXIST, errno.EISDIR, errno.ENOENT)
 
 
 @dataclass
@@ -273,7 +277,7 @@ def write_bundle(folder: RunFolder, results_root: Path, render: Renderer) -> Pat
     stem = bundle_stem(folder)
     results_root = Path(results_root)
     if results_root.exists() and not results_root.is_dir():
-        raise UsageError(f"--out {results_root} is a file, not a folder.")
+        raise UsageError(f"--out {results_root} is a file, not a folder.", remedy=OUT_REMEDY)
     # an interrupted run's bundle is marked in its name, so the plain name is always a complete
     # run's: after a resume, X.interrupted.tar.gz (what had finished) beside X.tar.gz (the whole run)
     base = f"{stem}{INTERRUPTED_MARK}" if folder.interrupted else stem
@@ -287,8 +291,8 @@ def write_bundle(folder: RunFolder, results_root: Path, render: Renderer) -> Pat
     data = build_bundle(folder, target.name[: -len(".tar.gz")], render, resumed_from=resumed_from)
     try:
         return atomic_write_bytes(target, data)
-    except (PermissionError, NotADirectoryError, FileExistsError) as exc:
-        raise UsageError(f"cannot write the bundle to {target}: {exc.strerror or exc}",
-                         remedy="Choose a folder you can write to with --out.") from None
-    except OSError as exc:
-        raise KitError(f"cannot write the bundle to {target}: {exc.strerror or exc}") from None
+    except OSError as exc:  # a full disk is DiskFull already (exit 10), raised as it is
+        # a folder this user cannot write in (its mode, a read-only mount, a file in the way): the
+        # folder given is the problem (exit 2, as `kit run --results-dir` says); anything else is the disk's
+        error = UsageError if exc.errno in _NOT_WRITABLE else KitError
+        raise error(f"cannot write the bundle to {target}: {exc.strerror or exc}.", remedy=OUT_REMEDY) from None

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from dataclasses import fields
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
 from kit.bundle.export import LOG_NAME, Renderer, RunFolder, _tail, write_bundle
-from kit.bundle.safe_open import ENV_NAME, open_bundle
+from kit.bundle.safe_open import ENV_NAME, MANIFEST_NAME, open_bundle
 from kit.env import record as env_record
 from kit.errors import UsageError
 from kit.results.derive import derive
@@ -127,6 +128,35 @@ def _sources_of(b) -> list[dict]:
     ]
 
 
+def _refuse_twice(paths: list[Path]) -> None:
+    """A UsageError (exit 2) when one bundle file is given twice (the same path, or two paths to one file)."""
+    for i, p in enumerate(paths):
+        for q in paths[:i]:
+            try:
+                same = p.resolve() == q.resolve() or os.path.samefile(p, q)
+            except OSError:  # one does not exist: open_bundle says so
+                same = False
+            if same:
+                given = f"{q}" if str(p) == str(q) else f"{q} and {p}"
+                raise UsageError(f"the same bundle was given twice ({given}); merging it with itself would count its "
+                                 "cells twice.", remedy="Give each bundle once.")
+
+
+def _refuse_copies(bundles: list) -> None:
+    """A UsageError (exit 2) when two of the bundles are copies of one (the same manifest, byte for byte)."""
+    seen: dict[str, str] = {}
+    for b in bundles:
+        manifest = b.files.get(MANIFEST_NAME)
+        if manifest is None:
+            continue
+        digest = hashlib.sha256(manifest).hexdigest()
+        if digest in seen:
+            raise UsageError(f"the same bundle was given twice: {b.path.name} is a copy of {seen[digest]} (the same "
+                             "manifest, so the same files); merging it with itself would count its cells twice.",
+                             remedy="Give each bundle once.")
+        seen[digest] = b.path.name
+
+
 def merge_bundles(paths: list[Path], out_dir: Path, same_model: bool = False, *, render: Renderer,
                   planned: Optional[Planner] = None) -> Path:
     """One bundle from several. By default they must come from one machine; with
@@ -140,7 +170,9 @@ def merge_bundles(paths: list[Path], out_dir: Path, same_model: bool = False, *,
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"--out {out_dir} is a file, not a folder.")
+    _refuse_twice([Path(p) for p in paths])
     bundles = [open_bundle(p) for p in paths]
+    _refuse_copies(bundles)
     first = bundles[0]
     ident = _identity(first.environment, same_model)
     seen: dict[str, str] = {}

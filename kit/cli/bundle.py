@@ -15,14 +15,13 @@ app = typer.Typer(
 
 @app.command("export")
 def export(
-    run_dir: Path = typer.Argument(..., help="A run folder (results/<run id>/), finished or interrupted."),
+    run_dir: Path = typer.Argument(..., help="A run folder (results/<run id>/), finished or stopped (not one a run is still writing)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Folder for the bundle (default: the run folder's parent)."),
 ) -> None:
-    """Make a bundle from a run folder (rebuilding results from the journal if the run died)."""
-    from kit.report.export import export_run
+    """Make a bundle from a run folder (rebuilding results from the journal if the run died); a run still running is refused."""
+    from kit.runner.service import export_bundle
 
-    path = export_run(run_dir, out if out is not None else run_dir.resolve().parent)
-    typer.echo(str(path))
+    typer.echo(str(export_bundle(run_dir, out)))
 
 
 @app.command("verify")

@@ -12,7 +12,7 @@ app = typer.Typer(help="Run an original tool beside the kit's cells that reprodu
 
 @app.command("apex")
 def apex(
-    apex_src: Optional[Path] = typer.Option(None, "--apex-src", help="Apex source (folder or git-archive tarball) whose examples/word_language_model/main.py is the original (241dd6c4: ../shared/vendor/apex/apex-241dd6c4.tar.gz). Run from a temporary copy, patched for today's torch; never copied into the kit."),
+    apex_src: Optional[Path] = typer.Option(None, "--apex-src", help="Apex source (folder or git-archive tarball) whose examples/word_language_model/main.py is the original (commit 241dd6c4 of github.com/NVIDIA/apex, e.g. its `git archive` apex-241dd6c4.tar.gz). Run from a temporary copy, patched for today's torch; never copied into the kit."),
     fp16_utils: Optional[Path] = typer.Option(None, "--fp16-utils", help="An extracted Apex folder whose apex.fp16_utils imports with this torch (25.01), for the original's --fp16."),
     presets: str = typer.Option("apex-2018,tensor-core", "--presets", help="The kit's LSTM presets to compare (the example's defaults, and its 1504-unit tensor-core settings)."),
     settings: str = typer.Option("strict,tf32,fp16", "--settings", help="The original's settings: strict (TF32 off) <-> kit fp32, tf32 (TF32 on) <-> kit tf32, default (torch's defaults: no kit cell), fp16 (--fp16) <-> kit fp16-master."),

@@ -25,7 +25,7 @@ def build(
     network: str = typer.Option("host", "--network", help="Network for the build's RUN steps (host, bridge, none)."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Rebuild every layer."),
     apex: bool = typer.Option(True, "--apex/--no-apex", help="Build NVIDIA Apex (cuda10, cuda12), from GitHub unless --apex-src is given. --no-apex: Apex precisions are then recorded as skipped."),
-    apex_src: Optional[Path] = typer.Option(None, "--apex-src", help="Build Apex from this local source instead of GitHub: a folder or a `git archive` tarball (e.g. ../shared/vendor/apex/apex-241dd6c4.tar.gz). Checked first (setup.py and apex/, no links); its commit must be the stack's pinned ref."),
+    apex_src: Optional[Path] = typer.Option(None, "--apex-src", help="Build Apex from this local source instead of GitHub: a folder or a `git archive` tarball of github.com/NVIDIA/apex (e.g. apex-241dd6c4.tar.gz for cuda10). Checked first (setup.py and apex/, no links); its commit must be the stack's pinned ref."),
     apex_ref: Optional[str] = typer.Option(None, "--apex-ref", help="Apex ref to build instead of the stack's pin (a tag or commit; checked against --apex-src's commit)."),
 ) -> None:
     """Build mpkit:<stack>-<kit version> from docker/Dockerfile (classic builder, progress shown)."""

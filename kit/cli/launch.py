@@ -25,6 +25,7 @@ def launch(
     pip_index_url: Optional[str] = typer.Option(None, "--pip-index-url", help="If the image must be built: package index mirror instead of PyPI."),
     pip_extra_index_url: Optional[str] = typer.Option(None, "--pip-extra-index-url", help="If the image must be built: extra package index(es) beside PyPI."),
     base: Optional[str] = typer.Option(None, "--base", help="Base image to build on instead of the stack's, as for `kit image build` (a local one without Docker Hub: scripts/make_base_image.sh). An image built on another base is rebuilt."),
+    apex: bool = typer.Option(True, "--apex/--no-apex", help="If the image must be built: with NVIDIA Apex (cuda10, cuda12), from GitHub unless --apex-src is given, as for `kit image build`. --no-apex builds it without Apex (where GitHub is out of reach and no local copy is at hand); the Apex precisions are then recorded as skipped."),
     apex_src: Optional[Path] = typer.Option(None, "--apex-src", help="If the image must be built: build Apex from this local source (folder or `git archive` tarball) instead of GitHub, as for `kit image build`. An image built from another Apex source is rebuilt."),
     skip_checks: bool = typer.Option(False, "--skip-checks", help="Do not run the driver/GPU/toolkit checks first (needs an explicit --stack)."),
     keep_container: bool = typer.Option(False, "--keep-container", help="Keep the stopped container (for docker logs / inspect)."),
@@ -50,7 +51,7 @@ def launch(
     console = Console(stderr=True, highlight=False)
     source = read_apex_source(apex_src) if apex_src is not None else None  # checked before anything starts
     build_kwargs = {"ca_cert": ca_cert, "pip_index_url": pip_index_url, "pip_extra_index_url": pip_extra_index_url, "base": base,
-                    "apex_src": source}
+                    "apex": apex, "apex_src": source}
     outcome = do_launch(
         gpu, stack.value, list(ctx.args), data_dir=data_dir, results_dir=results_dir, rebuild=rebuild,
         skip_checks=skip_checks, build_kwargs=build_kwargs, ui=RichLaunchUI(console), keep_container=keep_container,

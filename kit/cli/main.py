@@ -15,7 +15,10 @@ import typer
 from kit import __version__
 from kit.cli import bundle, compare, data, doctor, explain, fidelity, fleet, image, index, launch, run
 from kit.cli import fast_exit
-from kit.errors import EXIT_CODES, DiskFull, KitError, without_parser_prefix
+from kit.errors import EXIT_CODES, DiskFull, Interrupted, KitError, without_parser_prefix
+
+#: the one line a Ctrl-C gets where no command has said more (during start-up)
+INTERRUPTED = "interrupted (Ctrl-C)"
 
 app = typer.Typer(
     name="kit",
@@ -108,14 +111,18 @@ def main(argv: list[str] | None = None) -> None:
     try:
         rv = app(args=argv, prog_name="kit", standalone_mode=False)
         code = rv if isinstance(rv, int) else 0
+        if code == Interrupted.exit_code:
+            # Typer turns a Ctrl-C that reaches it (one during a command's start-up, before the command
+            # says more itself) into this exit code, silently: say it in one line
+            print(INTERRUPTED, file=sys.stderr)
         if code or (argv is None and fast_exit.ends_now()):
             _end(argv, code)
     except KitError as exc:
         print_error(exc)
         _end(argv, exc.exit_code)
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        _end(argv, 130)
+        print(INTERRUPTED, file=sys.stderr)
+        _end(argv, Interrupted.exit_code)
     except SystemExit:
         raise
     except OSError as exc:

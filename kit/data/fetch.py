@@ -107,28 +107,50 @@ def fetch_file(
         what = "is corrupt" if present.problem.startswith(("MD5 is", "SHA-256 is")) else "is present but unusable"
         say(f"{target} {what} ({present.problem}); fetching a good copy.")
 
+    made = _make_folder(folder)
+    try:
+        _remove_stale_parts(folder, facts.filename)
+        opener = opener or default_opener
+        failures: list[tuple[str, str]] = []
+        candidates = mirror_urls(facts, urls)
+        for i, url in enumerate(candidates):
+            try:
+                sums = _download_to(target, url, facts, opener, timeout, progress)
+            except _MirrorFailed as exc:
+                failures.append((url, exc.reason))
+                if i + 1 < len(candidates):
+                    say(f"{url}: {exc.reason}; trying the next mirror.")
+                continue
+            write_stamp(target, sums)
+            ver = Verification(target, True, True, sums.md5, sums.sha256, sums.size, "hashed")
+            return FetchResult(target, True, url, ver, replaced_bad_file=present.present, failures=failures)
+    except BaseException:  # Ctrl-C, a local write error: the folders made for this fetch go again
+        _remove_empty(made)
+        raise
+    _remove_empty(made)  # a failed fetch leaves no empty data folder behind
+    raise _all_failed(facts, folder, failures, present)
+
+
+def _make_folder(folder: Path) -> list[Path]:
+    """Make ``folder`` and its missing parents; returns the folders made, innermost first (for
+    :func:`_remove_empty`). A DownloadError when it cannot be made."""
+    made = [p for p in [folder, *folder.parents] if not p.exists()]
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise DownloadError(f"Cannot create the data folder {folder}: {exc.strerror or exc}.", remedy="Pick another folder with --data-dir or $KIT_DATA_DIR.") from None
-    _remove_stale_parts(folder, facts.filename)
+        _remove_empty(made)
+        raise DownloadError(f"Cannot create the data folder {folder}: {exc.strerror or exc}.",
+                            remedy="Pick another folder with --data-dir or $KIT_DATA_DIR.") from None
+    return made
 
-    opener = opener or default_opener
-    failures: list[tuple[str, str]] = []
-    candidates = mirror_urls(facts, urls)
-    for i, url in enumerate(candidates):
+
+def _remove_empty(folders: list[Path]) -> None:
+    """Remove the folders (innermost first) that are still empty; a folder with anything in it stays."""
+    for p in folders:
         try:
-            sums = _download_to(target, url, facts, opener, timeout, progress)
-        except _MirrorFailed as exc:
-            failures.append((url, exc.reason))
-            if i + 1 < len(candidates):
-                say(f"{url}: {exc.reason}; trying the next mirror.")
-            continue
-        write_stamp(target, sums)
-        ver = Verification(target, True, True, sums.md5, sums.sha256, sums.size, "hashed")
-        return FetchResult(target, True, url, ver, replaced_bad_file=present.present, failures=failures)
-
-    raise _all_failed(facts, folder, failures, present)
+            p.rmdir()
+        except OSError:
+            return
 
 
 class _MirrorFailed(Exception):
@@ -278,7 +300,8 @@ def _all_failed(facts: DatasetFacts, folder: Path, failures: list[tuple[str, str
     if present.present:
         lines.append(f"The copy already at {present.path} is wrong ({present.problem}) and was left as it is.")
     lines.append(f"Expected file: {facts.filename} ({checks}).")
-    lines.append(f"To continue offline, put it by hand into the folder {folder}{os.sep} (as {folder / facts.filename}),")
+    missing = "" if folder.is_dir() else "; make the folder first"
+    lines.append(f"To continue offline, put it by hand into the folder {folder}{os.sep} (as {folder / facts.filename}{missing}),")
     lines.append("or run the benchmark on synthetic data with `--data synthetic` (same shapes; good for throughput only).")
     remedy = (
         f"On a machine with internet, download {facts.mirrors[0]} , copy it into {folder}{os.sep} and run "

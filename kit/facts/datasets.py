@@ -42,7 +42,7 @@ CIFAR100 = DatasetFacts(
     title="CIFAR-100 (python version)",
     filename="cifar-100-python.tar.gz",
     # MD5: torchvision, torchvision/datasets/cifar.py, class CIFAR100, ``tgz_md5``
-    # (github.com/pytorch/vision); the same value is in ../shared/field-notes.md.
+    # (github.com/pytorch/vision).
     md5="eb9058c3a382ffc7106e4002c42a8d85",
     # SHA-256: Keras, keras/src/datasets/cifar100.py, ``file_hash`` passed to
     # get_file for the same URL (github.com/keras-team/keras); torchvision's
@@ -104,7 +104,7 @@ WIKITEXT2 = DatasetFacts(
     # Sizes: Merity et al., "Pointer Sentinel Mixture Models" (arXiv:1609.07843),
     # Table 1, WikiText-2 column: tokens 2,088,628 / 217,646 / 245,569, vocabulary
     # 33,278. pytorch/examples word_language_model/data.py reproduces exactly these
-    # counts because it appends <eos> to every line (see ../shared/field-notes.md).
+    # counts because it appends <eos> to every line (its ``Corpus.tokenize``: ``line.split() + ['<eos>']``).
     sizes={"train": 2_088_628, "valid": 217_646, "test": 245_569, "vocab": 33_278},
     # Archive layout: wikitext-2/wiki.{train,valid,test}.tokens (torchtext's
     # ``_EXTRACTED_FILES`` in wikitext2.py).
@@ -118,7 +118,8 @@ WIKITEXT2 = DatasetFacts(
 WIKITEXT2_LINES = {"train": 36_718, "valid": 3_760, "test": 4_358}
 
 #: Apex's Jan 2019 word_language_model padded the vocabulary to a multiple of 8
-#: for Tensor Cores (33,278 -> 33,280); see ../shared/field-notes.md ("NVIDIA Apex").
+#: for Tensor Cores (33,278 -> 33,280). Source: github.com/NVIDIA/apex, examples/word_language_model/main.py
+#: as revised on 2019-01-30 (with emsize = nhid = 1504 and batch 24, the multiples of 8 the same change chose).
 APEX_VOCAB_MULTIPLE = 8
 
 DATASETS: dict[str, DatasetFacts] = {f.name: f for f in (CIFAR100, WIKITEXT2)}

@@ -28,7 +28,8 @@ def train_flops_per_image(model: str, image_size: int) -> float:
 #: main_fp16_optimizer.py at commit 241dd6c4 (Dec 2018) for "apex-2018", and the
 #: Jan/Feb 2019 revisions (emsize=nhid=1504, batch 24, dropout 0.65, vocabulary
 #: padded to a multiple of 8, static loss scale 128) for "tensor-core".
-#: The seed article ran 30 epochs. See ../shared/field-notes.md ("NVIDIA Apex").
+#: The seed article ran 30 epochs (Sanyam Bhutani, "RTX 2080Ti vs GTX 1080Ti: fastai mixed precision training
+#: comparisons on CIFAR-100", January 2019).
 LSTM_PRESETS = {
     "apex-2018": {
         "emsize": 200,

@@ -69,16 +69,15 @@ class Stack:
 
 
 # Apex commit for cuda10: a python-only build from early 2019 that still has
-# apex.amp and apex.fp16_utils.FP16_Optimizer (deleted in release 25.07, see
-# ../shared/field-notes.md "NVIDIA Apex"). 241dd6c4 is the Dec 2018 commit whose
+# apex.amp and apex.fp16_utils.FP16_Optimizer (deprecated in Oct 2022, deleted in May 2025: release
+# 25.07 of github.com/NVIDIA/apex is the first tag without them). 241dd6c4 is the Dec 2018 commit whose
 # examples/word_language_model the kit's "apex-2018" LSTM preset follows.
 _APEX_2019_REF = "241dd6c4"
 
 #: The full commit behind each Apex ref a stack pins, so that a local source
 #: (``--apex-src``: a `git archive` snapshot records its commit) can be checked
 #: against the pin. Sources: github.com/NVIDIA/apex commit 241dd6c4fce8667b15aaf7196b39d801b084f9ae
-#: (2018-12-21) and the release tags 25.01 and 25.07; the same commits are in
-#: ../shared/vendor/apex/README.md.
+#: (2018-12-21) and the release tags 25.01 and 25.07 (git ls-remote of that repository).
 APEX_REF_COMMITS: dict[str, str] = {
     "241dd6c4": "241dd6c4fce8667b15aaf7196b39d801b084f9ae",
     "25.01": "e552ad997605dd883825106776eba230a6820345",

@@ -1,8 +1,8 @@
 """An NVIDIA Apex source given as a folder or a tar archive: checked, and packed for the image build.
 
 Machines without GitHub build Apex from a local copy of its source (``kit image
-build --apex-src PATH``; ``../shared/vendor/apex/`` holds `git archive`
-snapshots). This module is the one place that decides what such a source may
+build --apex-src PATH``: a folder, or a `git archive` snapshot of github.com/NVIDIA/apex
+made where GitHub can be reached). This module is the one place that decides what such a source may
 hold, and it runs twice, with the same rules:
 
 - on the host, before anything is built (``read_source``): a folder or a tar

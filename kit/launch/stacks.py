@@ -277,8 +277,9 @@ def read_apex_source(path: str | Path) -> apex_archive.Source:
     except apex_archive.SourceError as exc:
         raise UsageError(
             f"--apex-src {exc}",
-            remedy="Give a folder or a `git archive` tarball of NVIDIA Apex (setup.py and apex/ at its top), "
-            "e.g. ../shared/vendor/apex/apex-241dd6c4.tar.gz; nothing was built.",
+            remedy="Give a folder or a `git archive` tarball of NVIDIA Apex (github.com/NVIDIA/apex at the stack's "
+            "pinned ref; setup.py and apex/ at its top: git archive -o apex.tar.gz REF in a clone of it); nothing "
+            "was built.",
         ) from None
 
 

@@ -27,6 +27,7 @@ import json
 import logging
 import os
 import secrets
+import shlex
 import socket
 import sys
 import threading
@@ -172,13 +173,13 @@ def disk_full_remedy(run_dir: Path) -> str:
     except (OSError, ValueError, AttributeError):
         status = None
     if status == "complete":
-        return f"Free some space, then make the run's bundle: kit bundle export {run_dir}"
+        return f"Free some space, then make the run's bundle: kit bundle export {shlex.quote(str(run_dir))}"
     try:
         begun = (run_dir / JOURNAL_NAME).stat().st_size > 0
     except OSError:
         begun = False
     if begun:
-        return f"Free some space, then continue the run where it stopped: kit run --resume {run_dir}"
+        return f"Free some space, then continue the run where it stopped: kit run --resume {shlex.quote(str(run_dir))}"
     return f"Free some space (or choose another folder) and run again; {run_dir} holds nothing to resume."
 
 
@@ -223,7 +224,7 @@ def already_complete(state: ResumeState, run_dir: Path, results_root: Path, lock
         why = exc.message if isinstance(exc, KitError) else (exc.strerror or str(exc))
         raise KitError(f"run {run_dir} is complete, but no bundle of it in {results_root} verifies, and making one "
                        f"again failed: {why.rstrip('.')}.",
-                       remedy=f"Make it in a folder you can write in: kit bundle export {run_dir} --out DIR") from None
+                       remedy=f"Make it in a folder you can write in: kit bundle export {shlex.quote(str(run_dir))} --out DIR") from None
     return RunOutcome(run_dir, results, bundle, None, already_complete=True, bundle_remade=True)
 
 
@@ -351,7 +352,7 @@ def _execute_locked(plan: Plan, run_id: str, run_dir: Path, results_root: Path, 
                        else TimeLimitReached if signal_name == TIME_LIMIT else Interrupted)
         exc = error_class(
             f"Run {reason}: {kept} finished cell(s) kept in {run_dir}" + (f"; bundle {bundle}" if bundle else ""),
-            remedy=f"Continue with: kit run --resume {run_dir}",
+            remedy=f"Continue with: kit run --resume {shlex.quote(str(run_dir))}",
         )
         exc.outcome = outcome  # type: ignore[attr-defined]  # the CLI prints the bundle's path on stdout
         raise exc

@@ -1,7 +1,7 @@
 """`kit fidelity apex`: Apex's own word_language_model example beside the kit's LSTM cells,
 same corpus, same GPU.
 
-    kit fidelity apex --apex-src ../shared/vendor/apex/apex-241dd6c4.tar.gz \
+    kit fidelity apex --apex-src apex-241dd6c4.tar.gz \
         --fp16-utils /path/to/apex-25.01 [--presets apex-2018,tensor-core] [--out DIR]
 
 (``python scripts/fidelity_lstm.py`` takes the same options.)
@@ -98,11 +98,13 @@ SETTINGS = {
     "fp16": ("--fp16", None, True, "fp16-master"),
 }
 MS_PER_BATCH = re.compile(r"ms/batch\s+([0-9.]+)")
+#: the original's source, as a remedy names it
+APEX_TGZ = "a `git archive` tarball of github.com/NVIDIA/apex at commit 241dd6c4 (git archive -o apex-241dd6c4.tar.gz 241dd6c4)"
 
 
 def _fail(message: str) -> None:
     raise UsageError(message, remedy="Give --apex-src an Apex source with examples/word_language_model "
-                     "(241dd6c4: ../shared/vendor/apex/apex-241dd6c4.tar.gz).")
+                     f"(commit 241dd6c4: a folder, or {APEX_TGZ}).")
 
 
 def extract_example(src: Path, dest: Path) -> Path:
@@ -217,14 +219,15 @@ def check_inputs(apex_src: Path | None, fp16_utils: Path | None, presets: list, 
     """Every option checked before anything runs (one line each, exit 2)."""
     if apex_src is None:
         raise UsageError("kit fidelity apex needs --apex-src: the Apex source whose examples/word_language_model is the original",
-                         remedy="e.g. --apex-src ../shared/vendor/apex/apex-241dd6c4.tar.gz (a folder or a git-archive tarball)")
+                         remedy=f"Give --apex-src a folder of NVIDIA Apex's source, or {APEX_TGZ}.")
     if not (apex_src.is_dir() or (apex_src.is_file() and tarfile.is_tarfile(str(apex_src)))):
         raise UsageError(f"--apex-src {apex_src}: not an Apex source folder or tar archive",
-                         remedy="Give a folder or a `git archive` tarball of NVIDIA Apex, e.g. ../shared/vendor/apex/apex-241dd6c4.tar.gz")
+                         remedy=f"Give a folder of NVIDIA Apex's source, or {APEX_TGZ}.")
     if fp16_utils is None or not (fp16_utils / "apex" / "fp16_utils").is_dir():
         raise UsageError(f"--fp16-utils {fp16_utils}: no apex/fp16_utils in it" if fp16_utils else "kit fidelity apex needs --fp16-utils",
                          remedy="Give an extracted Apex 25.01 folder (its apex.fp16_utils imports with today's torch; "
-                         "241dd6c4's does not): tar -xzf ../shared/vendor/apex/apex-25.01.tar.gz")
+                         "241dd6c4's does not): tar -xzf apex-25.01.tar.gz, a `git archive` of tag 25.01 of "
+                         "github.com/NVIDIA/apex")
     unknown = [p for p in presets if p not in PRESET_ARGS]
     if unknown or not presets:
         raise UsageError(f"--presets {','.join(presets)}: choose from {', '.join(PRESET_ARGS)}")

@@ -91,26 +91,33 @@ class RunLock:
         self._fd = fd
         return self
 
-    def check_not_in_use(self) -> None:
-        """Raise the "in use" UsageError when another process holds the folder; never
-        creates or changes anything (for a folder we only read, maybe read-only)."""
+    def writer(self) -> "dict | None":
+        """The process that holds the folder (its ``pid`` and ``host``, "unknown" where the lock file
+        does not say), or None when no process does; never creates or changes anything (for a
+        folder we only read, maybe read-only)."""
         try:
             fd = os.open(str(self.path), os.O_RDONLY)
         except OSError:
-            return  # no lock file: no writer (a writer creates it before writing anything)
+            return None  # no lock file: no writer (a writer creates it before writing anything)
         try:
             holder = _read_holder(fd)
             if fcntl is not None:
                 try:
                     fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                    return  # nobody holds it exclusively: a left-over file of a dead run
+                    return None  # nobody holds it exclusively: a left-over file of a dead run
                 except OSError as exc:
                     if exc.errno in _BUSY:
-                        raise _in_use(self.run_dir, holder) from None
-            if _alive(holder):
-                raise _in_use(self.run_dir, holder)
+                        return holder or {"pid": "unknown", "host": "unknown"}
+            return holder if _alive(holder) else None
         finally:
             os.close(fd)
+
+    def check_not_in_use(self) -> None:
+        """Raise the "in use" UsageError when another process holds the folder; never
+        creates or changes anything (:meth:`writer`)."""
+        holder = self.writer()
+        if holder is not None:
+            raise _in_use(self.run_dir, holder)
 
     def release(self) -> None:
         """Remove the lock file and drop the lock (in that order, so no one locks a removed file)."""

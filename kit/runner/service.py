@@ -16,8 +16,10 @@ writes anything):
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 from kit.errors import EnvironmentCheckError
 from kit.results.schema import RunConfig
@@ -87,16 +89,25 @@ def run_from_cli(options: RunOptions, argv: list[str] | None = None) -> None:
     _run_and_report(plan, results_dir, None, None, console, limit)
 
 
-def time_limit(options: RunOptions) -> "tuple[float, str] | None":
-    """``--time-limit`` as (its time.monotonic() deadline, counted from now, and the words naming it),
-    or None; a UsageError (exit 2) for a malformed one."""
+class TimeLimit(NamedTuple):
+    """``--time-limit``: its time.monotonic() deadline, the words naming it, and its length (s)."""
+
+    deadline: float
+    words: str
+    seconds: float
+
+
+def time_limit(options: RunOptions) -> "TimeLimit | None":
+    """``--time-limit`` as a :class:`TimeLimit` counted from now (its deadline and words are also its
+    items 0 and 1, as the runner reads them), or None; a UsageError (exit 2) for a malformed one."""
     if options.time_limit is None:
         return None
     import time
 
     from kit.runner.options import parse_duration
 
-    return time.monotonic() + parse_duration(options.time_limit), f"--time-limit {options.time_limit}"
+    seconds = parse_duration(options.time_limit)
+    return TimeLimit(time.monotonic() + seconds, f"--time-limit {options.time_limit}", seconds)
 
 
 #: how kit run's refusal of a run whose first cell does not fit its --time-limit begins (kit launch
@@ -122,7 +133,12 @@ def check_first_cell_fits(plan, done: dict, limit, resume_dir: Path | None = Non
     run folder (or one more session in a resumed run's) and an empty bundle. The estimate's device is
     the one ``--device`` names; for 'auto', whose device is known only once torch is imported, the
     cheaper of the GPU's and the CPU's estimates, so that only a run that would stop either way is
-    refused here. ``command``: the command the remedy names."""
+    refused here. ``command``: the command the remedy names.
+
+    The limit counts the start-up too: the imports and checks before this one (what ``limit``, a
+    :class:`TimeLimit`, has spent so far) and, after it, the environment record and the device's
+    calibration. The limit the remedy suggests is twice the start-up so far and twice the estimate (a
+    cell may take half or twice it), so that a run given it starts its first cell."""
     if limit is None:
         return
     import math
@@ -137,13 +153,17 @@ def check_first_cell_fits(plan, done: dict, limit, resume_dir: Path | None = Non
     left = limit[0] - time.monotonic()
     if need <= left:
         return
+    seconds = getattr(limit, "seconds", None)
+    spent = max(seconds - left, 0.0) if seconds is not None else 0.0
     where = f"nothing was written; {resume_dir} is as it was" if resume_dir else "no run folder was made"
-    again = f"{command} --resume {resume_dir} --time-limit" if resume_dir else f"{command} ... --time-limit"
+    again = (f"{command} --resume {shlex.quote(str(resume_dir))} --time-limit" if resume_dir
+             else f"{command} ... --time-limit")
     raise TimeLimitReached(
         f"{NOT_STARTED}: its first cell to run, {todo[0].cell_id}, has an estimate of {need:.1f} s and "
         f"{limit[1]} leaves {max(left, 0):.1f} s ({where}).",
-        remedy=f"Give it more time, e.g. twice the estimate (a cell may take half or twice it): {again} "
-               f"{math.ceil(2 * need)}s")
+        remedy=f"Give it more time: the limit counts the start-up ({spent:.1f} s until this check, and more before "
+               f"the first cell) as well as the cells, and a cell may take half or twice its estimate; e.g. twice "
+               f"both: {again} {math.ceil(2 * (spent + need))}s")
 
 
 def _already_complete(state, resume_dir: Path, console, locked: bool = False) -> None:
@@ -214,14 +234,36 @@ def _print_bundle(outcome, console) -> None:
     if outcome.bundle:
         _print_stdout(str(outcome.bundle))
     elif outcome.already_complete:
-        console.print(f"{outcome.bundle_error}; make one with: kit bundle export {outcome.run_dir}")
+        console.print(f"{outcome.bundle_error}; make one with: kit bundle export {shlex.quote(str(outcome.run_dir))}",
+                      markup=False, soft_wrap=True)
     elif outcome.bundle_error:
-        console.print(f"[yellow]No bundle ({outcome.bundle_error}); results.json is in the run folder; retry with: kit bundle export {outcome.run_dir}[/yellow]")
+        console.print(f"No bundle ({outcome.bundle_error}); results.json is in the run folder; retry with: "
+                      f"kit bundle export {shlex.quote(str(outcome.run_dir))}", style="yellow", markup=False, soft_wrap=True)
 
 
 def _print_stdout(text: str) -> None:
     sys.stdout.write(text + "\n")
     sys.stdout.flush()
+
+
+def export_bundle(run_dir: Path, out: Path | None = None) -> Path:
+    """`kit bundle export`: the bundle of the run folder ``run_dir`` (finished, or stopped: kit.report.export)
+    in ``out`` (default: beside it). A run folder that another process still writes (its lock,
+    kit.runner.lock) is refused (UsageError, exit 2): its bundle would hold only the cells finished so far,
+    labelled interrupted, while that run goes on and makes its own bundle at its end."""
+    from kit.errors import UsageError
+    from kit.report.export import export_run
+    from kit.runner.lock import RunLock
+
+    holder = RunLock(run_dir).writer()
+    if holder is not None:
+        pid, host = holder.get("pid", "unknown"), holder.get("host", "unknown")
+        raise UsageError(
+            f"run folder in use (pid {pid}, host {host}): {run_dir} is being written by a run that has not ended, so "
+            "a bundle of it now would hold only the cells finished so far, labelled interrupted; nothing was written.",
+            remedy=f"Wait for that run to end: it makes its own bundle. To stop it sooner, kill -TERM {pid} on {host}: it "
+                   "keeps its finished cells and makes their bundle.")
+    return export_run(run_dir, out if out is not None else Path(run_dir).resolve().parent)
 
 
 def show_plan(plan, done: dict, console, limit=None) -> None:

@@ -6,7 +6,7 @@ Run two ways, with the same checks:
   ``python apex_cpu_checks.py`` imports the image's installed Apex (apex.amp,
   apex.fp16_utils.FP16_Optimizer) and torch 1.4, and the kit from /opt/kit/src;
 - in `make test` (tests/test_apex_scaler_oracle.py), against the loss_scaler.py of
-  the 241dd6c4 snapshot in ../shared/vendor/apex, on today's torch.
+  Apex's source at commit 241dd6c4 (tests/fixtures/originals.py), on today's torch.
 
 Checks: (1) the scale's trajectory under the kit's LossScaler equals Apex's
 DynamicLossScaler over thousands of steps with overflows at chosen steps; (2) the

@@ -18,14 +18,18 @@ Environment the tests read (all optional):
     KIT_TEST_CA_CERT              CA bundle to put into the image (TLS-inspecting proxy)
     KIT_TEST_CUDA10_BASE_IMAGE    an Ubuntu 18.04 image for the cuda10 stack (its test is
                                   skipped without one: Docker Hub is unreachable in CI)
-    KIT_TEST_APEX_SRC             a local Apex 241dd6c4 source (../shared/vendor/apex/
-                                  apex-241dd6c4.tar.gz in CI): the cuda10 image is built with
-                                  it (GitHub is unreachable); without it, without Apex
+    KIT_TEST_APEX_SRC             a local Apex 241dd6c4 source (a `git archive` tarball of
+                                  github.com/NVIDIA/apex at that commit; CI has its own copy):
+                                  the cuda10 image is built with it (GitHub is unreachable);
+                                  without it, without Apex
     KIT_TEST_CUDA12_BASE_IMAGE    an Ubuntu 24.04 image for the cuda12 stack (its tests are
                                   skipped without one)
-    KIT_TEST_CUDA12_APEX_SRC      a local Apex 25.01 source (../shared/vendor/apex/
-                                  apex-25.01.tar.gz in CI) for the cuda12 image; without it,
-                                  the image is built without Apex and its Apex checks skip
+    KIT_TEST_CUDA12_APEX_SRC      a local Apex 25.01 source (a `git archive` tarball of tag
+                                  25.01; CI has its own copy) for the cuda12 image; without it,
+                                  the image is built without Apex (`--no-apex`, what a user
+                                  without GitHub and without a local copy runs) and its Apex
+                                  checks skip; scripts/ci_containers.sh runs the cuda12 tests
+                                  both ways
 
 The tests run in file order: the build first, then what uses the image.
     KIT_TEST_RELEASE_IMAGES       1: remove each stack's mpkit images (and dangling layers)

@@ -85,14 +85,26 @@ def test_cuda12_image_has_apex_amp_and_its_loss_scaler_agrees_with_the_kits(cuda
 
 def test_kit_launch_cuda12_on_the_cpu_writes_a_bundle_naming_stack_torch_and_apex(cuda12_image, tmp_path):
     """`kit launch --stack cuda12` with a smoke run on the CPU (torch's CUDA build runs there):
-    fp32 and bf16 cells measure, the Apex cells are skipped only for want of a GPU (Apex is there)."""
+    fp32 and bf16 cells measure, the Apex cells are skipped only for want of a GPU (Apex is there).
+
+    Without a local Apex copy (KIT_TEST_CUDA12_APEX_SRC unset: a fresh clone, and the job's last
+    cuda12 phase) it runs what such a user runs, `kit launch --stack cuda12 --no-apex`, on an engine
+    without the image: kit launch builds it itself, without Apex (from the fixture's cached layers),
+    and the Apex cells are skipped for want of Apex."""
+    if not CUDA12_APEX_SRC:
+        # the image as on a machine that never built it; its layers stay as the build cache
+        docker_client().images.remove(cuda12_image, noprune=True)
     results, data = tmp_path / "results", tmp_path / "data"
     run_args = ["--smoke", "--suite", "all", "--device", "cpu", "-p", "fp32,amp-bf16,apex-o1,apex-o2"]
     proc = run_cmd(KIT + ["launch", "--stack", "cuda12", "--skip-checks", "--results-dir", str(results), "--data-dir", str(data),
                        *_cuda12_apex_options(), *build_options(CUDA12_BASE), "--", *run_args],
-                timeout=RUN_TIMEOUT_S, env=kit_env())
+                timeout=RUN_TIMEOUT_S + BUILD_TIMEOUT_S, env=kit_env())
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
-    assert "Building" not in proc.stderr, "kit launch rebuilt the image the fixture had just built"
+    if CUDA12_APEX_SRC:
+        assert "Building" not in proc.stderr, "kit launch rebuilt the image the fixture had just built"
+    else:
+        assert f"Building {cuda12_image}" in proc.stderr, proc.stderr[-4000:]
+        assert docker_client().images.get(cuda12_image).labels["mpkit.apex.built"] == "0"
     bundles = sorted(results.glob("*.tar.gz"))
     assert len(bundles) == 1, sorted(p.name for p in results.iterdir())
     check_bundle(bundles[0], owner=os.getuid())
@@ -109,6 +121,8 @@ def test_kit_launch_cuda12_on_the_cpu_writes_a_bundle_naming_stack_torch_and_ape
         assert cells[cid].status == "skipped", (cid, cells[cid].status)
         if CUDA12_APEX_SRC:
             assert "needs a CUDA GPU" in cells[cid].reason, cells[cid].reason  # not "no apex.amp"
+    if not CUDA12_APEX_SRC:
+        assert not b.environment["apex"]["found"], b.environment["apex"]
 
 
 def test_compose_cuda12_service_on_the_cpu_ends_with_a_bundle(cuda12_image, tmp_path):

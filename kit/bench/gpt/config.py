@@ -17,7 +17,7 @@ OVERRIDABLE = ("d_model", "n_layers", "n_heads", "seq_len", "lr", "train_split")
 
 #: The WikiText-2 split a cell trains on -> the split its held-out loss (convergence mode) is
 #: measured on. "train" is the benchmark's; "valid" is for a machine that has only the real
-#: valid and test splits (the project's GPU machine: ../shared/data/wikitext-2-valid-test/),
+#: valid and test splits (a GPU machine without network, given those two by hand),
 #: so that a convergence run there still reads real text, and says which splits it read.
 HELDOUT_SPLIT = {"train": "valid", "valid": "test"}
 

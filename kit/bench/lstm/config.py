@@ -17,7 +17,7 @@ OVERRIDABLE = ("emsize", "nhid", "nlayers", "lr", "clip", "bptt", "dropout", "ti
 
 #: ``--train-split``: the WikiText-2 split the LSTM trains on. "train" is the benchmark's (validation
 #: on valid, test on test). "valid" is for a machine that has only the real valid and test splits
-#: (the project's GPU machine, which has no network: ../shared/data/wikitext-2-valid-test/): the
+#: (a GPU machine without network, given the valid and test splits by hand): the
 #: first VALID_TRAIN_FRACTION of the valid split trains, its last part stands in for the validation
 #: split (the example's learning-rate annealing and best checkpoint), and the test split stays held
 #: out for the test perplexity, as the GPT suite's --train-split valid keeps it.
