@@ -107,6 +107,9 @@ class Row:
     #: them: what differs (kit.results.method.method_change); their ratios are marked
     method_change: str | None = None
 
+    def __repr__(self) -> str:
+        return f"Row({self.cell_id}, {len(self.machines)} machines)"
+
     workload = property(lambda self: self.key[0])
     model = property(lambda self: self.key[1])
     precision = property(lambda self: self.key[2])
@@ -161,6 +164,11 @@ class Comparison:
     method_changes: list[tuple[str, str]] = field(default_factory=list)
     #: one line per input left out because another stands for the same run (kit.compare.once)
     counted_once: list[str] = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        """Short: a fleet's comparison is a million objects (pytest prints a failing operand with repr)."""
+        return (f"Comparison({len(self.sources)} sources, {len(self.rows)} rows, {len(self.not_compared)} not "
+                f"compared, {len(self.warnings)} warnings)")
 
     @property
     def baseline_source(self) -> Source:

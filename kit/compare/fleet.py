@@ -105,6 +105,9 @@ class GroupCell:
     q1: float
     q3: float
 
+    def __repr__(self) -> str:
+        return f"GroupCell({self.group}, {self.row.cell_id}, {len(self.members)} machines)"
+
     def to_dict(self) -> dict:
         return {
             "group": self.group, "cell_id": self.row.cell_id, "metric": self.metric, "machines": len(self.members),
@@ -122,6 +125,10 @@ class FleetSummary:
     cells: list[GroupCell] = field(default_factory=list)
     #: kit.compare.fleet_findings.Finding: the slow machines, then the unstable ones
     findings: list = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        return (f"FleetSummary(by {self.by}, {len(self.groups)} groups, {len(self.cells)} group cells, "
+                f"{len(self.findings)} findings)")
 
     def cells_of(self, group: str) -> list[GroupCell]:
         return [c for c in self.cells if c.group == group]
