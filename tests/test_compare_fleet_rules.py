@@ -13,72 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from kit.bundle.envinfo import summarise_environment
+from fixtures.fleet_grid import BROKEN, findings, fleet, machine
 from kit.compare.engine import build_comparison
 from kit.compare.fleet import summarise_fleet
-from kit.compare.load import Source, _label
-from kit.results.schema import CellResult, RunConfig, RunResults
+from kit.compare.load import Source
 from kit.results.stats import summarise_repeats
-
-SYNTHETIC = "synthetic: invented numbers for a test of the fleet doctor, not a measurement"
-MODELS = ("resnet18", "resnet34", "resnet50")
-PRECISIONS = ("fp32", "tf32", "amp-fp16", "amp-bf16", "fp16-master")
-ENGINES = ("torch", "fastai")
-#: (model, precision, engine): 30 cells; the smallest facet value (a precision) holds 6, a model 10
-CELLS = [(m, p, e) for e in ENGINES for m in MODELS for p in PRECISIONS]
-#: three cells that share no model, precision or engine
-BROKEN = (("resnet18", "amp-fp16", "torch"), ("resnet34", "fp32", "fastai"), ("resnet50", "amp-bf16", "torch"))
-
-
-def machine(i: int, rng: random.Random, speed: float = 1.0, noise: float = 0.01, repeats: int = 3,
-            slow_cells: dict | None = None, gpu: str = "NVIDIA H200", driver: str = "580.159.04",
-            env_extra: dict | None = None, run_id: str | None = None) -> Source:
-    """One synthetic machine's run of the 30 cells: throughput = base x ``speed`` (x ``slow_cells``'
-    factor in those cells), each repeat with ``noise`` (a fraction, Gaussian)."""
-    slow = slow_cells or {}
-    cells = []
-    for k, (model, precision, engine) in enumerate(CELLS):
-        base = 20_000.0 / (1 + k % 7)
-        factor = speed * slow.get((model, precision, engine), 1.0)
-        reps = []
-        for _ in range(repeats):
-            tp = base * factor * (1.0 + rng.gauss(0.0, noise))
-            reps.append({"epoch_seconds": [15_360.0 / tp], "epoch_seconds_median": 15_360.0 / tp,
-                         "throughput_items_per_s": tp, "metrics": {}})
-        paced = {"paced_by": "host"} if engine == "fastai" else {}
-        cells.append(CellResult("cifar", model, precision, engine, "ok",
-                                params={"batch_size": 256, "image_size": 32, "epochs": 1, "steps": 60},
-                                throughput_unit="images", repeats=reps, summary=summarise_repeats(reps),
-                                data={"source": "synthetic"}, notes=[SYNTHETIC],
-                                method={"engine": f"cifar/{engine}", "revision": 1, "settings": {}, **paced}))
-    host = f"synthetic-node{i:03d}"
-    env = {"_synthetic": SYNTHETIC, "host": {"name": host, "host_id": f"h-{i:016x}"},
-           "nvml": {"available": True, "driver_version": driver, "gpus": [{"name": gpu, "power_limit_w": 700.0}]},
-           "cpu": {"model": "Synthetic Xeon", "usable_cores": 32}, "stack": "cuda12", "torch": "2.11.0",
-           "data_source": "synthetic", "kit_version": "0.3.0", **(env_extra or {})}
-    config = RunConfig(suite="cifar", data="synthetic", repeats=repeats, command_line=["kit", "run", "(synthetic)"])
-    res = RunResults(run_id=run_id or f"SYNTHETIC-RULES-{i:04d}", config=config, environment=env, status="complete",
-                     started_at=1796000000.0 + i * 3600, finished_at=1796000600.0 + i * 3600, cells=cells)
-    return Source(i, _label(i), Path(f"{host}.tar.gz"), "bundle", res, env,
-                  summarise_environment(env, config, cells), False)
-
-
-def fleet(n: int, seed: int = 0, spread: float = 0.015, **special) -> list[Source]:
-    """``n`` machines of one GPU model within +-``spread`` of each other; ``special``: index -> the
-    keyword arguments of :func:`machine` for that machine (its speed is still drawn)."""
-    rng = random.Random(seed)
-    out = []
-    for i in range(n):
-        kw = dict(special.get(f"m{i}", {}))
-        kw["speed"] = kw.get("speed", 1.0) * rng.uniform(1 - spread, 1 + spread)
-        out.append(machine(i, rng, **kw))
-    return out
-
-
-def findings(summary) -> list[tuple]:
-    """The findings as small values: (machine, kind, short form)."""
-    return [(f.source.env.machine, f.kind, f.short) for f in summary.findings]
-
 
 @pytest.fixture(scope="module")
 def broken_in_three():

@@ -72,9 +72,10 @@ def compare(
 
             if index is None or paths:
                 raise UsageError("--where, --since and --host go with --index; give --index FILE or files, not both.")
-            cmp = narrow_cells(comparison(index, where, since, host, baseline, allow_method_change), view.cells)
+            cmp = narrow_cells(comparison(index, where, since, host, baseline, allow_method_change, view.group_by),
+                               view.cells)
         else:
-            cmp = narrow_cells(compare_paths(paths, baseline, allow_method_change), view.cells)
+            cmp = narrow_cells(compare_paths(paths, baseline, allow_method_change, view.group_by), view.cells)
         err = Console(stderr=True)
         texts = {"csv": lambda: render.to_csv(cmp), "json": lambda: render.to_json(cmp, view),
                  "markdown": lambda: render.to_markdown(cmp, verbose, view), "html": lambda: _html_page(cmp, view)}

@@ -207,9 +207,10 @@ def sources(con: sqlite3.Connection, flt: Optional[Filter] = None, baseline: Opt
 
 
 def comparison(index: Path, where: Iterable[str] = (), since: Optional[str] = None, host: Optional[str] = None,
-               baseline: Optional[str] = None, allow_method_change: bool = False):
+               baseline: Optional[str] = None, allow_method_change: bool = False, group_by: Optional[str] = None):
     """`kit compare --index`: the comparison (kit.compare.engine.Comparison) of the runs of the index
-    file ``index`` that match the filters, from the index alone."""
+    file ``index`` that match the filters, from the index alone (methods judged within each group
+    where ``group_by`` groups them: kit.compare.engine.build_comparison)."""
     from kit.compare.engine import build_comparison
     from kit.index.db import open_index
 
@@ -219,7 +220,7 @@ def comparison(index: Path, where: Iterable[str] = (), since: Optional[str] = No
         srcs = sources(con, flt, baseline)
     finally:
         con.close()
-    return build_comparison(srcs, allow_method_change)
+    return build_comparison(srcs, allow_method_change, group_by)
 
 
 # ----------------------------------------------------------------------------- history
