@@ -32,11 +32,10 @@ from kit.compare import measures
 from kit.compare.comparability import CompareWarning, warnings_for
 from kit.compare.figures import CellFigures
 from kit.compare.groups import check_group_by, group_of
-from kit.compare.fmt import fmt_vs_baseline
 from kit.compare.load import Refused, Source, load_sources_keep_going
 from kit.compare.stats import METHOD, RatioEstimate, Sample, ratio_estimates
 from kit.compare.once import count_once
-from kit.errors import RegressionDetected, UsageError
+from kit.errors import UsageError
 from kit.results import ratios
 from kit.results.cell_ids import cell_label
 from kit.results.derive import quality_gap
@@ -72,6 +71,8 @@ class MachineCell:
     #: what bound the cell (kit explain's verdict, kit.results.explain.bound): its kind and short form
     explain_kind: str | None = None
     explain_verdict: str | None = None
+    #: why the host was busy while the cell ran (kit.env.hostload.busy_reason), else None
+    busy: str | None = None
     #: compared within its group (``--group-by``) but measured by another method than the baseline's
     #: cell: no ratio to the baseline (it would compare methods, not machines)
     baseline_method_differs: bool = False
@@ -100,6 +101,7 @@ class MachineCell:
             "explain_verdict": self.explain_verdict,
             "explain_verdict_kind": self.explain_kind,
             "method_differs_from_baseline": self.baseline_method_differs,
+            "host_busy": self.busy,
         }
 
 
@@ -129,19 +131,6 @@ class Row:
         """The cell id as the tables show it: with the fastai cells' learner (several when the
         machines' cells differ), ``cifar/resnet18/fp32/fastai (create_cnn)``."""
         return inert(cell_label(self.cell_id, [mc.params.get("learner") for mc in self.machines if mc and mc.params]))
-
-
-@dataclass(frozen=True)
-class Regression:
-    cell_id: str
-    label: str
-    ratio: RatioEstimate
-    #: measured by another method than the baseline's, kept by --allow-method-change
-    method_differs: bool = False
-
-    @property
-    def slower_pct(self) -> float:
-        return (1.0 - self.ratio.ratio) * 100.0
 
 
 @dataclass(frozen=True)
@@ -196,20 +185,9 @@ class Comparison:
             counts[n.reason] = counts.get(n.reason, 0) + 1
         return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
 
-    def regressions(self, pct: float) -> list[Regression]:
-        """Cells where a non-baseline input is significantly slower than the
-        baseline by more than ``pct`` percent (point estimate)."""
-        out = []
-        for row in self.rows:
-            for src, mc in zip(self.sources[1:], row.machines[1:]):
-                est = mc.vs_baseline if mc else None
-                if est and est.significant and est.ratio < 1.0 - pct / 100.0:
-                    out.append(Regression(row.cell_id, src.label, est, METHOD_FLAG in mc.flags))
-        return out
-
     def to_dict(self, rows: Any = None) -> dict:
         """Everything, as JSON values; ``rows``: put this under "rows" instead of the rows' dicts
-        (kit.compare.render.to_json passes them already written)."""
+        (kit.compare.render.to_json passes them already written, kit.compare.json_text.Written)."""
         return {
             "method": self.method,
             "baseline": self.baseline_source.label,
@@ -271,6 +249,7 @@ def _machine_cell(cell: CellFigures, src: Source, base_cell: CellFigures | None,
         method=cell.method,
         explain_kind=cell.explain_kind,
         explain_verdict=cell.explain_verdict,
+        busy=cell.busy,
     )
     if src.figures.converged:
         mc.final_metric = cell.final_metric
@@ -441,35 +420,3 @@ def compare_paths(paths: list[str | Path], baseline: str | None = None,
     cmp = build_comparison(sources, allow_method_change, group_by)
     cmp.refused = refused
     return cmp
-
-
-def check_regressions(comparison: Comparison, pct: float) -> None:
-    """Raise RegressionDetected when any input is significantly slower than the
-    baseline by more than ``pct`` percent on any cell."""
-    regs = comparison.regressions(pct)
-    if regs:
-        base = comparison.baseline_source
-        lines = [
-            f"{r.label} is {r.slower_pct:.1f}% slower than {base.label} on {r.cell_id} "
-            f"(throughput {fmt_vs_baseline(r.ratio)}, p={r.ratio.p_value:.2g})"
-            + (f" [{METHOD_FLAG}: compares methods, not machines]" if r.method_differs else "")
-            for r in regs[:20]
-        ]
-        more = f"\n  ... and {len(regs) - 20} more" if len(regs) > 20 else ""
-        raise RegressionDetected(
-            f"{len(regs)} cell(s) slower than the baseline by more than {pct:g}% (significant at p < 0.05):\n  "
-            + "\n  ".join(lines) + more,
-            remedy="Check the comparability warnings above; if the slowdown is real, bisect the change that caused it.",
-        )
-
-
-def parse_pct(value: Any) -> float:
-    from kit.errors import UsageError
-
-    try:
-        pct = float(str(value).rstrip("%"))
-    except ValueError:
-        raise UsageError(f"--fail-if-slower takes a percentage like 5 or 5%, not {value!r}.") from None
-    if not 0 <= pct < 100:
-        raise UsageError("--fail-if-slower must be between 0 and 100 (percent).")
-    return pct
