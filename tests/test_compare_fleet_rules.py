@@ -110,18 +110,18 @@ def test_a_slow_machine_on_another_driver_gets_the_driver_as_a_candidate_cause()
 
 
 def test_a_fact_split_half_and_half_in_the_group_is_no_cause():
-    """Ten of the other machines on one driver, nine on another: the group does not agree on a driver,
-    so the slow machine's driver says nothing about it."""
-    special = {f"m{i}": {"driver": "575.57.08"} for i in range(10)}
-    special["m15"] = {"speed": 0.8, "driver": "575.57.08"}
-    summary = summarise_fleet(build_comparison(fleet(20, seed=13, **special)), "gpu", 5.0)
-    [f] = summary.findings
-    assert f.source.env.machine == "synthetic-node015" and f.causes == ()
-    # nine of the others on the slow machine's driver, ten on another: still no majority against it
-    special = {f"m{i}": {"driver": "575.57.08"} for i in range(9)}
-    special["m15"] = {"speed": 0.8, "driver": "575.57.08"}
-    [f] = summarise_fleet(build_comparison(fleet(20, seed=13, **special)), "gpu", 5.0).findings
-    assert [c.what for c in f.causes] == ["driver"]  # 10 of 19 share another driver: a majority
+    """The slow machine on driver 570; of the other twenty, ten on 575 and ten on 580: the group does
+    not agree on a driver, so the slow machine's says nothing about it. Eleven against nine is a
+    majority, and the slow machine's driver is then a candidate cause."""
+    def drivers(n_575: int) -> dict:
+        special = {f"m{i}": {"driver": "575.57.08" if i < n_575 else "580.159.04"} for i in range(21) if i != 15}
+        special["m15"] = {"speed": 0.8, "driver": "570.86.10"}
+        return special
+
+    [f] = summarise_fleet(build_comparison(fleet(21, seed=13, **drivers(10))), "gpu", 5.0).findings
+    assert (f.source.env.machine, f.causes) == ("synthetic-node015", ())
+    [f] = summarise_fleet(build_comparison(fleet(21, seed=13, **drivers(11))), "gpu", 5.0).findings
+    assert [c.line for c in f.causes] == ["candidate cause: driver 570.86.10 vs the group's 575.57.08 (11 of 20)"]
 
 
 def test_one_run_id_with_the_same_results_and_another_environment_is_two_inputs_and_a_warning():

@@ -251,6 +251,8 @@ def _machine_cell(cell: CellFigures, src: Source, base_cell: CellFigures | None,
         explain_verdict=cell.explain_verdict,
         busy=cell.busy,
     )
+    if cell.busy:  # marked beside the cell's figures in the tables, as the HIGH warning says
+        mc.flags.append(measures.busy_note(cell.busy))
     if src.figures.converged:
         mc.final_metric = cell.final_metric
         mc.parity = cell.parity
