@@ -125,15 +125,27 @@ def test_a_fact_split_half_and_half_in_the_group_is_no_cause():
 
 
 def test_one_run_id_with_the_same_results_and_another_environment_is_two_inputs_and_a_warning():
-    rng = random.Random(14)
-    a = machine(1, rng, run_id="SYNTHETIC-SAME-RUN")
-    b = machine(1, random.Random(14), run_id="SYNTHETIC-SAME-RUN", env_extra={"torch": "2.12.0"})
-    a.index, a.label, b.path = 0, "A", Path("copy-with-other-env.tar.gz")
-    assert [c.to_dict() for c in a.results.cells] == [c.to_dict() for c in b.results.cells]
+    """Two bundles of run id X whose results.json are byte for byte the same but whose env.json differ
+    (another torch): not a copy, so both stay, under the HIGH "same run" warning."""
+    import copy
+
+    from kit.bundle.envinfo import summarise_environment
+    from kit.results.schema import RunResults
+
+    a = machine(0, random.Random(14), run_id="SYNTHETIC-SAME-RUN")
+    results = RunResults.from_dict(copy.deepcopy(a.results.to_dict()))
+    env = dict(a.environment, torch="2.12.0")
+    b = Source(1, "B", Path("copy-with-other-env.tar.gz"), "bundle", results, env,
+               summarise_environment(env, results.config, results.cells), False)
+    assert a.results.to_dict() == b.results.to_dict() and a.environment != b.environment
     cmp = build_comparison([a, b])
     assert [s.label for s in cmp.sources] == ["A", "B"] and cmp.counted_once == []
     same = [w.message for w in cmp.warnings if w.kind == "same run"]
     assert len(same) == 1 and "are the same run (run id SYNTHETIC-SAME-RUN)" in same[0]
+    # the same bundle under two names (env.json the same too) is counted once
+    c = Source(1, "B", Path("copy.tar.gz"), "bundle", RunResults.from_dict(copy.deepcopy(a.results.to_dict())),
+               dict(a.environment), a.env, False)
+    assert len(build_comparison([a, c, machine(2, random.Random(15))]).counted_once) == 1
 
 
 # --- a failing fleet test prints little ----------------------------------------------------------
