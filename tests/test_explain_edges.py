@@ -108,5 +108,19 @@ def test_the_s_per_epoch_column_says_it_includes_warm_up(tmp_path, capsys, monke
     code, out, err = run_main(["bundle", "show", str(bundle)], capsys, monkeypatch)
     assert code == 0, err
     flat = " ".join(out.split())
-    assert "s/epoch with warm-up" in flat
-    assert "s/epoch: an epoch's wall time, warm-up and compilation included" in flat
+    assert "throughput in images/s, steady; s/epoch: wall time, warm-up included" in flat
+    header = out[out.index("s/epoch", out.index("warm-up included")):out.index("───")]
+    assert "warm-up" in header  # the column's own header says it too (wrapped at its spaces)
+
+
+def test_a_cpu_cell_s_verdict_cites_no_nvml():
+    """A cell that ran on the CPU has no GPU telemetry: its verdict says so, in the run's words, and
+    never that NVML "cannot say"; a GPU cell whose NVML did not cover its steps still says NVML."""
+    cpu = _cell("fp32", (10.0, 10.1, 9.9))
+    cpu.telemetry = {"available": False, "reason": "device 'cpu' is not an NVIDIA GPU"}
+    verdict = ex.verdict(cpu)
+    assert verdict.startswith("not measured") and "NVML" not in verdict
+    assert "no GPU telemetry over the cell (device 'cpu' is not an NVIDIA GPU" in verdict
+    gpu = _cell("fp32", (10.0, 10.1, 9.9))
+    gpu.telemetry = {"available": True, "util_mean_pct": 20.0, "duration_s": 10.0}
+    assert "NVML over the whole cell cannot say" in ex.verdict(gpu)

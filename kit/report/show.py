@@ -23,8 +23,7 @@ def escape(text: object) -> str:
 
 
 #: what the s/epoch column is: the wall time of an epoch, not the steady state the throughput is of
-EPOCH_NOTE = ("s/epoch: an epoch's wall time, warm-up and compilation included, so it can be far more than the "
-              "steady throughput implies")
+EPOCH_NOTE = "s/epoch: wall time, warm-up included"
 
 
 def verify_lines(bundle: Bundle) -> list[str]:
@@ -165,10 +164,14 @@ def print_show(bundle: Bundle, console, patterns: list[str] | None = None) -> No
               for i, (col, _j) in enumerate(titles)]
     notes_column = console.width >= sum(widths) + 2 * len(widths) + 24
     t = Table(title=f"Cells (median over repeats; throughput in {' or '.join(u + '/s' for u in units) or 'items/s'}, "
-                    f"steady state; {EPOCH_NOTE})",
+                    f"steady; {EPOCH_NOTE})",
               title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
+    # where the s/epoch header on one line leaves the notes too little room, it wraps at its spaces
+    # rather than widen its column of short figures
+    wrap = console.width < sum(max(w, len(col)) for (col, _j), w in zip(titles, widths)) + 2 * len(widths) + 24
     for i, ((col, just), width) in enumerate(zip(titles, widths)):
-        t.add_column(col, justify=just, no_wrap=i == 0, min_width=width)
+        t.add_column(col, justify=just, no_wrap=i == 0, min_width=width,
+                     max_width=width if wrap and i == 2 else None)
     if notes_column:
         t.add_column("notes", justify="left", overflow="fold")
     import textwrap
