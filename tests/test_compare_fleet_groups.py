@@ -133,3 +133,20 @@ def test_an_index_of_every_shipped_reference_shows_both_gpu_groups(tmp_path, cap
     said = {x["group"] for x in fleet["left_out"]}
     compared = {g for g in groups}
     assert said <= compared and all(not x["entirely"] for x in fleet["left_out"])
+
+
+def test_group_by_host_keeps_two_machines_of_one_name_apart():
+    """Clouds call every machine vm: grouped by host, two machines named vm with their own host ids
+    are two groups, each named with its id."""
+    rng = random.Random(3)
+    sources = []
+    for i in range(6):
+        src = machine(i, rng, env_extra={"host": {"name": "vm", "host_id": f"h-{i % 2:04d}"}})
+        sources.append(src)
+    from kit.bundle.envinfo import summarise_environment
+
+    for s in sources:  # the summary read from the record, as a bundle's is
+        s.env = summarise_environment(s.environment, s.results.config, s.results.cells)
+    summary = summarise_fleet(build_comparison(sources, group_by="host"), "host", 5.0)
+    assert sorted(summary.groups) == ["vm (host id h-0000)", "vm (host id h-0001)"]
+    assert [len(m) for m in summary.groups.values()] == [3, 3]
