@@ -284,9 +284,11 @@ def ok_cells(results: RunResults, cache: SampleCache | None = None) -> dict[tupl
 #: the mark of a cell measured while its host was busy, in every view that shows its figures
 BUSY = "host busy"
 #: what a busy host does to a cell's figures, said where a view first marks one
-BUSY_EFFECT = (f"measured while the host was busy (load average past {BUSY_LOAD_PER_CORE:g}x its cores, or CPU "
-               f"steal over {BUSY_STEAL_PCT:g}%): its times include waiting for the CPU, so a figure may be the load, "
-               "not the machine; measure again on a quiet host")
+BUSY_WHEN = (f"measured while the host was busy (load average past {BUSY_LOAD_PER_CORE:g}x its cores, or CPU "
+             f"steal over {BUSY_STEAL_PCT:g}%)")
+#: what that does to the figures (after "its" or "their")
+BUSY_WHY = "times include waiting for the CPU, so a figure may be the load, not the machine; measure again on a quiet host"
+BUSY_EFFECT = f"{BUSY_WHEN}: its {BUSY_WHY}"
 
 
 def host_busy(cell: CellResult) -> str | None:

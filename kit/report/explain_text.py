@@ -195,7 +195,7 @@ def explain_text(bundle: Bundle, patterns: Optional[List[str]] = None, short: bo
             out.append(f"  {measures.BUSY}: {inert(row['host_busy'])}: {measures.BUSY_EFFECT}")
         elif row.get("speedup_host_busy"):
             out.append(f"  its speedup is drawn from a cell measured while the host was busy "
-                       f"({inert(row['speedup_host_busy'])}): {measures.BUSY_EFFECT.split(': ', 1)[1]}")
+                       f"({inert(row['speedup_host_busy'])}): their {measures.BUSY_WHY}")
         if row.get("answer"):
             out.append("  in short: " + inert(row["answer"]))
         out += _step_lines(row)

@@ -306,7 +306,7 @@ def render_run_report(
         shown = "; ".join(f"{c.cell_id}: {measures.host_busy(c)}" for c in busy[:3]) + ("; ..." if len(busy) > 3 else "")
         body.append(f'<p class="sub flag"><strong>Host busy:</strong> {len(busy)} of {len(measured)} cells were measured '
                     f"while the host was busy ({escape(shown)}), marked “{escape(measures.BUSY)}” below and in every "
-                    f"finding drawn from them: {escape(measures.BUSY_EFFECT.split(': ', 1)[1])}.</p>")
+                    f"finding drawn from them: their {escape(measures.BUSY_WHY)}.</p>")
     findings = run_insights(results, synthetic)
     body.append("<h2>What the run shows</h2>")
     if findings:

@@ -121,7 +121,7 @@ def print_show(bundle: Bundle, console, patterns: list[str] | None = None) -> No
     busy = [c for c in ok.values() if measures.host_busy(c)]
     if busy:
         console.print(f"[yellow]⚠ {measures.BUSY} in {len(busy)} of {len(ok)} cells[/yellow] (marked below): "
-                      f"{escape(measures.BUSY_EFFECT)}.")
+                      f"{escape(measures.BUSY_WHEN)}: their {escape(measures.BUSY_WHY)}.")
     rows = []
     for c in sorted(shown, key=measures.order_key):
         if c.status != "ok":
