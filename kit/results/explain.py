@@ -267,21 +267,13 @@ def bound(cell: CellResult) -> Verdict:
                        "NVML's utilisation needs to cover them")
     why = profile_reason(cell)
     window = f"the profiled window measured no device time ({why})" if why else "no profiled window of the steps"
-    no_gpu = _no_telemetry(cell)
-    if no_gpu is not None:  # a CPU run, or NVML missing: there is no GPU utilisation to speak of
+    t = cell.telemetry
+    if isinstance(t, dict) and t.get("available") is False:  # a CPU run, or no NVML: no GPU utilisation to cite
         return Verdict(NOT_MEASURED, NOT_MEASURED, f"not measured: {window}, and no GPU telemetry over the cell "
-                       f"({no_gpu}; {waited})")
+                       f"({t.get('reason') or 'not recorded'}; {waited})")
     return Verdict(NOT_MEASURED, NOT_MEASURED, f"not measured: {window}, and NVML over the whole cell cannot say "
                    f"({'; '.join(seen)})")
 
-
-def _no_telemetry(cell: CellResult) -> Optional[str]:
-    """Why the cell recorded no GPU telemetry at all ("device 'cpu' is not an NVIDIA GPU"), else None."""
-    t = cell.telemetry
-    if isinstance(t, dict) and t.get("available") is False:
-        reason = t.get("reason")
-        return reason if isinstance(reason, str) and reason else "not recorded"
-    return None
 
 
 def _device_verdict(by: Dict[str, float], device: float) -> Verdict:
