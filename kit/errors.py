@@ -90,6 +90,13 @@ class RegressionDetected(KitError):
     exit_code = 9
 
 
+class NothingTested(KitError):
+    """``kit compare --fail-if-slower`` could test no cell (one repeat, or no cell measured the same
+    way on both sides): a gate that tested nothing does not pass."""
+
+    exit_code = 11
+
+
 class DiskFull(KitError):
     """No space left (ENOSPC) or over the quota (EDQUOT) where the kit writes. Every file the
     kit writes is written whole or not at all (kit.results.atomic) and the journal loses at
@@ -162,6 +169,7 @@ EXIT_CODES: dict[int, str] = {
     8: "a benchmark run failed (partial results kept)",
     9: "compare --fail-if-slower found a significant slowdown",
     10: "no space left on the device (or over the disk quota) where the kit writes; what was written stays valid",
+    11: "compare --fail-if-slower could test no cell (one repeat, or no cell measured the same way on both sides)",
     124: "kit run stopped at its --time-limit (finished results kept; --resume goes on), or did not start: its first cell would not fit",
     130: "interrupted with Ctrl-C, SIGINT (finished results kept)",
     143: "terminated by SIGTERM (finished results kept; the journal names the signal)",

@@ -15,7 +15,8 @@ import pytest
 from fixtures.cli import run_main
 from fixtures.results.factory import make_cell, make_converged_cell, make_env, make_results, make_run_dir, standard_cells
 from kit.report.export import export_run
-from kit.compare.engine import check_regressions, compare_paths
+from kit.compare.engine import compare_paths
+from kit.compare.gate import check_gate
 from kit.errors import RegressionDetected
 from kit.results.schema import CellResult
 from kit.results.stats import summarise_repeats
@@ -185,10 +186,10 @@ def test_noise_is_not_a_regression(tmp_path):
     cmp = compare_paths([a, c])
     est = cmp.rows[0].machines[1].vs_baseline
     assert est.ratio < 0.99 and est.verdict == "not significant"
-    check_regressions(cmp, 1.0)  # does not raise
+    check_gate(cmp, 1.0)  # does not raise
     slow = _bundle(tmp_path, "s", [make_cell("resnet18", "fp32", epoch_s=[13.0, 13.1, 12.9])], host="fixture-host-s")
     with pytest.raises(RegressionDetected):
-        check_regressions(compare_paths([a, slow]), 10.0)
+        check_gate(compare_paths([a, slow]), 10.0)
 
 
 def test_comparability_warnings_are_ranked_by_severity(tmp_path):

@@ -245,7 +245,7 @@ def test_ratio_estimate_to_dict_is_the_dataclass_fields_in_order():
 def test_json_text_is_the_same_json_value_with_rows_on_one_line_each():
     import json
 
-    from kit.compare.render import json_text
+    from kit.compare.json_text import json_text
 
     value = {"method": "m", "rows": [{"cell_id": "a/b", "machines": {"A": {"x": [1, 2.5, None, 1e16, 0.1 + 0.2]}}},
                                      {"cell_id": "c"}],
@@ -262,7 +262,7 @@ def test_json_text_is_standard_json_where_a_number_is_not_finite():
     parsers refuse them): the comparison writes null there."""
     import json
 
-    from kit.compare.render import json_text
+    from kit.compare.json_text import json_text
 
     def refuse(token):
         raise ValueError(f"not JSON: {token}")

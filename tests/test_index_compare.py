@@ -127,11 +127,12 @@ def test_history_leads_with_one_table_of_runs_with_each_precisions_geometric_mea
     assert h["summary"]["precisions"] == ["fp32", "amp-fp16", "amp-bf16"]
     first, second = h["summary"]["runs"]
     assert first["changed"] == [] and first["vs_previous"] == {
-        p: {"geomean_ratio": None, "cells": 0, "flagged": 0, "method_breaks": 0} for p in ("fp32", "amp-fp16", "amp-bf16")}
+        p: {"geomean_ratio": None, "cells": 0, "flagged": 0, "method_breaks": 0, "gpu_breaks": 0}
+        for p in ("fp32", "amp-fp16", "amp-bf16")}
     assert second["changed"] == [{"field": "driver", "before": "580.159", "now": "590.10"}]
     for precision, got in second["vs_previous"].items():
         cells = [c["points"][1]["vs_previous"]["ratio"] for c in h["cells"] if c["cell_id"].split("/")[2] == precision]
-        assert got["cells"] == len(cells) == 2 and got["flagged"] == 2 and got["method_breaks"] == 0
+        assert got["cells"] == len(cells) == 2 and got["flagged"] == 2 and got["method_breaks"] == got["gpu_breaks"] == 0
         assert got["geomean_ratio"] == pytest.approx(math.exp(sum(map(math.log, cells)) / len(cells)), rel=1e-12)
     code, out, err = run_main(args, capsys, monkeypatch)
     assert code == 0, err

@@ -17,8 +17,9 @@ from fixtures.cli import run_main
 from fixtures.results.factory import make_env, make_results, make_run_dir, standard_cells
 from kit import __version__
 from kit.bench import methods as engine_methods
-from kit.compare.engine import METHOD_FLAG, OTHER_METHOD, check_regressions, compare_paths
-from kit.errors import RegressionDetected
+from kit.compare.engine import METHOD_FLAG, OTHER_METHOD, compare_paths
+from kit.compare.gate import check_gate
+from kit.errors import NothingTested, RegressionDetected
 from kit.results.method import UNKNOWN, describe, differences, method_change
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -93,7 +94,7 @@ def test_the_same_method_compares_as_ever(revisions):
     assert len(cmp.rows) == 6 and not cmp.method_changes
     assert "method" not in [w.kind for w in cmp.warnings]
     with pytest.raises(RegressionDetected):
-        check_regressions(cmp, 5.0)
+        check_gate(cmp, 5.0)
 
 
 def test_bundles_that_differ_only_in_an_engine_revision_are_not_divided(revisions):
@@ -105,7 +106,8 @@ def test_bundles_that_differ_only_in_an_engine_revision_are_not_divided(revision
     assert "this ratio compares methods, not machines" in w.message and "--allow-method-change" in w.message
     assert cmp.warnings[0] is w  # the most severe first
     assert {n.reason for n in cmp.not_compared} == {f"{OTHER_METHOD} in B"}
-    check_regressions(cmp, 5.0)  # a 30% slowdown across methods is no regression
+    with pytest.raises(NothingTested):  # a 30% slowdown across methods is no regression, and no pass either
+        check_gate(cmp, 5.0)
 
 
 def test_allow_method_change_compares_them_each_ratio_marked(revisions):
@@ -118,7 +120,7 @@ def test_allow_method_change_compares_them_each_ratio_marked(revisions):
     (w,) = [w for w in cmp.warnings if w.kind == "method"]
     assert "kept by --allow-method-change" in w.message
     with pytest.raises(RegressionDetected) as err:
-        check_regressions(cmp, 5.0)
+        check_gate(cmp, 5.0)
     assert f"[{METHOD_FLAG}: compares methods, not machines]" in err.value.message
 
 
@@ -131,10 +133,11 @@ def test_a_bundle_without_methods_beside_one_with_them_is_a_method_change(revisi
     assert not compare_paths([revisions["unknown"], revisions["unknown-2"]]).method_changes
 
 
-def test_the_cli_says_it_and_exits_zero_on_fail_if_slower_unless_allowed(revisions, capsys, monkeypatch):
+def test_the_cli_says_it_and_a_gate_across_methods_tested_nothing_unless_allowed(revisions, capsys, monkeypatch):
     a, b = str(revisions["r6"]), str(revisions["r5-slow"])
     code, out, err = run_main(["compare", a, b, "--fail-if-slower", "5"], capsys, monkeypatch)
-    assert code == 0, err
+    assert code == 11, err  # no cell measured the same way: the gate tested nothing (never a pass)
+    assert "not tested: 6 measured otherwise than the baseline" in " ".join(err.split())
     text = " ".join(out.split())
     assert "HIGH different method in 6 cell(s)" in text
     assert "No cell was measured, the same way, by two inputs" in text

@@ -22,7 +22,9 @@ def compare(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="List every cell that could not be compared (default: counts by reason)."),
     fail_if_slower: Optional[str] = typer.Option(
         None, "--fail-if-slower", metavar="PCT",
-        help="Exit with code 9 if any input is significantly slower than the baseline by more than PCT percent on any cell.",
+        help="Exit with code 9 if any input is significantly slower than the baseline by more than PCT percent on any "
+             "cell tested (two repeats or more on each side, measured the same way); with code 11 if it could test none. "
+             "It says what it tested.",
     ),
     metric: Optional[str] = typer.Option(
         None, "--metric", metavar="METRIC",
@@ -53,7 +55,8 @@ def compare(
         from rich.console import Console
 
         from kit.compare import render
-        from kit.compare.engine import check_regressions, compare_paths, parse_pct
+        from kit.compare.engine import compare_paths
+        from kit.compare.gate import gate, outcome, parse_pct
         from kit.compare.fleet import View, narrow_cells
         from kit.errors import UsageError
 
@@ -72,11 +75,13 @@ def compare(
 
             if index is None or paths:
                 raise UsageError("--where, --since and --host go with --index; give --index FILE or files, not both.")
-            cmp = narrow_cells(comparison(index, where, since, host, baseline, allow_method_change), view.cells)
+            cmp = narrow_cells(comparison(index, where, since, host, baseline, allow_method_change, view.group_by),
+                               view.cells)
         else:
-            cmp = narrow_cells(compare_paths(paths, baseline, allow_method_change), view.cells)
+            cmp = narrow_cells(compare_paths(paths, baseline, allow_method_change, view.group_by), view.cells)
         err = Console(stderr=True)
-        texts = {"csv": lambda: render.to_csv(cmp), "json": lambda: render.to_json(cmp, view),
+        tested = gate(cmp, pct) if pct is not None else None
+        texts = {"csv": lambda: render.to_csv(cmp), "json": lambda: render.to_json(cmp, view, tested),
                  "markdown": lambda: render.to_markdown(cmp, verbose, view), "html": lambda: _html_page(cmp, view)}
         printed = output.to_stdout
         if printed is None:
@@ -89,8 +94,9 @@ def compare(
         render.print_refused(cmp, err)
         for fmt in output.to_files:
             output.write(fmt, texts[fmt]())
-        if pct is not None:
-            check_regressions(cmp, pct)
+        if tested is not None:
+            for line in outcome(tested):  # raises RegressionDetected (9) or NothingTested (11)
+                err.print(line, markup=False, highlight=False)
         # the command line ends without freeing it (a fleet's is a million objects), and so without
         # the collector: switched back on, its first pass would walk every one of them (0.15 s)
         paused.resume = paused.resume and not keep_until_exit(cmp)

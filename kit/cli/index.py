@@ -182,7 +182,8 @@ def _date(iso: str) -> str:
 @app.command("history")
 @output_options(json="the runs, the summary and every cell's points, as JSON")
 def history(
-    host: str = typer.Option(..., "--host", help="The machine (its host name, as `kit index list` shows it)."),
+    host: str = typer.Option(..., "--host", help="The machine: its host name (as `kit index list` shows it), or its "
+                                                 "host id where several machines share a name."),
     cells: Optional[str] = typer.Option(
         None, "--cells", "--cell", metavar="PATTERN",
         help="Also a table per cell whose id matches: a glob (cifar/*/amp-fp16/*), or text the id holds (amp-fp16)."),
@@ -193,11 +194,14 @@ def history(
     output: Output = None,
 ) -> None:
     """A machine's runs over time: one table, a run per row, with what changed since the run before
-    (driver, torch, kit; cells measured by another method) and per precision the geometric mean of
-    its cells' ratios to the previous run. --cells adds the per-cell tables (median throughput,
-    ratio with a 95% CI, significant changes flagged)."""
+    (driver, torch, kit, GPU; cells measured by another method or on another GPU, where no ratio is
+    taken) and per precision the geometric mean of its cells' ratios to the previous run. --cells adds
+    the per-cell tables (median throughput, ratio with a 95% CI, significant changes flagged)."""
     from kit.errors import UsageError
-    from kit.index.query import history as run_history, make_filter, matching, summary
+    from kit.bundle.inert import inert
+    from kit.index.history import history as run_history, matching, summary
+    from kit.index.history_view import history_dict, print_history
+    from kit.index.query import make_filter
     from kit.index.reader import reading
 
     if not 0 <= min_change < 100:
@@ -205,106 +209,12 @@ def history(
     flt = make_filter((), since, None)
     with reading(index) as con:
         runs, per_cell = run_history(con, host, min_change, flt)
-    shown = matching(per_cell, host, cells) if cells else []
+    name, host_id = inert(str(runs[0]["host"])), runs[0]["host_id"]  # one machine: each run records both
+    shown = matching(per_cell, name, cells) if cells else []
     precisions, rows = summary(runs, per_cell)
-    output.show(lambda: _print_history(host, runs, per_cell, shown, precisions, rows, min_change),
-                json=lambda: json.dumps(_history_dict(host, runs, shown if cells else per_cell, precisions, rows,
-                                                      min_change), indent=2) + "\n")
-
-
-def _history_dict(host: str, runs: list, cells: list, precisions: list, rows: list, min_change: float) -> dict:
-    from kit.compare.stats import METHOD
-    from kit.index.query import CHANGE_FIELDS
-
-    return {
-        "host": host, "method": METHOD, "min_change_pct": min_change,
-        "runs": [{k: r[k] for k in ("run_id", "run_date", "file_name", "sha256", *CHANGE_FIELDS)} for r in runs],
-        "summary": {"precisions": precisions, "runs": [{
-            "run_id": row.run["run_id"], "run_date": row.run["run_date"], "cells": row.cells,
-            "changed": [{"field": f, "before": before, "now": now} for f, before, now in row.changed],
-            "vs_previous": {pr: {"geomean_ratio": c.ratio, "cells": c.cells, "flagged": c.flagged, "method_breaks": c.breaks}
-                            for pr, c in row.by_precision.items()},
-        } for row in rows]},
-        "cells": [{"cell_id": c.cell_id, "unit": c.unit, "points": [{
-            "run_id": p.run["run_id"], "run_date": p.run["run_date"], "status": p.status,
-            "throughput_median": p.median, "throughput_repeats": p.values, "changed": p.changed,
-            "vs_previous": p.vs_previous.to_dict() if p.vs_previous else None, "flagged": p.flagged,
-            "method": p.method, "method_break": p.method_break,
-        } for p in c.points]} for c in cells],
-    }
-
-
-def _summary_table(host: str, precisions: list, rows: list):
-    """One row per run: what changed, and per precision the geometric-mean ratio to the previous run."""
-    from rich.table import Table
-    from rich.text import Text
-
-    from kit.results.ratios import fmt_ratio
-
-    t = Table(title=f"{_s(host)}: each run against the run before (per precision: the geometric mean over its "
-                    "cells of this run's throughput ÷ the previous run's)", title_justify="left")
-    for col in ("#", "run date (UTC)", "changed since the run before", *map(_s, precisions), "cells"):
-        t.add_column(col, overflow="fold", no_wrap=col in ("#", "run date (UTC)"))
-    for i, row in enumerate(rows, 1):
-        said = [f"{f} {_s(before)} -> {_s(now)}" for f, before, now in row.changed]
-        breaks = sum(c.breaks for c in row.by_precision.values())
-        if breaks:
-            said.append(f"method of {breaks} cell(s): no ratio there")
-        figures = []
-        for pr in precisions:
-            c = row.by_precision.get(pr)
-            if c is None or c.ratio is None:
-                figures.append(Text("" if c is None or i == 1 else "-", style="dim"))
-                continue
-            flagged = f" ({c.flagged}!)" if c.flagged else ""
-            figures.append(Text(f"{fmt_ratio(c.ratio, 3)}{flagged}", style="bold red" if c.flagged else ""))
-        t.add_row(str(i), _date(row.run["run_date"]), Text("; ".join(said) if i > 1 else "(first run)",
-                                                          style="bold yellow" if said else "dim"), *figures, str(row.cells))
-    return t
-
-
-def _print_history(host: str, runs: list, cells: list, shown: list, precisions: list, rows: list,
-                   min_change: float) -> None:
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
-    from kit.compare.fmt import fmt_vs_baseline
-    from kit.compare.stats import METHOD
-
-    console = Console()
-    console.print(Text(f"{_s(host)}: {len(runs)} runs, {_date(runs[0]['run_date'])} to {_date(runs[-1]['run_date'])} (UTC). "
-                       f"(k!) marks k cells whose change is significant and at least {min_change:g}%; "
-                       "a cell measured by another method than in the run before breaks its series (no ratio).",
-                       style="bold"))
-    console.print(Text(f"Statistics: {METHOD}.", style="dim"))
-    console.print(_summary_table(host, precisions, rows))
-    for c in shown:
-        t = Table(title=f"{_s(c.cell_id)} ({_s(c.unit)}/s, median over repeats)", title_justify="left")
-        for col in ("run date (UTC)", "driver", "torch", "kit", f"{_s(c.unit)}/s", "vs previous run", ""):
-            t.add_column(col, overflow="fold")
-        for p in c.points:
-            r = p.run
-
-            def mark(name):
-                return Text(_s(r[name]) + (" *" if name in p.changed else ""), style="bold yellow" if name in p.changed else "")
-
-            figure = f"{p.median:,.1f}" if p.median is not None else _s(p.status)
-            vs = (fmt_vs_baseline(p.vs_previous) if p.vs_previous
-                  else Text("method changed: no ratio", style="bold magenta") if p.method_break else "")
-            t.add_row(_date(r["run_date"]), mark("driver"), mark("torch"), mark("kit"),
-                      figure, vs, Text("!", style="bold red") if p.flagged else "")
-        console.print(t)
-    flagged = sum(p.flagged for c in cells for p in c.points)
-    breaks = sum(p.method_break is not None for c in cells for p in c.points)
-    console.print(f"{flagged} significant change(s) of {min_change:g}% or more, over the {len(cells)} cells." if flagged
-                  else f"No significant change of {min_change:g}% or more between consecutive runs.", markup=False)
-    if breaks:
-        console.print(f"{breaks} break(s) in the series: the cell was measured by another method (engine revision or "
-                      "settings) than in the run before, so no change is computed there (kit index history --json - "
-                      "names each method).", markup=False)
-    if not shown and cells:
-        console.print(f"Per-cell tables: --cells PATTERN (e.g. --cells {_s(cells[0].cell_id.split('/')[2])}).", markup=False)
+    output.show(lambda: print_history(name, host_id, runs, per_cell, shown, precisions, rows, min_change),
+                json=lambda: json.dumps(history_dict(name, host_id, runs, shown if cells else per_cell, precisions,
+                                                     rows, min_change), indent=2) + "\n")
 
 
 def register(main_app: typer.Typer) -> None:

@@ -20,6 +20,7 @@ from kit.results.method import join_labels
 HIGH, MEDIUM, LOW = "high", "medium", "low"
 _RANK = {
     "method": (0, HIGH),
+    "group methods": (3, MEDIUM),
     "device": (0, HIGH),
     "busy": (0, HIGH),
     "same run": (0, HIGH),
@@ -117,11 +118,9 @@ def _busy_hosts(sources: list[Source]) -> list[CompareWarning]:
                                    f"{cells} cells in all (e.g. {s.label}: {inert(busy[0][0])}: {busy[0][1]}): {tail}")]
 
 
-def _methods(changes: list[tuple[str, str]], allowed: bool) -> list[CompareWarning]:
-    """One HIGH line for the cells whose machines measured them by different methods
-    (kit.results.method.method_change's words, the most common first)."""
-    if not changes:
-        return []
+def _ranked_texts(changes: list[tuple[str, str]]) -> tuple[str, str]:
+    """The two most common texts of ``changes`` ((cell id, text)), each with its first cell and how
+    many more, and how many other kinds there are (in --json)."""
     by_text: dict[str, list[str]] = {}
     for cid, text in changes:
         by_text.setdefault(text, []).append(cid)
@@ -129,7 +128,26 @@ def _methods(changes: list[tuple[str, str]], allowed: bool) -> list[CompareWarni
     shown = "; ".join(f"{cids[0]}{f' and {len(cids) - 1} more' if len(cids) > 1 else ''}: {text}"
                       for text, cids in ranked[:2])
     rest = len(ranked) - 2
-    more = f" ({rest} more kind{'s' if rest != 1 else ''} of difference in --json)" if rest > 0 else ""
+    return shown, f" ({rest} more kind{'s' if rest != 1 else ''} of difference in --json)" if rest > 0 else ""
+
+
+def _group_methods(changes: list[tuple[str, str]], group_by: str | None, baseline: str) -> list[CompareWarning]:
+    """One MEDIUM line for the cells whose groups (``--group-by``) measured them by different methods:
+    each group is judged within itself, and no machine gets a ratio to the baseline across methods."""
+    if not changes:
+        return []
+    shown, more = _ranked_texts(changes)
+    return [CompareWarning("group methods", f"the {group_by} groups measured {len(changes)} cell(s) by different "
+                                            f"methods: {shown}{more}; each group is compared within itself, and a "
+                                            f"machine measured otherwise than {baseline} gets no ratio to it.")]
+
+
+def _methods(changes: list[tuple[str, str]], allowed: bool) -> list[CompareWarning]:
+    """One HIGH line for the cells whose machines measured them by different methods
+    (kit.results.method.method_change's words, the most common first)."""
+    if not changes:
+        return []
+    shown, more = _ranked_texts(changes)
     fate = ("kept by --allow-method-change, each ratio marked \"method differs\"" if allowed else
             "left out of the ratios and findings (--allow-method-change compares them, marked)")
     return [CompareWarning("method", f"different method in {len(changes)} cell(s): {shown}{more}; {fate}. "
@@ -138,12 +156,15 @@ def _methods(changes: list[tuple[str, str]], allowed: bool) -> list[CompareWarni
 
 
 def warnings_for(sources: list[Source], rows: list, method_changes: list[tuple[str, str]] = (),
-                 allow_method_change: bool = False) -> list[CompareWarning]:
+                 allow_method_change: bool = False, group_by: str | None = None,
+                 group_methods: list[tuple[str, str]] = ()) -> list[CompareWarning]:
     """The warnings for a comparison of ``sources`` whose rows (kit.compare.engine.Row) are ``rows``;
-    ``method_changes``: (cell id, what differs) where the machines' methods differ."""
+    ``method_changes``: (cell id, what differs) where the machines' methods differ (within a group,
+    with ``group_by``); ``group_methods``: (cell id, each group's method) where the groups' differ."""
     cpu = [s for s in sources if s.env.gpu == "CPU only"]
     gpu = [s for s in sources if s.env.gpu not in ("CPU only", "unknown")]
     out: list[CompareWarning] = _methods(list(method_changes), allow_method_change)
+    out += _group_methods(list(group_methods), group_by, sources[0].label)
     if cpu and gpu:  # shown first: every other difference follows from it
         out.append(CompareWarning("device", f"{', '.join(s.label for s in cpu)} ran on a CPU, "
                                             f"{', '.join(s.label for s in gpu)} on a GPU: the numbers measure different "

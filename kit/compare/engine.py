@@ -31,11 +31,11 @@ from kit.bundle.inert import inert
 from kit.compare import measures
 from kit.compare.comparability import CompareWarning, warnings_for
 from kit.compare.figures import CellFigures
-from kit.compare.fmt import fmt_vs_baseline
+from kit.compare.groups import check_group_by, group_of
 from kit.compare.load import Refused, Source, load_sources_keep_going
 from kit.compare.stats import METHOD, RatioEstimate, Sample, ratio_estimates
 from kit.compare.once import count_once
-from kit.errors import RegressionDetected, UsageError
+from kit.errors import UsageError
 from kit.results import ratios
 from kit.results.cell_ids import cell_label
 from kit.results.derive import quality_gap
@@ -71,6 +71,11 @@ class MachineCell:
     #: what bound the cell (kit explain's verdict, kit.results.explain.bound): its kind and short form
     explain_kind: str | None = None
     explain_verdict: str | None = None
+    #: why the host was busy while the cell ran (kit.env.hostload.busy_reason), else None
+    busy: str | None = None
+    #: compared within its group (``--group-by``) but measured by another method than the baseline's
+    #: cell: no ratio to the baseline (it would compare methods, not machines)
+    baseline_method_differs: bool = False
 
     def to_dict(self) -> dict:
         def s(x: Sample | None) -> dict | None:
@@ -95,6 +100,8 @@ class MachineCell:
             "method": self.method,
             "explain_verdict": self.explain_verdict,
             "explain_verdict_kind": self.explain_kind,
+            "method_differs_from_baseline": self.baseline_method_differs,
+            "host_busy": self.busy,
         }
 
 
@@ -106,6 +113,9 @@ class Row:
     #: where the machines' cells were measured by different methods and --allow-method-change kept
     #: them: what differs (kit.results.method.method_change); their ratios are marked
     method_change: str | None = None
+
+    def __repr__(self) -> str:
+        return f"Row({self.cell_id}, {len(self.machines)} machines)"
 
     workload = property(lambda self: self.key[0])
     model = property(lambda self: self.key[1])
@@ -121,19 +131,6 @@ class Row:
         """The cell id as the tables show it: with the fastai cells' learner (several when the
         machines' cells differ), ``cifar/resnet18/fp32/fastai (create_cnn)``."""
         return inert(cell_label(self.cell_id, [mc.params.get("learner") for mc in self.machines if mc and mc.params]))
-
-
-@dataclass(frozen=True)
-class Regression:
-    cell_id: str
-    label: str
-    ratio: RatioEstimate
-    #: measured by another method than the baseline's, kept by --allow-method-change
-    method_differs: bool = False
-
-    @property
-    def slower_pct(self) -> float:
-        return (1.0 - self.ratio.ratio) * 100.0
 
 
 @dataclass(frozen=True)
@@ -161,6 +158,16 @@ class Comparison:
     method_changes: list[tuple[str, str]] = field(default_factory=list)
     #: one line per input left out because another stands for the same run (kit.compare.once)
     counted_once: list[str] = field(default_factory=list)
+    #: the grouping methods were judged within (``--group-by``: kit.compare.groups), None: against the baseline
+    group_by: str | None = None
+    #: (cell id, each group's method) for every cell whose groups measured it by different methods
+    #: (each group compared within itself; no ratio to the baseline across them)
+    group_methods: list[tuple[str, str]] = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        """Short: a fleet's comparison is a million objects (pytest prints a failing operand with repr)."""
+        return (f"Comparison({len(self.sources)} sources, {len(self.rows)} rows, {len(self.not_compared)} not "
+                f"compared, {len(self.warnings)} warnings)")
 
     @property
     def baseline_source(self) -> Source:
@@ -178,20 +185,9 @@ class Comparison:
             counts[n.reason] = counts.get(n.reason, 0) + 1
         return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
 
-    def regressions(self, pct: float) -> list[Regression]:
-        """Cells where a non-baseline input is significantly slower than the
-        baseline by more than ``pct`` percent (point estimate)."""
-        out = []
-        for row in self.rows:
-            for src, mc in zip(self.sources[1:], row.machines[1:]):
-                est = mc.vs_baseline if mc else None
-                if est and est.significant and est.ratio < 1.0 - pct / 100.0:
-                    out.append(Regression(row.cell_id, src.label, est, METHOD_FLAG in mc.flags))
-        return out
-
     def to_dict(self, rows: Any = None) -> dict:
         """Everything, as JSON values; ``rows``: put this under "rows" instead of the rows' dicts
-        (kit.compare.render.to_json passes them already written)."""
+        (kit.compare.render.to_json passes them already written, kit.compare.json_text.Written)."""
         return {
             "method": self.method,
             "baseline": self.baseline_source.label,
@@ -253,7 +249,10 @@ def _machine_cell(cell: CellFigures, src: Source, base_cell: CellFigures | None,
         method=cell.method,
         explain_kind=cell.explain_kind,
         explain_verdict=cell.explain_verdict,
+        busy=cell.busy,
     )
+    if cell.busy:  # marked beside the cell's figures in the tables, as the HIGH warning says
+        mc.flags.append(measures.busy_note(cell.busy))
     if src.figures.converged:
         mc.final_metric = cell.final_metric
         mc.parity = cell.parity
@@ -276,27 +275,72 @@ class _Identities(dict):
         return self[key][1]
 
 
-def _other_methods(sources: list[Source], present: list, ok: list[bool],
-                   ids: _Identities) -> tuple[str | None, list[bool]]:
+@dataclass
+class _Methods:
+    """How the measured cells of one key were measured, against what each is judged by."""
+
+    change: str | None  # method_change's words where cells judged together differ, else None
+    other: list[bool]  # measured otherwise than its reference: left out (kept, marked, when allowed)
+    off_base: list[bool]  # measured otherwise than the baseline's cell: no ratio to the baseline
+    across: str | None = None  # each group's method, where the groups' methods differ
+
+
+def _reference(members: list[int], idents: list) -> object:
+    """The method a group judges its cells by: the one most of its measured cells share (ties: the
+    earliest input's, so the baseline's where it is among them)."""
+    counts: dict = {}
+    for i in members:
+        counts.setdefault(idents[i], [0, i])[0] += 1
+    return max(counts.items(), key=lambda kv: (kv[1][0], -kv[1][1]))[0]
+
+
+def _other_methods(sources: list[Source], present: list, ok: list[bool], ids: _Identities,
+                   groups: list[str] | None = None) -> _Methods:
     """Whether the cells of one key were measured the same way (kit.results.method: the identity, and
-    method_change's words where they differ), and which were measured otherwise than the baseline's
-    (else the first measured) cell."""
+    method_change's words where they differ). Without ``groups``, every cell is judged against the
+    baseline's (else the first measured) cell. With ``groups`` (each source's group), each group's
+    cells are judged within the group, against the method most of them share: a group of today's runs
+    beside a group of runs that recorded no method keeps its own cells."""
     idents = [ids.of(cell.method) if k else None for cell, k in zip(present, ok)]
     measured = [i for i, k in enumerate(ok) if k]
+    none = [False] * len(present)
     if len(measured) < 2 or all(idents[i] == idents[measured[0]] for i in measured):
-        return None, [False] * len(present)
-    change = method_change([(sources[i].label, present[i].method) for i in measured])
-    ref = idents[measured[0]]
-    return change, [k and ident != ref for ident, k in zip(idents, ok)]
+        return _Methods(None, none, none)
+    off_base = [k and ok[0] and ident != idents[0] for ident, k in zip(idents, ok)]
+    if groups is None:
+        change = method_change([(sources[i].label, present[i].method) for i in measured])
+        ref = idents[measured[0]]
+        return _Methods(change, [k and ident != ref for ident, k in zip(idents, ok)], off_base)
+    by_group: dict[str, list[int]] = {}
+    for i in measured:
+        by_group.setdefault(groups[i], []).append(i)
+    refs = {g: _reference(members, idents) for g, members in by_group.items()}
+    other = [k and idents[i] != refs[groups[i]] for i, k in enumerate(ok)]
+    changes = []
+    for g, members in by_group.items():
+        text = method_change([(sources[i].label, present[i].method) for i in members])
+        if text is not None:
+            changes.append(text if len(by_group) == 1 else f"{g}: {text}")
+    across = None
+    if len(set(refs.values())) > 1:
+        first = {g: next(i for i in members if idents[i] == refs[g]) for g, members in by_group.items()}
+        across = "; ".join(f"{g}: {describe(present[i].method)}" for g, i in first.items())
+    return _Methods("; ".join(changes) or None, other, off_base, across)
 
 
-def build_comparison(sources: list[Source], allow_method_change: bool = False) -> Comparison:
+def build_comparison(sources: list[Source], allow_method_change: bool = False,
+                     group_by: str | None = None) -> Comparison:
     """The comparison of ``sources`` (the first is the baseline). Cells whose machines measured them by
     different methods (kit.results.method) are left out of the ratios, each machine that differs
     from the baseline's method "measured otherwise", unless ``allow_method_change`` keeps them,
-    marked. Each run is counted once (kit.compare.once): a copy of an input, or an interrupted run
-    that its completed resume supersedes, is left out, with a line saying so."""
+    marked. With ``group_by`` (kit.compare.groups) methods are judged within each group: a machine
+    is "measured otherwise" where it differs from the method most of its group measured the cell
+    with, and a machine kept in its group but measured otherwise than the baseline gets no ratio to
+    the baseline (``baseline_method_differs``). Each run is counted once (kit.compare.once): a copy
+    of an input, or an interrupted run that its completed resume supersedes, is left out, with a
+    line saying so."""
     sources, once = count_once(sources)
+    groups = [group_of(s, check_group_by(group_by)) for s in sources] if group_by else None
     if len(sources) < 2:
         raise UsageError(" ".join(once) + " Fewer than two different runs remain: nothing to compare.")
     per_source = [s.figures.by_key() for s in sources]
@@ -305,17 +349,21 @@ def build_comparison(sources: list[Source], allow_method_change: bool = False) -
     rows: list[Row] = []
     not_compared: list[NotCompared] = []
     method_changes: list[tuple[str, str]] = []
+    group_methods: list[tuple[str, str]] = []
     ids = _Identities()
     speed: list = []  # (machine cell, what its ratio to the baseline is estimated from)
     for key in all_keys:
         cid = "/".join(key)
         present = [cells.get(key) for cells in per_source]
         ok = [c is not None and c.status == "ok" for c in present]
-        change, other = _other_methods(sources, present, ok, ids)
+        judged = _other_methods(sources, present, ok, ids, groups)
+        change, other = judged.change, judged.other
+        if judged.across is not None:
+            group_methods.append((inert(cid), inert(judged.across)))
         if change is not None:
             method_changes.append((inert(cid), inert(change)))
-            if not allow_method_change:
-                ok = [k and not o for k, o in zip(ok, other)]
+        if any(other) and not allow_method_change:
+            ok = [k and not o for k, o in zip(ok, other)]
         if not all(ok):
             problems = []
             for src, cell, o in zip(sources, present, other):
@@ -340,9 +388,11 @@ def build_comparison(sources: list[Source], allow_method_change: bool = False) -
                                             method=cell.method))
             else:
                 mc = _machine_cell(cell, src, base_cell, i == 0, base_converged)
-                if other[i]:  # --allow-method-change: compared, and marked
+                if other[i] or (judged.off_base[i] and base_cell is not None and allow_method_change):  # marked
                     mc.flags.append(METHOD_FLAG)
-                pair = _speed_pair(cell, base_cell) if base_cell is not None and i else None
+                mc.baseline_method_differs = bool(judged.off_base[i] and base_cell is not None and not allow_method_change)
+                to_base = base_cell is not None and i and not mc.baseline_method_differs
+                pair = _speed_pair(cell, base_cell) if to_base else None
                 if pair is not None:
                     speed.append((mc, pair))
                 machines.append(mc)
@@ -350,8 +400,9 @@ def build_comparison(sources: list[Source], allow_method_change: bool = False) -
         rows.append(Row(key, unit, machines, inert(change) if change and allow_method_change else None))
     for (mc, _), est in zip(speed, ratio_estimates([pair for _, pair in speed])):
         mc.vs_baseline = est
-    warnings = warnings_for(sources, rows, method_changes, allow_method_change)
-    return Comparison(sources, rows, not_compared, warnings, method_changes=method_changes, counted_once=once)
+    warnings = warnings_for(sources, rows, method_changes, allow_method_change, group_by, group_methods)
+    return Comparison(sources, rows, not_compared, warnings, method_changes=method_changes, counted_once=once,
+                      group_by=group_by, group_methods=group_methods)
 
 
 def _summarise_problems(problems: list[str]) -> str:
@@ -363,43 +414,11 @@ def _summarise_problems(problems: list[str]) -> str:
 
 
 def compare_paths(paths: list[str | Path], baseline: str | None = None,
-                  allow_method_change: bool = False) -> Comparison:
+                  allow_method_change: bool = False, group_by: str | None = None) -> Comparison:
     """Load every input and compare them (the first, or ``baseline``, is the baseline). An input
     that cannot be read is refused with its reason (``Comparison.refused``) and the rest are
     compared, as long as the baseline and one more remain (else the refused input's error)."""
     sources, refused = load_sources_keep_going(paths, baseline)
-    cmp = build_comparison(sources, allow_method_change)
+    cmp = build_comparison(sources, allow_method_change, group_by)
     cmp.refused = refused
     return cmp
-
-
-def check_regressions(comparison: Comparison, pct: float) -> None:
-    """Raise RegressionDetected when any input is significantly slower than the
-    baseline by more than ``pct`` percent on any cell."""
-    regs = comparison.regressions(pct)
-    if regs:
-        base = comparison.baseline_source
-        lines = [
-            f"{r.label} is {r.slower_pct:.1f}% slower than {base.label} on {r.cell_id} "
-            f"(throughput {fmt_vs_baseline(r.ratio)}, p={r.ratio.p_value:.2g})"
-            + (f" [{METHOD_FLAG}: compares methods, not machines]" if r.method_differs else "")
-            for r in regs[:20]
-        ]
-        more = f"\n  ... and {len(regs) - 20} more" if len(regs) > 20 else ""
-        raise RegressionDetected(
-            f"{len(regs)} cell(s) slower than the baseline by more than {pct:g}% (significant at p < 0.05):\n  "
-            + "\n  ".join(lines) + more,
-            remedy="Check the comparability warnings above; if the slowdown is real, bisect the change that caused it.",
-        )
-
-
-def parse_pct(value: Any) -> float:
-    from kit.errors import UsageError
-
-    try:
-        pct = float(str(value).rstrip("%"))
-    except ValueError:
-        raise UsageError(f"--fail-if-slower takes a percentage like 5 or 5%, not {value!r}.") from None
-    if not 0 <= pct < 100:
-        raise UsageError("--fail-if-slower must be between 0 and 100 (percent).")
-    return pct

@@ -24,17 +24,17 @@ from dataclasses import dataclass, field, replace
 
 from kit.compare.engine import Comparison, Row
 from kit.compare.fleet_findings import find, rule_sentence
+from kit.compare.fleet_left_out import left_out
+from kit.compare.groups import check_group_by, group_of
 from kit.compare.load import Source
 from kit.compare.stats import RatioEstimate, Sample, ratio_estimates, rest_samples
 from kit.errors import UsageError
 from kit.results.ratios import EPOCH_S, THROUGHPUT
 
-GROUP_BY = ("gpu", "driver", "stack", "host")
 METRICS = ("throughput", "speedup", "epoch-time", "energy")
 #: the columns of a fleet's summary table: each machine's ratio to its group per precision or per suite
 SUMMARY_BY = ("precision", "suite")
 DEFAULT_OUTLIER_PCT = 5.0
-_ATTR = {"gpu": "gpu", "driver": "driver", "stack": "stack", "host": "machine"}
 
 
 @dataclass(frozen=True)
@@ -56,8 +56,8 @@ class View:
     def __post_init__(self) -> None:
         if self.metric not in METRICS:
             raise UsageError(f"--metric {self.metric!r}: choose one of {', '.join(METRICS)}.")
-        if self.group_by is not None and self.group_by not in GROUP_BY:
-            raise UsageError(f"--group-by {self.group_by!r}: choose one of {', '.join(GROUP_BY)}.")
+        if self.group_by is not None:
+            check_group_by(self.group_by)
         if not 0 <= self.outlier_pct < 100:
             raise UsageError("--outlier-pct must be between 0 and 100 (percent).")
         if self.by not in SUMMARY_BY:
@@ -76,11 +76,6 @@ def narrow_cells(cmp: Comparison, pattern: str | None) -> Comparison:
                          remedy="Give a shell-style pattern on the cell id, e.g. --cells 'cifar/resnet50/*'.")
     not_compared = [n for n in cmp.not_compared if fnmatch.fnmatchcase(n.cell_id, pattern)]
     return replace(cmp, rows=rows, not_compared=not_compared)
-
-
-def group_of(src: Source, by: str) -> str:
-    """The group a machine belongs to (its GPU model, driver, stack or host name)."""
-    return getattr(src.env, _ATTR[by])
 
 
 @dataclass(frozen=True)
@@ -105,6 +100,9 @@ class GroupCell:
     q1: float
     q3: float
 
+    def __repr__(self) -> str:
+        return f"GroupCell({self.group}, {self.row.cell_id}, {len(self.members)} machines)"
+
     def to_dict(self) -> dict:
         return {
             "group": self.group, "cell_id": self.row.cell_id, "metric": self.metric, "machines": len(self.members),
@@ -122,6 +120,12 @@ class FleetSummary:
     cells: list[GroupCell] = field(default_factory=list)
     #: kit.compare.fleet_findings.Finding: the slow machines, then the unstable ones
     findings: list = field(default_factory=list)
+    #: kit.compare.fleet_left_out.LeftOut: each group that leaves cells (or itself) out, and why
+    left_out: list = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        return (f"FleetSummary(by {self.by}, {len(self.groups)} groups, {len(self.cells)} group cells, "
+                f"{len(self.findings)} findings)")
 
     def cells_of(self, group: str) -> list[GroupCell]:
         return [c for c in self.cells if c.group == group]
@@ -148,6 +152,7 @@ class FleetSummary:
             "groups": {g: [s.label for s in members] for g, members in self.groups.items()},
             "cells": [c.to_dict() for c in self.cells],
             "findings": [f.to_dict() for f in self.findings],
+            "left_out": [x.to_dict() for x in self.left_out],
         }
 
 
@@ -187,8 +192,7 @@ def summarise_fleet(cmp: Comparison, by: str = "gpu", outlier_pct: float = DEFAU
     Every machine's ratio to the rest of its group, in every cell, is estimated in one call
     (kit.compare.stats.ratio_estimates), and each rest's sample is the pool less the machine's own
     (kit.compare.stats.rest_samples)."""
-    if by not in GROUP_BY:
-        raise UsageError(f"--group-by {by!r}: choose one of {', '.join(GROUP_BY)}.")
+    check_group_by(by)
     groups: dict[str, list[Source]] = {}
     for s in cmp.sources:
         groups.setdefault(group_of(s, by), []).append(s)
@@ -225,4 +229,5 @@ def summarise_fleet(cmp: Comparison, by: str = "gpu", outlier_pct: float = DEFAU
         med, lo, hi, q1, q3 = _spread([m.median for m in out])
         summary.cells.append(GroupCell(group, row, metric, out, med, lo, hi, q1, q3))
     summary.findings = find(summary, outlier_pct)
+    summary.left_out = left_out(cmp, summary)
     return summary

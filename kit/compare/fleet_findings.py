@@ -13,7 +13,11 @@ cells at p < 0.05 names about 5% of the cells of a healthy machine by chance, so
   image's scipy 1.5 lacks it);
 - the machine is named when such cells are at least half of its cells, or of the cells of one
   precision, model, suite, engine or pacing (host-paced or GPU-paced, :mod:`kit.results.method`)
-  that has three cells or more.
+  that has three cells or more;
+- or, however few they are, when some of its cells are far below the rest (more than
+  :data:`FEW_CELLS_FLOOR_PCT`, or ``outlier_pct`` where that is larger) and significantly so after the
+  same false-discovery control: a GPU that fails in some kernels is slow in a handful of cells, never
+  in half of a facet. The finding lists those cells ("slow in 3 cells: ...").
 
 A machine whose repeats spread far more than its group's (its coefficient of variation over 3x the
 group's median and at least 2%, in the same share of cells) is **unstable**: a finding of its own,
@@ -37,6 +41,7 @@ from typing import Callable
 from kit.compare.fleet_causes import Cause, GroupFacts
 from kit.compare.figures import HOST_PACED
 from kit.results.explain import NOT_MEASURED
+from kit.results.ratios import fmt_ratio
 
 FDR = 0.05
 #: the share of a set of cells the slow (or unstable) cells must reach
@@ -45,6 +50,22 @@ SHARE = 0.5
 MIN_CELLS = 3
 UNSTABLE_FACTOR = 3.0
 UNSTABLE_MIN_CV = 0.02
+#: a cell more than this far below the rest of its group (percent, the ratio of medians), significant
+#: after the false-discovery control, names its machine alone: the effect-size floor of the few-cells
+#: rule. 15% is three times the default outlier threshold: in a fleet whose machines differ by a few
+#: percent and whose repeats spread 1-2%, no healthy cell comes near it, while a failing kernel (a
+#: GPU at 0.6x in its convolutions) is far past it.
+FEW_CELLS_FLOOR_PCT = 15.0
+#: the cells a few-cells finding names (the rest are counted; --json lists every one)
+FEW_CELLS_SHOWN = 5
+#: the facet of a few-cells finding's pattern: the cells themselves
+CELLS_FACET = "cells"
+
+
+def few_cells_floor(outlier_pct: float) -> float:
+    """The few-cells rule's floor (percent): :data:`FEW_CELLS_FLOOR_PCT`, or ``outlier_pct`` where
+    the user asked for a larger threshold (a 30% threshold never names a cell 20% below)."""
+    return max(FEW_CELLS_FLOOR_PCT, outlier_pct)
 
 
 def rule_sentence(outlier_pct: float) -> str:
@@ -52,9 +73,10 @@ def rule_sentence(outlier_pct: float) -> str:
     return (f"a machine is slow when it is more than {outlier_pct:g}% slower than the pooled repeats of the "
             f"rest of its group (ratio of medians) and significantly so after controlling the false-discovery "
             f"rate over its cells at {FDR:.0%} (Benjamini-Hochberg on Welch's p-values), in at least half of its "
-            f"cells or of the cells of one precision, model, suite, engine or pacing ({MIN_CELLS} cells or more); "
-            f"unstable when its repeats' CV is over {UNSTABLE_FACTOR:g}x its group's median CV and at least "
-            f"{UNSTABLE_MIN_CV:.0%} in such a share of cells")
+            f"cells or of the cells of one precision, model, suite, engine or pacing ({MIN_CELLS} cells or more), "
+            f"or in any number of cells more than {few_cells_floor(outlier_pct):g}% slower and significantly so "
+            f"(each such cell named); unstable when its repeats' CV is over {UNSTABLE_FACTOR:g}x its group's median "
+            f"CV and at least {UNSTABLE_MIN_CV:.0%} in such a share of cells")
 
 
 def group_phrase(by: str, group: str, n: int) -> str:
@@ -121,8 +143,14 @@ class Pattern:
     others: tuple  # the facet's other values
     others_within_pct: float | None  # the largest gap to 1 of the other values' geometric-mean ratios
     everywhere: bool
+    #: a few-cells pattern (facet :data:`CELLS_FACET`, ``values`` the cell ids): each cell's ratio
+    ratios: tuple = ()
 
     def text(self, with_rest: bool = True) -> str:
+        if self.facet == CELLS_FACET:
+            shown = ", ".join(f"{cid} {fmt_ratio(r)}" for cid, r in zip(self.values[:FEW_CELLS_SHOWN], self.ratios))
+            more = len(self.values) - FEW_CELLS_SHOWN
+            return shown + (f" and {more} more (--json lists them)" if more > 0 else "")
         if self.everywhere:
             return f"everywhere, {self.flagged} of {self.cells} cell{'s' if self.cells != 1 else ''}"
         vals = " and ".join(self.values)
@@ -138,7 +166,18 @@ class Pattern:
     def to_dict(self) -> dict:
         return {"facet": "all cells" if self.everywhere else self.facet, "values": list(self.values),
                 "flagged_cells": self.flagged, "cells": self.cells, "flagged_elsewhere": self.elsewhere,
-                "others_within_pct": self.others_within_pct, "text": self.text()}
+                "others_within_pct": self.others_within_pct, "text": self.text(),
+                **({"ratios": list(self.ratios)} if self.facet == CELLS_FACET else {})}
+
+
+def few_cells_pattern(marks: list[CellMark], far: list[bool]) -> Pattern | None:
+    """The pattern of the few-cells rule: the cells marked ``far`` (far below the rest and significant),
+    lowest ratio first; None where there is none."""
+    cells = sorted((c.ratio, c.row.cell_id) for c, f in zip(marks, far) if f)
+    if not cells:
+        return None
+    return Pattern(CELLS_FACET, tuple(cid for _, cid in cells), len(cells), len(cells), 0, (), None, False,
+                   tuple(r for r, _ in cells))
 
 
 def _geomean(xs: list[float]) -> float:
@@ -201,11 +240,19 @@ class Finding:
     #: the verdict every flagged cell shares (:func:`shared_verdict`), or None
     shared: SharedVerdict | None = None
 
+    def __repr__(self) -> str:
+        return f"Finding({self.kind}: {self.line})"
+
     @property
     def line(self) -> str:
+        verdict = f"; {self.shared.text}" if self.shared else ""
+        if self.kind == "slow" and self.pattern.facet == CELLS_FACET:
+            n = self.pattern.flagged
+            return (f"{self.name}: slow in {n} cell{'s' if n != 1 else ''}, {self.figure:.0f}% below the other "
+                    f"{group_phrase(self.by, self.group, self.others)} there: {self.pattern.text()}{verdict}")
         if self.kind == "slow":
             return (f"{self.name}: {self.figure:.0f}% below the other {group_phrase(self.by, self.group, self.others)}: "
-                    f"{self.pattern.text()}" + (f"; {self.shared.text}" if self.shared else ""))
+                    f"{self.pattern.text()}{verdict}")
         return (f"{self.name}: unstable: its repeats spread {self.figure:.1f}% (median CV) against the group's "
                 f"{self.group_figure:.1f}%, {self.pattern.text(with_rest=False)}")
 
@@ -220,8 +267,10 @@ class Finding:
         """For the summary table: ``slow: amp-fp16 only``, ``slow: everywhere``, ``unstable``."""
         if self.kind == "unstable":
             return "unstable"
-        return ("slow: " + ("everywhere" if self.pattern.everywhere else " and ".join(self.pattern.values) + " only")
-                + (f", {self.shared.short}" if self.shared else ""))
+        n = self.pattern.flagged
+        where = (f"{n} cell{'s' if n != 1 else ''}" if self.pattern.facet == CELLS_FACET else
+                 "everywhere" if self.pattern.everywhere else " and ".join(self.pattern.values) + " only")
+        return "slow: " + where + (f", {self.shared.short}" if self.shared else "")
 
     def to_dict(self) -> dict:
         src = self.source
@@ -314,6 +363,7 @@ def find(summary, outlier_pct: float) -> list[Finding]:
     for gc in summary.cells:
         others[gc.group] = max(others.get(gc.group, 0), len(gc.members) - 1)
     limit = 1.0 - outlier_pct / 100.0
+    far = 1.0 - few_cells_floor(outlier_pct) / 100.0
     slow, unstable = [], []
     for i, ms in marks.items():
         src, group = sources[i], group_of[i]
@@ -322,10 +372,14 @@ def find(summary, outlier_pct: float) -> list[Finding]:
         rejected = bh_reject([c.p_value for c in ms])
         flagged = [r and c.ratio < limit for r, c in zip(rejected, ms)]
         pattern = find_pattern(ms, flagged)
+        if pattern is None:  # no consistent slowdown: a few cells far below the rest, each named
+            flagged = [r and c.ratio < far for r, c in zip(rejected, ms)]
+            pattern = few_cells_pattern(ms, flagged)
         if pattern is not None:
             causes = causes_of(src, group)
             keys = frozenset(c.row.key for c, f in zip(ms, flagged) if f)
-            inside = [c for c, f in zip(ms, flagged) if f and (pattern.everywhere or _in(pattern, c))]
+            inside = [c for c, f in zip(ms, flagged)
+                      if f and (pattern.everywhere or pattern.facet == CELLS_FACET or _in(pattern, c))]
             pct = statistics.median(1.0 - c.ratio for c in inside) * 100.0
             slow.append(Finding("slow", src, name, summary.by, group, others[group], len(ms), pct, pattern, causes,
                                 cell_keys=keys, shared=shared_verdict(ms, flagged)))

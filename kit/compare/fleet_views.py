@@ -208,6 +208,15 @@ def findings_lines(fleet: FleetSummary) -> list[str]:
     return [line for f in fleet.findings for line in f.lines]
 
 
+def left_out_lines(fleet: FleetSummary) -> list[str]:
+    """One line per group that leaves cells (or itself) out of the comparison, with the reasons
+    (kit.compare.fleet_left_out); none where every group compares every cell its machines measured."""
+    return [x.line for x in fleet.left_out]
+
+
+LEFT_OUT_TITLE = "Left out of the groups' comparisons (and so of the findings and the summary)"
+
+
 def findings_title(fleet: FleetSummary) -> str:
     return f"Findings (grouped by {fleet.by}; {rule_sentence(fleet.outlier_pct)})"
 
@@ -278,6 +287,10 @@ def print_findings(fleet: FleetSummary, console) -> None:
     console.print(findings_title(fleet) + ":", style="bold", markup=False, highlight=False)
     for line in findings_lines(fleet):
         console.print(f"  {line}", markup=False, highlight=False)
+    if fleet.left_out:
+        console.print(LEFT_OUT_TITLE + ":", style="bold", markup=False, highlight=False)
+        for line in left_out_lines(fleet):
+            console.print(f"  {line}", markup=False, highlight=False)
 
 
 def print_rows(cmp: Comparison, console, view: View, fleet: FleetSummary | None = None, findings: bool = True) -> None:
@@ -349,8 +362,9 @@ def md_table(header: list[str], rows: list[list[str]]) -> str:
 
 def markdown_findings(fleet: FleetSummary) -> list[str]:
     md = markdown_text
+    left = ([f"## {md(LEFT_OUT_TITLE)}", ""] + [f"- {md(x)}" for x in left_out_lines(fleet)] + [""]) if fleet.left_out else []
     return ([f"## {md(findings_title(fleet))}", ""]
-            + [("  - " if x.startswith("  ") else "- ") + md(x.strip()) for x in findings_lines(fleet)] + [""])
+            + [("  - " if x.startswith("  ") else "- ") + md(x.strip()) for x in findings_lines(fleet)] + [""] + left)
 
 
 def to_markdown_rows(cmp: Comparison, view: View, fleet: FleetSummary | None = None, findings: bool = True) -> list[str]:

@@ -69,3 +69,10 @@ def speed_verdict(est: RatioEstimate | None) -> str:
     if est.significant:
         return "faster" if est.ratio > 1 else "slower"
     return est.verdict
+
+
+def fmt_machine(name: str, host_id: str | None) -> str:
+    """A machine as every view names it: its host name with the host id its runs recorded beside it,
+    ``vm (host id h-eb84660102b93f88)`` (clouds call every machine ``vm``; the id is what a history
+    follows); the name alone where no id was recorded or the name is the id (an anonymised host)."""
+    return name if not host_id or host_id == name else f"{name} (host id {host_id})"

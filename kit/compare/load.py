@@ -31,6 +31,10 @@ class Source:
     #: reads the results of a source given without them (the index's copy of its results.json)
     load_results: Optional[Callable[[], RunResults]] = None
 
+    def __repr__(self) -> str:
+        """Short (pytest prints a failing comparison's operands with it; a run's results are thousands of lines)."""
+        return f"Source({self.label}, {self.env.machine if self.env else '?'}, {self.kind}, {self.file_name})"
+
     @property
     def figures(self) -> RunFigures:
         if self.given_figures is None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from kit.compare.fmt import CV_NAMES
 from kit.compare.stats import RatioEstimate, Sample, ratio_estimates
+from kit.env.hostload import BUSY_LOAD_PER_CORE, BUSY_STEAL_PCT, busy_reason
 from kit.results import ratios
 from kit.results.cell_ids import key_of
 from kit.results.ratios import BASE_PRECISION, EPOCH_S, THROUGHPUT
@@ -278,6 +279,41 @@ def ok_cells(results: RunResults, cache: SampleCache | None = None) -> dict[tupl
     """The ok cells by key (kit.results.cell_ids.cell_key: a batch curve's point has a fifth part)."""
     key = cache.key if cache is not None else key_of
     return {key(c): c for c in results.cells if c.status == "ok"}
+
+
+#: the mark of a cell measured while its host was busy, in every view that shows its figures
+BUSY = "host busy"
+#: what a busy host does to a cell's figures, said where a view first marks one
+BUSY_WHEN = (f"measured while the host was busy (load average past {BUSY_LOAD_PER_CORE:g}x its cores, or CPU "
+             f"steal over {BUSY_STEAL_PCT:g}%)")
+#: what that does to the figures (after "its" or "their")
+BUSY_WHY = "times include waiting for the CPU, so a figure may be the load, not the machine; measure again on a quiet host"
+BUSY_EFFECT = f"{BUSY_WHEN}: its {BUSY_WHY}"
+
+
+def host_busy(cell: CellResult) -> str | None:
+    """Why the host was busy while the cell ran ("load average 7.2 on 2 cores"), from its host record
+    (kit.env.hostload.busy_reason: the thresholds applied to the recorded numbers), else None."""
+    return busy_reason(getattr(cell, "host", None))
+
+
+def busy_note(reason: str) -> str:
+    """``host busy (load average 7.2 on 2 cores)``: a busy cell's mark, with why."""
+    return f"{BUSY} ({reason})"
+
+
+def speedup_busy(key: tuple[str, ...], cells: dict, base_precision: str = BASE_PRECISION) -> str | None:
+    """Where the speedup of the cell ``key`` over its base cell (of ``cells``, by key) was drawn from a
+    cell measured on a busy host, why ("load average 7.9 on 2 cores", "fp32: CPU steal 12%" for the
+    base); None where neither was."""
+    w, m, p, e = key[:4]
+    said = []
+    for which, k in (("", key), (f"{base_precision}: ", (w, m, base_precision, e) + tuple(key[4:]))):
+        cell = cells.get(k)
+        why = host_busy(cell) if cell is not None else None
+        if why:
+            said.append(which + why)
+    return "; ".join(said) or None
 
 
 def speedup_vs_fp32(results: RunResults, cache: SampleCache | None = None) -> dict[tuple[str, ...], RatioEstimate]:

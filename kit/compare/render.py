@@ -22,6 +22,7 @@ from kit.compare.engine import Comparison, MachineCell, Row
 from kit.compare import fleet_summary, fleet_views
 from kit.compare.console import fits, widest
 from kit.compare.fleet import View, summarise_fleet
+from kit.compare.json_text import Written, dumps, json_text
 from kit.compare.fmt import fmt_cv, fmt_speedup_estimate, fmt_throughput, fmt_time, fmt_vs_baseline, speed_verdict
 from kit.compare.figures import HOST_PACED
 from kit.compare.measures import fmt_parity_gap, fmt_quality_gap, parity_metric
@@ -368,8 +369,9 @@ def to_csv(cmp: Comparison) -> str:
     return buf.getvalue()
 
 
-def to_json(cmp: Comparison, view=None) -> str:
-    """The comparison as JSON; with ``--group-by``, the fleet's groups and findings under ``"fleet"``."""
+def to_json(cmp: Comparison, view=None, gate=None) -> str:
+    """The comparison as JSON; with ``--group-by``, the fleet's groups and findings under ``"fleet"``;
+    with ``--fail-if-slower``, what its gate (kit.compare.gate.Gate) tested under ``"fail_if_slower"``."""
     # each row one line (200 runs of the full CIFAR suite: 0.3 s in one process; a forked second
     # process, as the tables use, costs more than it saves here)
     d = cmp.to_dict(rows=Written(dumps(cmp.row_dict(r)) for r in cmp.rows))
@@ -377,45 +379,9 @@ def to_json(cmp: Comparison, view=None) -> str:
         fleet = summarise_fleet(cmp, view.group_by, view.outlier_pct)
         d["fleet"] = fleet.to_dict()
         d["fleet"]["summary"] = [t.to_dict() for t in fleet_summary.summary_tables(fleet, view.by)]
+    if gate is not None:
+        d["fail_if_slower"] = gate.to_dict()
     return json_text(d) + "\n"
-
-
-def dumps(value) -> str:
-    """``value`` as compact JSON, by orjson: standard JSON (a number that is not finite is written
-    ``null``, as JSON has no NaN), every float in its shortest form that reads back equal (as Python's
-    ``repr``), about ten times as fast as ``json``'s C encoder: ``kit compare --json`` of 200 runs of
-    the full CIFAR suite writes 662,000 numbers. Keys that are not text are written as text."""
-    import orjson
-
-    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode("utf-8")
-
-
-class Written(list):
-    """Items already written as JSON text (json_text puts them in as they are)."""
-
-
-def _json_key(key) -> str:
-    """A key as :func:`dumps` writes it in an object (a number or None becomes text)."""
-    return dumps(key) if type(key) is str else dumps({key: 0})[1:-3]
-
-
-def json_text(value, depth: int = 0) -> str:
-    """JSON with the outer two levels indented (2 spaces) and each item below them on one line
-    (:func:`dumps`): every row of a comparison (and each source, warning, fleet cell) is one line,
-    greppable, and a 200-machine fleet's 33 MB is not 48 MB of indentation."""
-    pad = "  " * (depth + 1)
-    if isinstance(value, Written):
-        if not value:
-            return "[]"
-        items = (pad + text for text in value)
-    elif depth < 2 and isinstance(value, dict) and value:
-        items = (f"{pad}{_json_key(k)}: {json_text(v, depth + 1)}" for k, v in value.items())
-    elif depth < 2 and isinstance(value, list) and value:
-        items = (pad + json_text(v, depth + 1) for v in value)
-    else:
-        return dumps(value)
-    opening, closing = ("{", "}") if isinstance(value, dict) else ("[", "]")
-    return opening + "\n" + ",\n".join(items) + "\n" + "  " * depth + closing
 
 
 # --- Markdown --------------------------------------------------------------------------------

@@ -15,7 +15,9 @@ runs are filtered, compared and followed over time without reopening the tarball
   under a cap and checked;
 - :mod:`kit.index.runs`: each run counted once (copies of a run, an interrupted bundle superseded by
   its completed resume);
-- :mod:`kit.index.query`: filters, the list, compare's sources, a machine's history and its summary.
+- :mod:`kit.index.query`: filters, the list, compare's sources;
+- :mod:`kit.index.history`: a machine's history (keyed by its host id, broken where the method or the
+  GPU changed) and its summary; :mod:`kit.index.history_view` its JSON and tables.
 
 docs/results-index.md is the user's guide.
 """

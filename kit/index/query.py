@@ -1,4 +1,5 @@
-"""Reading the index: filters, the list of runs, compare's sources and comparison, and a machine's history.
+"""Reading the index: filters, the list of runs, compare's sources and comparison (a machine's history:
+:mod:`kit.index.history`).
 
 Every view reads the same rows in the same order: by the run's start (earliest first; runs that
 recorded none last), then in the order they were added; each run once (:mod:`kit.index.runs`: an
@@ -28,15 +29,10 @@ from typing import Iterable, Optional
 from kit.bundle import safe_json
 from kit.bundle.inert import inert
 from kit.compare.load import Source, _label
-from kit.compare.stats import RatioEstimate, Sample, ratio_estimate
 from kit.errors import SchemaError, UsageError
-from kit.facts import plausible
-from kit.index.bounds import MAX_REPEATS, check_cells
-from kit.index.figures_codec import Damaged, decode, inflate
+from kit.index.figures_codec import decode, inflate
 from kit.index.reader import connect_readonly, reading
 from kit.index.runs import left_out
-from kit.results import ratios
-from kit.results.method import method_change
 from kit.results.schema import RunResults
 
 #: --where FIELD=VALUE: the field's column
@@ -144,20 +140,20 @@ def _results_loader(index_path: str, bundle_id: int, label: str):
         try:
             (results_z,) = con.execute("SELECT results_z FROM bundles WHERE id = ?", (bundle_id,)).fetchone()
         except MemoryError:  # larger than SQLite may load (kit.index.bounds): no copy the kit stores
-            raise _damaged(label, ValueError("larger than the kit stores")) from None
+            raise damaged_copy(label, ValueError("larger than the kit stores")) from None
         except (sqlite3.Error, TypeError) as exc:  # a damaged page, a row gone since the index was checked
-            raise _damaged(label, ValueError(f"SQLite cannot read it: {exc}")) from None
+            raise damaged_copy(label, ValueError(f"SQLite cannot read it: {exc}")) from None
         finally:
             con.close()
         try:
             obj = safe_json.loads(inflate(results_z))
         except ValueError as exc:  # Damaged, TooLarge and UnicodeDecodeError included
-            raise _damaged(label, exc) from None
+            raise damaged_copy(label, exc) from None
         return RunResults.from_dict(obj, source=f"{label} (results.json)")
     return load
 
 
-def _damaged(label: str, exc: Exception) -> SchemaError:
+def damaged_copy(label: str, exc: Exception) -> SchemaError:
     return SchemaError(f"the index's copy of {label} is damaged ({exc}).",
                        remedy="Add the bundle to a new index: kit index add --index NEW.sqlite BUNDLE")
 
@@ -169,7 +165,7 @@ def _source(i: int, row: tuple, index_path: str) -> Source:
         figures = decode(figures_z)
         env = safe_json.loads(inflate(env_z))
     except ValueError as exc:  # Damaged, TooLarge and UnicodeDecodeError included
-        raise _damaged(label, exc) from None
+        raise damaged_copy(label, exc) from None
     src = Source(i, _label(i), Path(path), "index", None, env if isinstance(env, dict) else {}, None,
                  bool(interrupted), figures, _results_loader(index_path, bundle_id, f"{label} (index)"))
     if not src.environment:
@@ -212,201 +208,13 @@ def sources(con: sqlite3.Connection, flt: Optional[Filter] = None, baseline: Opt
 
 
 def comparison(index: Path, where: Iterable[str] = (), since: Optional[str] = None, host: Optional[str] = None,
-               baseline: Optional[str] = None, allow_method_change: bool = False):
+               baseline: Optional[str] = None, allow_method_change: bool = False, group_by: Optional[str] = None):
     """`kit compare --index`: the comparison (kit.compare.engine.Comparison) of the runs of the index
-    file ``index`` that match the filters, from the index alone."""
+    file ``index`` that match the filters, from the index alone (methods judged within each group
+    where ``group_by`` groups them: kit.compare.engine.build_comparison)."""
     from kit.compare.engine import build_comparison
 
     flt = make_filter(where or (), since, host)
     with reading(index) as con:
         srcs = sources(con, flt, baseline)
-    return build_comparison(srcs, allow_method_change)
-
-
-# ----------------------------------------------------------------------------- history
-@dataclass
-class HistoryPoint:
-    run: dict  # a list_runs row
-    median: Optional[float]
-    values: list
-    status: str
-    changed: list  # names among driver/torch/kit/stack/gpu that differ from the previous run
-    vs_previous: Optional[RatioEstimate] = None
-    flagged: bool = False
-    #: how this run measured the cell (kit.results.method; None: method unknown)
-    method: Optional[dict] = None
-    #: a break in the series: the previous run measured the cell by another method
-    #: (kit.results.method.method_change's words); no change is computed across it
-    method_break: Optional[str] = None
-
-
-@dataclass
-class CellHistory:
-    cell_id: str
-    unit: str
-    points: list  # HistoryPoint, in run-date order
-
-
-CHANGE_FIELDS = ("gpu", "driver", "stack", "torch", "kit")
-
-
-def history(con: sqlite3.Connection, host: str, min_change_pct: float = 5.0,
-            flt: Optional[Filter] = None) -> tuple[list[dict], list[CellHistory]]:
-    """A host's runs in run-date order (each run once: kit.index.runs), and per cell its median
-    throughput in each run, the change against the previous run that measured it
-    (kit.compare.stats.ratio_estimate on the per-repeat throughputs, as compare does for two
-    machines) and whether that change is flagged: significant (Welch, p < 0.05) and at least
-    ``min_change_pct`` percent. Where the cell's method changed between two runs
-    (kit.results.method.method_change) the series breaks: no change is computed across it, never a
-    "significant change". :func:`summary` sums it up per run; :func:`matching` picks cells."""
-    flt = Filter(dict(flt.equals), list(flt.words), flt.since) if flt else Filter()
-    flt.equals["host"] = host
-    runs = list_runs(con, flt)
-    if not runs:
-        known = [r[0] for r in con.execute("SELECT DISTINCT host FROM bundles ORDER BY host LIMIT 8")]
-        raise UsageError(f"--host {inert(repr(host))}: no run of that host in the index"
-                         + (f" (hosts: {', '.join(map(inert, known))}{', ...' if len(known) == 8 else ''})." if known else " (it is empty)."))
-    by_id = {r["id"]: r for r in runs}
-    q = "SELECT bundle_id, cell_id, status, unit, throughput_median, throughput_json FROM cells WHERE bundle_id IN ({})"
-    rows: list = []
-    ids = list(by_id)
-    check_cells(con, Path(con.execute("PRAGMA database_list").fetchone()[2]), ids)
-    for start in range(0, len(ids), 500):
-        chunk = ids[start:start + 500]
-        rows.extend(con.execute(q.format(", ".join("?" * len(chunk))), chunk).fetchall())
-    order = {r["id"]: i for i, r in enumerate(runs)}
-    per_cell: dict = {}
-    for bundle_id, cid, status, unit, median, values in rows:
-        try:
-            values = _repeats(values)
-            if type(cid) is not str or cid.count("/") < 3 or type(status) is not str:
-                raise ValueError("not a cell of the kit's form")
-        except (TypeError, ValueError) as exc:  # the cells table is as untrusted as the rest of the file
-            raise _damaged(inert(by_id[bundle_id]["file_name"]), exc) from None
-        per_cell.setdefault(cid, (str(unit), []))[1].append((order[bundle_id], bundle_id, status, median, values))
-    prev_run: dict = {}
-    changes = {}
-    for r in runs:
-        changes[r["id"]] = [f for f in CHANGE_FIELDS if prev_run and r[f] != prev_run[f]]
-        prev_run = r
-    out = []
-    from kit.compare.measures import order_key
-
-    methods = _methods(con, ids)
-    for cid in sorted(per_cell, key=lambda c: order_key(tuple(c.split("/")))):
-        unit, entries = per_cell[cid]
-        points, prev = [], None
-        for _, bid, status, median, values in sorted(entries):
-            median = next(iter(ratios.finite_values([median])), None) if status == "ok" else None
-            p = HistoryPoint(by_id[bid], median, values, status, changes[bid],
-                             method=methods.get((bid, cid)))
-            if status == "ok" and values:
-                if prev is not None:
-                    p.method_break = method_change([("before", prev.method), ("now", p.method)])
-                if prev is not None and p.method_break is None:
-                    p.vs_previous = _change(values, prev.values)
-                    p.flagged = bool(p.vs_previous and p.vs_previous.significant
-                                     and abs(p.vs_previous.ratio - 1.0) * 100.0 >= min_change_pct)
-                prev = p
-            points.append(p)
-        out.append(CellHistory(cid, unit, points))
-    return runs, out
-
-
-def _repeats(text: str) -> list:
-    """A cell's per-repeat throughputs as stored (a JSON list), checked: at most MAX_REPEATS numbers,
-    each inside kit.facts.plausible's range; ValueError otherwise."""
-    values = safe_json.loads(text.encode("utf-8"), max_values=MAX_REPEATS + 1)
-    if type(values) is not list or any(type(v) not in (int, float) or not (
-            plausible.MIN_THROUGHPUT <= v <= plausible.MAX_THROUGHPUT) for v in values):
-        raise ValueError("its per-repeat throughputs are not numbers any device can measure")
-    return values
-
-
-def matching(cells: list[CellHistory], host: str, pattern: str) -> list[CellHistory]:
-    """The cells whose id matches ``pattern``: a glob (``cifar/*/amp-fp16/*``), or without ``*?[`` any
-    id that holds it (``amp-fp16``); UsageError naming a few of the host's cells when none does."""
-    import fnmatch
-
-    glob = pattern if any(ch in pattern for ch in "*?[") else f"*{pattern}*"
-    out = [c for c in cells if fnmatch.fnmatchcase(c.cell_id, glob)]
-    if not out:
-        known = [c.cell_id for c in cells]
-        raise UsageError(f"--cells {inert(repr(pattern))}: {inert(host)} has no such cell"
-                         + (f" (its cells: {', '.join(map(inert, known[:6]))}{', ...' if len(known) > 6 else ''})." if known else "."))
-    return out
-
-
-@dataclass
-class PrecisionChange:
-    """One precision's cells of a run against the run before that measured each."""
-
-    #: the geometric mean of the cells' ratios (kit.results.ratios.geometric_mean); None: no cell has one
-    ratio: Optional[float]
-    cells: int  # cells with a ratio
-    flagged: int  # of them, a significant change of at least the minimum
-    breaks: int  # cells measured by another method than before: no ratio
-
-
-@dataclass
-class RunChange:
-    """A row of the history's summary: one run against the run before it."""
-
-    run: dict
-    #: (field, before, now) for each of CHANGE_FIELDS that differs from the run before
-    changed: list
-    by_precision: dict  # precision -> PrecisionChange (the precisions the run measured)
-    cells: int  # cells the run measured (status ok)
-
-
-def summary(runs: list[dict], cells: list[CellHistory]) -> tuple[list[str], list[RunChange]]:
-    """The precisions (in the cells' order) and a row per run: what changed since the run before
-    (software, and cells whose method changed: a break, never a change of speed) and per precision
-    the geometric mean of its cells' ratios to the previous run that measured each."""
-    precisions: list = []
-    per_run: dict = {r["id"]: {} for r in runs}
-    measured = dict.fromkeys(per_run, 0)
-    for c in cells:
-        precision = c.cell_id.split("/")[2]
-        if precision not in precisions:
-            precisions.append(precision)
-        for p in c.points:
-            bid = p.run["id"]
-            measured[bid] += p.status == "ok"
-            acc = per_run[bid].setdefault(precision, [[], 0, 0])
-            if p.vs_previous is not None:
-                acc[0].append(p.vs_previous.ratio)
-                acc[1] += p.flagged
-            acc[2] += p.method_break is not None
-    rows, prev = [], None
-    for r in runs:
-        changed = [(f, prev[f], r[f]) for f in CHANGE_FIELDS if prev is not None and r[f] != prev[f]]
-        by_precision = {pr: PrecisionChange(ratios.geometric_mean(xs), len(xs), flagged, breaks)
-                        for pr, (xs, flagged, breaks) in per_run[r["id"]].items()}
-        rows.append(RunChange(r, changed, by_precision, measured[r["id"]]))
-        prev = r
-    return precisions, rows
-
-
-def _methods(con: sqlite3.Connection, ids: list) -> dict:
-    """(bundle id, cell id) -> the cell's method record, from the runs' stored figures (a run whose
-    figures are damaged reads as method unknown here; compare names it)."""
-    out: dict = {}
-    for bundle_id in ids:
-        row = con.execute("SELECT figures_z FROM bundles WHERE id = ?", (bundle_id,)).fetchone()
-        try:
-            figures = decode(row[0])
-        except Damaged:
-            continue
-        for c in figures.cells:
-            if c.method is not None:
-                out[(bundle_id, c.cell_id)] = c.method
-    return out
-
-
-def _change(now: list, before: list) -> Optional[RatioEstimate]:
-    """This run's throughput over the previous run's: the ratio compare computes between machines."""
-    a, b = Sample.of(now), Sample.of(before)
-    if a is None or b is None:
-        return None
-    return ratio_estimate(a, b, ratios.ratio_of_medians(now, before))
+    return build_comparison(srcs, allow_method_change, group_by)

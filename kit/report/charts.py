@@ -78,6 +78,7 @@ def run_charts(results: RunResults, suffix: str = "", id_prefix: str = "") -> di
     charts: dict[str, str] = {}
     ratios = measures.speedup_vs_fp32(results)
     vs_bf16 = measures.speedup_vs(results, measures.BF16_BASE)
+    ok = measures.ok_cells(results)
     for (workload, engine, extra), g in _groups(results).items():
         base = f"{workload}-{engine}" + "".join(f"-{x}" for x in extra)
         title = _group_title(workload, engine) + "".join(f" at {x[:-2]} px" for x in extra) + suffix
@@ -86,9 +87,11 @@ def run_charts(results: RunResults, suffix: str = "", id_prefix: str = "") -> di
         time_series = []
         thr_series = []
         for p in precisions:
-            t_vals, t_lo, t_hi, r_vals, r_lo, r_hi = [], [], [], [], [], []
+            t_vals, t_lo, t_hi, r_vals, r_lo, r_hi, busy = [], [], [], [], [], [], []
             for m in models:
                 cell = cells.get((m, p))
+                why = measures.host_busy(cell) if cell else None
+                busy.append(measures.busy_note(why) if why else None)
                 ts = measures.sample(cell, EPOCH_S) if cell else None
                 rs = measures.sample(cell, THROUGHPUT) if cell else None
                 t_vals.append(ts.median if ts else None)
@@ -97,28 +100,29 @@ def run_charts(results: RunResults, suffix: str = "", id_prefix: str = "") -> di
                 r_vals.append(rs.median if rs else None)
                 r_lo.append(rs.min if rs and rs.n > 1 else None)
                 r_hi.append(rs.max if rs and rs.n > 1 else None)
-            time_series.append(Series(p, t_vals, t_lo, t_hi, colour=precision_colour(p)))
-            thr_series.append(Series(p, r_vals, r_lo, r_hi, colour=precision_colour(p)))
+            time_series.append(Series(p, t_vals, t_lo, t_hi, busy, colour=precision_colour(p)))
+            thr_series.append(Series(p, r_vals, r_lo, r_hi, busy, colour=precision_colour(p)))
         if any(v is not None for s in time_series for v in s.values):
             charts[f"charts/{base}-epoch-time.svg"] = bar_chart(
                 f"Time per epoch — {title}", models, time_series,
                 y_label="seconds per epoch (median)", x_label="model",
-                chart_id=f"{id_prefix}{base}-epoch-time", scale_to_values=True, note=MIN_MAX_NOTE,
+                chart_id=f"{id_prefix}{base}-epoch-time", scale_to_values=True, note=_busy_note(MIN_MAX_NOTE, time_series),
             )
         if any(v is not None for s in thr_series for v in s.values):
             charts[f"charts/{base}-throughput.svg"] = bar_chart(
                 f"Throughput — {title}", models, thr_series,
                 y_label=f"{g['unit']} per second (median)", x_label="model",
-                chart_id=f"{id_prefix}{base}-throughput", scale_to_values=True, note=MIN_MAX_NOTE,
+                chart_id=f"{id_prefix}{base}-throughput", scale_to_values=True, note=_busy_note(MIN_MAX_NOTE, thr_series),
             )
         ratio_series = _ratio_series(ratios, workload, engine, extra, models,
-                                     [p for p in precisions if p != BASE_PRECISION])
+                                     [p for p in precisions if p != BASE_PRECISION], ok)
         if ratio_series:
             charts[f"charts/{base}-speedup.svg"] = _ratio_chart(
                 f"Speedup over fp32 — {title}", models, ratio_series, "speedup over fp32 (×)", "model",
                 BASE_PRECISION, f"{id_prefix}{base}-speedup")
         bf16_series = _ratio_series(vs_bf16, workload, engine, extra, models,
-                                    [p for p in precisions if p in VS_BF16_PRECISIONS]) if against_bf16(workload) else []
+                                    [p for p in precisions if p in VS_BF16_PRECISIONS], ok,
+                                    measures.BF16_BASE) if against_bf16(workload) else []
         if bf16_series:
             charts[f"charts/{base}-vs-bf16.svg"] = _ratio_chart(
                 f"Throughput ÷ amp-bf16 — {title}", models, bf16_series, "throughput ÷ amp-bf16's (×)", "preset",
@@ -133,18 +137,30 @@ VS_BF16_PRECISIONS = tuple(p for p in precisions.PRECISIONS if precisions.mode(p
                            and precisions.mode(p).autocast)
 
 
-def _ratio_series(estimates: dict, workload: str, engine: str, extra: tuple, models: list, precisions: list) -> list:
-    """One bar series per precision of ratio estimates (speedup over fp32, or ÷ amp-bf16) with their CIs."""
+def _busy_note(note: str, series: list) -> str:
+    """The chart's note, and where a bar was drawn from a cell measured on a busy host, that it says so."""
+    if any(n and measures.BUSY in n for s in series for n in s.notes):
+        return note + f"; ⚠ {measures.BUSY}: a bar drawn from a cell measured while the host was busy (hover for why)"
+    return note
+
+
+def _ratio_series(estimates: dict, workload: str, engine: str, extra: tuple, models: list, precisions: list,
+                  cells: dict, base: str = BASE_PRECISION) -> list:
+    """One bar series per precision of ratio estimates (speedup over fp32, or ÷ amp-bf16) with their CIs;
+    a bar drawn from a cell measured on a busy host (``cells``: the run's ok cells by key) says so."""
     out = []
     for p in precisions:
         vals, lo, hi, notes, texts = [], [], [], [], []
         for m in models:
-            est = estimates.get((workload, m, p, engine) + extra)
+            key = (workload, m, p, engine) + extra
+            est = estimates.get(key)
             vals.append(est.ratio if est else None)
             lo.append(est.ci_low if est else None)
             hi.append(est.ci_high if est else None)
             texts.append(fmt_speedup_estimate(est) if est else None)
-            notes.append(f"95% CI of the ratio of means; {est.verdict}" if est else None)
+            busy = measures.speedup_busy(key, cells, base) if est else None
+            notes.append(f"95% CI of the ratio of means; {est.verdict}" + (f"; {measures.busy_note(busy)}" if busy else "")
+                         if est else None)
         if any(v is not None for v in vals):
             out.append(Series(p, vals, lo, hi, notes, colour=precision_colour(p), texts=texts))
     return out
@@ -153,7 +169,8 @@ def _ratio_series(estimates: dict, workload: str, engine: str, extra: tuple, mod
 def _ratio_chart(heading: str, models: list, series: list, y_label: str, x_label: str, base: str, chart_id: str) -> str:
     """Bars of ratios against ``base`` (fp32, or amp-bf16), a line at 1, error bars their 95% CIs."""
     return bar_chart(heading, models, series, y_label=y_label, x_label=x_label,
-                     note=f"median throughput ÷ {base}'s median; error bars: 95% CI of the ratio of means; ▲ beyond the axis",
+                     note=_busy_note(f"median throughput ÷ {base}'s median; error bars: 95% CI of the ratio of means; "
+                                     "▲ beyond the axis", series),
                      reference=1.0, reference_label=f"{base} = 1", chart_id=chart_id, scale_to_values=True)
 
 

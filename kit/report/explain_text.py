@@ -11,10 +11,12 @@ from typing import List, Optional
 
 from kit.bundle.inert import inert
 from kit.bundle.safe_open import Bundle
+from kit.compare import measures
 from kit.errors import UsageError
 from kit.report.show import no_cell_matches
 from kit.results.ceilings import calibrations
-from kit.results.explain import across_engines, bound_short, explain, ladder_lines
+from kit.results.explain import DEVICE, KERNELS, MEASURED, STEP, across_engines, bound_short, explain, ladder_lines
+from kit.results.cell_ids import key_of
 from kit.results.ratios import finite_number, fmt_ratio, positive_at
 
 
@@ -77,9 +79,30 @@ def _merged_calibration_lines(environment: dict) -> list:
                "read the first run's" if without else "")]
 
 
+def with_busy(results, rows: list) -> list:
+    """``rows`` (kit.results.explain.explain's) with ``host_busy``: why the host was busy while the cell
+    ran (kit.compare.measures.host_busy), else None; and for a cell with a ladder, ``speedup_host_busy``:
+    where its speedup was drawn from a cell measured on a busy host (it, or its fp32 cell), else None."""
+    ok = {key_of(c): c for c in results.cells if c.status == "ok"}
+    by_id = {c.cell_id: c for c in ok.values()}
+    for row in rows:
+        cell = by_id.get(row["cell_id"])
+        row["host_busy"] = measures.host_busy(cell) if cell is not None else None
+        if "ladder" in row:
+            row["speedup_host_busy"] = measures.speedup_busy(key_of(cell), ok) if cell is not None else None
+    return rows
+
+
+def busy_mark(row: dict) -> str:
+    """`` [host busy (load average 7.9 on 2 cores)]`` after a line drawn from a busy cell, else ""."""
+    why = row.get("speedup_host_busy") or row.get("host_busy")
+    return f" [{measures.busy_note(why)}]" if why else ""
+
+
 def explain_rows(bundle: Bundle, patterns: Optional[List[str]] = None) -> list:
-    """kit.results.explain's rows for the bundle's cells (UsageError when ``patterns`` match none)."""
-    rows = explain(bundle.results, patterns)
+    """kit.results.explain's rows for the bundle's cells (UsageError when ``patterns`` match none),
+    each with its busy host marks (:func:`with_busy`)."""
+    rows = with_busy(bundle.results, explain(bundle.results, patterns))
     if not rows and patterns:
         raise no_cell_matches(bundle.path.name, patterns, "measured cell")
     if not rows:
@@ -90,6 +113,28 @@ def explain_rows(bundle: Bundle, patterns: Optional[List[str]] = None) -> list:
 
 #: the largest kernels the terminal names per cell (the JSON has all the profile kept)
 TEXT_KERNELS = 3
+
+#: why a rung can keep more than 100% of the rung above it (docs/explain.md, "More than 100%"): the rung
+#: above is a measured ratio too, not a law, and each pair of rungs has its own way past it
+OVER_100 = {
+    KERNELS: ("the matmul kernels sped up more than the peaks allow: the peaks are each dtype's best on large "
+              "matmuls, and at this model's shapes the fp32 kernels ran further below theirs than the reduced "
+              "precision's did (or the two precisions ran other kernels)"),
+    DEVICE: ("the device's busy time shrank more than the matmul kernels' time: the kernels outside the matmuls "
+             "(normalisation, elementwise, casts, the optimizer) sped up more than the matmuls, or there were fewer of them"),
+    STEP: ("the step shrank more than the device's busy time: the host gap (time no kernel ran) shrank too, fewer "
+           "or cheaper launches and host work in this precision's step"),
+    MEASURED: ("the timed repeats' speedup is more than the profiled step's ratio: the profiled window's few steps "
+               "and the timed repeats differ a little (noise between them, a step the window timed otherwise)"),
+}
+
+
+def over_100(rung: str, kept: Optional[float]) -> str:
+    """Why a rung kept more than 100% of the one above (:data:`OVER_100`), ": ..." to follow its line;
+    "" where it kept 100% or less as the line prints it (or nothing was measured)."""
+    if kept is None or float(f"{kept * 100:.0f}") <= 100 or rung not in OVER_100:
+        return ""
+    return f": more than 100%, because {OVER_100[rung]}"
 
 
 def _step_lines(row: dict) -> list:
@@ -142,26 +187,33 @@ def explain_text(bundle: Bundle, patterns: Optional[List[str]] = None, short: bo
     out = [f"Why each precision is (not) faster: {inert(bundle.path.name)}", ""] + ["  " + x for x in _ceiling_lines(env)]
     if short:
         out.append("")
-        out += [f"{inert(row['cell_id'])} ({inert(row['verdict_short'])}): {inert(row['answer'])}"
+        out += [f"{inert(row['cell_id'])} ({inert(row['verdict_short'])}): {inert(row['answer'])}{inert(busy_mark(row))}"
                 for row in rows if row.get("answer")]
     for row in [] if short else rows:
         out += ["", inert(row["cell_id"]), "  verdict: " + inert(row["verdict"])]
+        if row.get("host_busy"):
+            out.append(f"  {measures.BUSY}: {inert(row['host_busy'])}: {measures.BUSY_EFFECT}")
+        elif row.get("speedup_host_busy"):
+            out.append(f"  its speedup is drawn from a cell measured while the host was busy "
+                       f"({inert(row['speedup_host_busy'])}): their {measures.BUSY_WHY}")
         if row.get("answer"):
             out.append("  in short: " + inert(row["answer"]))
         out += _step_lines(row)
+        kept = {r["rung"]: r.get("kept") for r in row.get("ladder", [])}
         for line in ladder_lines(row.get("ladder", [])):
             ratio = line["ratio"]
             out.append(f"  {line['name']}: {fmt_ratio(ratio)}" if ratio is not None else f"  {line['name']}:")
             out.append(f"      {inert(line['how'])}")
             if line["lost"]:
-                out.append(f"      {line['lost']}")
+                out.append(f"      {line['lost']}{over_100(line['name'], kept.get(line['name']))}")
     across = across_engines(bundle.results, rows)
     if across:
         out += ["", "Across engines (each engine's speedup over its own fp32 cell, and what bound the cell):"]
         for g in across:
+            busy = {r["cell_id"]: busy_mark(r) for r in rows}
             out.append(f"  {inert(g['cells'])}: " + " · ".join(
                 f"{inert(m['engine'])} {fmt_ratio(m['speedup']) if m['speedup'] is not None else 'not measured'} "
-                f"({inert(bound_short(m['verdict_short']))})" for m in g["engines"]))
+                f"({inert(bound_short(m['verdict_short']))}){inert(busy.get(m['cell_id'], ''))}" for m in g["engines"]))
     return "\n".join(out) + "\n"
 
 

@@ -17,7 +17,9 @@ import time
 from html import escape
 
 from kit.bundle.envinfo import EnvSummary, cell_is_synthetic, summarise_environment
+from kit.bundle.inert import inert
 from kit.compare import measures
+from kit.compare.fmt import fmt_machine
 from kit.results import explain
 from kit.compare.stats import METHOD
 from kit.env import record as env_record
@@ -51,10 +53,30 @@ def used_or_built(value: str, env: EnvSummary) -> str:
     return "not used (CPU run)" + (f"; torch built with {value}" if value and value != "unknown" else "")
 
 
+def machine_name(name: str, environment: dict | None) -> str:
+    """The machine of a run (kit.compare.fmt.fmt_machine): its host name and the host id its
+    environment record holds."""
+    hid = env_record.host_id_of(environment) if isinstance(environment, dict) else None
+    return fmt_machine(name, inert(hid) if isinstance(hid, str) and hid.strip() else None)
+
+
+def _host_of(session: dict, run_environment: dict) -> str:
+    """Where an earlier session ran, in the words of the machine row: "this host" where its host id is
+    the run's, else its own name and id."""
+    sm = env_record.session_summary(session)
+    if sm["host_id"] and sm["host_id"] == env_record.host_id_of(run_environment):
+        return "this host"
+    host = session.get("host")
+    name = host.get("name") if isinstance(host, dict) and isinstance(host.get("name"), str) else None
+    if name:
+        return "host " + machine_name(inert(name), session)
+    return f"host {sm['host_id'] or 'unknown'}"
+
+
 def _env_rows(env: EnvSummary, results: RunResults | None = None) -> list[tuple[str, str]]:
     gpus = env.gpu if not env.gpu_count or env.gpu_count == 1 else f"{env.gpu_count} × {env.gpu}"
     rows = [
-        ("machine", env.machine), ("GPU", gpus), ("driver", env.driver if not cpu_only(env) or env.driver != "unknown" else "none (CPU run)"),
+        ("machine", machine_name(env.machine, results.environment if results is not None else None)), ("GPU", gpus), ("driver", env.driver if not cpu_only(env) or env.driver != "unknown" else "none (CPU run)"),
         ("CUDA", used_or_built(env.cuda, env)),
         ("image stack", env.stack), ("image", env.image), ("torch", env.torch), ("cuDNN", used_or_built(env.cudnn, env)),
         ("fastai", env.fastai), ("Python", env.python), ("data", env.data_source),
@@ -86,8 +108,8 @@ def earlier_session_rows(environment: dict) -> list[tuple[str, str]]:
     rows = []
     for i, s in enumerate(x for x in environment.get("earlier_sessions") or [] if isinstance(x, dict)):
         sm = env_record.session_summary(s)
-        rows.append((f"earlier session {i + 1}", f"{sm['collected_at'] or 'unknown'}: {len(sm['cells'])} cell(s) on host "
-                     f"{sm['host_id']} ({', '.join(sm['gpu_uuids']) or 'no GPU recorded'}), kit commit "
+        rows.append((f"earlier session {i + 1}", f"{sm['collected_at'] or 'unknown'}: {len(sm['cells'])} cell(s) on "
+                     f"{_host_of(s, environment)} ({', '.join(sm['gpu_uuids']) or 'no GPU recorded'}), kit commit "
                      f"{(sm['kit_commit'] or 'unknown')[:12]}"))
     return rows
 
@@ -112,6 +134,9 @@ def _cells_table(results: RunResults) -> str:
         overflow = sum(int(r.get("overflow_steps") or 0) for r in c.repeats if isinstance(r, dict))
         nan = sum(int(r.get("nan_losses") or 0) for r in c.repeats if isinstance(r, dict))
         flags = measures.high_cv_flags(c)
+        why = measures.host_busy(c)
+        if why:
+            flags.insert(0, measures.busy_note(why))
         if measures.throttled(c):
             flags.append("throttled")
         if nan:
@@ -135,7 +160,7 @@ def _cells_table(results: RunResults) -> str:
     if not rows:
         return "<p>No cell finished successfully.</p>"
     return _table(
-        ["cell", "n", "s/epoch (median)", "throughput (median)", "epoch-time CV", "throughput CV",
+        ["cell", "n", "s/epoch with warm-up (median)", "steady throughput (median)", "epoch-time CV", "throughput CV",
          "speedup over fp32 [95% CI of the ratio of means]",
          "first step s", "data wait", "peak mem GiB", "overflow steps", "final metric"],
         rows, numeric_from=1,
@@ -240,8 +265,10 @@ def _not_measured(cells: list[CellResult]) -> str:
     return "<h2>Not measured</h2>" + _table(["cell", "status", "reason"], rows)
 
 
-def _badges(synthetic: bool, interrupted: bool) -> str:
+def _badges(synthetic: bool, interrupted: bool, busy: int = 0) -> str:
     out = []
+    if busy:
+        out.append('<span class="badge interrupted" title="Some cells were measured while the host was busy">HOST BUSY</span>')
     if synthetic:
         out.append('<span class="badge synthetic" title="Generated data with the real shapes: throughput only">SYNTHETIC DATA</span>')
     if interrupted:
@@ -261,8 +288,10 @@ def render_run_report(
     """The bundle's report.html."""
     env = summarise_environment(environment or results.environment, results.config, results.cells)
     synthetic = env.data_source == "synthetic" or any(cell_is_synthetic(c) for c in results.cells)
+    measured = [c for c in results.cells if c.status == "ok"]
+    busy = [c for c in measured if measures.host_busy(c)]
     body = [
-        f"<h1>Mixed-precision training benchmark {_badges(synthetic, interrupted)}</h1>",
+        f"<h1>Mixed-precision training benchmark {_badges(synthetic, interrupted, len(busy))}</h1>",
         f'<p class="sub">{escape(env.headline)}'
         + (f"<br>bundle {escape(bundle_name)}" if bundle_name else "") + "</p>",
     ]
@@ -273,6 +302,11 @@ def render_run_report(
         )
     if interrupted:
         body.append('<p class="sub"><strong>Interrupted run:</strong> only the cells below finished; the rest were never measured.</p>')
+    if busy:
+        shown = "; ".join(f"{c.cell_id}: {measures.host_busy(c)}" for c in busy[:3]) + ("; ..." if len(busy) > 3 else "")
+        body.append(f'<p class="sub flag"><strong>Host busy:</strong> {len(busy)} of {len(measured)} cells were measured '
+                    f"while the host was busy ({escape(shown)}), marked “{escape(measures.BUSY)}” below and in every "
+                    f"finding drawn from them: their {escape(measures.BUSY_WHY)}.</p>")
     findings = run_insights(results, synthetic)
     body.append("<h2>What the run shows</h2>")
     if findings:
@@ -288,7 +322,9 @@ def render_run_report(
         body.append("</div>")
     body.append("<h2>Cells</h2>" + _cells_table(results))
     body.append(f'<p class="sub">{escape(SPEEDUP_DEFINITION[0].upper() + SPEEDUP_DEFINITION[1:])}. '
-                f'Statistics over repeats: {escape(METHOD)}. CV (coefficient of variation) = standard deviation ÷ mean '
+                f'Statistics over repeats: {escape(METHOD)}. s/epoch is an epoch\'s wall time, warm-up and compilation '
+                "included (a short epoch can take many times what the steady throughput implies); the throughput "
+                "is the steady state's, after the warm-up. CV (coefficient of variation) = standard deviation ÷ mean "
                 "over repeats, of the epoch time (includes warm-up) and of the steady-state throughput; ≥ 10% is flagged.</p>")
     body.append(why_section(results))
     body.append(_parity_table(results))

@@ -134,7 +134,7 @@ def render_fleet_page(cmp: "Comparison", view=None) -> str:
     from kit.bundle.inert import html_text
     from kit.compare.fleet import View, summarise_fleet
     from kit.compare.fleet_summary import column_of, explanation, summary_tables, table_cells
-    from kit.compare.fleet_views import findings_title
+    from kit.compare.fleet_views import LEFT_OUT_TITLE, findings_title, left_out_lines
     from kit.compare.render import not_compared_lines, not_compared_title
     from kit.report.svg_heatmap import HeatRow, heatmap
     from kit.results.ratios import fmt_ratio
@@ -152,6 +152,9 @@ def render_fleet_page(cmp: "Comparison", view=None) -> str:
         items.append(f"<li>{h(f.line)}<ul>" + "".join(f"<li>{h(c)}</li>" for c in causes) + "</ul></li>")
     body.append("<h2>Findings</h2>" + f'<p class="sub">{h(findings_title(fleet))}.</p>'
                 + '<ul class="findings">' + ("".join(items) or "<li>No machine is slow or unstable.</li>") + "</ul>")
+    if fleet.left_out:
+        body.append(f"<h2>{h(LEFT_OUT_TITLE)}</h2><ul>" + "".join(f"<li>{h(x)}</li>" for x in left_out_lines(fleet))
+                    + "</ul>")
     if cmp.counted_once:
         body.append("<h2>Counted once</h2><ul>" + "".join(f"<li>{h(x)}</li>" for x in cmp.counted_once) + "</ul>")
     body.append("<h2>Comparability warnings</h2>")

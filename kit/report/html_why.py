@@ -15,6 +15,7 @@ import re
 from html import escape
 
 from kit.compare import measures
+from kit.report.explain_text import busy_mark, over_100, with_busy
 from kit.report.svg_primitives import PALETTE, Series
 from kit.report.svg_stacked import stacked_bars
 from kit.results import kernel_classes as kc
@@ -79,14 +80,17 @@ def _chart(group: str, rows: list[dict], missing_why: dict[str, str]) -> str:
 
 def _ladder_rows(row: dict) -> list[list[str]]:
     """One table row per ladder line of a cell (the precision and verdict in the first, spanning)."""
-    verdict = (f'<strong>{escape(row["verdict_short"])}</strong><br><span class="note">{escape(row["verdict"])}</span>')
+    verdict = (f'<strong>{escape(row["verdict_short"])}</strong><br><span class="note">{escape(row["verdict"])}</span>'
+               + (f'<br><span class="flag">⚠{escape(busy_mark(row))}</span>' if busy_mark(row) else ""))
     head = f'<strong>{escape(row["precision"])}</strong>'
     if row["precision"] == BASE_PRECISION or "ladder" not in row:
         return [[head, verdict, "—", "—", '<span class="note">the base: the other precisions are measured against it</span>']]
     out = []
+    kept = {r["rung"]: r.get("kept") for r in row["ladder"]}
     for line in ladder_lines(row["ladder"]):
         ratio = "not measured" if line["ratio"] is None else escape(fmt_ratio(line["ratio"]))
-        how = escape(line["how"]) + (f'<br><span class="note">{escape(line["lost"])}</span>' if line["lost"] else "")
+        lost = (line["lost"] or "") + over_100(line["name"], kept.get(line["name"]))
+        how = escape(line["how"]) + (f'<br><span class="note">{escape(lost)}</span>' if lost else "")
         out.append([escape(line["name"]), ratio, how])
     out[0] = [head, verdict] + out[0]
     return out
@@ -139,7 +143,7 @@ def _across_engines_table(results: RunResults, rows: list[dict]) -> str:
 def why_section(results: RunResults) -> str:
     """The section's HTML ("" for a run without a measured cell)."""
     cells = {c.cell_id: c for c in results.cells if c.status == "ok"}
-    rows = sorted(explain(results), key=lambda r: measures.order_key(cells[r["cell_id"]]))
+    rows = sorted(with_busy(results, explain(results)), key=lambda r: measures.order_key(cells[r["cell_id"]]))
     if not rows:
         return ""
     groups: dict[str, list[dict]] = {}
@@ -156,7 +160,7 @@ def why_section(results: RunResults) -> str:
         if any(r["step_parts_s"] for r in members):
             out.append(f'<figure class="why-chart">{_chart(group, members, missing_why)}</figure>')
         out.append(_table_with_spans([_ladder_rows(r) for r in members]))
-        answers = [r["answer"] for r in members if r.get("answer")]
+        answers = [r["answer"] + busy_mark(r) for r in members if r.get("answer")]
         if answers:
             out.append('<ul class="why-answers">' + "".join(f"<li>{escape(a)}</li>" for a in answers) + "</ul>")
         if any(r["largest_kernels"] for r in members):

@@ -121,6 +121,8 @@ def run_insights(results: RunResults, synthetic: bool) -> list[Insight]:
     throttled = _Finding("The GPU throttled (power or thermal)", "those times are pessimistic")
     noisy = _Finding("Repeats varied by 10% or more", "treat those numbers with care")
     no_base = _Finding("No fp32 cell to compare against")
+    busy = _Finding("Measured while the host was busy", "their times include waiting for the CPU, so a figure "
+                    "(and a speedup drawn from it) may be the load, not the machine; measure again on a quiet host")
 
     # why an fp32 cell has no result (skipped or failed, e.g. "out of memory at batch 2048"), by its group
     fp32_reasons = {_without_precision(key_of(c)): c.reason or c.status
@@ -134,8 +136,15 @@ def run_insights(results: RunResults, synthetic: bool) -> list[Insight]:
         est = speedups.get(key)
         wait, util = explain.data_wait_fraction(cell), explain.util_pct(cell)
         lacks_speedup = est is not None and est.ratio < NO_SPEEDUP_BELOW
+        own_busy = measures.host_busy(cell)
+        if own_busy:
+            busy.add(key, f"{precision} ({own_busy})")
+        mark = f" ({measures.BUSY})" if own_busy else ""
         if est is not None:
             note = "" if est.significant else "1 repeat" if est.verdict == ONE_REPEAT else est.verdict
+            drawn = measures.speedup_busy(key, cells)
+            if drawn:  # a speedup drawn from a busy cell (this one or its fp32 cell) says so
+                note = "; ".join(x for x in (note, measures.busy_note(drawn)) if x)
             detail = f"{precision} {fmt_speedup(est.ratio)}" + (f" ({note})" if note else "")
             (faster if not lacks_speedup else flat if est.ratio >= 1.0 else slower).add(key, detail, (est.ratio, note))
         elif key[2] != BASE_PRECISION and _without_precision(key) not in groups_with_fp32:
@@ -143,18 +152,18 @@ def run_insights(results: RunResults, synthetic: bool) -> list[Insight]:
             no_base.add(key, precision + (f" (fp32: {why})" if why else ""))
         if lacks_speedup or key[2] == BASE_PRECISION:
             if lacks_speedup and wait is not None and wait >= explain.DATA_BOUND_FRACTION:
-                loader.add(key, f"{precision} {_pct(wait)}")
+                loader.add(key, f"{precision} {_pct(wait)}{mark}")
             elif util is not None and util < LOW_UTIL_PCT:
-                idle.add(key, f"{precision} {util:.0f}%")
+                idle.add(key, f"{precision} {util:.0f}%{mark}")
             elif lacks_speedup and wait is not None:
-                not_loader.add(key, f"{precision} {_pct(wait)}")
+                not_loader.add(key, f"{precision} {_pct(wait)}{mark}")
         if measures.throttled(cell):
-            throttled.add(key, precision)
+            throttled.add(key, precision + mark)
         cvs = measures.high_cvs(cell)
         if cvs:
-            noisy.add(key, f"{precision} ({', '.join(f'{name} {cv:.0%}' for name, cv in cvs.items())})")
+            noisy.add(key, f"{precision} ({', '.join(f'{name} {cv:.0%}' for name, cv in cvs.items())}){mark}")
 
-    out = [f.insight() for f in (faster, flat, slower, loader, idle, not_loader, throttled, noisy, no_base)]
+    out = [f.insight() for f in (busy, faster, flat, slower, loader, idle, not_loader, throttled, noisy, no_base)]
     if synthetic and cells:
         out.append(Insight("Synthetic data", "throughput only; loss and accuracy mean nothing here."))
     return [i for i in out if i is not None]

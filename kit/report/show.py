@@ -22,6 +22,10 @@ def escape(text: object) -> str:
     return markup_escape(inert(text))
 
 
+#: what the s/epoch column is: the wall time of an epoch, not the steady state the throughput is of
+EPOCH_NOTE = "s/epoch: wall time, warm-up included"
+
+
 def verify_lines(bundle: Bundle) -> list[str]:
     """The checks a bundle passed, one line each (printed by `kit bundle verify`)."""
     m = bundle.manifest
@@ -100,10 +104,10 @@ def print_show(bundle: Bundle, console, patterns: list[str] | None = None) -> No
     head.add_column(style="dim")
     head.add_column()
     gpus = env.gpu if not env.gpu_count or env.gpu_count == 1 else f"{env.gpu_count} x {env.gpu}"
-    from kit.report.html import cpu_only, earlier_session_rows, used_or_built
+    from kit.report.html import cpu_only, earlier_session_rows, machine_name, used_or_built
 
     driver = "none (CPU run)" if cpu_only(env) and env.driver == "unknown" else env.driver
-    for k, v in (("machine", env.machine), ("GPU", gpus), ("driver", driver), ("stack", env.stack),
+    for k, v in (("machine", machine_name(env.machine, bundle.environment)), ("GPU", gpus), ("driver", driver), ("stack", env.stack),
                  ("torch", env.torch), ("cuDNN", used_or_built(env.cudnn, env)), ("fastai", env.fastai), ("data", env.data_source),
                  ("run", f"{res.run_id} ({run_status(bundle)})"), ("kit", bundle.manifest.get("kit_version", "unknown"))):
         head.add_row(k, escape(str(v)))
@@ -113,6 +117,11 @@ def print_show(bundle: Bundle, console, patterns: list[str] | None = None) -> No
     console.print(head)
     ratios = measures.speedup_vs_fp32(res)
     units = sorted({c.throughput_unit for c in res.cells if c.status == "ok" and c.throughput_unit})
+    ok = {key_of(c): c for c in res.cells if c.status == "ok"}
+    busy = [c for c in ok.values() if measures.host_busy(c)]
+    if busy:
+        console.print(f"[yellow]⚠ {measures.BUSY} in {len(busy)} of {len(ok)} cells[/yellow] (marked below): "
+                      f"{escape(measures.BUSY_WHEN)}: their {escape(measures.BUSY_WHY)}.")
     rows = []
     for c in sorted(shown, key=measures.order_key):
         if c.status != "ok":
@@ -128,6 +137,12 @@ def print_show(bundle: Bundle, console, patterns: list[str] | None = None) -> No
         parallel = measures.data_parallel_note(c)
         if parallel:
             notes.insert(0, parallel)
+        why = measures.host_busy(c)
+        if why:
+            notes.insert(0, measures.busy_note(why))
+        base_busy = measures.speedup_busy(key_of(c), ok) if est is not None and not why else None
+        if base_busy:
+            notes.append(f"speedup over a cell measured on a busy host ({base_busy})")
         if est is not None and not est.significant:
             notes.append("speedup " + ("from 1 repeat" if est.verdict == ONE_REPEAT else est.verdict))
         if measures.throttled(c):
@@ -143,15 +158,20 @@ def print_show(bundle: Bundle, console, patterns: list[str] | None = None) -> No
     # The cell id and the numbers are never cut: their columns keep their full
     # width and the headers wrap at spaces. Notes get a column when the terminal
     # has room for one, else a line of their own under the cell id.
-    titles = (("cell", "left"), ("throughput", "right"), ("s/epoch", "right"), ("throughput CV", "right"),
+    titles = (("cell", "left"), ("throughput", "right"), ("s/epoch with warm-up", "right"), ("throughput CV", "right"),
               ("speedup over fp32", "right"))
     widths = [max([len(_plain(r[i])) for r in rows] + [max(len(w) for w in col.split())])
               for i, (col, _j) in enumerate(titles)]
     notes_column = console.width >= sum(widths) + 2 * len(widths) + 24
-    t = Table(title=f"Cells (median over repeats; throughput in {' or '.join(u + '/s' for u in units) or 'items/s'})",
+    t = Table(title=f"Cells (median over repeats; throughput in {' or '.join(u + '/s' for u in units) or 'items/s'}, "
+                    f"steady; {EPOCH_NOTE})",
               title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
+    # where the s/epoch header on one line leaves the notes too little room, it wraps at its spaces
+    # rather than widen its column of short figures
+    wrap = console.width < sum(max(w, len(col)) for (col, _j), w in zip(titles, widths)) + 2 * len(widths) + 24
     for i, ((col, just), width) in enumerate(zip(titles, widths)):
-        t.add_column(col, justify=just, no_wrap=i == 0, min_width=width)
+        t.add_column(col, justify=just, no_wrap=i == 0, min_width=width,
+                     max_width=width if wrap and i == 2 else None)
     if notes_column:
         t.add_column("notes", justify="left", overflow="fold")
     import textwrap

@@ -267,8 +267,13 @@ def bound(cell: CellResult) -> Verdict:
                        "NVML's utilisation needs to cover them")
     why = profile_reason(cell)
     window = f"the profiled window measured no device time ({why})" if why else "no profiled window of the steps"
+    t = cell.telemetry
+    if isinstance(t, dict) and t.get("available") is False:  # a CPU run, or no NVML: no GPU utilisation to cite
+        return Verdict(NOT_MEASURED, NOT_MEASURED, f"not measured: {window}, and no GPU telemetry over the cell "
+                       f"({t.get('reason') or 'not recorded'}; {waited})")
     return Verdict(NOT_MEASURED, NOT_MEASURED, f"not measured: {window}, and NVML over the whole cell cannot say "
                    f"({'; '.join(seen)})")
+
 
 
 def _device_verdict(by: Dict[str, float], device: float) -> Verdict:

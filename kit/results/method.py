@@ -22,7 +22,7 @@ told apart, so they compare as before; an unknown beside a known method is a met
 kit's methods changed while it recorded none, and a ratio across that could be measuring the change).
 
 :func:`method_change` is the one rule; ``kit compare`` (kit.compare.engine), its warnings
-(kit.compare.comparability) and ``kit index history`` (kit.index.query) all ask it.
+(kit.compare.comparability) and ``kit index history`` (kit.index.history) all ask it.
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from kit.compare.measures import busy_note, host_busy
+
 if TYPE_CHECKING:
     from kit.results.schema import CellResult, CellSpec
     from kit.runner.plan import Plan
@@ -32,6 +34,9 @@ def describe_result(result: "CellResult") -> str:
     mb = result.metrics.get("max_batch")
     if mb is not None:
         parts.append(f"max batch {'≥ ' if result.metrics.get('max_batch_at_limit') else ''}{mb:,}")
+    busy = host_busy(result)
+    if busy:  # its figures include waiting for the CPU: said as the figure is shown, not only in run.log
+        parts.append(busy_note(busy))
     return ", ".join(parts) or "ok"
 
 

@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 from typing import NamedTuple
 
+from kit.compare.measures import host_busy
 from kit.errors import EnvironmentCheckError
 from kit.results.schema import RunConfig
 from kit.runner.option_checks import check_results_dir, check_resume_options
@@ -309,7 +310,14 @@ def outcome_summary(outcome) -> str:
         return (f"Run {outcome.run_dir} is already complete ({len(cells)} cell(s) finished); "
                 "nothing was measured or written.")
     counts = {s: sum(c.status == s for c in cells) for s in ("ok", "skipped", "failed")}
-    return (f"{counts['ok']} cell(s) measured, {counts['skipped']} skipped, {counts['failed']} failed. "
+    busy = [(c.cell_id, host_busy(c)) for c in cells if c.status == "ok" and host_busy(c)]
+    said = ""
+    if busy:
+        shown = "; ".join(f"{cid}: {why}" for cid, why in busy[:3]) + ("; ..." if len(busy) > 3 else "")
+        said = (f" {len(busy)} of them measured while the host was busy ({shown}): their times include waiting for "
+                "the CPU, so they may be the load, not the machine (marked in `kit bundle show`, the report and "
+                "`kit compare`); measure again on a quiet host.")
+    return (f"{counts['ok']} cell(s) measured, {counts['skipped']} skipped, {counts['failed']} failed.{said} "
             f"Run folder: {outcome.run_dir}")
 
 
