@@ -114,7 +114,7 @@ def test_without_flock_a_live_pid_on_this_host_holds_the_folder(tmp_path, monkey
 
 
 def _run_script(run_root: Path) -> str:
-    config = RunConfig(suite="cifar", data="synthetic", device="cpu", models=["resnet18", "resnet34"],
+    config = RunConfig.of(suite="cifar", data="synthetic", device="cpu", models=["resnet18", "resnet34"],
                        precisions=["fp32"], engines=["torch"], repeats=1, steps=1)
     return (
         "import json, sys\n"

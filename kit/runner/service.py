@@ -75,6 +75,8 @@ def run_from_cli(options: RunOptions, argv: list[str] | None = None) -> None:
         return
     config = config_from_options(options, argv)
     plan = build_plan(config)  # each suite checks its cells' settings here (exit 2), before anything is written
+    for problem in suites.broken().values():  # a plugin that does not load costs the other suites nothing
+        console.print(f"[yellow]note: {problem}; it is left out.[/yellow]", highlight=False)
     if options.dry_run:
         show_plan(plan, {}, Console(), limit)
         return
