@@ -49,12 +49,12 @@ def test_an_unknown_train_split_is_refused():
 
 
 def test_with_only_valid_and_test_the_run_says_what_it_will_train_on(tmp_path, monkeypatch):
-    import kit.data.wikitext
+    import kit.data.service
 
     data = _valid_test_only(tmp_path / "data")
     # the folder's few lines are not the published token counts, which the run checks before it starts
     # (tests/test_wikitext_placed_by_hand_run.py); here only what the run says matters
-    monkeypatch.setattr(kit.data.wikitext, "check_wikitext2", lambda *a, **k: None)
+    monkeypatch.setattr(kit.data.service, "check_placed", lambda *a, **k: None)
     printed = []
     console = SimpleNamespace(print=lambda text: printed.append(text))
     config = RunConfig.of(suite="lstm", mode="convergence", data="real", data_dir=str(data), train_split="valid")
