@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, List, Optional
 
 import typer
+import typer.core
 
 from kit.cli import fast_exit
 from kit.results.option_fields import OptionSpec
@@ -64,6 +65,22 @@ def _panel(spec: OptionSpec) -> str | None:
     return f"Options of the {' and '.join(spec.suites)} suite{'s' if len(spec.suites) > 1 else ''}"
 
 
+class _GroupedHelp(typer.core.TyperCommand):
+    """Click's plain help (kit.cli.main: no option name is cut), its options grouped as Typer's rich
+    panels would group them: `kit run`'s own, then each suite's (:func:`_panel`)."""
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        sections: dict[str, list] = {}
+        panels = {spec.name: _panel(spec) for spec in option_specs()}
+        for param in self.get_params(ctx):
+            row = param.get_help_record(ctx)
+            if row is not None:
+                sections.setdefault(panels.get(param.name) or "Options", []).append(row)
+        for title, rows in sections.items():
+            with formatter.section(title):
+                formatter.write_dl(rows)
+
+
 def _annotation(spec: OptionSpec) -> Any:
     if spec.choices:  # a menu Typer shows and checks
         return Enum(spec.name.title(), {c: c for c in spec.choices}, type=str)
@@ -89,4 +106,4 @@ run.__annotations__ = {p.name: p.annotation for p in run.__signature__.parameter
 
 
 def register(app: typer.Typer) -> None:
-    app.command("run")(run)
+    app.command("run", cls=_GroupedHelp)(run)
