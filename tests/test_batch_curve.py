@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from fixtures.modules import load_script
-from fixtures.results.factory import make_cell, make_env, make_results
+from fixtures.results.factory import make_cell, make_env, make_results, set_config
 from kit.bundle.envinfo import summarise_environment
 from kit.compare.engine import build_comparison
 from kit.compare.load import Source
@@ -166,7 +166,7 @@ def _curve_cells() -> list[dict]:
 
 def _results(cells: list[dict] | None = None, env=None) -> RunResults:
     d = make_results(cells or _curve_cells(), env or make_env())
-    d["config"]["batch_sizes"] = [256, 512, 1024]
+    set_config(d, batch_sizes=[256, 512, 1024])
     return RunResults.from_dict(d)
 
 
@@ -377,7 +377,7 @@ def test_a_curve_at_224_px_is_another_curve_with_its_own_ids_and_merges_beside_t
     for name, cells in (("a", small), ("b", large)):
         cells = [dict(c, cell_id=cell_id(c["workload"], c["model"], c["precision"], c["engine"], c["params"])) for c in cells]
         d = make_results(cells, make_env(), run_id=f"FIXTURE-20250101-12000{len(bundles)}-{name}")
-        d["config"]["batch_sizes"] = [256]
+        set_config(d, batch_sizes=[256])
         bundles.append(export_run(make_run_dir(tmp_path / name, d), tmp_path / f"out-{name}"))
     merged = open_bundle(merge_bundles(bundles, tmp_path / "m"))
     assert sorted(c.cell_id for c in merged.results.cells) == [

@@ -441,7 +441,7 @@ def test_gpus_beyond_the_visible_gpus_is_refused_before_anything_runs(monkeypatc
 ])
 def test_bad_data_parallel_options_are_usage_errors(kw, words):
     with pytest.raises(UsageError, match=words.replace("(", r"\(")):
-        RunConfig.of(data="synthetic", **kw)
+        build_plan(RunConfig.of(data="synthetic", **kw))  # a suite's own setting (--find-max-batch): as planned
 
 
 def test_a_batch_per_gpu_and_a_global_batch_together_are_refused():

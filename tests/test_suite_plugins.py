@@ -120,3 +120,25 @@ def test_a_broken_plugin_is_one_line_naming_it_and_the_built_in_suites_still_run
                 "--data", "synthetic", "--dry-run")
     assert fine.returncode == 0 and "resnet18" in fine.stdout and "2 cell(s) to run" in fine.stdout, fine.stderr
     assert "suite plugin 'broken'" in fine.stderr and "it is left out" in fine.stderr  # said, once, not fatal
+
+
+def test_the_captured_step_trains_as_the_eager_loop_does():
+    """The graphed engine's step (its capture aside, which needs a GPU) updates the weights by
+    torch.optim.SGD's rule, as the eager engine's loop does: the same model, batch and steps end on the
+    same weights."""
+    import torch
+
+    from kit.bench.generic import Recipe
+    from kit.bench.generic.engine import CapturedStep, EagerStep
+
+    recipe = Recipe("unused", lr=0.05)
+    x, y = torch.randn(16, 8, generator=torch.Generator().manual_seed(1)), torch.arange(16) % 4
+    weights = []
+    for kind in (EagerStep, CapturedStep):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+        step = kind(model, torch.nn.functional.cross_entropy, "fp32", "cpu", recipe)
+        losses = [float(step(x, y)) for _ in range(6)]
+        assert losses[-1] < losses[0]
+        weights.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
+    assert torch.allclose(weights[0], weights[1], rtol=1e-5, atol=1e-6)

@@ -69,7 +69,6 @@ def _suite_names_in(path: Path, names: set) -> list:
 #: modules that may name suites, and why: each is a registry's own data
 NAMING_SUITES = {
     "kit/results/precisions.py": "a precision mode's row names the suites that measure it",
-    "kit/runner/options.py": "an option names the suites whose cells read it (others refuse it)",
 }
 
 

@@ -141,7 +141,8 @@ def option_specs() -> List[OptionSpec]:
     (in the suites' order; an option several suites declare once, with ``suites`` naming them). A
     plugin whose option clashes with `kit run`'s or another suite's is set aside (kit.results.suites)."""
     if not _SPECS or _SPECS[0] != suites.all_suites():
-        _SPECS[:] = [suites.all_suites(), specs_of(RunOptions) + _suite_specs()]
+        specs = specs_of(RunOptions) + _suite_specs()  # may set a plugin aside: the suites read after it
+        _SPECS[:] = [suites.all_suites(), specs]
     return list(_SPECS[1])
 
 

@@ -220,7 +220,9 @@ class CapturedStep:
         self.scaled = self.prec.grad_scaler
         self.loss_scale = DeviceLossScale(device, 2.0 ** 16, dynamic=True, growth_interval=2000)
         self.nan_count = torch.zeros((), dtype=torch.int64, device=device)
-        self.side = torch.cuda.Stream(device=device)
+        #: on the CPU (the tests) the same step runs without a capture
+        self.capture = device.startswith("cuda")
+        self.side = torch.cuda.Stream(device=device) if self.capture else None
         self.graph: Any = None
         self.static: Any = None
         self.warm = 0
@@ -228,7 +230,8 @@ class CapturedStep:
 
     def _body(self) -> torch.Tensor:
         dtype = self.prec.autocast_dtype
-        with torch.autocast("cuda", dtype=dtype or torch.float32, enabled=dtype is not None, cache_enabled=False):
+        where = "cuda" if self.capture else "cpu"
+        with torch.autocast(where, dtype=dtype or torch.bfloat16, enabled=dtype is not None, cache_enabled=False):
             loss = self.loss_fn(self.model(self.static[0]), self.static[1])
         self.nan_count += (~torch.isfinite(loss.detach())).to(torch.int64)
         (self.loss_scale.scale_loss(loss) if self.scaled else loss).backward()
@@ -268,6 +271,10 @@ class CapturedStep:
         if self.graph is not None:
             self.graph.replay()
             return self.loss
+        if not self.capture:
+            for p in self.params:
+                p.grad = None
+            return self._body()
         with torch.cuda.device(self.device):
             self.side.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(self.side):
