@@ -45,7 +45,7 @@ def test_a_curve_runs_each_cell_at_each_size_and_the_bundle_shows_it(tmp_path):
     res = load_results(run_dir / "results.json")
     assert [c.cell_id for c in res.cells] == ["cifar/resnet18/fp32/torch/bs4", "cifar/resnet18/fp32/torch/bs8",
                                               "cifar/resnet18/amp-bf16/torch/bs4", "cifar/resnet18/amp-bf16/torch/bs8"]
-    assert res.config.batch_sizes == [4, 8]
+    assert res.config.options_of("cifar").batch_sizes == [8, 4]  # as given; the cells run smallest first
     curves = json.loads((run_dir / "results.json").read_text())["derived"]["batch_curves"]
     assert {c["precision"] for c in curves} == {"fp32", "amp-bf16"}
     show = kit(tmp_path, "bundle", "show", out.stdout.strip(), env=env)
