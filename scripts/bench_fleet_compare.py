@@ -68,7 +68,7 @@ def synthetic_results(i: int, speed: float, rng: random.Random, host: str | None
     env = {"_synthetic": SYNTHETIC_NOTE, "hostname": host or f"synthetic-node{i:03d}",
            "gpus": [{"name": gpu, "memory_total_bytes": 141 * 2**30}], "driver": driver, "stack": "cuda12",
            "torch": "2.11.0", "cudnn": "91900", "python": "3.12.0", "data_source": "synthetic", "kit_version": "0.1.0"}
-    config = RunConfig(suite="cifar", data="synthetic", repeats=3, command_line=["kit", "run", "(synthetic)"])
+    config = RunConfig.of(suite="cifar", data="synthetic", repeats=3, command_line=["kit", "run", "(synthetic)"])
     t0 = 1796000000.0 + i * 3600
     return RunResults(run_id=f"SYNTHETIC-{i:04d}", config=config, environment=env, status="complete",
                       started_at=t0, finished_at=t0 + 600, cells=cells)
@@ -187,7 +187,7 @@ def suite_results(i: int, m: Machine, rng: random.Random):
            "cpu": {"model": "Synthetic Xeon", "logical_cores": 32, "usable_cores": 32},
            "stack": "cuda12", "torch": "2.11.0", "cudnn": "91900", "python": "3.12.0", "data_source": "synthetic",
            "kit_version": "0.2.0"}
-    config = RunConfig(suite="all", data="synthetic", repeats=3, command_line=["kit", "run", "(synthetic)"])
+    config = RunConfig.of(suite="all", data="synthetic", repeats=3, command_line=["kit", "run", "(synthetic)"])
     t0 = 1796000000.0 + i * 3600
     return RunResults(run_id=f"SYNTHETIC-SUITE-{i:04d}", config=config, environment=env, status="complete",
                       started_at=t0, finished_at=t0 + 3600, cells=cells)

@@ -68,7 +68,7 @@ def small_template() -> tuple[RunResults, dict, dict]:
                                     notes=[SYNTHETIC]))
     env = {"_synthetic": SYNTHETIC, "host": {"name": "synthetic-node000"}, "gpus": [{"name": "Synthetic GPU H"}],
            "driver": "580.159", "stack": "cuda12", "torch": "2.11.0", "kit_version": "0.1.0", "data_source": "synthetic"}
-    config = RunConfig(suite="cifar", data="synthetic", repeats=3, command_line=["kit", "run", "(synthetic)"])
+    config = RunConfig.of(suite="cifar", data="synthetic", repeats=3, command_line=["kit", "run", "(synthetic)"])
     results = RunResults(run_id="SYNTHETIC-0", config=config, environment=env, cells=cells, status="complete",
                          started_at=START, finished_at=START + 600)
     files = bundle_files(RunFolder(Path("synthetic"), results, env), "synthetic.tar.gz")

@@ -57,7 +57,7 @@ def main() -> None:
     device = resolve_device(args.device)  # "cpu" (gloo) runs the same code, to check it without a GPU
     backend = "nccl" if device.startswith("cuda") else "gloo"
     work = Path(tempfile.mkdtemp(prefix="kit-ddp-cell-"))
-    config = RunConfig(suite="cifar", data="synthetic", data_dir=str(work / "data"), device=device,
+    config = RunConfig.of(suite="cifar", data="synthetic", data_dir=str(work / "data"), device=device,
                        models=[args.model], precisions=[args.precision], engines=["torch"], repeats=3,
                        steps=args.steps, batch_size=args.batch_size, image_size=args.image_size, compile=args.compile)
     (spec,) = build_plan(config).cells

@@ -40,12 +40,12 @@ def test_a_curve_runs_each_cell_at_each_size_and_the_bundle_shows_it(tmp_path):
     args[args.index("-m") + 1:args.index("-m") + 1] = ["resnet18"]
     out = kit(tmp_path, "run", *args, "-p", "amp-bf16", "--batch-sizes", "8,4", env=env)
     assert out.returncode == 0, out.stderr
-    assert "batch curve: each CIFAR cell at batch sizes 4, 8" in " ".join(out.stderr.split())
+    assert "batch curve: each cifar cell at batch sizes 4, 8" in " ".join(out.stderr.split())
     run_dir = next(p for p in (tmp_path / "results").iterdir() if p.is_dir())
     res = load_results(run_dir / "results.json")
     assert [c.cell_id for c in res.cells] == ["cifar/resnet18/fp32/torch/bs4", "cifar/resnet18/fp32/torch/bs8",
                                               "cifar/resnet18/amp-bf16/torch/bs4", "cifar/resnet18/amp-bf16/torch/bs8"]
-    assert res.config.batch_sizes == [4, 8]
+    assert res.config.options_of("cifar").batch_sizes == [8, 4]  # as given; the cells run smallest first
     curves = json.loads((run_dir / "results.json").read_text())["derived"]["batch_curves"]
     assert {c["precision"] for c in curves} == {"fp32", "amp-bf16"}
     show = kit(tmp_path, "bundle", "show", out.stdout.strip(), env=env)
@@ -130,7 +130,7 @@ def test_after_a_point_runs_out_of_memory_the_curve_goes_on(tmp_path, tiny, monk
     bench.skipped_cell = suite.skipped_cell
     monkeypatch.setitem(sys.modules, "kit.bench.api", bench)
     monkeypatch.setattr(kit.bench, "api", bench, raising=False)
-    config = RunConfig(suite="cifar", data="synthetic", device="cpu", models=["resnet18"], precisions=["fp32"],
+    config = RunConfig.of(suite="cifar", data="synthetic", device="cpu", models=["resnet18"], precisions=["fp32"],
                        engines=["torch"], repeats=1, steps=2, batch_sizes=[2, 4, 8], isolate="none")
     out = execute(config, tmp_path, make_bundle=False)
     assert out.results.status == "complete"

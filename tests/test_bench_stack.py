@@ -82,11 +82,11 @@ def test_kit_doctor_shows_the_stack_and_exits_6_with_the_pair(tmp_path):
 
 
 def test_a_run_without_cifar_cells_does_not_need_torchvision():
-    lstm = build_plan(RunConfig(suite="lstm", data="synthetic", device="cpu"))
+    lstm = build_plan(RunConfig.of(suite="lstm", data="synthetic", device="cpu"))
     assert needed_for(lstm.cells) == ("torch",)
-    torch_only = build_plan(RunConfig(suite="cifar", data="synthetic", device="cpu", engines=["torch"]))
+    torch_only = build_plan(RunConfig.of(suite="cifar", data="synthetic", device="cpu", engines=["torch"]))
     assert needed_for(torch_only.cells) == ("torch", "torchvision")
-    both = build_plan(RunConfig(suite="all", data="synthetic", device="cpu", engines=["torch", "fastai"]))
+    both = build_plan(RunConfig.of(suite="all", data="synthetic", device="cpu", engines=["torch", "fastai"]))
     assert needed_for(both.cells) == ("torch", "torchvision", "fastai")
 
 

@@ -129,12 +129,12 @@ def test_a_merged_bundle_says_what_its_runs_asked_for_and_where_they_differed(tm
     """Two runs of one machine with different suites, models and step counts: the merged
     config is their union (not the first run's), the differing settings are listed per run,
     and the report names each merged run's command instead of the first one's."""
-    from fixtures.results.factory import make_cell, make_results, make_run_dir
+    from fixtures.results.factory import make_cell, make_results, make_run_dir, set_config
     from kit.report.export import export_run
 
     def bundle(name: str, cell: dict, **config) -> Path:
         results = make_results([cell], run_id=f"R-{name}")
-        results["config"].update(config)
+        set_config(results, **config)
         run = make_run_dir(tmp_path / name, results)
         return export_run(run, tmp_path / f"out-{name}")
 
@@ -145,8 +145,10 @@ def test_a_merged_bundle_says_what_its_runs_asked_for_and_where_they_differed(tm
                command_line=["kit", "run", "--suite", "lstm", "--repeats", "5"])
     merged = open_bundle(merge_bundles([a, b], tmp_path / "m"))
     cfg = merged.results.config
-    assert (cfg.suite, cfg.models, cfg.engines, cfg.presets) == ("all", ["resnet18"], ["torch"], ["tensor-core"])
-    assert cfg.steps is None and cfg.max_batches is None and cfg.command_line == []
+    assert (cfg.suite, cfg.options_of("cifar").models, cfg.engines, cfg.options_of("lstm").presets) == (
+        "all", ["resnet18"], ["torch"], ["tensor-core"])
+    # a suite's options are those of the runs that measured it: the LSTM run's --max-batches
+    assert cfg.steps is None and cfg.options_of("lstm").max_batches == 300 and cfg.command_line == []
     differs = merged.environment["merged_config_differs"]
     assert differs["steps"] == [100, None] and differs["repeats"] == [3, 5]
     assert "models" not in differs  # lists are unions, not differences
@@ -284,12 +286,12 @@ def test_a_run_cut_short_and_finished_by_another_merges_complete_and_only_then(t
     """A batch curve's last points measured in a run of their own: the cut run's plan is covered by
     the merged cells, so the merged bundle is complete (merged_from keeps each source's status); a
     merge that leaves one of its planned cells unmeasured stays interrupted."""
-    from fixtures.results.factory import make_cell, make_results, make_run_dir
+    from fixtures.results.factory import make_cell, make_results, make_run_dir, set_config
     from kit.report.export import export_run
 
     def bundle(cells, name: str, status: str) -> Path:
         results = make_results(cells, status=status, run_id=f"FIXTURE-20250101-120000-{name}")
-        results["config"].update(models=["resnet18"], engines=["torch"], precisions=["fp32", "amp-fp16"])
+        set_config(results, models=["resnet18"], engines=["torch"], precisions=["fp32", "amp-fp16"])
         return export_run(make_run_dir(tmp_path / name, results), tmp_path / f"out-{name}")
 
     cut = bundle([make_cell(precision="fp32")], "cut", "interrupted")

@@ -63,7 +63,7 @@ def test_a_run_stores_the_bandwidth_beside_the_peaks(tmp_path, monkeypatch):
     import kit.bench
 
     monkeypatch.setattr(kit.bench, "api", fake, raising=False)
-    config = RunConfig(suite="cifar", data="synthetic", device="cpu", models=["resnet18"], precisions=["fp32"],
+    config = RunConfig.of(suite="cifar", data="synthetic", device="cpu", models=["resnet18"], precisions=["fp32"],
                        engines=["torch"], repeats=1, steps=1)
     out = execute(config, tmp_path / "results", make_bundle=False)
     for name in ("results.json", "env.json"):

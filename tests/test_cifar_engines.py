@@ -197,8 +197,8 @@ def test_the_loss_scale_options_reach_the_cifar_cells_only_when_given():
     from kit.results.schema import RunConfig
     from kit.runner.plan import build_plan
 
-    plain = build_plan(RunConfig(suite="cifar", models=["resnet18"], precisions=["fp16-master"], engines=["fastai"]))
+    plain = build_plan(RunConfig.of(suite="cifar", models=["resnet18"], precisions=["fp16-master"], engines=["fastai"]))
     assert "dynamic_loss_scale" not in plain.cells[0].params
-    dyn = build_plan(RunConfig(suite="cifar", models=["resnet18"], precisions=["fp16-master"], engines=["fastai"],
-                               lstm={"dynamic_loss_scale": True}))
+    dyn = build_plan(RunConfig.of(suite="cifar", models=["resnet18"], precisions=["fp16-master"], engines=["fastai"],
+                               dynamic_loss_scale=True))
     assert dyn.cells[0].params["dynamic_loss_scale"] is True

@@ -200,20 +200,21 @@ def test_a_fastai_cell_names_its_learner_and_says_its_weights_are_random(monkeyp
 def test_fastai_cells_default_to_create_cnn_and_torch_cells_have_no_learner():
     from kit.runner.plan import build_plan
 
-    plan = build_plan(RunConfig(suite="cifar", models=["resnet18"], precisions=["fp32"]))
+    plan = build_plan(RunConfig.of(suite="cifar", models=["resnet18"], precisions=["fp32"]))
     by_engine = {c.engine: c.params for c in plan.cells}
     assert by_engine["fastai"]["learner"] == "create_cnn"
     assert "learner" not in by_engine["torch"]  # the torch engine ignores the option
-    scratch = build_plan(RunConfig(suite="cifar", models=["resnet18"], precisions=["fp32"], engines=["fastai"],
+    scratch = build_plan(RunConfig.of(suite="cifar", models=["resnet18"], precisions=["fp32"], engines=["fastai"],
                                    learner="scratch"))
     assert scratch.cells[0].params["learner"] == "scratch"
     assert scratch.cells[0].cell_id == "cifar/resnet18/fp32/fastai"  # the id does not change
 
 
 def test_a_run_recorded_before_the_option_existed_reads_as_the_plain_learner():
-    old = RunConfig(suite="cifar").to_dict()
-    del old["learner"]
-    assert RunConfig.from_dict(old).learner == "scratch"  # what its fastai cells trained (a resume keeps it)
+    old = RunConfig.of(suite="cifar").to_dict()
+    del old["suite_options"]  # a config as kits before suites owned their options wrote it, before --learner
+    assert RunConfig.from_dict(old).options_of("cifar").learner == "scratch"  # what its fastai cells trained
+    assert RunConfig.from_dict(RunConfig.of(suite="cifar").to_dict()).options_of("cifar").learner == "create_cnn"
     cell = CellResult.from_dict(make_cell("resnet18", "fp32", engine="fastai"))
     assert "learner" not in cell.params and cell.label == "cifar/resnet18/fp32/fastai (scratch)"
 
@@ -246,8 +247,8 @@ def test_an_unknown_learner_is_a_one_line_usage_error(tmp_path, value):
 def test_the_cuda10_runner_takes_the_learner_and_refuses_an_unknown_one(tmp_path, capsys):
     from kit.runner import legacy
 
-    assert legacy.parse(["run"]).learner == "create_cnn"
-    assert legacy.parse(["run", "--learner", "scratch"]).learner == "scratch"
+    assert legacy.parse(["run"]).value("learner") == "create_cnn"
+    assert legacy.parse(["run", "--learner", "scratch"]).value("learner") == "scratch"
     code = legacy.main(["run", "--data", "synthetic", "--learner", "nope", "--results-dir", str(tmp_path / "r"),
                         "--data-dir", str(tmp_path / "d")])
     out = capsys.readouterr().out

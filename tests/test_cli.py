@@ -115,10 +115,10 @@ def test_dry_run_prints_the_plan_and_writes_nothing(workdir):
 
 
 def test_dry_run_of_a_resume_counts_the_finished_cells(workdir):
-    from fixtures.results.factory import make_cell, make_results, make_run_dir
+    from fixtures.results.factory import make_cell, make_results, make_run_dir, set_config
 
     results = make_results([make_cell("resnet18", "fp32")], status="interrupted")
-    results["config"].update(models=["resnet18"], precisions=["fp32", "amp-fp16"], engines=["torch"])
+    set_config(results, models=["resnet18"], precisions=["fp32", "amp-fp16"], engines=["torch"])
     run_dir = make_run_dir(workdir / "runs", results, finish_journal=False)
     out = subprocess.run([sys.executable, "-m", "kit", "run", "--dry-run", "--resume", str(run_dir)],
                          capture_output=True, text=True, env=_this_kit())

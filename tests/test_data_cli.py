@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 
 import kit
 from kit.cli.main import app, main
-from kit.facts.datasets import CIFAR100, DATASETS, WIKITEXT2
+from kit.data import registry
+from kit.facts.datasets import CIFAR100, WIKITEXT2
 from test_data_support import cifar_fixture, make_cifar_tarball, wikitext_fixture
 
 REPO = Path(kit.__file__).resolve().parent.parent
@@ -60,10 +61,16 @@ def test_fetch_offline_as_a_real_process_prints_no_traceback(tmp_path):
     assert "Traceback" not in proc.stderr + proc.stdout
 
 
+def _use_facts(monkeypatch, facts) -> None:
+    """The data set of ``facts``' name described with these facts (a fixture's checksum and sizes)."""
+    found = [d._replace(facts=facts) if d.facts.name == facts.name else d for d in registry.all_datasets()]
+    monkeypatch.setattr(registry, "_FOUND", found)
+
+
 def test_fetch_from_a_local_url_then_verify_and_info(workdir, monkeypatch, capsys):
     src = workdir / "usb"
     facts = cifar_fixture(src)
-    monkeypatch.setitem(DATASETS, "cifar100", facts)  # the CLI sees the fixture's checksum and sizes
+    _use_facts(monkeypatch, facts)  # the CLI sees the fixture's checksum and sizes
     url = (src / facts.filename).as_uri()
 
     code, out, _err = _run(["data", "fetch", "cifar100", "--url", url, "-q"], capsys)
@@ -82,7 +89,7 @@ def test_fetch_from_a_local_url_then_verify_and_info(workdir, monkeypatch, capsy
 
 def test_fetch_wikitext_extracts_the_tokens(workdir, monkeypatch, capsys):
     facts = wikitext_fixture(workdir / "usb")
-    monkeypatch.setitem(DATASETS, "wikitext2", facts)
+    _use_facts(monkeypatch, facts)
     code, out, _err = _run(["data", "fetch", "wikitext2", "--url", (workdir / "usb" / facts.filename).as_uri(), "-q"], capsys)
     assert code == 0 and "extracted to" in out
     assert (workdir / "data" / "wikitext-2" / "wiki.train.tokens").is_file()

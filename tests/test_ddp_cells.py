@@ -27,9 +27,9 @@ TINY_LSTM = {"nhid": 8, "emsize": 8, "nlayers": 1, "bptt": 8}
 
 def _config(tmp_path, **kw):
     base = dict(suite="lstm", device="cpu", data="synthetic", data_dir=str(tmp_path / "data"), presets=["apex-2018"],
-                precisions=["fp32"], max_batches=4, batch_size=2, repeats=2, lstm=dict(TINY_LSTM), gpus=2)
+                precisions=["fp32"], max_batches=4, batch_size=2, repeats=2, **TINY_LSTM, gpus=2)
     base.update(kw)
-    return RunConfig(**base)
+    return RunConfig.of(**base)
 
 
 def _spec():
@@ -68,7 +68,7 @@ def test_two_gloo_ranks_of_a_resnet_with_batchnorm_stay_in_step_without_syncing_
     """The CIFAR torch engine's ResNet (BatchNorm buffers) over two ranks, with the kit's DDP options:
     buffers not synced before each forward, gradients as bucket views; the weights stay identical."""
     pytest.importorskip("torchvision")
-    config = RunConfig(suite="cifar", data="synthetic", data_dir=str(tmp_path / "data"), device="cpu",
+    config = RunConfig.of(suite="cifar", data="synthetic", data_dir=str(tmp_path / "data"), device="cpu",
                        models=["resnet18"], precisions=["fp32"], engines=["torch"], repeats=2, steps=2,
                        batch_size=4, gpus=2)
     out = execute(config, tmp_path / "results", make_bundle=False)
@@ -90,7 +90,7 @@ def test_two_gloo_ranks_of_the_gpt_suite_stay_in_step(tmp_path):
     """The GPT suite's cell over two ranks: each rank draws its own token windows, DDP (around the whole
     loss: the step calls the model through hidden/logits, not forward) averages the gradients, and the
     weights stay identical; each repeat leaves DDP's 11 statistics steps out of its timed steps."""
-    config = RunConfig(suite="gpt", data="synthetic", data_dir=str(tmp_path / "data"), device="cpu",
+    config = RunConfig.of(suite="gpt", data="synthetic", data_dir=str(tmp_path / "data"), device="cpu",
                        gpt_presets=["tiny"], precisions=["fp32"], repeats=2, gpus=2, compile="off")
     out = execute(config, tmp_path / "results", make_bundle=False)
     (cell,) = out.results.cells
@@ -421,15 +421,15 @@ def test_gpus_beyond_the_visible_gpus_is_refused_before_anything_runs(monkeypatc
 
     monkeypatch.setattr(worker, "visible_gpu_count", lambda: 2)
     with pytest.raises(UsageError, match=r"--gpus 3: only 2 GPU\(s\) are visible") as err:
-        check_data_parallel(RunConfig(device="cuda", gpus=3, data="synthetic"))
+        check_data_parallel(RunConfig.of(device="cuda", gpus=3, data="synthetic"))
     assert "--gpus 2 or fewer" in err.value.remedy
-    check_data_parallel(RunConfig(device="cuda", gpus=2, data="synthetic"))  # fits
+    check_data_parallel(RunConfig.of(device="cuda", gpus=2, data="synthetic"))  # fits
     monkeypatch.setattr(worker, "visible_gpu_count", lambda: 0)
     with pytest.raises(UsageError, match="no CUDA GPU is visible") as err:
-        check_data_parallel(RunConfig(device="auto", gpus=2, data="synthetic"))
+        check_data_parallel(RunConfig.of(device="auto", gpus=2, data="synthetic"))
     assert "--device cpu" in err.value.remedy
     with pytest.raises(UsageError, match="cannot be combined with --device cuda:1"):
-        check_data_parallel(RunConfig(device="cuda:1", gpus=2, data="synthetic"))
+        check_data_parallel(RunConfig.of(device="cuda:1", gpus=2, data="synthetic"))
 
 
 @pytest.mark.parametrize("kw, words", [
@@ -441,7 +441,7 @@ def test_gpus_beyond_the_visible_gpus_is_refused_before_anything_runs(monkeypatc
 ])
 def test_bad_data_parallel_options_are_usage_errors(kw, words):
     with pytest.raises(UsageError, match=words.replace("(", r"\(")):
-        RunConfig(data="synthetic", **kw)
+        build_plan(RunConfig.of(data="synthetic", **kw))  # a suite's own setting (--find-max-batch): as planned
 
 
 def test_a_batch_per_gpu_and_a_global_batch_together_are_refused():
@@ -453,18 +453,18 @@ def test_a_batch_per_gpu_and_a_global_batch_together_are_refused():
 
 
 def test_the_batch_is_per_gpu_unless_a_global_batch_is_given():
-    weak = build_plan(RunConfig(data="synthetic", models=["resnet18"], engines=["torch"], precisions=["fp32"],
+    weak = build_plan(RunConfig.of(data="synthetic", models=["resnet18"], engines=["torch"], precisions=["fp32"],
                                 batch_size=64, gpus=4)).cells[0]
     assert weak.params["batch_size"] == 64 and weak.params["world_size"] == 4
-    strong = build_plan(RunConfig(data="synthetic", models=["resnet18"], engines=["torch"], precisions=["fp32"],
+    strong = build_plan(RunConfig.of(data="synthetic", models=["resnet18"], engines=["torch"], precisions=["fp32"],
                                   global_batch_size=256, gpus=4, scaling=True)).cells[0]
     assert strong.params["batch_size"] == 64 and strong.params["global_batch_size"] == 256
     assert strong.params["scaling_baseline"] is True
-    lstm = build_plan(RunConfig(suite="lstm", data="synthetic", global_batch_size=48, gpus=2)).cells[0]
+    lstm = build_plan(RunConfig.of(suite="lstm", data="synthetic", global_batch_size=48, gpus=2)).cells[0]
     assert lstm.params["batch_size"] == 24 and lstm.params["world_size"] == 2
-    gpt = build_plan(RunConfig(suite="gpt", data="synthetic", gpt_presets=["tiny"], global_batch_size=8, gpus=2)).cells[0]
+    gpt = build_plan(RunConfig.of(suite="gpt", data="synthetic", gpt_presets=["tiny"], global_batch_size=8, gpus=2)).cells[0]
     assert gpt.params["batch_size"] == 4 and gpt.params["world_size"] == 2 and gpt.params["global_batch_size"] == 8
-    plain = build_plan(RunConfig(data="synthetic", models=["resnet18"], engines=["torch"], precisions=["fp32"])).cells[0]
+    plain = build_plan(RunConfig.of(data="synthetic", models=["resnet18"], engines=["torch"], precisions=["fp32"])).cells[0]
     assert "world_size" not in plain.params  # the plain path's cells keep their params
 
 

@@ -22,7 +22,7 @@ TOP_LEVEL = {
 
 
 def test_record_has_every_field_and_takes_run_facts_from_the_config():
-    config = RunConfig(suite="cifar", data="synthetic", seed=7, device="cuda:0", command_line=["kit", "run", "--smoke"])
+    config = RunConfig.of(suite="cifar", data="synthetic", seed=7, device="cuda:0", command_line=["kit", "run", "--smoke"])
     rec = record.collect(config, nvml=FakeNVML.from_file(H200), env={})
     assert TOP_LEVEL <= set(rec)
     assert rec["command_line"] == ["kit", "run", "--smoke"]

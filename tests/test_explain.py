@@ -124,7 +124,7 @@ def test_a_strangers_malformed_profile_counts_as_none():
 
 
 def test_explain_pairs_each_cell_with_its_fp32_cell_and_filters_by_pattern():
-    run = RunResults("r", RunConfig(suite="lstm"), environment={"peak_tflops_measured": PEAKS},
+    run = RunResults("r", RunConfig.of(suite="lstm"), environment={"peak_tflops_measured": PEAKS},
                      cells=[cell("fp32", 100.0), cell("amp-fp16", 250.0), cell("amp-bf16", 200.0, model="apex-2018")])
     rows = {r["cell_id"]: r for r in ex.explain(run)}
     assert "ladder" not in rows["lstm/tensor-core/fp32/kit"]
@@ -137,7 +137,7 @@ def test_explain_pairs_each_cell_with_its_fp32_cell_and_filters_by_pattern():
 def test_the_profile_is_optional_in_results_json_and_round_trips():
     plain = cell("fp32", 100.0)
     assert "profile" not in plain.to_dict()  # a cell without one is written as before
-    run = RunResults("r", RunConfig(suite="lstm"), cells=[plain, cell("amp-fp16", 366.0, FP16_PROF)])
+    run = RunResults("r", RunConfig.of(suite="lstm"), cells=[plain, cell("amp-fp16", 366.0, FP16_PROF)])
     back = RunResults.from_dict(json.loads(json.dumps(run.to_dict())))
     assert back.cells[0].profile is None and back.cells[1].profile == FP16_PROF
 
@@ -243,7 +243,7 @@ def test_the_answer_of_a_ladder_without_profiles_says_where_the_rest_went_is_not
 
 
 def test_explain_rows_carry_the_answer_for_every_reduced_precision():
-    res = RunResults("r", RunConfig(suite="lstm"), cells=[cell("fp32", 100.0, FP32_PROF), cell("amp-fp16", 366.0, FP16_PROF)],
+    res = RunResults("r", RunConfig.of(suite="lstm"), cells=[cell("fp32", 100.0, FP32_PROF), cell("amp-fp16", 366.0, FP16_PROF)],
                      environment={"peak_tflops_measured": PEAKS})
     fp32, fp16 = ex.explain(res)
     assert "answer" not in fp32 and fp16["answer"].startswith("amp-fp16 3.66× over fp32: ")

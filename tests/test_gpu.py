@@ -266,7 +266,7 @@ def test_kit_run_gpus_captures_each_ranks_step_and_keeps_the_ranks_in_step(tmp_p
     from kit.results.schema import RunConfig
     from kit.runner.execute import execute
 
-    config = RunConfig(suite="cifar", data="synthetic", data_dir=str(tmp_path / "data"), device="cuda",
+    config = RunConfig.of(suite="cifar", data="synthetic", data_dir=str(tmp_path / "data"), device="cuda",
                        models=["resnet18"], precisions=["amp-bf16"], engines=["torch"], repeats=2, steps=30,
                        batch_size=64, gpus=gpus, compile="off")
     out = execute(config, tmp_path / "results", make_bundle=False)

@@ -39,8 +39,8 @@ def test_the_valid_split_trains_its_last_tenth_validates_and_test_stays_held_out
 
 
 def test_a_run_reads_only_the_splits_it_trains_and_tests_on():
-    assert dataset_splits(RunConfig(suite="lstm", lstm={"train_split": "valid"}), "wikitext2") == ("valid", "test")
-    assert dataset_splits(RunConfig(suite="lstm"), "wikitext2") is None
+    assert dataset_splits(RunConfig.of(suite="lstm", train_split="valid"), "wikitext2") == ("valid", "test")
+    assert dataset_splits(RunConfig.of(suite="lstm"), "wikitext2") is None
 
 
 def test_an_unknown_train_split_is_refused():
@@ -49,15 +49,15 @@ def test_an_unknown_train_split_is_refused():
 
 
 def test_with_only_valid_and_test_the_run_says_what_it_will_train_on(tmp_path, monkeypatch):
-    import kit.data.wikitext
+    import kit.data.service
 
     data = _valid_test_only(tmp_path / "data")
     # the folder's few lines are not the published token counts, which the run checks before it starts
     # (tests/test_wikitext_placed_by_hand_run.py); here only what the run says matters
-    monkeypatch.setattr(kit.data.wikitext, "check_wikitext2", lambda *a, **k: None)
+    monkeypatch.setattr(kit.data.service, "check_placed", lambda *a, **k: None)
     printed = []
     console = SimpleNamespace(print=lambda text: printed.append(text))
-    config = RunConfig(suite="lstm", mode="convergence", data="real", data_dir=str(data), lstm={"train_split": "valid"})
+    config = RunConfig.of(suite="lstm", mode="convergence", data="real", data_dir=str(data), train_split="valid")
     service.ensure_real_data(config, console, progress=False)
     assert len(printed) == 1
     assert "first 90% of WikiText-2's valid split" in printed[0] and "tested on the test split" in printed[0]

@@ -178,7 +178,7 @@ def test_the_runner_gives_each_cell_the_windows_steps_from_the_runs_config(tmp_p
     bench = SimpleNamespace(run_cell=lambda s, ctx: seen.append(ctx.profile_steps) or cell_run.CellResult.skipped(s, "test"))
     ui = SimpleNamespace(cell_start=lambda s: None, cell_progress=lambda *a: None)
     with Journal(tmp_path / "journal.jsonl") as journal:
-        cell_run._run_one(bench, spec, RunConfig(suite="lstm", profile_window=on), "cpu", tmp_path, journal, ui)
+        cell_run._run_one(bench, spec, RunConfig.of(suite="lstm", profile_window=on), "cpu", tmp_path, journal, ui)
     assert seen == [steps]
 
 

@@ -63,7 +63,7 @@ def _mode(path) -> int:
 
 
 def test_every_file_a_run_writes_has_the_umask_mode(tmp_path, fake_bench, umask):
-    config = RunConfig(suite="cifar", data="synthetic", device="cpu", models=["resnet18"],
+    config = RunConfig.of(suite="cifar", data="synthetic", device="cpu", models=["resnet18"],
                        precisions=["fp32", "amp-bf16"], engines=["torch"], repeats=2, steps=2)
     out = execute(config, tmp_path / "results", make_bundle=True)
     expected = 0o666 & ~umask
@@ -80,7 +80,7 @@ def test_the_compare_html_page_has_the_umask_mode(tmp_path, fake_bench, umask):
 
     from kit.cli.main import app
 
-    config = RunConfig(suite="cifar", data="synthetic", device="cpu", models=["resnet18"],
+    config = RunConfig.of(suite="cifar", data="synthetic", device="cpu", models=["resnet18"],
                        precisions=["fp32"], engines=["torch"], repeats=1, steps=2)
     runs = [execute(config, tmp_path / name, make_bundle=False).run_dir for name in ("a", "b")]
     html = tmp_path / "compare.html"

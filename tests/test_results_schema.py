@@ -15,7 +15,7 @@ from kit.results.stats import Stats
 def _results() -> RunResults:
     cell = CellResult("cifar", "resnet18", "fp32", "torch", "ok", params={"batch_size": 256},
                       repeats=[{"throughput_items_per_s": 10.0}], throughput_unit="images")
-    return RunResults(run_id="r1", config=RunConfig(data="synthetic"), cells=[cell], status="complete")
+    return RunResults(run_id="r1", config=RunConfig.of(data="synthetic"), cells=[cell], status="complete")
 
 
 def test_results_round_trip_through_json(tmp_path):
@@ -49,11 +49,11 @@ def test_malformed_results_are_reported_not_crashed_on(tmp_path):
 
 def test_config_rejects_nonsense():
     with pytest.raises(UsageError, match="unknown model"):
-        RunConfig(models=["resnet9"])
+        RunConfig.of(models=["resnet9"])
     with pytest.raises(UsageError, match="repeats"):
-        RunConfig(repeats=0)
+        RunConfig.of(repeats=0)
     with pytest.raises(UsageError, match="image-size"):
-        RunConfig(image_size=33)
+        RunConfig.of(image_size=33)
 
 
 def test_journal_lines_have_a_fixed_key_order_and_survive_reopen(tmp_path):
@@ -118,8 +118,9 @@ def _valid_results() -> dict:
              make_cell("resnet18", "amp-fp16", epoch_s=[6.0, 6.1], energy_j_per_epoch=100.0),
              make_cell("resnet18", "apex-o1", status="skipped", reason="Apex is not installed [fixture]")]
     d = make_results(cells, make_env())
-    d["config"].update(epochs=1, steps=60, max_batches=60, batch_size=256, tolerance=0.05, gpus=2,
-                       global_batch_size=512, profile_window=True)
+    d["config"].update(steps=60, batch_size=256, tolerance=0.05, gpus=2, global_batch_size=512, profile_window=True)
+    d["config"]["suite_options"]["cifar"].update(models=["resnet18"], epochs=1, batch_sizes=[256, 512],
+                                                 static_loss_scale=128.0, dynamic_loss_scale=False)
     for c in d["cells"]:
         c["started_at"], c["finished_at"] = 1735732800.0, 1735732900.0
     d["cells"][0]["reason"] = "fixture note"
@@ -131,7 +132,9 @@ def _valid_results() -> dict:
 
 
 #: Fields the schema allows to be null (optional in the dataclasses; measured numbers that may be missing).
-NULLABLE = {"started_at", "finished_at", "config.epochs", "config.steps", "config.max_batches", "config.batch_size",
+NULLABLE = {"started_at", "finished_at", "config.steps", "config.batch_size", "config.suite_options.cifar.models",
+            "config.suite_options.cifar.epochs", "config.suite_options.cifar.batch_sizes",
+            "config.suite_options.cifar.static_loss_scale", "config.suite_options.cifar.dynamic_loss_scale",
             "config.tolerance", "config.gpus", "config.global_batch_size", "cells[0].reason", "cells[0].telemetry", "cells[0].started_at", "cells[0].finished_at",
             "cells[0].host", "cells[0].method", "config.profile_window"}
 
@@ -157,12 +160,16 @@ def _typed_paths(d: dict) -> list[str]:
 
     cell = d["cells"][0]
     paths = [k for k in d] + [f"config.{k}" for k in d["config"]] + [f"cells[0].{k}" for k in cell if k != "cell_id"]
+    # each suite's own options: typed by its options class (kit.results.option_fields)
+    own = d["config"]["suite_options"]
+    paths += [f"config.suite_options.{suite}" for suite in own]
+    paths += [f"config.suite_options.{suite}.{k}" for suite in own for k in own[suite]]
     paths += [f"cells[0].repeats[0].{k}" for k in cell["repeats"][0] if k in REPEAT_NUMBERS + REPEAT_NUMBER_LISTS + REPEAT_NUMBER_OR_LISTS]
     paths += [f"cells[0].params.{k}" for k in cell["params"] if k in PARAM_INTEGERS]
     metric = next(iter(cell["summary"]))
     paths += [f"cells[0].summary.{metric}.{k}" for k in ("n",) + STATS_NUMBERS]
     paths += ["cells[0].repeats[0]", "cells[0].summary." + metric, "cells[0]", "cells[0].notes[0]",
-              "config.models[0]" if d["config"]["models"] else "config.command_line[0]"]
+              "config.suite_options.cifar.models[0]" if own["cifar"]["models"] else "config.command_line[0]"]
     return paths
 
 
@@ -284,7 +291,7 @@ def test_cells_oops_names_the_path(tmp_path):
 
 
 def test_an_unknown_model_in_a_results_file_is_a_schema_error_not_a_usage_error(tmp_path):
-    d = _replaced(_valid_results(), "config.models", ["resnet9"])
+    d = _replaced(_valid_results(), "config.suite_options.cifar.models", ["resnet9"])
     (tmp_path / "r.json").write_text(json.dumps(d))
     with pytest.raises(SchemaError, match=r"at config: unknown model 'resnet9'"):
         load_results(tmp_path / "r.json")

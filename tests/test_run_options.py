@@ -1,10 +1,10 @@
-"""`kit run`'s options are one typed object (kit.runner.options.RunOptions): the Typer
-command, the cuda10 front end and `kit launch` all read its fields, and `kit launch`
-renders it back into the container's command line."""
+"""`kit run`'s options are one typed object (kit.runner.options.RunOptions: its own fields, and each
+suite's options class, its descriptor's): the Typer command, the cuda10 front end and `kit launch` all
+read them, `kit launch` renders them back into the container's command line, and every one of them
+reaches the run's config."""
 
 from __future__ import annotations
 
-from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -43,7 +43,7 @@ def typer_options(monkeypatch, args: list[str]) -> RunOptions:
 
 def test_every_option_is_set_by_the_command_line_used_here():
     options = parse_args(EVERY_OPTION)
-    unset = [f.name for f in fields(RunOptions) if f.name != "given" and getattr(options, f.name) == getattr(RunOptions(), f.name)]
+    unset = [spec.name for spec in option_specs() if options.value(spec.name) == RunOptions().value(spec.name)]
     assert not unset, f"EVERY_OPTION misses {unset}"
 
 
@@ -57,7 +57,7 @@ def test_kit_run_and_the_cuda10_front_end_build_the_same_options(monkeypatch):
 def test_kit_run_names_only_the_options_given_in_their_order(monkeypatch):
     options = typer_options(monkeypatch, ["--precisions", "fp32", "--suite", "cifar", "-p", "tf32"])
     assert options.given == ("precisions", "suite")  # --suite cifar is its default, but it was given
-    assert options.precisions == ["fp32", "tf32"] and options.suite == "cifar" and options.models is None
+    assert options.precisions == ["fp32", "tf32"] and options.suite == "cifar" and options.value("models") is None
     assert options == parse_args(["--precisions", "fp32", "--suite", "cifar", "-p", "tf32"])
 
 
@@ -101,24 +101,26 @@ def test_unknown_options_are_a_usage_error_naming_them():
 def test_launch_parses_flags_exactly_as_kit_run_does_but_the_cuda10_image_keeps_abbreviations():
     with pytest.raises(UsageError):
         parse_args(["--ep", "3"])  # Click does not take abbreviations either
-    assert legacy.parse(["run", "--ep", "3"]).epochs == 3
+    assert legacy.parse(["run", "--ep", "3"]).value("epochs") == 3
 
 
 def test_smoke_is_a_preset_of_the_options(tmp_path):
     given = parse_args(["--smoke", "--suite", "all", "-m", "resnet34", "--steps", "2", "--mode", "convergence",
                         "--compile", "auto", "--tolerance", "1", "--results-dir", str(tmp_path), "--data-dir", str(tmp_path)])
     preset = smoke_preset(given)
-    assert (preset.mode, preset.data, preset.epochs, preset.repeats, preset.tolerance) == ("throughput", "synthetic", 1, 1, None)
-    assert preset.models == ["resnet34"] and preset.steps == 2 and preset.compile == "eager"
+    assert (preset.mode, preset.data, preset.value("epochs"), preset.repeats, preset.tolerance) == (
+        "throughput", "synthetic", 1, 1, None)
+    assert preset.value("models") == ["resnet34"] and preset.steps == 2 and preset.compile == "eager"
     assert preset.precisions == ["fp32", "amp-bf16", "fp16-master"] and preset.batch_size == 32
     config = config_from_options(given)
-    assert (config.models, config.steps, config.epochs, config.repeats, config.mode) == (["resnet34"], 2, 1, 1, "throughput")
-    assert config.engines == ["torch", "fastai"] and config.presets == ["apex-2018"] and config.max_batches == 5
+    cifar, lstm = config.options_of("cifar"), config.options_of("lstm")
+    assert (cifar.models, config.steps, cifar.epochs, config.repeats, config.mode) == (["resnet34"], 2, 1, 1, "throughput")
+    assert config.engines == ["torch", "fastai"] and lstm.presets == ["apex-2018"] and lstm.max_batches == 5
 
 
 def test_the_lstm_overrides_reach_the_config_under_their_names(tmp_path):
     options = parse_args(["--suite", "lstm", "--data", "synthetic", "--nhid", "12", "--untied", "--results-dir", str(tmp_path)])
-    assert config_from_options(options).lstm == {"nhid": 12, "tied": False}
+    assert config_from_options(options).options_of("lstm").overrides() == {"nhid": 12, "tied": False}
 
 
 @pytest.mark.parametrize("suite,args,flag", [
@@ -143,12 +145,13 @@ def test_options_of_the_suites_a_run_measures_are_taken(tmp_path):
     common = ["--data", "synthetic", "--results-dir", str(tmp_path)]
     config = config_from_options(parse_args(["--suite", "all", "-m", "resnet18", "--preset", "tensor-core",
                                              "--epochs", "2", "--nhid", "12", "--image-size", "64", *common]))
-    assert (config.models, config.presets, config.epochs, config.lstm, config.image_size) == (
-        ["resnet18"], ["tensor-core"], 2, {"nhid": 12}, 64)
+    cifar, lstm = config.options_of("cifar"), config.options_of("lstm")
+    assert (cifar.models, lstm.presets, cifar.epochs, lstm.epochs, lstm.overrides(), cifar.image_size) == (
+        ["resnet18"], ["tensor-core"], 2, 2, {"nhid": 12}, 64)
     config = config_from_options(parse_args(["--suite", "gpt", "--gpt-presets", "tiny", "--seq-len", "32", *common]))
-    assert config.gpt == {"seq_len": 32}
+    assert config.options_of("gpt").overrides() == {"seq_len": 32}
     # an option left at its default by the front end, not given, is not refused
-    assert config_from_options(parse_args(["--suite", "gpt", *common])).image_size == 32
+    assert config_from_options(parse_args(["--suite", "gpt", *common])).options_of("gpt").overrides() == {}
 
 
 def test_paths_default_to_the_environment_when_the_options_are_made(monkeypatch, tmp_path):

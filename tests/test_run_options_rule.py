@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from fixtures.results.factory import make_cell, make_env, make_results, make_run_dir
+from fixtures.results.factory import make_cell, make_env, make_results, make_run_dir, set_config
 from kit.cli.main import main
 from kit.errors import UsageError
 from kit.runner.options import parse_args, split_list
@@ -85,7 +85,7 @@ def test_the_sweep_lists_follow_the_same_rule():
 def interrupted_run(tmp_path):
     """A cifar run (synthetic, cpu, 3 repeats) cut short after its first cell: fixture data."""
     res = make_results([make_cell("resnet18", "fp32")], make_env(), status="interrupted")
-    res["config"].update(device="cpu", models=["resnet18", "resnet50"], precisions=["fp32", "amp-bf16"])
+    set_config(res, device="cpu", models=["resnet18", "resnet50"], precisions=["fp32", "amp-bf16"])
     return make_run_dir(tmp_path / "results", res, write_results=False, finish_journal=False)
 
 

@@ -183,7 +183,7 @@ def test_which_cells_are_isolated():
     assert not wants_isolation(_spec("apex-o1"), "none")
     assert RunConfig().isolate == "apex"
     with pytest.raises(KitError):
-        RunConfig(isolate="some")
+        RunConfig.of(isolate="some")
 
 
 def test_an_isolated_cpu_run_measures_the_same_cells(tmp_path):

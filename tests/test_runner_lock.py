@@ -114,7 +114,7 @@ def test_without_flock_a_live_pid_on_this_host_holds_the_folder(tmp_path, monkey
 
 
 def _run_script(run_root: Path) -> str:
-    config = RunConfig(suite="cifar", data="synthetic", device="cpu", models=["resnet18", "resnet34"],
+    config = RunConfig.of(suite="cifar", data="synthetic", device="cpu", models=["resnet18", "resnet34"],
                        precisions=["fp32"], engines=["torch"], repeats=1, steps=1)
     return (
         "import json, sys\n"
@@ -220,12 +220,12 @@ def test_a_resume_after_kill_9_takes_over_the_lock_and_the_journal_says_so(tmp_p
 
 def test_execute_refuses_to_resume_a_folder_another_process_holds(tmp_path):
     """The cuda10 runner calls execute() directly: it takes the lock itself."""
-    from fixtures.results.factory import make_cell, make_results, make_run_dir
+    from fixtures.results.factory import make_cell, make_results, make_run_dir, set_config
 
     from kit.runner.execute import execute
 
     results = make_results([make_cell("resnet18", "fp32")], status="interrupted")
-    results["config"].update(models=["resnet18"], precisions=["fp32", "amp-fp16"], engines=["torch"])
+    set_config(results, models=["resnet18"], precisions=["fp32", "amp-fp16"], engines=["torch"])
     run_dir = make_run_dir(tmp_path / "runs", results, finish_journal=False)
     before = (run_dir / "journal.jsonl").read_bytes()
     proc = _holder(tmp_path, run_dir)
@@ -241,12 +241,12 @@ def test_execute_refuses_to_resume_a_folder_another_process_holds(tmp_path):
 def test_a_complete_run_whose_bundle_is_still_being_written_is_in_use(tmp_path):
     """Resuming a run that has ended complete writes nothing; but with no bundle yet and the
     lock held, its process is still finishing: say so rather than 'make a bundle yourself'."""
-    from fixtures.results.factory import make_cell, make_results, make_run_dir
+    from fixtures.results.factory import make_cell, make_results, make_run_dir, set_config
 
     from kit.runner.execute import execute
 
     results = make_results([make_cell("resnet18", "fp32")], status="complete")
-    results["config"].update(models=["resnet18"], precisions=["fp32"], engines=["torch"])
+    set_config(results, models=["resnet18"], precisions=["fp32"], engines=["torch"])
     run_dir = make_run_dir(tmp_path / "runs", results, finish_journal=True)
     proc = _holder(tmp_path, run_dir)
     try:
@@ -262,12 +262,12 @@ def test_a_complete_run_whose_bundle_is_still_being_written_is_in_use(tmp_path):
 
 def test_the_lock_holder_itself_can_find_a_run_complete(tmp_path):
     """A run that ended between `kit run --resume`'s first look and its lock: still 'already complete'."""
-    from fixtures.results.factory import make_cell, make_results, make_run_dir
+    from fixtures.results.factory import make_cell, make_results, make_run_dir, set_config
 
     from kit.runner.execute import execute
 
     results = make_results([make_cell("resnet18", "fp32")], status="complete")
-    results["config"].update(models=["resnet18"], precisions=["fp32"], engines=["torch"])
+    set_config(results, models=["resnet18"], precisions=["fp32"], engines=["torch"])
     run_dir = make_run_dir(tmp_path / "runs", results, finish_journal=True)
     with RunLock(run_dir) as lock:
         outcome = execute(None, tmp_path / "runs", resume_dir=run_dir, make_bundle=False, lock=lock)

@@ -43,7 +43,7 @@ def _render(ui: RichUI) -> str:
 
 
 def _smoke_plan(device="cpu") -> Plan:
-    config = RunConfig(suite="cifar", data="synthetic", device=device, models=["resnet18", "resnet34"],
+    config = RunConfig.of(suite="cifar", data="synthetic", device=device, models=["resnet18", "resnet34"],
                        precisions=["fp32", "amp-bf16", "fp16-master"], engines=["torch"], repeats=1, steps=4, batch_size=32)
     return build_plan(config)
 

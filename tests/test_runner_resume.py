@@ -68,7 +68,7 @@ def _config(**kw):
     base = dict(suite="cifar", data="synthetic", device="cpu", models=["resnet18", "resnet34"],
                 precisions=["fp32", "amp-bf16"], engines=["torch"], repeats=2, steps=2)
     base.update(kw)
-    return RunConfig(**base)
+    return RunConfig.of(**base)
 
 
 def test_every_cell_is_journaled_and_results_written(tmp_path, fake_bench):

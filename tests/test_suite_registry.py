@@ -31,8 +31,8 @@ def test_the_suites_and_what_all_runs():
 def test_the_descriptors_and_their_plans_never_import_torch():
     code = ("import sys\nfrom kit.results import suites\nfrom kit.results.schema import RunConfig\n"
             "from kit.runner.plan import build_plan, estimate_plan_seconds\n"
-            "p = build_plan(RunConfig(suite='all', device='cpu'))\nestimate_plan_seconds(p)\n"
-            "g = build_plan(RunConfig(suite='gpt', device='cpu'))\n"
+            "p = build_plan(RunConfig.of(suite='all', device='cpu'))\nestimate_plan_seconds(p)\n"
+            "g = build_plan(RunConfig.of(suite='gpt', device='cpu'))\n"
             "assert len(p.cells) == 84 and len(g.cells) == 18, (len(p.cells), len(g.cells))\n"
             "heavy = sorted(m for m in ('torch', 'torchvision', 'fastai', 'apex', 'torchao') if m in sys.modules)\n"
             "assert not heavy, heavy\n")
@@ -69,7 +69,6 @@ def _suite_names_in(path: Path, names: set) -> list:
 #: modules that may name suites, and why: each is a registry's own data
 NAMING_SUITES = {
     "kit/results/precisions.py": "a precision mode's row names the suites that measure it",
-    "kit/runner/options.py": "an option names the suites whose cells read it (others refuse it)",
 }
 
 

@@ -66,7 +66,7 @@ def bench(monkeypatch):
 
 
 def _config():
-    return RunConfig(suite="cifar", data="synthetic", device="cpu", models=["resnet18", "resnet34"],
+    return RunConfig.of(suite="cifar", data="synthetic", device="cpu", models=["resnet18", "resnet34"],
                      precisions=["fp32", "amp-bf16"], engines=["torch"], repeats=1, steps=1)
 
 
@@ -310,7 +310,7 @@ def test_with_device_auto_the_first_cell_check_takes_the_cheaper_estimate(spare,
     from kit.runner.plan import build_plan, cell_seconds
     from kit.runner.service import check_first_cell_fits, show_plan
 
-    config = RunConfig(suite="cifar", data="synthetic", device="auto", models=["resnet18"], precisions=["fp32"],
+    config = RunConfig.of(suite="cifar", data="synthetic", device="auto", models=["resnet18"], precisions=["fp32"],
                        engines=["torch"], repeats=1, steps=1)
     plan = build_plan(config)
     gpu, cpu = (cell_seconds(config, plan.cells[0], kind) for kind in ("cuda", "cpu"))

@@ -41,13 +41,14 @@ def merged_config(configs: list[RunConfig]) -> tuple[RunConfig, dict]:
     first run's value. Each cell's own ``params`` stay the record of how it was run,
     and ``environment.merged_from`` holds each run's command line."""
     optional = {f.name for f in fields(RunConfig) if f.default is None}
-    d = configs[0].to_dict()
+    dicts = [c.to_dict() for c in configs]
+    d = dicts[0]
     differs: dict[str, list] = {}
     for name, value in d.items():
-        if name == "command_line":
+        if name in ("command_line", "suite_options"):
             continue
-        values = [getattr(c, name) for c in configs]
-        if isinstance(value, list):  # models, precisions, engines, presets: first-seen order
+        values = [c[name] for c in dicts]
+        if isinstance(value, list):  # precisions, engines: first-seen order
             d[name] = list(dict.fromkeys(v for vs in values for v in vs))
         elif any(v != value for v in values):
             differs[name] = values
@@ -55,6 +56,19 @@ def merged_config(configs: list[RunConfig]) -> tuple[RunConfig, dict]:
                 d[name] = "all"
             elif name in optional:
                 d[name] = None
+    # each suite's own options: a list the union of the runs', any other the first run's (of the runs
+    # that measured the suite), and where those differ, each run's in differs as "suite_options.SUITE.NAME"
+    own: dict = {}
+    for suite in dict.fromkeys(name for c in dicts for name in c.get("suite_options", {})):
+        runs = [c["suite_options"][suite] for c in dicts if suite in c.get("suite_options", {})]
+        own[suite] = dict(runs[0])
+        for name, value in runs[0].items():
+            values = [r.get(name) for r in runs]
+            if isinstance(value, list):
+                own[suite][name] = list(dict.fromkeys(v for vs in values if isinstance(vs, list) for v in vs))
+            elif any(v != value for v in values):
+                differs[f"suite_options.{suite}.{name}"] = values
+    d["suite_options"] = own
     d["command_line"] = []
     return RunConfig.from_dict(d), differs
 

@@ -1,4 +1,4 @@
-"""`kit data`: download, verify and inspect the data sets (CIFAR-100, WikiText-2)."""
+"""`kit data`: download, verify and inspect the data sets (each one entry of kit.data.registry)."""
 
 from __future__ import annotations
 
@@ -10,25 +10,24 @@ from typing import List, Optional
 import typer
 
 from kit.cli.output import Output, output_options
+from kit.data.registry import all_datasets, names
 
-app = typer.Typer(
-    help=(
-        "Download, verify and inspect the data sets: CIFAR-100 (python version) and WikiText-2 (word level, v1). "
-        "Files go to ./data, or --data-dir, or $KIT_DATA_DIR. Offline? Place the files there by hand "
-        "(see `kit data info` for names and checksums) or run the benchmark with --data synthetic."
-    ),
-    no_args_is_help=True,
-)
+def _help() -> str:
+    sets = "; ".join(f"{d.facts.name}: {d.facts.title}, {d.help}" for d in all_datasets())
+    return (f"Download, verify and inspect the data sets ({sets}). Files go to ./data, or --data-dir, or "
+            "$KIT_DATA_DIR. Offline? Place the files there by hand (see `kit data info` for names and checksums) "
+            "or run the benchmark with --data synthetic.")
 
 
-class Name(str, Enum):
-    cifar100 = "cifar100"
-    wikitext2 = "wikitext2"
-    all = "all"
+app = typer.Typer(help=_help(), no_args_is_help=True)
+
+#: the data sets by name (kit.data.registry), and "all"
+Name = Enum("Name", {**{n: n for n in names()}, "all": "all"}, type=str)  # type: ignore[misc]
+NAME_HELP = f"{', '.join(names())}, or all."
 
 
 def _names(name: Name) -> list[str]:
-    return ["cifar100", "wikitext2"] if name is Name.all else [name.value]
+    return list(names()) if name.value == "all" else [name.value]
 
 
 DATA_DIR_HELP = "Data folder (default: $KIT_DATA_DIR, else ./data)."
@@ -36,7 +35,7 @@ DATA_DIR_HELP = "Data folder (default: $KIT_DATA_DIR, else ./data)."
 
 @app.command("fetch")
 def fetch(
-    name: Name = typer.Argument(..., help="cifar100, wikitext2, or all."),
+    name: Name = typer.Argument(..., help=NAME_HELP),
     data_dir: Optional[Path] = typer.Option(None, "--data-dir", help=DATA_DIR_HELP),
     url: Optional[List[str]] = typer.Option(
         None, "--url", metavar="URL", help="Download from this URL instead of the public mirrors (repeat to give several; tried in order)."
@@ -69,7 +68,7 @@ def fetch(
 
 @app.command("verify")
 def verify(
-    name: Name = typer.Argument(..., help="cifar100, wikitext2, or all."),
+    name: Name = typer.Argument(..., help=NAME_HELP),
     data_dir: Optional[Path] = typer.Option(None, "--data-dir", help=DATA_DIR_HELP),
 ) -> None:
     """Check a data set in full: the archive's checksum (hashed, not trusted from a stamp) and the published sizes.

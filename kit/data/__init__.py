@@ -1,7 +1,10 @@
-"""Data sets: CIFAR-100 and WikiText-2, real (downloaded, verified) or synthetic.
+"""Data sets: each one entry of kit.data.registry (a descriptor in kit/data/sets/: CIFAR-100,
+WikiText-2), real (downloaded, verified) or synthetic.
 
 The interface, by module (numpy is imported only inside the loaders)::
 
+    kit.data.registry   DataSet, all_datasets(), dataset(name): the data sets and what each does
+    kit.data.sets.NAME  DATASET = DataSet(facts, help, load, synthetic, verify, ...): one data set
     kit.data.cifar      load_cifar100(data_dir, source="real"|"synthetic", seed=0) -> CifarData
     kit.data.wikitext   load_wikitext2(data_dir, source=..., seed=0, pad_vocab_to=1) -> Corpus
     kit.data.forms      CifarData, Corpus, Dictionary: what the readers return
@@ -12,5 +15,6 @@ The interface, by module (numpy is imported only inside the loaders)::
     kit.data.files      resolve_data_dir(data_dir) -> Path   # arg, else $KIT_DATA_DIR, else ./data
 
 Modules: ``files`` (folder, checksums), ``fetch`` (mirrors, atomic download),
-``cifar`` and ``wikitext`` (readers), ``synthetic`` (generators), ``service``.
+``cifar`` and ``wikitext`` (readers), ``synthetic`` (generators), ``registry`` and ``sets``
+(the data sets' descriptors), ``service``.
 """

@@ -23,6 +23,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from kit.errors import DataError
 from kit.facts.datasets import DatasetFacts
 from kit.results.atomic import atomic_write_json
 
@@ -144,6 +145,21 @@ def verify_file(path: Path, facts: DatasetFacts, *, trust_stamp: bool = True) ->
     if problem is None:
         write_stamp(path, sums)
     return Verification(path, True, problem is None, sums.md5, sums.sha256, sums.size, "hashed", problem)
+
+
+def require_ok(ver: Verification, facts: DatasetFacts) -> None:
+    """DataError (exit 3) unless the archive checked is the published one."""
+    if not ver.ok:
+        raise DataError(
+            f"{ver.path} is not the published {facts.filename}: {ver.problem}.",
+            remedy=f"Delete it and run `kit data fetch {facts.name}` (or put a good copy there by hand).",
+        )
+
+
+def checksum_check(ver: Verification, facts: DatasetFacts) -> dict:
+    """``kit data verify``'s checksum line of a verified archive."""
+    detail = f"MD5 {ver.md5}" + (f", SHA-256 {ver.sha256}" if facts.sha256 else "") + f" ({human_size(ver.size)})"
+    return {"check": "checksum", "ok": True, "detail": detail}
 
 
 def set_public_mode(path: str | os.PathLike) -> None:

@@ -70,7 +70,7 @@ def cifar100_like(seed: int = 0, *, n_train: int | None = None, n_test: int | No
     test_x, test_y = split(n_test)
     classes = [f"synthetic_class_{i:02d}" for i in range(k)]
     info = {
-        "dataset": "cifar100",
+        "dataset": CIFAR100.name,
         "source": "synthetic",
         "generator": f"kit.data.synthetic.cifar100_like v{GENERATOR_VERSION}",
         "seed": seed,
@@ -141,7 +141,7 @@ def wikitext2_like(
     dictionary = Dictionary(idx2word, {w: i for i, w in enumerate(idx2word)})
     vocab_size = pad_vocabulary(dictionary, pad_vocab_to)
     info = {
-        "dataset": "wikitext2",
+        "dataset": WIKITEXT2.name,
         "source": "synthetic",
         "generator": f"kit.data.synthetic.wikitext2_like v{GENERATOR_VERSION}",
         "seed": seed,

@@ -117,7 +117,7 @@ def prepare_wikitext2(folder: Path, facts: DatasetFacts = WIKITEXT2,
     zip_path = folder / facts.filename
     paths = [token_dir / m for m in facts.members]
 
-    if all(p.is_file() for p in paths) and _marker_matches(token_dir, facts):
+    if all(p.is_file() for p in paths) and marker_matches(token_dir, facts):
         return token_dir, _provenance_zip(facts, zip_path, token_dir, "extracted earlier; files re-checked against the extraction record")
 
     if zip_path.exists():
@@ -227,7 +227,7 @@ def _extract_one(zf: Any, zinfo: Any, target: Path, zip_path: Path) -> None:
         ) from None
 
 
-def _marker_matches(token_dir: Path, facts: DatasetFacts) -> bool:
+def marker_matches(token_dir: Path, facts: DatasetFacts) -> bool:
     try:
         record = json.loads((token_dir / MARKER).read_text())
     except (OSError, ValueError):

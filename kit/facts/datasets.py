@@ -2,7 +2,8 @@
 
 Every value here comes from outside the kit; each carries its source. The
 readers in ``kit.data`` take a :class:`DatasetFacts` (these by default) so tests
-can hand them a small fixture's checksum and sizes instead of the real ones.
+can hand them a small fixture's checksum and sizes instead of the real ones. Each
+data set's descriptor (kit/data/sets/, found by kit.data.registry) names its facts.
 """
 
 from __future__ import annotations
@@ -121,5 +122,3 @@ WIKITEXT2_LINES = {"train": 36_718, "valid": 3_760, "test": 4_358}
 #: for Tensor Cores (33,278 -> 33,280). Source: github.com/NVIDIA/apex, examples/word_language_model/main.py
 #: as revised on 2019-01-30 (with emsize = nhid = 1504 and batch 24, the multiples of 8 the same change chose).
 APEX_VOCAB_MULTIPLE = 8
-
-DATASETS: dict[str, DatasetFacts] = {f.name: f for f in (CIFAR100, WIKITEXT2)}

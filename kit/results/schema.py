@@ -21,7 +21,7 @@ The names a run may use live in :mod:`kit.results.schema_names`, cell ids in
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ from kit.results.cell_ids import cell_id, cell_label, cell_learner
 from kit.results.precisions import PRECISIONS
 from kit.results import suites
 from kit.results.ratios import finite_number
-from kit.results.schema_names import DEFAULT_FASTAI_LEARNER, FASTAI_LEARNERS, LEARNER_BEFORE_THE_OPTION
+from kit.results.option_fields import recorded_before_options, recorded_options, specs_of
 from kit.results.schema_rules import (PARAM_INTEGERS, REPEAT_NUMBER_LISTS, REPEAT_NUMBER_OR_LISTS, REPEAT_NUMBERS,
                                       REPEAT_POSITIVE, STATS_NUMBERS, _check_fields, _check_value, _fail,
                                       _field_names, _impossible, _is_number, _kind)
@@ -148,40 +148,25 @@ class CellResult:
 
 @dataclass
 class RunConfig:
-    """Everything that defines a run, as given on the command line."""
+    """Everything that defines a run, as given on the command line: `kit run`'s own options (these
+    fields) and, in ``suite_options``, each suite's own (its descriptor's options class)."""
 
     suite: str = "cifar"  # a suite's name (kit.results.suites) or "all"
     mode: str = "throughput"  # throughput | convergence
     device: str = "auto"
     data: str = "real"  # real | synthetic
     data_dir: str = "data"
-    models: list[str] = field(default_factory=list)
     precisions: list[str] = field(default_factory=list)
     engines: list[str] = field(default_factory=list)
-    presets: list[str] = field(default_factory=list)
-    epochs: int | None = None
     steps: int | None = None
-    max_batches: int | None = None
     batch_size: int | None = None
-    image_size: int = 32
     repeats: int = 3
     seed: int = 0
-    find_max_batch: bool = False
     compile: str = "auto"  # COMPILE_CHOICES
-    lstm: dict[str, Any] = field(default_factory=dict)  # preset overrides
-    #: GPT presets to run (default: kit.facts.models.GPT_DEFAULT_PRESETS)
-    gpt_presets: list[str] = field(default_factory=list)
-    #: GPT preset overrides (seq_len, d_model, n_layers, n_heads; kit.bench.gpt.config.OVERRIDABLE)
-    gpt: dict[str, Any] = field(default_factory=dict)
     tolerance: float | None = None
     command_line: list[str] = field(default_factory=list)
     #: which cells run in a process of their own (kit.runner.isolate): apex | all | none
     isolate: str = "apex"
-    #: how the fastai engines build their Learner: create_cnn | scratch (FASTAI_LEARNERS)
-    learner: str = DEFAULT_FASTAI_LEARNER
-    #: ``--batch-sizes``: measure each CIFAR cell at each of these batch sizes (a batch curve;
-    #: empty = one batch size, ``batch_size``)
-    batch_sizes: list[int] = field(default_factory=list)
     #: data-parallel ranks per cell (kit run --gpus N: kit.runner.isolate.run_data_parallel);
     #: None = the plain one-process path
     gpus: int | None = None
@@ -196,10 +181,12 @@ class RunConfig:
     #: cost the torch and LSTM cells 0.2-0.5% of their wall time and the fastai cells 4.0-6.8%
     #: (references/h100/explain/r8/), under the 10% target
     profile_window: bool | None = None
+    #: each suite's own options (its descriptor's ``options`` class, kit.results.suites), by suite
+    #: name, for the suites the run measures that have some; :meth:`options_of` reads them. In a
+    #: results file, an object per suite (a suite this kit does not have keeps its object as read)
+    suite_options: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.suite not in suites.choices():
-            raise UsageError(f"unknown suite {self.suite!r}; choose {', '.join(suites.choices())}")
         if self.mode not in ("throughput", "convergence"):
             raise UsageError(f"unknown mode {self.mode!r}; choose throughput or convergence")
         if self.data not in ("real", "synthetic"):
@@ -208,27 +195,34 @@ class RunConfig:
             raise UsageError("--mode convergence needs real data: accuracy on synthetic data means nothing")
         if self.repeats < 1:
             raise UsageError("--repeats must be at least 1")
-        for name in ("epochs", "steps", "max_batches", "batch_size"):
+        for name in ("steps", "batch_size"):
             v = getattr(self, name)
             if v is not None and v < 1:
                 raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
         self._check_data_parallel()
         if self.isolate not in ("apex", "all", "none"):
             raise UsageError(f"unknown --isolate {self.isolate!r}; choose apex, all or none")
-        if self.learner not in FASTAI_LEARNERS:
-            raise UsageError(f"unknown --learner {self.learner!r}; choose {' or '.join(FASTAI_LEARNERS)}",
-                             remedy="create_cnn (the default) is fastai's create_cnn learner, scratch a plain Learner.")
-        if self.image_size not in (32, 64, 128, 224):
-            raise UsageError("--image-size must be 32, 64, 128 or 224")
         for p in self.precisions:
             if p not in PRECISIONS:
                 raise UsageError(f"unknown precision {p!r}; choose from {', '.join(PRECISIONS)}")
+        self._check_suite_options()
         self._check_names()
+
+    def _check_suite_options(self) -> None:
+        """Each suite's options pass their checks (kit.results.option_fields: ``check``)."""
+        for name, values in self.suite_options.items():
+            found = suites.find(name)
+            if found is None or found.options is None or not isinstance(values, found.options):
+                continue  # a suite this kit does not have: kept as read
+            for spec in specs_of(found.options, (name,)):
+                if spec.check is not None:
+                    spec.check(getattr(values, spec.name), spec.flag)
 
     def _check_names(self) -> None:
         """The models, engines and presets named are those of a suite (kit.results.suites)."""
         for s in suites.all_suites():
-            for m in getattr(self, s.model_option) if s.model_option else ():
+            own = self.options_of(s.name) if s.model_option else None
+            for m in (getattr(own, s.model_option, None) or ()) if own is not None else ():
                 if m not in s.models:
                     raise UsageError(f"unknown {s.model_kind} {m!r}; choose from {', '.join(s.models)}")
         engines = [(s.name, s.engines) for s in suites.all_suites() if len(s.engines) > 1]
@@ -236,6 +230,38 @@ class RunConfig:
             if not any(e in own for _, own in engines):
                 raise UsageError(f"unknown engine {e!r}; choose from "
                                  + " or ".join(f"{', '.join(own)} ({name})" for name, own in engines))
+
+    def options_of(self, suite: str) -> Any:
+        """Suite ``suite``'s own options in this run (its options class; its defaults where the run
+        recorded none), or None for a suite that has none or that this kit does not have."""
+        found = suites.find(suite)
+        if found is None or found.options is None:
+            return None
+        values = self.suite_options.get(suite)
+        return values if isinstance(values, found.options) else found.options()
+
+    @classmethod
+    def of(cls, **values: Any) -> "RunConfig":
+        """A config from option values by name, as the run's config keeps them (lists split, types
+        right): `kit run`'s own to their fields, each suite's to the options of the suites of the run
+        that have it (``RunConfig.of(suite="lstm", presets=["tiny"], nhid=12)``); an option no suite of
+        the run has is a UsageError. For tests and scripts: `kit run` builds its config from the
+        command line (kit.runner.option_checks.config_from_options)."""
+        own_names = {f.name for f in fields(cls)}
+        core = {k: v for k, v in values.items() if k in own_names}
+        rest = {k: v for k, v in values.items() if k not in own_names}
+        taken: set = set()
+        own = dict(core.pop("suite_options", {}))
+        for s in suites.run_by(core.get("suite", "cifar")):
+            if s.options is None:
+                continue
+            names = {spec.name for spec in specs_of(s.options)}
+            mine = {k: v for k, v in rest.items() if k in names}
+            taken |= set(mine)
+            own[s.name] = replace(own.get(s.name) or s.options(), **mine)
+        if set(rest) - taken:
+            raise UsageError(f"no suite of the run has the option(s) {', '.join(sorted(set(rest) - taken))}")
+        return cls(**core, suite_options=own)
 
     def per_rank_batch(self) -> int | None:
         """--batch-size, or a data-parallel run's --global-batch-size split over its ranks."""
@@ -263,9 +289,6 @@ class RunConfig:
                 raise UsageError("--global-batch-size and --scaling apply to data-parallel cells only.",
                                  remedy="Add --gpus N.")
             return
-        if self.find_max_batch:
-            raise UsageError("--find-max-batch measures one GPU; it cannot be combined with --gpus.",
-                             remedy="Run the batch search without --gpus.")
         if self.global_batch_size is not None:
             if self.global_batch_size < 1 or self.global_batch_size % self.gpus:
                 raise UsageError(f"--global-batch-size {self.global_batch_size} does not split evenly over --gpus {self.gpus}.",
@@ -286,14 +309,24 @@ class RunConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> "RunConfig":
+        """A config as a results file or journal recorded it: each suite's options from its object
+        in ``suite_options``, or, in a file of a kit before suites owned their options, from where
+        that kit kept them (a field of the config, or a dict of preset overrides: the option's
+        ``recorded_in``); a value of the wrong type is a UsageError naming it."""
         known = {f.name for f in fields(cls)}
         d = dict(d)
-        # a run recorded before --learner existed trained its fastai cells with the plain Learner
-        # (a resumed run keeps that, so its cells stay alike)
-        d.setdefault("learner", LEARNER_BEFORE_THE_OPTION)
         # a run recorded before the option existed profiled no window (a resumed run keeps that)
         d.setdefault("profile_window", False)
-        return cls(**{k: v for k, v in d.items() if k in known})
+        recorded = d.get("suite_options")
+        own: dict[str, Any] = dict(recorded) if isinstance(recorded, dict) else {}
+        for s in suites.run_by(d.get("suite", "cifar")) if isinstance(d.get("suite", "cifar"), str) else ():
+            if s.options is not None:
+                values = own.get(s.name, {}) if isinstance(recorded, dict) else recorded_before_options(s.options, d)
+                if not isinstance(values, dict):
+                    raise UsageError(f"suite_options.{s.name}: expected an object, found {type(values).__name__}")
+                own[s.name] = recorded_options(s.options, values, f"suite_options.{s.name}")
+        core = {k: v for k, v in d.items() if k in known and k != "suite_options"}
+        return cls(**core, suite_options=own)
 
 
 @dataclass

@@ -1,12 +1,15 @@
 """The checks of `kit run`'s options (exit 2 before anything is written) and the RunConfig a run
-gets from them (:func:`config_from_options`): options of another suite, engines, precisions, batch
-curve, paths, and the options given with ``--resume``; and :func:`options_for_suite`, the suite
-rule's other use. Each suite checks its own cells' settings as the plan is built (kit.runner.plan).
+gets from them (:func:`config_from_options`): the suite, options of another suite, engines,
+precisions, an option given with the one it replaces, paths, and the options given with ``--resume``;
+and :func:`options_for_suite`, the suite rule's other use. Each suite's options pass their own checks
+in the config (kit.results.option_fields), and each suite checks its cells' settings as the plan is
+built (kit.runner.plan).
 
 Python 3.7 syntax (the cuda10 image imports this module): typing's ``Optional``/``List``.
 """
 
 import os
+import re
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import List, Tuple
@@ -15,9 +18,8 @@ from kit.errors import DiskFull, UsageError
 from kit.results.schema import RunConfig
 from kit.results.schema_names import COMPILE_CHOICES
 from kit.results import suites
-from kit.runner.options import (GPT_OVERRIDES, LSTM_OVERRIDES, RunOptions, gpt_overrides, lstm_overrides,
-                                normalise_device, option_specs, parse_batch_sizes, smoke_preset, split_list,
-                                split_names)
+from kit.results.option_fields import OptionSpec, specs_of
+from kit.runner.options import RunOptions, normalise_device, option_specs, smoke_preset, split_list, split_names
 
 def engines_of_suite(engines, suite: str) -> list:
     """The names in ``engines`` that are engines of ``suite`` (its descriptor, kit.results.suites)."""
@@ -54,14 +56,27 @@ def check_precisions(config: RunConfig) -> None:
                              + (f", or run {'them' if len(foreign) > 1 else 'it'} with --suite {owners[0]}." if owners else "."))
 
 
-def check_batch_curve(options: RunOptions) -> None:
-    """``--batch-sizes`` belongs to the CIFAR cells and replaces ``--batch-size``."""
-    if options.batch_sizes is None:
+def check_replaced(options: RunOptions) -> None:
+    """An option given with one it replaces (``--batch-sizes`` with ``--batch-size``) is refused: the
+    run would measure only one of them."""
+    specs = {spec.name: spec for spec in option_specs()}
+    for spec in specs.values():
+        for other in spec.replaces:
+            if options.value(spec.name) != spec.default and options.value(other) is not None:
+                them = specs[other].flag
+                raise UsageError(f"{them} and {spec.flag} both given; {spec.flag} stands in for {them}.",
+                                 remedy=f"Give one of them: {them} or {spec.flag}.")
+
+
+def check_suite(options: RunOptions) -> None:
+    """``--suite`` names a suite, ``all``, or a plugin that loads (a broken one: its own line)."""
+    if options.suite in suites.choices():
         return
-    if options.batch_size is not None:
-        raise UsageError("--batch-size and --batch-sizes both given; a batch curve measures each cell at the sizes of --batch-sizes.",
-                         remedy="Give one: --batch-size N for one size, or --batch-sizes N,M,... for a curve.")
-    parse_batch_sizes(options.batch_sizes)
+    problem = suites.broken().get(options.suite)
+    if problem:
+        raise UsageError(problem, remedy="Fix or uninstall the plugin; `kit run --help` lists the suites that load.")
+    raise UsageError(f"unknown suite {options.suite!r}; choose {', '.join(suites.choices())}",
+                     remedy="A suite of your own is a plugin in a package of yours (docs/your-model.md).")
 
 
 def check_suite_options(options: RunOptions) -> None:
@@ -86,12 +101,12 @@ def options_for_suite(options: RunOptions, suite: str) -> Tuple[RunOptions, List
     # --engines names each suite's own engines (torch, fastai; kit, graphed): a suite none of whose
     # engines it names runs its defaults, as if it had not been given
     if "engines" in options.given and not any(engines_of_suite(split_list(options.engines or [], "--engines"), s) for s in run):
-        foreign += [spec for spec in option_specs() if spec.name == "engines" and spec not in foreign]
+        foreign += [spec for spec in option_specs() if spec.name == "engines"]
     if not foreign:
         return options, []
     names = {spec.name for spec in foreign}
-    kept = replace(options, given=tuple(n for n in options.given if n not in names),
-                   **{spec.name: spec.default for spec in foreign})
+    kept = replace(options.replaced(**{spec.name: spec.default for spec in foreign}),
+                   given=tuple(n for n in options.given if n not in names))
     return kept, [spec.flag for spec in foreign]
 
 
@@ -103,26 +118,27 @@ RESUME_NEUTRAL = ("resume", "skip_checks", "dry_run", "time_limit")
 _NO_FIELD = object()
 
 
-def _run_value(config: RunConfig, name: str):
-    """The resumed run's value of option ``name`` as RunConfig keeps it (_NO_FIELD: it keeps none)."""
-    if name in LSTM_OVERRIDES:
-        return config.lstm.get(name)
-    if name in GPT_OVERRIDES:
-        return config.gpt.get(name)
-    if name == "smoke":  # a preset of many fields, not a field
+def _run_value(config: RunConfig, spec: OptionSpec):
+    """The resumed run's value of an option as its config keeps it (_NO_FIELD: it keeps none)."""
+    if spec.name == "smoke":  # a preset of many fields, not a field
         return _NO_FIELD
-    return getattr(config, name, _NO_FIELD)
+    if not spec.suites:
+        return getattr(config, spec.name, _NO_FIELD)
+    for suite in suites.run_names(config.suite):
+        own = config.options_of(suite) if suite in spec.suites else None
+        if own is not None:
+            return getattr(own, spec.name)
+    return _NO_FIELD
 
 
 def as_config(options: RunOptions, name: str):
-    """Option ``name`` as RunConfig keeps it (lists split and checked, the device normalised): the
-    one rule from an option to the run's config."""
+    """Option ``name`` as the run's config keeps it (lists split and checked, items of the option's
+    type, the device normalised): the one rule from an option to the run's config."""
     spec = next(s for s in option_specs() if s.name == name)
-    value = getattr(options, name)
-    if name == "batch_sizes":
-        return parse_batch_sizes(value)
+    value = options.value(name)
     if spec.kind == "list":
-        return split_names(value, spec.flag)
+        return [_item(spec, x, value) for x in split_names(value, spec.flag)] if value is not None else (
+            [] if not spec.suites else None)
     if name == "device":
         return normalise_device(value)
     if name == "data_dir":
@@ -132,6 +148,32 @@ def as_config(options: RunOptions, name: str):
     if name == "profile_window":
         return value  # None: on where the cells run on a GPU (RunConfig.profiles)
     return value
+
+
+def _item(spec: OptionSpec, text: str, given) -> object:
+    """One item of a list option in its type (a whole number for ``List[int]``), or a UsageError."""
+    if spec.type is int:
+        if not re.fullmatch(r"[+-]?[0-9]+", text):
+            shown = ",".join(split_list(given, spec.flag))
+            raise UsageError(f"{spec.flag} {shown}: {text!r} is not a whole number.",
+                             remedy=f"List whole numbers, comma-separated, e.g. {spec.flag} 256,512")
+        return int(text)
+    if spec.type is float:
+        try:
+            return float(text)
+        except ValueError:
+            raise UsageError(f"{spec.flag}: {text!r} is not a number.") from None
+    return text
+
+
+def suite_options(options: RunOptions) -> dict:
+    """Each suite of the run's own options, as its config keeps them (:func:`as_config` of each)."""
+    out = {}
+    for s in suites.run_by(options.suite):
+        if s.options is not None:
+            names = [spec.name for spec in specs_of(s.options)]
+            out[s.name] = replace(options.own[s.name], **{n: as_config(options, n) for n in names})
+    return out
 
 
 def _shown(value) -> str:
@@ -154,7 +196,7 @@ def check_resume_options(options: RunOptions, config: RunConfig, run_dir: Path) 
                 raise UsageError(f"--results-dir {options.results_dir} conflicts with the resumed run's folder: its "
                                  f"bundle goes beside it, in {parent}.", remedy=remedy)
             continue
-        run = _run_value(config, name)
+        run = _run_value(config, specs[name])
         if run is _NO_FIELD:
             raise UsageError(f"{flag} conflicts with the resumed run's options (from its journal: "
                              f"{' '.join(config.command_line[1:]) or 'not recorded'}); a resume keeps them.", remedy=remedy)
@@ -170,8 +212,9 @@ def check_resume_options(options: RunOptions, config: RunConfig, run_dir: Path) 
 
 def check_options(options: RunOptions) -> None:
     """The checks RunConfig cannot make itself (it has no flags, paths or ranges of the CLI)."""
+    check_suite(options)
     check_suite_options(options)
-    check_batch_curve(options)
+    check_replaced(options)
     if options.compile not in COMPILE_CHOICES:
         raise UsageError(f"--compile must be {', '.join(COMPILE_CHOICES[:-1])} or {COMPILE_CHOICES[-1]}")
     if options.seed is not None and not 0 <= options.seed < 2 ** 31:
@@ -241,19 +284,29 @@ def _results_remedy() -> str:
     return RESULTS_DIR_REMEDY
 
 
+#: `kit run`'s options that shape this command, not the run: its config keeps no field of them
+NOT_IN_CONFIG = ("results_dir", "resume", "time_limit", "smoke", "skip_checks", "dry_run")
+
+
 def config_from_options(options: RunOptions, argv=None) -> RunConfig:
     """Every option of `kit run` checked in one place (UsageError, exit 2), before anything is
     printed or written, and turned into the run's RunConfig (``--smoke``: its preset first): each
-    RunConfig field that is an option takes the option's value by the one rule :func:`as_config`
-    (which ``--resume``'s check uses too); the LSTM and GPT preset overrides become their dicts."""
+    of `kit run`'s own options to its RunConfig field, each suite's to the options of the suites of
+    the run that have it (RunConfig.suite_options), by the one rule :func:`as_config` (which
+    ``--resume``'s check uses too). An option of `kit run` that its config has no field for (nor
+    NOT_IN_CONFIG names) is an error of the kit, never a silent drop."""
     check_options(options)
     if options.smoke:
         options = smoke_preset(options)
     if options.global_batch_size is not None and options.batch_size is not None:
         raise UsageError("give --batch-size (per GPU) or --global-batch-size, not both.")
-    names = {spec.name for spec in option_specs()}
-    config = RunConfig(**{f.name: as_config(options, f.name) for f in fields(RunConfig) if f.name in names},
-                       lstm=lstm_overrides(options), gpt=gpt_overrides(options), command_line=list(argv or []))
+    kept = {f.name for f in fields(RunConfig)}
+    own = [spec.name for spec in option_specs() if not spec.suites and spec.name not in NOT_IN_CONFIG]
+    dropped = [name for name in own if name not in kept]
+    if dropped:
+        raise TypeError(f"kit run's option(s) {', '.join(dropped)} have no RunConfig field (kit.results.schema)")
+    config = RunConfig(**{name: as_config(options, name) for name in own}, suite_options=suite_options(options),
+                       command_line=list(argv or []))
     check_engines(config)
     check_precisions(config)
     return config

@@ -1,8 +1,10 @@
-"""`kit run`'s options: :class:`RunOptions` (one typed field per option, made by :func:`option`,
-with its flags and help), :class:`OptionSpec` (what the front ends read of each field), the command
-line parsed into RunOptions and rendered back (argparse: the cuda10 front end, kit launch), the
-rules that turn option values into what RunConfig keeps (comma lists, the device, batch sizes), and
-the ``--smoke`` preset. Their checks, and the RunConfig a run gets, are kit.runner.option_checks'.
+"""`kit run`'s options: :class:`RunOptions` (one typed field per option of `kit run` itself, made by
+kit.results.option_fields.option, and each suite's own options, its descriptor's options class), the
+options as the front ends read them (:func:`option_specs`: `kit run`'s, then the suites', an option two
+suites declare given once), the command line parsed into RunOptions and rendered back (argparse: the
+cuda10 front end, kit launch), the rules that turn option values into what the run's config keeps
+(comma lists, the device), and the ``--smoke`` preset. Their checks, and the RunConfig a run gets, are
+kit.runner.option_checks'.
 
 Python 3.7 syntax (the cuda10 image imports this module): typing's ``Optional``/``List``.
 """
@@ -10,43 +12,15 @@ Python 3.7 syntax (the cuda10 image imports this module): typing's ``Optional``/
 import argparse
 import os
 import re
-import typing
-from dataclasses import MISSING, dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from kit.errors import UsageError
 from kit.results import precisions as precision_modes
 from kit.results import suites
+from kit.results.option_fields import OptionSpec, option, specs_of
 from kit.results.precisions import help_text as precision_names
-from kit.results.schema_names import DEFAULT_FASTAI_LEARNER
-
-#: GPT preset overrides, by their option names (kit.bench.gpt.config.OVERRIDABLE)
-GPT_OVERRIDES = ("seq_len", "d_model", "n_layers", "n_heads", "train_split")
-#: the suites that read an option of one suite only
-CIFAR_ONLY, LSTM_ONLY, GPT_ONLY = ("cifar",), ("lstm",), ("gpt",)
-
-
-def option(default=MISSING, help="", names=(), off="", choices=(), lstm=False, host_only=False,
-           default_factory=MISSING, suites=()):
-    """A field of RunOptions: its default and what the command line shows of it.
-
-    names     the flags, long one first (default ``--`` + the field's name with dashes);
-    off       for a yes/no/unset option (``Optional[bool]``), the flag that says no;
-    choices   offered as a fixed menu by `kit run` (Typer shows and checks them); the other
-              front ends leave the check to RunConfig;
-    lstm      an override of the LSTM preset (it goes to RunConfig.lstm under its name);
-    host_only not taken by the cuda10 image's front end (it has no use there);
-    suites    the suites whose cells read it (empty: every suite); given to a run of none of
-              them it is refused (exit 2), not silently ignored (:func:`check_suite_options`).
-    """
-    if lstm and not suites:
-        suites = LSTM_ONLY
-    meta = {"option": {"help": help, "names": tuple(names), "off": off, "choices": tuple(choices),
-                       "lstm": lstm, "host_only": host_only, "suites": tuple(suites)}}
-    if default_factory is not MISSING:
-        return field(default_factory=default_factory, metadata=meta)
-    return field(default=default, metadata=meta)
 
 
 def _env_path(variable: str, fallback: str):
@@ -58,51 +32,40 @@ def _env_path(variable: str, fallback: str):
 PATH_OPTIONS = {"data_dir": "KIT_DATA_DIR", "results_dir": "KIT_RESULTS_DIR", "resume": None}
 
 
+def _suite_defaults() -> Dict[str, Any]:
+    option_specs()  # a plugin whose options clash is set aside first
+    return {s.name: s.options() for s in suites.all_suites() if s.options is not None}
+
+
+def _engines_help() -> str:
+    """``--engines``' help: each suite's engines where it has more than one (its descriptor's)."""
+    parts = [f"{s.name}: {', '.join(s.engines)}" for s in suites.all_suites() if len(s.engines) > 1]
+    return ("The engines to measure, of the suites that have several (" + "; ".join(parts)
+            + "). Default: each suite's own (docs/running.md).")
+
+
 @dataclass
 class RunOptions:
-    """The options of `kit run`, as given (``given``: the names set on the command line, in order)."""
+    """The options of `kit run`, as given (``given``: the names set on the command line, in order;
+    ``own``: each suite's own options, by suite, as given: its descriptor's options class)."""
 
-    suite: str = option("cifar", suites.help_text(), choices=suites.choices())
-    data: str = option("real", "'real' (downloaded CIFAR-100 / WikiText-2) or 'synthetic' (same shapes, generated; throughput only).")
+    suite: str = option("cifar", suites.help_text())
+    data: str = option("real", "'real' (the downloaded data sets, e.g. CIFAR-100, WikiText-2) or 'synthetic' (same shapes, generated; throughput only).")
     device: str = option("auto", "auto, cpu, cuda or cuda:N.")
-    models: Optional[List[str]] = option(None, "ResNets to run (repeat or comma-separate): resnet18, resnet34, resnet50, resnet101, resnet152. Default: all five.", names=("--models", "-m"), suites=CIFAR_ONLY)
     precisions: Optional[List[str]] = option(None, f"{precision_names()}. Default: all the suite's (unsupported ones are recorded as skipped).", names=("--precisions", "-p"))
-    engines: Optional[List[str]] = option(None, "CIFAR engines: torch (GPU-bound) and/or fastai (faithful); default both. LSTM engines: kit (faithful to Apex's example) and/or graphed (the whole step as one CUDA graph); default both on a GPU, kit on the CPU.", names=("--engines", "-e"), suites=("cifar", "lstm"))
-    presets: Optional[List[str]] = option(None, "LSTM presets: apex-2018, tensor-core. Default: both.", names=("--preset",), suites=LSTM_ONLY)
-    gpt_presets: Optional[List[str]] = option(None, "GPT presets: gpt2-small, gpt-1b, gpt-2b, tiny. Default: the first three.", suites=GPT_ONLY)
-    seq_len: Optional[int] = option(None, "GPT: tokens per sequence (the preset's: 1024).", suites=GPT_ONLY)
-    d_model: Optional[int] = option(None, "GPT: model width (overrides the preset).", suites=GPT_ONLY)
-    n_layers: Optional[int] = option(None, "GPT: transformer blocks.", suites=GPT_ONLY)
-    n_heads: Optional[int] = option(None, "GPT: attention heads (must divide --d-model).", suites=GPT_ONLY)
-    train_split: Optional[str] = option(None, "GPT and LSTM: the WikiText-2 split to train on: train (default; GPT's held-out loss on valid) or valid (GPT: held-out loss on test; LSTM: its first 90% trains, the rest validates, test perplexity on test), for a machine with only the real valid and test splits.", lstm=True, suites=("lstm", "gpt"))
-    epochs: Optional[int] = option(None, "Epochs per repeat (default: 1 in throughput mode; the preset's in convergence mode).", suites=("cifar", "lstm"))
-    steps: Optional[int] = option(None, "CIFAR: steps per epoch in throughput mode (default 100). GPT: timed steps per repeat (the preset's), or all steps in convergence mode.")
-    max_batches: Optional[int] = option(None, "LSTM: stop each epoch after this many batches.", suites=LSTM_ONLY)
-    batch_size: Optional[int] = option(None, "Batch size (default: 256 for CIFAR, 32 with --device cpu; the preset's for the LSTM and GPT).")
-    batch_sizes: Optional[List[str]] = option(None, "CIFAR: a batch curve: measure each cell at each of these batch sizes (comma-separated, e.g. 256,512,1024; instead of --batch-size); reports throughput per batch size, the knee and the speedup over fp32 at each size.", suites=CIFAR_ONLY)
-    image_size: int = option(32, "CIFAR image size: 32 (native), or 64/128/224 upsampled on the device.", suites=CIFAR_ONLY)
+    engines: Optional[List[str]] = option(None, _engines_help(), names=("--engines", "-e"))
+    steps: Optional[int] = option(None, "Timed steps: CIFAR's per epoch in throughput mode (default 100); GPT's and a model suite's per repeat (the preset's or the suite's), or all steps in convergence mode.")
+    batch_size: Optional[int] = option(None, "Batch size (default: 256 for CIFAR, 32 with --device cpu; the preset's for the LSTM and GPT; the suite's own for others).")
     repeats: int = option(3, "Repeats per cell (median and spread are reported).")
     seed: int = option(0, "Base random seed (recorded).")
     mode: str = option("throughput", "throughput (fixed steps, synthetic allowed) or convergence (full epochs on real data, accuracy parity).")
-    find_max_batch: bool = option(False, "CIFAR: also find the largest batch that fits, per model and precision.", suites=CIFAR_ONLY)
     compile: str = option("auto", "torch engine: the step captured as one CUDA graph with the model compiled by Inductor inside (auto = on for CUDA; falls back with the reason), off = no Inductor (the captured step with eager kernels), eager = neither; GPT: torch.compile per block: auto, on, off or eager.")
     gpus: Optional[int] = option(None, "Data-parallel: run each cell over N ranks with DistributedDataParallel (GPUs 0..N-1, NCCL; with --device cpu, N gloo processes). --batch-size is per GPU; --gpus 1 is the data-parallel path on one GPU.")
     global_batch_size: Optional[int] = option(None, "Data-parallel: the global batch, split evenly over --gpus (instead of --batch-size per GPU).")
     scaling: bool = option(False, "Data-parallel: also measure each cell on one rank first, and record the scaling efficiency.")
     profile_window: Optional[bool] = option(None, "After each cell's timed repeats, run a few more steps (5) under torch.profiler for `kit explain`: host and device time per step, the GPU's idle gap, kernel time by class (CellResult.profile). Outside the timed figures. By default on where the cells run on one GPU, off on the CPU and for data-parallel cells; on an H100 it cost 0.2-7% of a cell's wall time (docs/explain.md).", names=("--profile-window",), off="--no-profile-window")
     isolate: str = option("apex", "Cells run in a process of their own, so one cell's global state (Apex amp's patches of torch) cannot reach the next: apex (the Apex cells), all, or none.")
-    tolerance: Optional[float] = option(None, "Convergence parity tolerance (accuracy points for CIFAR, relative perplexity for the LSTM).")
-    emsize: Optional[int] = option(None, "LSTM: embedding size (overrides the preset).", lstm=True)
-    nhid: Optional[int] = option(None, "LSTM: hidden units per layer.", lstm=True)
-    nlayers: Optional[int] = option(None, "LSTM: layers.", lstm=True)
-    lr: Optional[float] = option(None, "LSTM: initial learning rate.", lstm=True)
-    clip: Optional[float] = option(None, "LSTM: gradient clipping norm.", lstm=True)
-    bptt: Optional[int] = option(None, "LSTM: sequence length.", lstm=True)
-    dropout: Optional[float] = option(None, "LSTM: dropout.", lstm=True)
-    tied: Optional[bool] = option(None, "LSTM: tie encoder and decoder weights.", names=("--tied",), off="--untied", lstm=True)
-    static_loss_scale: Optional[float] = option(None, "fp16-master: static loss scale (the example's --static-loss-scale).", lstm=True, suites=("cifar", "lstm"))
-    dynamic_loss_scale: Optional[bool] = option(None, "fp16-master: dynamic loss scaling.", off="--no-dynamic-loss-scale", lstm=True, suites=("cifar", "lstm"))
-    learner: str = option(DEFAULT_FASTAI_LEARNER, "fastai engines: create_cnn (fastai's create_cnn learner: its head on the torchvision body, the body frozen; random weights) or scratch (a plain Learner on the whole ResNet). The torch engine ignores it.", suites=CIFAR_ONLY)
+    tolerance: Optional[float] = option(None, "Convergence parity tolerance (accuracy points for CIFAR, relative perplexity for the LSTM, relative loss for GPT; default: the suite's).")
     data_dir: Path = option(help="Data cache folder (env KIT_DATA_DIR).", default_factory=_env_path("KIT_DATA_DIR", "data"))
     results_dir: Path = option(help="Where run folders and bundles go (env KIT_RESULTS_DIR).", default_factory=_env_path("KIT_RESULTS_DIR", "results"))
     resume: Optional[Path] = option(None, "Continue an interrupted run from its folder, skipping finished cells (refused while another process writes the folder; a complete run is left as it is).")
@@ -112,6 +75,9 @@ class RunOptions:
     dry_run: bool = option(False, "Print the cells the run would measure and a rough duration on stdout, then stop (options are checked; nothing is fetched or written).", host_only=True)
     #: the options set on the command line, in their order (what `kit launch` forwards)
     given: Tuple[str, ...] = ()
+    #: each suite's own options as given, by suite (its descriptor's options class): :meth:`value`
+    #: reads one by name, :meth:`with_options` sets it in every suite that has it
+    own: Dict[str, Any] = field(default_factory=_suite_defaults)
 
     def __post_init__(self) -> None:
         # One rule for every path option, whichever front end built the options: an empty path
@@ -127,67 +93,101 @@ class RunOptions:
                                  remedy=f"Leave {flag} out for its default, or name a folder, e.g. {flag} ./{name.split('_')[0]}")
             setattr(self, name, Path(value))
 
-    def with_options(self, **values) -> "RunOptions":
+    @classmethod
+    def of(cls, values: Dict[str, Any], given: Tuple[str, ...] = ()) -> "RunOptions":
+        """RunOptions from every option's value by name (a front end's), ``given`` the names set."""
+        own = {f.name for f in fields(cls)}
+        made = cls(**{k: v for k, v in values.items() if k in own}, given=tuple(given))
+        return made.replaced(**{k: v for k, v in values.items() if k not in own})
+
+    def value(self, name: str) -> Any:
+        """Option ``name``'s value: `kit run`'s own field, or a suite's option (an option two suites
+        have is set in both alike)."""
+        if name in _OWN_NAMES:
+            return getattr(self, name)
+        for values in self.own.values():
+            if name in getattr(values, "__dataclass_fields__", {}):
+                return getattr(values, name)
+        raise AttributeError(f"kit run has no option {name!r}")
+
+    def replaced(self, **values: Any) -> "RunOptions":
+        """A copy with these options set (each suite option in every suite that has it), ``given`` kept."""
+        mine = {k: v for k, v in values.items() if k in _OWN_NAMES}
+        rest = {k: v for k, v in values.items() if k not in _OWN_NAMES}
+        own = dict(self.own)
+        for suite, current in own.items():
+            theirs = {k: v for k, v in rest.items() if k in current.__dataclass_fields__}
+            if theirs:
+                own[suite] = replace(current, **theirs)
+        unknown = [k for k in rest if not any(k in o.__dataclass_fields__ for o in own.values())]
+        if unknown:
+            raise TypeError(f"kit run has no option {', '.join(unknown)}")
+        return replace(self, own=own, **mine)
+
+    def with_options(self, **values: Any) -> "RunOptions":
         """A copy with these options set, as if given on the command line (after those given)."""
         given = self.given + tuple(name for name in values if name not in self.given)
-        return replace(self, given=given, **values)
+        return replace(self.replaced(**values), given=given)
 
 
-# -- what the front ends read from the fields ------------------------------------------
+_OWN_NAMES = frozenset(spec.name for spec in specs_of(RunOptions))
 
 
-@dataclass(frozen=True)
-class OptionSpec:
-    """One option as the command line sees it, from a RunOptions field."""
-
-    name: str          # the field's name
-    kind: str          # "value" | "list" (repeatable) | "switch" (a flag) | "yes-no" (on/off flags, or unset)
-    type: type         # of a value or list item: str, int, float or Path
-    names: Tuple[str, ...]
-    off: str
-    help: str
-    choices: Tuple[str, ...]
-    lstm: bool
-    host_only: bool
-    default: object    # for default_factory fields, what it gives now
-    suites: Tuple[str, ...] = ()  # the suites that read it (empty: all)
-
-    @property
-    def flag(self) -> str:
-        return self.names[0]
+# -- what the front ends read: kit run's own options, then each suite's -----------------
 
 
 def option_specs() -> List[OptionSpec]:
-    """The options of `kit run`, in the order `kit run --help` lists them."""
-    hints = typing.get_type_hints(RunOptions)
-    specs = []
-    for f in fields(RunOptions):
-        meta = f.metadata.get("option")
-        if meta is None:
+    """The options of `kit run`, in the order `kit run --help` lists them: its own, then the suites'
+    (in the suites' order; an option several suites declare once, with ``suites`` naming them). A
+    plugin whose option clashes with `kit run`'s or another suite's is set aside (kit.results.suites)."""
+    if not _SPECS or _SPECS[0] != suites.all_suites():
+        specs = specs_of(RunOptions) + _suite_specs()  # may set a plugin aside: the suites read after it
+        _SPECS[:] = [suites.all_suites(), specs]
+    return list(_SPECS[1])
+
+
+_SPECS: list = []
+
+
+def _suite_specs() -> List[OptionSpec]:
+    core = specs_of(RunOptions)
+    taken = {flag: spec.name for spec in core for flag in spec.names + ((spec.off,) if spec.off else ())}
+    merged: Dict[str, OptionSpec] = {}
+    for s in suites.all_suites():
+        if s.options is None:
             continue
-        kind, typ = _kind(hints[f.name])
-        default = f.default_factory() if f.default is MISSING else f.default  # type: ignore[misc]
-        specs.append(OptionSpec(f.name, kind, typ, meta["names"] or ("--" + f.name.replace("_", "-"),), meta["off"],
-                                meta["help"], meta["choices"], meta["lstm"], meta["host_only"], default,
-                                meta["suites"]))
-    return specs
+        mine = specs_of(s.options, (s.name,))
+        problem = next((p for p in (_clash(spec, core, merged, taken) for spec in mine) if p), None)
+        if problem and s.plugin:
+            suites.set_aside(s.name, problem)
+            continue
+        if problem:  # the kit's own suites never clash (tests/test_suite_options.py)
+            raise ValueError(f"the {s.name} suite: {problem}")
+        for spec in mine:
+            before = merged.get(spec.name)
+            if before is None:
+                merged[spec.name] = spec
+                taken.update({flag: spec.name for flag in spec.names + ((spec.off,) if spec.off else ())})
+                continue
+            said = before.help if spec.help in before.help else f"{before.help} {spec.help}"
+            merged[spec.name] = replace(before, help=said, suites=before.suites + spec.suites, check=None,
+                                        replaces=tuple(dict.fromkeys(before.replaces + spec.replaces)))
+    return list(merged.values())
 
 
-def _kind(annotation) -> Tuple[str, type]:
-    args = [a for a in getattr(annotation, "__args__", ()) or () if a is not type(None)]
-    if getattr(annotation, "__origin__", None) is typing.Union:  # Optional[X]
-        (annotation,) = args
-        if annotation is bool:
-            return "yes-no", bool
-        args = list(getattr(annotation, "__args__", ()) or ())
-    if getattr(annotation, "__origin__", None) in (list, List):
-        return "list", args[0]
-    if annotation is bool:
-        return "switch", bool
-    return "value", annotation
-
-
-LSTM_OVERRIDES = tuple(spec.name for spec in option_specs() if spec.lstm)
+def _clash(spec: OptionSpec, core: List[OptionSpec], merged: Dict[str, OptionSpec], taken: Dict[str, str]) -> str:
+    """Why a suite's option cannot join `kit run`'s ("" where it can): a name or flag of `kit run`'s
+    own, a flag of another option, or an option of another suite's name declared differently."""
+    if any(spec.name == c.name for c in core):
+        return f"its option {spec.name!r} is one of kit run's own"
+    before = merged.get(spec.name)
+    if before is not None and (before.kind, before.type, before.names, before.off, before.default, before.choices) != (
+            spec.kind, spec.type, spec.names, spec.off, spec.default, spec.choices):
+        return (f"its option {spec.flag} differs from the {' and '.join(before.suites)} suite's "
+                "(type, flags or default); an option several suites have is declared alike")
+    flags = spec.names + ((spec.off,) if spec.off else ())
+    other = next((f for f in flags if taken.get(f, spec.name) != spec.name), None)
+    return f"its flag {other} is another option's" if other else ""
 
 
 # -- the command line: parse (the cuda10 front end, kit launch) and render (kit launch) ---
@@ -234,7 +234,7 @@ def to_args(options: RunOptions) -> List[str]:
     specs = {spec.name: spec for spec in option_specs()}
     out: List[str] = []
     for name in options.given:
-        spec, value = specs[name], getattr(options, name)
+        spec, value = specs[name], options.value(name)
         if value is None:
             continue
         if spec.kind == "switch":
@@ -310,30 +310,6 @@ def parse_duration(text: str, flag: str = "--time-limit") -> float:
     return seconds
 
 
-def parse_batch_sizes(values) -> List[int]:
-    """``--batch-sizes`` as the run's sorted list of batch sizes ([] when not given); a
-    UsageError (exit 2) for an empty list, a non-number, zero or a negative, or a size named
-    twice (its point would be measured twice under one cell id)."""
-    if values is None:
-        return []
-    texts = split_list(values, "--batch-sizes")
-    sizes: List[int] = []
-    for text in texts:
-        if not re.fullmatch(r"[+-]?[0-9]+", text):
-            raise UsageError(f"--batch-sizes {','.join(texts)}: {text!r} is not a whole number.",
-                             remedy="List whole numbers of images per batch, e.g. --batch-sizes 256,512,1024")
-        sizes.append(int(text))
-    bad = [n for n in sizes if n < 1]
-    if bad:
-        raise UsageError(f"--batch-sizes {','.join(texts)}: {bad[0]} is not a batch size; each must be at least 1.",
-                         remedy="List batch sizes of 1 or more, e.g. --batch-sizes 256,512,1024")
-    twice = sorted({n for n in sizes if sizes.count(n) > 1})
-    if twice:
-        raise UsageError(f"--batch-sizes names {', '.join(map(str, twice))} more than once; each size is measured once per run.",
-                         remedy=f"Name each once, e.g. --batch-sizes {','.join(map(str, sorted(set(sizes))))}")
-    return sorted(sizes)
-
-
 def split_list(values, flag: str) -> List[str]:
     """A list option's items, repeated and/or comma-separated, spaces around each dropped: the
     one rule of every comma list of the kit. Nothing in it at all (``''``, ``,``) is "empty"; an
@@ -358,32 +334,22 @@ def split_list(values, flag: str) -> List[str]:
 def smoke_preset(options: RunOptions) -> RunOptions:
     """``--smoke``: the smallest sanity run. Each suite's descriptor gives its own smoke settings
     (models, engines, presets, steps, batches: kit.results.suites), the precisions are the smoke
-    modes of kit.results.precisions; options given keep their value. Mode, data, epochs and
-    repeats are fixed; ``--compile auto`` is off (compiling costs more than 4 steps measure)."""
+    modes of kit.results.precisions; options given keep their value. Mode, data and repeats are
+    fixed; ``--compile auto`` is off (compiling costs more than 4 steps measure); the batch is 32
+    unless an option that replaces ``--batch-size`` (``--batch-sizes``) was given."""
     run = suites.run_by(options.suite)
-    own = {}
+    own: dict = {}
     for s in run:
         own.update({k: v for k, v in s.smoke.items() if k not in own})
-    return replace(
-        options,
+    replaced = {r for spec in option_specs() if spec.replaces and options.value(spec.name) != spec.default
+                for r in spec.replaces}
+    return options.replaced(
         mode="throughput",
         data="synthetic",
         precisions=options.precisions or precision_modes.smoke([s.name for s in run]),
-        **{k: getattr(options, k) or v for k, v in own.items()},
-        epochs=1,
-        batch_size=options.batch_size or (None if options.batch_sizes else 32),
+        **{k: options.value(k) or v for k, v in own.items()},
+        batch_size=options.batch_size or (None if "batch_size" in replaced else 32),
         repeats=1,
-        find_max_batch=False,
         compile="eager" if options.compile == "auto" else options.compile,
         tolerance=None,
     )
-
-
-def gpt_overrides(options: RunOptions) -> dict:
-    """The GPT preset's overrides that were set (RunConfig.gpt)."""
-    return {name: getattr(options, name) for name in GPT_OVERRIDES if getattr(options, name) is not None}
-
-
-def lstm_overrides(options: RunOptions) -> dict:
-    """The LSTM preset's overrides that were set (RunConfig.lstm, keyed as the preset's keys)."""
-    return {name: getattr(options, name) for name in LSTM_OVERRIDES if getattr(options, name) is not None}

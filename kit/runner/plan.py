@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kit.env.record import device_kind, installed
+from kit.errors import UsageError
 from kit.facts import estimates as estimate_facts
 from kit.facts import models as model_facts
 from kit.results import precisions as precision_modes
@@ -47,7 +48,12 @@ class Plan:
 
 def build_plan(config: RunConfig) -> Plan:
     """Every suite's cells of the run, each suite's checked by its descriptor (UsageError, exit 2:
-    a bad override is refused before any cell runs)."""
+    a bad override is refused before any cell runs). A suite this kit does not have (a plugin not
+    installed here, or one that does not load) is a UsageError naming it."""
+    if not suites.run_by(config.suite):
+        raise UsageError(suites.broken().get(config.suite) or f"the run's suite {config.suite!r} is not one this kit has "
+                         f"({', '.join(suites.choices())})",
+                         remedy="A plugin's suite runs where its package is installed (docs/your-model.md).")
     cells: list[CellSpec] = []
     for s in suites.run_by(config.suite):
         planned = s.plan(config)

@@ -56,7 +56,7 @@ def print_plan(console, plan: "Plan", done: dict) -> None:
 
     from kit.env.record import device_kind
     from kit.runner.plan import estimate_plan_seconds, estimate_source
-    from kit.results.cell_ids import cell_label
+    from kit.results.cell_ids import CURVE_PARAM, cell_label
 
     kind = device_kind(plan.config.device)
     todo = [c for c in plan.cells if c.cell_id not in done]
@@ -73,8 +73,9 @@ def print_plan(console, plan: "Plan", done: dict) -> None:
     for (w, m, e), ps in groups.items():
         table.add_row(w, m, e, ", ".join(ps))
     console.print(table)
-    if plan.config.batch_sizes:
-        console.print("batch curve: each CIFAR cell at batch sizes " + ", ".join(map(str, sorted(plan.config.batch_sizes))))
+    curves = {c.workload: c.params[CURVE_PARAM] for c in plan.cells if c.params.get(CURVE_PARAM)}
+    for workload, sizes in curves.items():
+        console.print(f"batch curve: each {workload} cell at batch sizes " + ", ".join(map(str, sorted(sizes))))
     data = "synthetic data (throughput only)" if plan.config.data == "synthetic" else "real data"
     console.print(
         f"{len(todo)} cell(s) to run on {data}"

@@ -78,6 +78,8 @@ def run_from_cli(options: RunOptions, argv: list[str] | None = None) -> None:
         return
     config = config_from_options(options, argv)
     plan = build_plan(config)  # each suite checks its cells' settings here (exit 2), before anything is written
+    for problem in suites.broken().values():  # a plugin that does not load costs the other suites nothing
+        console.print(f"[yellow]note: {problem}; it is left out.[/yellow]", highlight=False)
     if options.dry_run:
         show_plan(plan, {}, Console(), limit)
         return
@@ -336,7 +338,7 @@ def raise_if_cells_failed(outcome) -> None:
 def ensure_real_data(config: RunConfig, console, progress: bool = True) -> None:
     """Fetch (with a progress bar) whatever real data set the run needs and lacks,
     before any run folder exists; a failure names the file, checksum and folder."""
-    from kit.data.service import describe, fetch_dataset, fetch_reason
+    from kit.data.service import check_placed, describe, fetch_dataset, fetch_reason
 
     from kit.runner.plan import dataset_splits, datasets
 
@@ -349,11 +351,9 @@ def ensure_real_data(config: RunConfig, console, progress: bool = True) -> None:
             if note:
                 console.print(note)
         if d.get("placed_by_hand"):
-            # a folder placed by hand is used as it is, once its published token counts check out:
-            # checked here, before a run folder exists (exit 3), not by the first cell
-            from kit.data.wikitext import SPLITS, check_wikitext2
-
-            check_wikitext2(config.data_dir, tuple(splits or SPLITS))
+            # files placed by hand are used as they are, once the data set's check of them passes
+            # (WikiText-2: its published token counts): here, before a run folder exists (exit 3)
+            check_placed(name, config.data_dir, splits)
             continue
         if d.get("present") and not d.get("problem"):
             continue

@@ -8,16 +8,18 @@
 """
 
 from kit.bench.cifar import plan
+from kit.bench.cifar.options import CifarOptions
 from kit.results.suites import Parity, Suite
 
 SUITE = Suite(
+    options=CifarOptions,
     name="cifar", help="CIFAR-100 ResNets", title="CIFAR-100 ResNets, {engine} engine",
     models=plan.MODELS, model_option="models", engines=plan.ENGINES,
     plan=plan.cells, work=plan.work, needs=plan.needs, runner="kit.bench.cifar.suite",
     #: a reduced-precision run matches fp32 when its final test accuracy is at most 1.0 point lower
     parity=Parity("test accuracy", noun="accuracy", tolerance=0.01, gap="points"),
     datasets=("cifar100",), sized=True, unit="images", in_all=True, order=1, data_parallel=("torch",),
-    smoke={"models": ["resnet18"], "engines": list(plan.ENGINES), "steps": 4},
+    smoke={"models": ["resnet18"], "engines": list(plan.ENGINES), "steps": 4, "epochs": 1},
     revisions={
         "torch": (7, (
             (1, "eager steps or torch.compile; torch.optim.SGD"),

@@ -10,10 +10,12 @@ WikiText-2 token ids, in fp32, TF32, fp16, bf16 and fp8 (torchao float8).
 """
 
 from kit.bench.gpt import plan
+from kit.bench.gpt.options import GptOptions
 from kit.bench.gpt.config import resolve
 from kit.results.suites import Parity, Suite
 
 SUITE = Suite(
+    options=GptOptions,
     name="gpt", help="the GPT-style transformer on Wikitext-2; not in all: heavy, and it needs a recent GPU",
     title="Wikitext-2 GPT decoder ({engine})", subject="GPT",
     models=("tiny", "gpt2-small", "gpt-1b", "gpt-2b"), model_option="gpt_presets", model_kind="GPT preset",

@@ -12,7 +12,7 @@ from kit.facts.datasets import WIKITEXT2
 from kit.facts.models import GPT_PAD_VOCAB_TO, GPT_PRESETS
 from kit.results.schema_names import COMPILE_CHOICES
 
-#: Keys a user may override from the command line (kit.runner.options.GPT_OVERRIDES).
+#: Keys a user may override from the command line (kit.bench.gpt.options.GptOptions; lr: none).
 OVERRIDABLE = ("d_model", "n_layers", "n_heads", "seq_len", "lr", "train_split")
 
 #: The WikiText-2 split a cell trains on -> the split its held-out loss (convergence mode) is

@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 from kit.bench.gpt.config import resolve, splits_read
+from kit.bench.gpt.options import GptOptions
 from kit.facts import models as model_facts
 from kit.results import precisions as precision_modes
 from kit.results.schema import CellSpec, RunConfig
+
+
+def own(config: RunConfig) -> GptOptions:
+    """The run's GPT options (kit.bench.gpt.options)."""
+    return config.options_of("gpt")
 
 
 def params(config: RunConfig, preset: str) -> dict:
@@ -13,7 +19,7 @@ def params(config: RunConfig, preset: str) -> dict:
     --d-model, --n-layers, --n-heads), --compile and the parity tolerance."""
     out = {"preset": preset, "steps": config.steps, "batch_size": config.per_rank_batch(),
            "compile": config.compile, "tolerance": config.tolerance}
-    out.update({k: v for k, v in (config.gpt or {}).items() if v is not None})
+    out.update(own(config).overrides())
     out.update(config.data_parallel_params())
     return out
 
@@ -21,7 +27,7 @@ def params(config: RunConfig, preset: str) -> dict:
 def cells(config: RunConfig) -> list:
     precisions = config.precisions or precision_modes.defaults("gpt")
     return [CellSpec("gpt", preset, precision, "kit", params(config, preset))
-            for preset in config.gpt_presets or list(model_facts.GPT_DEFAULT_PRESETS) for precision in precisions]
+            for preset in own(config).gpt_presets or list(model_facts.GPT_DEFAULT_PRESETS) for precision in precisions]
 
 
 def work(spec: CellSpec, mode: str) -> float:
@@ -33,4 +39,4 @@ def work(spec: CellSpec, mode: str) -> float:
 
 def splits(config: RunConfig, dataset: str):
     """WikiText-2's splits the run reads (``--train-split valid``: valid and test only)."""
-    return splits_read((config.gpt or {}).get("train_split"))
+    return splits_read(own(config).train_split)

@@ -11,6 +11,7 @@ Modules, in the order a cell uses them::
 """
 
 from kit.bench.lstm import plan
+from kit.bench.lstm.options import LstmOptions
 from kit.bench.lstm.config import resolve
 from kit.results.suites import Parity, Suite
 
@@ -20,6 +21,7 @@ from kit.results.suites import Parity, Suite
 #: scale (underflowing gradients, skipped steps) costs far more than 2%. Revisit
 #: once the fp32 seed spread of 30-epoch runs has been measured.
 SUITE = Suite(
+    options=LstmOptions,
     name="lstm", help="the Wikitext-2 LSTM", title="Wikitext-2 LSTM ({engine})", subject="LSTM",
     models=plan.PRESETS, model_option="presets", model_kind="LSTM preset", engines=plan.ENGINES,
     engine_labels={"kit": "kit engine: Apex's example loop, every kernel launched from Python",
@@ -30,7 +32,7 @@ SUITE = Suite(
     data_note=plan.data_note,
     data_parallel_note=("LSTM ranks walk the same batchified token stream (the data is not sharded): "
                         "the throughput is that of N replicas, the statistics those of one"),
-    smoke={"presets": ["apex-2018"], "max_batches": 5, "steps": 4},
+    smoke={"presets": ["apex-2018"], "max_batches": 5, "steps": 4, "epochs": 1},
     revisions={
         "kit": (1, ((1, "Apex's word_language_model loop: one eager step per bptt window, per-parameter fp32 SGD"),)),
         "graphed": (1, ((1, "one CUDA graph per bptt window (forward, loss, backward, clipping, SGD), the data on "

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 from kit.errors import UsageError
 from kit.facts.models import LSTM_PRESETS
 
-#: Keys a user may override from the command line (kit.runner.options.LSTM_OVERRIDES).
+#: Keys a user may override from the command line (kit.bench.lstm.options.LstmOptions; batch_size: --batch-size).
 OVERRIDABLE = ("emsize", "nhid", "nlayers", "lr", "clip", "bptt", "dropout", "tied",
                "static_loss_scale", "dynamic_loss_scale", "batch_size", "train_split")
 

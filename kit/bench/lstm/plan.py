@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kit.bench.lstm.config import resolve, splits_read, train_split_note
+from kit.bench.lstm.options import LstmOptions
 from kit.errors import UsageError
 from kit.facts import models as model_facts
 from kit.results import precisions as precision_modes
@@ -28,11 +29,17 @@ def engines(config: RunConfig) -> list:
     return list(ENGINES) if device_kind(config.device) == "cuda" else ["kit"]
 
 
+def own(config: RunConfig) -> LstmOptions:
+    """The run's LSTM options (kit.bench.lstm.options)."""
+    return config.options_of("lstm")
+
+
 def params(config: RunConfig, preset: str) -> dict:
-    out = {"preset": preset, "epochs": config.epochs, "max_batches": config.max_batches}
+    opts = own(config)
+    out = {"preset": preset, "epochs": opts.epochs, "max_batches": opts.max_batches}
     if config.per_rank_batch():
         out["batch_size"] = config.per_rank_batch()
-    out.update({k: v for k, v in (config.lstm or {}).items() if v is not None})
+    out.update(opts.overrides())
     out["tolerance"] = config.tolerance
     out.update(config.data_parallel_params())
     return out
@@ -41,7 +48,7 @@ def params(config: RunConfig, preset: str) -> dict:
 def cells(config: RunConfig) -> list:
     precisions = config.precisions or precision_modes.defaults("lstm")
     return [CellSpec("lstm", preset, precision, engine, params(config, preset))
-            for preset in config.presets or list(PRESETS) for engine in engines(config) for precision in precisions]
+            for preset in own(config).presets or list(PRESETS) for engine in engines(config) for precision in precisions]
 
 
 def work(spec: CellSpec, mode: str) -> float:
@@ -52,7 +59,7 @@ def work(spec: CellSpec, mode: str) -> float:
 
 def splits(config: RunConfig, dataset: str):
     """WikiText-2's splits the run reads (``--train-split valid``: valid and test only)."""
-    return splits_read((config.lstm or {}).get("train_split"))
+    return splits_read(own(config).train_split)
 
 
 def data_note(config: RunConfig, dataset: str, described: dict):
@@ -62,7 +69,7 @@ def data_note(config: RunConfig, dataset: str, described: dict):
     from kit.data.wikitext import SPLITS, split_members
     from kit.facts.datasets import WIKITEXT2
 
-    train_split = (config.lstm or {}).get("train_split") or "train"
+    train_split = own(config).train_split or "train"
     if train_split == "train" and not described.get("present"):
         token_dir = Path(config.data_dir) / WIKITEXT2.member_dir
         have = [s for s, m in zip(SPLITS, split_members(WIKITEXT2)) if (token_dir / m).is_file()]

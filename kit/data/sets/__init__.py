@@ -1,0 +1,1 @@
+"""The data sets, one module (or package) each, whose ``DATASET`` kit.data.registry finds."""
