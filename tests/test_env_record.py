@@ -63,14 +63,16 @@ def test_container_facts_come_from_the_launchers_environment():
     assert rec["host"]["name"] == "lab-box-3"
 
 
-def test_anonymize_replaces_host_name_gpu_uuid_and_process_names():
+def test_anonymize_replaces_host_name_gpu_uuid_and_process_names(monkeypatch):
+    monkeypatch.setattr(record, "MACHINE_ID_FILES", ())  # a machine without a machine-id: the id comes from the name
     data = json.loads(H200.read_text())
     data["gpus"][0]["processes"] = [{"pid": 4242, "used_memory": 1}]
     env = {"KIT_ANONYMIZE": "1", "KIT_HOST_NAME": "alice-workstation"}
     rec = record.collect(None, nvml=FakeNVML(data), env=env)
     text = json.dumps(rec)
     assert "alice-workstation" not in text
-    assert rec["host"] == {"name": record.host_id("alice-workstation"), "host_id": record.host_id("alice-workstation"), "anonymized": True}
+    assert rec["host"] == {"name": record.host_id("alice-workstation"), "host_id": record.host_id("alice-workstation"),
+                           "host_id_from": "host-name", "anonymized": True}
     assert rec["host"]["host_id"].startswith("h-") and len(rec["host"]["host_id"]) == 18
     assert "fixture-h200" not in text
     assert "python3" not in json.dumps(rec["nvml"])
@@ -156,3 +158,49 @@ def test_no_apex_is_recorded_as_not_found(tmp_path, monkeypatch):
 
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     assert record.apex_info({}) == {"found": False}
+
+
+MACHINE_A, MACHINE_B = "0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210"
+
+
+def _machine_id_file(tmp_path, raw, name="machine-id"):
+    path = tmp_path / name
+    path.write_text(raw + "\n")
+    return (str(path),)
+
+
+def test_two_machines_of_one_name_get_two_host_ids_from_their_machine_ids(tmp_path):
+    env = {"KIT_HOST_NAME": "vm"}
+    a = record.host_identity(env, False, inside_container=False, machine_id_files=_machine_id_file(tmp_path, MACHINE_A, "a"))
+    b = record.host_identity(env, False, inside_container=False, machine_id_files=_machine_id_file(tmp_path, MACHINE_B, "b"))
+    assert a["name"] == b["name"] == "vm"
+    assert a["host_id"] != b["host_id"] and a["host_id_from"] == b["host_id_from"] == "machine-id"
+    assert MACHINE_A not in json.dumps(a)  # the machine-id itself is never recorded, only a hash of it
+    # the same machine renamed keeps its id
+    renamed = record.host_identity({"KIT_HOST_NAME": "lab-box"}, False, inside_container=False,
+                                   machine_id_files=_machine_id_file(tmp_path, MACHINE_A, "a"))
+    assert renamed["host_id"] == a["host_id"]
+
+
+def test_a_containers_own_machine_id_is_never_read(tmp_path):
+    """An image's /etc/machine-id is shared by every machine that runs it: inside a container the id
+    comes from KIT_HOST_ID (kit launch reads the host's) or else from the host name."""
+    files = _machine_id_file(tmp_path, MACHINE_A)
+    inside = record.host_identity({"KIT_HOST_NAME": "vm"}, False, inside_container=True, machine_id_files=files)
+    assert inside["host_id"] == record.host_id("vm") and inside["host_id_from"] == "host-name"
+    given = record.host_identity({"KIT_HOST_NAME": "vm", "KIT_HOST_ID": "h-00112233445566aa"}, False,
+                                 inside_container=True, machine_id_files=files)
+    assert given["host_id"] == "h-00112233445566aa" and given["host_id_from"] == "machine-id"
+
+
+def test_a_host_id_not_of_the_kits_form_is_ignored(tmp_path):
+    rec = record.host_identity({"KIT_HOST_NAME": "vm", "KIT_HOST_ID": "h-../../etc\x1b[31m"}, False,
+                               inside_container=True, machine_id_files=())
+    assert rec["host_id"] == record.host_id("vm") and rec["host_id_from"] == "host-name"
+
+
+def test_an_empty_or_malformed_machine_id_falls_back_to_the_name(tmp_path):
+    for raw in ("", "uninitialized", "xyz"):
+        rec = record.host_identity({"KIT_HOST_NAME": "vm"}, False, inside_container=False,
+                                   machine_id_files=_machine_id_file(tmp_path, raw))
+        assert rec["host_id"] == record.host_id("vm") and rec["host_id_from"] == "host-name"

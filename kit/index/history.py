@@ -100,7 +100,13 @@ def machine_runs(con: sqlite3.Connection, host: str, flt: Optional[Filter] = Non
                             else " (it is empty)."))
     if len(by_id) > 1:
         ids = sorted(by_id, key=lambda i: -len(by_id[i]))
-        listed = ", ".join(f"{i} ({len(by_id[i])} run{'s' if len(by_id[i]) != 1 else ''})" for i in ids)
+        from kit.env.record import host_id as name_id
+
+        def said(i: str) -> str:  # an id derived from the name: runs recorded without the machine's own id
+            named_so = any(i == name_id(str(r["host"])) for r in by_id[i])
+            return f"{i} ({len(by_id[i])} run{'s' if len(by_id[i]) != 1 else ''}{', id from the host name' if named_so else ''})"
+
+        listed = ", ".join(said(i) for i in ids)
         raise UsageError(f"--host {inert(host)}: {len(by_id)} machines are named {inert(host)} (host ids {listed}); "
                          "a history follows one machine.",
                          remedy=f"Give its host id, e.g. --host {ids[0]} (kit index list --json shows each run's host).")

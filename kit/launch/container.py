@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kit.env.record import machine_host_id
 from kit.errors import KitError
 from kit.launch import engine
 from kit.launch.display import LaunchUI, headline
@@ -36,6 +37,21 @@ def results_owner(results_dir: Path) -> str | None:
     return f"{st.st_uid}:{st.st_gid}"
 
 
+def container_environment(client: Any, image: str) -> dict:
+    """The run's environment inside the container: the mounted folders, and what the run records but
+    cannot see from inside (kit.env.record): this machine's host id (from its machine-id; the
+    container's own is its image's) and the image's id."""
+    env = {"KIT_DATA_DIR": "/data", "KIT_RESULTS_DIR": "/results", "PYTHONUNBUFFERED": "1"}
+    hid = machine_host_id()
+    if hid:
+        env["KIT_HOST_ID"] = hid
+    try:
+        env["KIT_IMAGE_ID"] = str(client.images.get(image).id)
+    except Exception:  # noqa: BLE001 -- the run records "not set" rather than failing the launch
+        pass
+    return env
+
+
 def start_container(client: Any, image: str, command: list[str], *, stack: str, gpus: tuple[int, ...], data_dir: Path, results_dir: Path) -> Any:
     from docker.types import DeviceRequest
 
@@ -60,7 +76,7 @@ def start_container(client: Any, image: str, command: list[str], *, stack: str, 
                 str(data_dir): {"bind": "/data", "mode": "rw"},
                 str(results_dir): {"bind": "/results", "mode": "rw"},
             },
-            environment={"KIT_DATA_DIR": "/data", "KIT_RESULTS_DIR": "/results", "PYTHONUNBUFFERED": "1"},
+            environment=container_environment(client, image),
             labels={"mpkit.launch": "1", "mpkit.stack": stack},
         )
     except KitError:
