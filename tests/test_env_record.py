@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from fixtures.nvml_fake import FakeNVML
-from kit.env import record
+from kit.env import identity, record
 from kit.env.probe import is_unknown
 from kit.results.schema import RunConfig
 
@@ -64,14 +64,14 @@ def test_container_facts_come_from_the_launchers_environment():
 
 
 def test_anonymize_replaces_host_name_gpu_uuid_and_process_names(monkeypatch):
-    monkeypatch.setattr(record, "MACHINE_ID_FILES", ())  # a machine without a machine-id: the id comes from the name
+    monkeypatch.setattr(identity, "MACHINE_ID_FILES", ())  # a machine without a machine-id: the id comes from the name
     data = json.loads(H200.read_text())
     data["gpus"][0]["processes"] = [{"pid": 4242, "used_memory": 1}]
     env = {"KIT_ANONYMIZE": "1", "KIT_HOST_NAME": "alice-workstation"}
     rec = record.collect(None, nvml=FakeNVML(data), env=env)
     text = json.dumps(rec)
     assert "alice-workstation" not in text
-    assert rec["host"] == {"name": record.host_id("alice-workstation"), "host_id": record.host_id("alice-workstation"),
+    assert rec["host"] == {"name": identity.host_id("alice-workstation"), "host_id": identity.host_id("alice-workstation"),
                            "host_id_from": "host-name", "anonymized": True}
     assert rec["host"]["host_id"].startswith("h-") and len(rec["host"]["host_id"]) == 18
     assert "fixture-h200" not in text
@@ -171,13 +171,13 @@ def _machine_id_file(tmp_path, raw, name="machine-id"):
 
 def test_two_machines_of_one_name_get_two_host_ids_from_their_machine_ids(tmp_path):
     env = {"KIT_HOST_NAME": "vm"}
-    a = record.host_identity(env, False, inside_container=False, machine_id_files=_machine_id_file(tmp_path, MACHINE_A, "a"))
-    b = record.host_identity(env, False, inside_container=False, machine_id_files=_machine_id_file(tmp_path, MACHINE_B, "b"))
+    a = identity.host_identity(env, False, inside_container=False, machine_id_files=_machine_id_file(tmp_path, MACHINE_A, "a"))
+    b = identity.host_identity(env, False, inside_container=False, machine_id_files=_machine_id_file(tmp_path, MACHINE_B, "b"))
     assert a["name"] == b["name"] == "vm"
     assert a["host_id"] != b["host_id"] and a["host_id_from"] == b["host_id_from"] == "machine-id"
     assert MACHINE_A not in json.dumps(a)  # the machine-id itself is never recorded, only a hash of it
     # the same machine renamed keeps its id
-    renamed = record.host_identity({"KIT_HOST_NAME": "lab-box"}, False, inside_container=False,
+    renamed = identity.host_identity({"KIT_HOST_NAME": "lab-box"}, False, inside_container=False,
                                    machine_id_files=_machine_id_file(tmp_path, MACHINE_A, "a"))
     assert renamed["host_id"] == a["host_id"]
 
@@ -186,21 +186,21 @@ def test_a_containers_own_machine_id_is_never_read(tmp_path):
     """An image's /etc/machine-id is shared by every machine that runs it: inside a container the id
     comes from KIT_HOST_ID (kit launch reads the host's) or else from the host name."""
     files = _machine_id_file(tmp_path, MACHINE_A)
-    inside = record.host_identity({"KIT_HOST_NAME": "vm"}, False, inside_container=True, machine_id_files=files)
-    assert inside["host_id"] == record.host_id("vm") and inside["host_id_from"] == "host-name"
-    given = record.host_identity({"KIT_HOST_NAME": "vm", "KIT_HOST_ID": "h-00112233445566aa"}, False,
+    inside = identity.host_identity({"KIT_HOST_NAME": "vm"}, False, inside_container=True, machine_id_files=files)
+    assert inside["host_id"] == identity.host_id("vm") and inside["host_id_from"] == "host-name"
+    given = identity.host_identity({"KIT_HOST_NAME": "vm", "KIT_HOST_ID": "h-00112233445566aa"}, False,
                                  inside_container=True, machine_id_files=files)
     assert given["host_id"] == "h-00112233445566aa" and given["host_id_from"] == "machine-id"
 
 
 def test_a_host_id_not_of_the_kits_form_is_ignored(tmp_path):
-    rec = record.host_identity({"KIT_HOST_NAME": "vm", "KIT_HOST_ID": "h-../../etc\x1b[31m"}, False,
+    rec = identity.host_identity({"KIT_HOST_NAME": "vm", "KIT_HOST_ID": "h-../../etc\x1b[31m"}, False,
                                inside_container=True, machine_id_files=())
-    assert rec["host_id"] == record.host_id("vm") and rec["host_id_from"] == "host-name"
+    assert rec["host_id"] == identity.host_id("vm") and rec["host_id_from"] == "host-name"
 
 
 def test_an_empty_or_malformed_machine_id_falls_back_to_the_name(tmp_path):
     for raw in ("", "uninitialized", "xyz"):
-        rec = record.host_identity({"KIT_HOST_NAME": "vm"}, False, inside_container=False,
+        rec = identity.host_identity({"KIT_HOST_NAME": "vm"}, False, inside_container=False,
                                    machine_id_files=_machine_id_file(tmp_path, raw))
-        assert rec["host_id"] == record.host_id("vm") and rec["host_id_from"] == "host-name"
+        assert rec["host_id"] == identity.host_id("vm") and rec["host_id_from"] == "host-name"

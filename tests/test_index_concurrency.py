@@ -159,7 +159,7 @@ print("released", flush=True)
 
 def _add_process(index: Path, bundle: Path, busy_timeout: float | None = None) -> subprocess.Popen:
     """`kit index add` in a process of its own; ``busy_timeout`` replaces the kit's (the control below)."""
-    patch = "" if busy_timeout is None else f"import kit.index.db as d; d.BUSY_TIMEOUT_S = {busy_timeout}; "
+    patch = "" if busy_timeout is None else f"import kit.index.connection as d; d.BUSY_TIMEOUT_S = {busy_timeout}; "
     code = patch + "import sys; from kit.cli.main import main; main(sys.argv[1:])"
     return subprocess.Popen([sys.executable, "-c", code, "index", "add", "--index", str(index), str(bundle)],
                             env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE,

@@ -514,17 +514,17 @@ def test_launch_no_apex_with_an_apex_source_is_refused_before_anything_is_built(
 def test_launch_passes_in_what_the_run_cannot_see_from_inside_the_container(results, tmp_path, monkeypatch):
     """The host's id (from its machine-id: the container's own is its image's) and the image's id reach
     the run's environment record, so a bundle made in a container names its machine and image."""
-    from kit.env import record
+    from kit.env import identity
 
     machine_id = tmp_path / "machine-id"
     machine_id.write_text("0123456789abcdef0123456789abcdef\n")
-    monkeypatch.setattr(record, "MACHINE_ID_FILES", (str(machine_id),))
+    monkeypatch.setattr(identity, "MACHINE_ID_FILES", (str(machine_id),))
     client = FakeClient(lambda r: FakeContainer(r, JOURNAL))
     _launch(results, client, gpu="0", stack="cuda12", skip_checks=True)
     (call,) = client.containers.calls
     env = call["environment"]
-    assert env["KIT_HOST_ID"] == record.machine_host_id() and record.HOST_ID_FORM.fullmatch(env["KIT_HOST_ID"])
+    assert env["KIT_HOST_ID"] == identity.machine_host_id() and identity.HOST_ID_FORM.fullmatch(env["KIT_HOST_ID"])
     assert env["KIT_IMAGE_ID"] == "sha256:" + "ab" * 32
     # inside, the record takes them
-    inside = record.host_identity(env, False, inside_container=True, machine_id_files=())
+    inside = identity.host_identity(env, False, inside_container=True, machine_id_files=())
     assert inside["host_id"] == env["KIT_HOST_ID"] and inside["host_id_from"] == "machine-id"

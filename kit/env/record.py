@@ -35,7 +35,6 @@ import json
 import os
 import platform
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -47,6 +46,7 @@ from kit.compat import metadata
 from kit import __version__
 from kit.env import nvml as nvml_probe
 from kit.env.probe import attempt, describe_exception, unknown
+from kit.env.identity import host_identity
 from kit.results.ratios import finite_number
 
 RECORD_VERSION = 1
@@ -69,7 +69,7 @@ def collect(config: Any = None, *, nvml: Any = None, env: Mapping[str, str] | No
     record: dict[str, Any] = {
         "record_version": RECORD_VERSION,
         "collected_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "host": host_identity(env, anonymize),
+        "host": host_identity(env, anonymize, container_info(env)["inside"]),
         "os": os_info(),
         "cpu": cpu_info(),
         "memory": memory_info(),
@@ -214,50 +214,6 @@ def keep_earlier_session(environment: dict, previous: dict, finished: list) -> d
         return host_id_of(env), tuple(sorted(str(g.get("uuid")) for g in gpu_records(env) or []))
 
     return entry if where(entry) != where(environment) else None
-
-
-def host_id(name: str) -> str:
-    """A stable opaque id for a host name (a pseudonym: same name, same id)."""
-    return "h-" + hashlib.sha256(f"mpkit-host:{name}".encode()).hexdigest()[:16]
-
-
-#: where the OS keeps the machine's own id (systemd's machine-id(5), D-Bus's older copy): 32 hex
-#: digits made once per installation, the same across reboots and host renames
-MACHINE_ID_FILES = ("/etc/machine-id", "/var/lib/dbus/machine-id")
-#: a host id as the kit writes it ("h-" and 16 hex digits): what KIT_HOST_ID may carry
-HOST_ID_FORM = re.compile(r"h-[0-9a-f]{16}")
-
-
-def machine_host_id(files: tuple | None = None) -> str | None:
-    """This machine's host id from its machine-id (an app-specific hash, as machine-id(5) asks: the id
-    itself is never recorded), or None where no file holds one (``files``: MACHINE_ID_FILES)."""
-    for path in MACHINE_ID_FILES if files is None else files:
-        try:
-            raw = Path(path).read_text(encoding="ascii").strip()
-        except (OSError, UnicodeDecodeError):
-            continue
-        if re.fullmatch(r"[0-9a-f]{32}", raw):
-            return "h-" + hashlib.sha256(f"mpkit-machine:{raw}".encode()).hexdigest()[:16]
-    return None
-
-
-def host_identity(env: Mapping[str, str], anonymize: bool, inside_container: bool | None = None,
-                  machine_id_files: tuple | None = None) -> dict:
-    """The host's name and id. The id names the machine where the kit can tell which: its machine-id
-    (``host_id_from`` "machine-id"), read on the host itself, or given by ``kit launch`` as KIT_HOST_ID
-    (a container's own /etc/machine-id is its image's, shared by every machine that runs it, so it is
-    never read there); else a pseudonym of the host name ("host-name"), which machines of one name
-    share (clouds call many a machine ``vm``)."""
-    name = env.get("KIT_HOST_NAME") or socket.gethostname() or "unknown-host"
-    if inside_container is None:
-        inside_container = container_info(env)["inside"]
-    given = env.get("KIT_HOST_ID", "")
-    hid = given if HOST_ID_FORM.fullmatch(given) else None
-    if hid is None and not inside_container:
-        hid = machine_host_id(machine_id_files)
-    source = "machine-id" if hid else "host-name"
-    hid = hid or host_id(name)
-    return {"name": hid if anonymize else name, "host_id": hid, "host_id_from": source, "anonymized": anonymize}
 
 
 def os_info() -> dict:

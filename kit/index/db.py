@@ -19,7 +19,7 @@ untrusted as a stranger's bundle, and it is opened with SQLite's defensive setti
 Locking, for an index in a folder many nodes share: the journal is SQLite's rollback journal
 (``journal_mode=DELETE``), never WAL, whose shared-memory index needs every process on one host
 (https://www.sqlite.org/wal.html, "All processes using a database must be on the same host computer").
-A writer takes the write lock first (``BEGIN IMMEDIATE``) and waits up to :data:`BUSY_TIMEOUT_S`
+A writer takes the write lock first (``BEGIN IMMEDIATE``) and waits up to :data:`kit.index.connection.BUSY_TIMEOUT_S`
 for another writer to finish; each batch of bundles is one transaction, so a writer killed at any point leaves
 every bundle recorded whole or not at all. An index found in WAL mode on a network file system is
 refused. The rollback journal still relies on the file system's POSIX advisory locks (``fcntl``),
@@ -36,7 +36,8 @@ from pathlib import Path
 from kit import __version__
 from kit.bundle.inert import inert
 from kit.errors import NEWER_KIT_REMEDY, KitError, UsageError
-from kit.index.bounds import SQLITE_HEAP_BYTES, check_count, check_rows
+from kit.index.bounds import check_count, check_rows
+from kit.index.connection import connect, connect_readonly, is_rollback_needed, stray_wal
 from kit.index.files import check_path, filesystem_type, is_network_fs, neighbours, not_ours
 
 #: "mpkt" as a big-endian 32-bit integer: SQLite's application id field for this kit's index files
@@ -44,7 +45,6 @@ APPLICATION_ID = 0x6D706B74
 APPLICATION = "mpkit results index"
 SCHEMA_VERSION = 7
 #: how long a writer waits for another's transaction before giving up (many nodes may add at once)
-BUSY_TIMEOUT_S = 120.0
 
 _SCHEMA = """
 CREATE TABLE meta (
@@ -143,25 +143,6 @@ MIGRATIONS = (
     (7, "recompute each cell's energy per epoch: the run's measured figure, not the whole cell's energy "
         "over its epochs (figures format 5)", _store_figures),
 )
-
-
-def connect(target: str, uri: bool = False) -> sqlite3.Connection:
-    """A connection with SQLite's defensive settings, for a file that may come from anyone: no SQL
-    function named in the schema runs (``trusted_schema`` off), and where Python offers it (3.12+)
-    the defensive flag (no PRAGMA or write to the schema that can corrupt the file). The schema
-    itself is checked by :func:`check_schema`, and SQLite's heap is bounded (kit.index.bounds)."""
-    # isolation_level=None: the kit opens its transactions itself (BEGIN IMMEDIATE for writes)
-    con = sqlite3.connect(target, timeout=BUSY_TIMEOUT_S, isolation_level=None, uri=uri)
-    # SQLite's memory is the process's: a value larger than this fails to load (MemoryError), never
-    # half the machine's memory (a limit already lower stays)
-    limit = con.execute("PRAGMA hard_heap_limit").fetchone()[0]
-    if not 0 < limit <= SQLITE_HEAP_BYTES:
-        con.execute(f"PRAGMA hard_heap_limit = {SQLITE_HEAP_BYTES}")
-    con.execute("PRAGMA trusted_schema = OFF")
-    if hasattr(sqlite3, "SQLITE_DBCONFIG_DEFENSIVE"):
-        con.setconfig(sqlite3.SQLITE_DBCONFIG_DEFENSIVE, True)
-    con.execute("PRAGMA foreign_keys = ON")
-    return con
 
 
 def _expected_schema(version: int) -> dict:
@@ -356,8 +337,6 @@ def _journal_is_hot(path: Path) -> bool:
     cut short, or put there): it refuses to read the file read-only until it is rolled back."""
     if not neighbours(path).journal_bytes:
         return False
-    from kit.index.reader import connect_readonly, is_rollback_needed
-
     try:
         con = connect_readonly(path, check_neighbours=False)
     except sqlite3.Error:
@@ -403,7 +382,7 @@ def open_index(path: str | Path, create: bool = False, said: list | None = None)
     exists = check_path(path, create)
     n = neighbours(path)
     if exists and n.wal_present and not n.wal_mode:
-        raise _stray_wal(path)
+        raise stray_wal(path)
     hot = exists and _journal_is_hot(path)
     if hot:
         _try_rollback(path)
@@ -442,13 +421,3 @@ def _raise_open_error(path: Path, exc: BaseException) -> None:
     if isinstance(exc, sqlite3.DatabaseError):
         raise not_ours(path, f"not a usable SQLite database ({exc})") from None
     raise exc
-
-
-def _stray_wal(path: Path) -> UsageError:
-    """A ``-wal`` file beside an index in rollback-journal mode: SQLite would read its transactions
-    as the index's and write them into the file; neither SQLite nor the kit leaves one there."""
-    return UsageError(
-        f"{path}: a WAL file lies beside it ({path}-wal), which SQLite would read as part of the index and "
-        "write into it, though the index is in rollback-journal mode (the kit never leaves one); refused "
-        "(nothing was written to it).",
-        remedy=f"Move {path}-wal away (the index file itself is whole), then run the command again.")

@@ -2,7 +2,7 @@
 
 **Which runs are one machine's.** A series follows the host id each bundle records
 (``env.json``'s ``host.host_id``; a bundle that recorded none, the id its host name gives,
-:func:`kit.env.record.host_id`), with the host name shown beside it. Clouds call every machine
+:func:`kit.env.identity.host_id`; the id names the machine where it came from its machine-id), with the host name shown beside it. Clouds call every machine
 ``vm``: ``--host vm`` where several host ids carry that name asks which (exit 2), and ``--host ID``
 picks one.
 
@@ -66,7 +66,8 @@ class CellHistory:
 def _identity(con: sqlite3.Connection, run: dict) -> tuple:
     """(host id, GPU UUIDs) of a run, from its stored env.json: the recorded host id (else the one its
     host name gives) and its GPUs' UUIDs, sorted (empty where none was recorded)."""
-    from kit.env.record import gpu_records, host_id, host_id_of
+    from kit.env.identity import host_id
+    from kit.env.record import gpu_records, host_id_of
 
     (env_z,) = con.execute("SELECT env_z FROM bundles WHERE id = ?", (run["id"],)).fetchone()
     try:
@@ -100,7 +101,7 @@ def machine_runs(con: sqlite3.Connection, host: str, flt: Optional[Filter] = Non
                             else " (it is empty)."))
     if len(by_id) > 1:
         ids = sorted(by_id, key=lambda i: -len(by_id[i]))
-        from kit.env.record import host_id as name_id
+        from kit.env.identity import host_id as name_id
 
         def said(i: str) -> str:  # an id derived from the name: runs recorded without the machine's own id
             named_so = any(i == name_id(str(r["host"])) for r in by_id[i])

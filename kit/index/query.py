@@ -31,7 +31,8 @@ from kit.bundle.inert import inert
 from kit.compare.load import Source, _label
 from kit.errors import SchemaError, UsageError
 from kit.index.figures_codec import decode, inflate
-from kit.index.reader import connect_readonly, reading
+from kit.index.connection import connect_readonly
+from kit.index.reader import reading
 from kit.index.runs import left_out
 from kit.results.schema import RunResults
 

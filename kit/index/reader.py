@@ -23,47 +23,14 @@ How (docs/results-index.md, "How a read opens the index"):
 from __future__ import annotations
 
 import sqlite3
-import urllib.parse
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
 from kit.errors import KitError, UsageError
 from kit.index.bounds import check_count, check_rows, damaged
-from kit.index.files import check_path, neighbours
-
-#: SQLITE_READONLY_ROLLBACK (sqlite3.h: SQLITE_READONLY | 3 << 8): a hot journal, a read-only connection
-READONLY_ROLLBACK = 776
-
-
-def is_rollback_needed(exc: sqlite3.Error) -> bool:
-    """Whether SQLite refused a read-only read because a hot journal must be rolled back first."""
-    code = getattr(exc, "sqlite_errorcode", None)  # Python 3.11+
-    return code == READONLY_ROLLBACK if code is not None else "readonly database" in str(exc)
-
-
-def _uri(path: Path, immutable: bool) -> str:
-    return f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro" + ("&immutable=1" if immutable else "")
-
-
-def connect_readonly(path: Path, check_neighbours: bool = True) -> sqlite3.Connection:
-    """A read-only connection to ``path`` (kit.index.db.connect's settings); UsageError for a WAL
-    file beside it (unless ``check_neighbours`` is off: the writer's probe for a hot journal)."""
-    from kit.index.db import _stray_wal, connect
-
-    n = neighbours(path)
-    if check_neighbours and n.wal_present:
-        raise _stray_wal(path) if not n.wal_mode else _wal_in_use(path)
-    return connect(_uri(path, immutable=n.wal_mode and not n.wal_present), uri=True)
-
-
-def _wal_in_use(path: Path) -> UsageError:
-    return UsageError(
-        f"{path}: the index is in WAL mode with a WAL file beside it ({path}-wal), whose transactions a read "
-        "would take as the index's (and write a -shm file beside it); refused (nothing was written to it).",
-        remedy="If a `kit index add` is running on this host, wait for it; else switch the index back to the kit's "
-               f"rollback journal on this host, with no other process using it: sqlite3 {path} 'PRAGMA journal_mode=DELETE'")
-
+from kit.index.connection import connect_readonly, is_rollback_needed
+from kit.index.files import check_path
 
 def open_reader(path: str | Path) -> sqlite3.Connection:
     """A read-only connection to the index at ``path``, checked (its identity and schema, the

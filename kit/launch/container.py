@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kit.env.record import machine_host_id
+from kit.env.identity import machine_host_id
 from kit.errors import KitError
 from kit.launch import engine
 from kit.launch.display import LaunchUI, headline
