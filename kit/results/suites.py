@@ -102,6 +102,10 @@ class Suite(NamedTuple):
     data_parallel_note: str = ""
     #: the packages beyond torch a cell imports: ``needs(spec) -> tuple``
     needs: Optional[Callable[[Any], tuple]] = None
+    #: one repeat's steps (training and evaluation batches) for the plan's estimate of a host-paced engine,
+    #: whose host sets the pace of each step whatever the FLOPs (kit.facts.estimates: step_s):
+    #: ``steps(spec, mode) -> int``
+    steps: Optional[Callable[[Any, str], int]] = None
 
 
 _FOUND: List[Suite] = []
