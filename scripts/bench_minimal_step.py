@@ -2,7 +2,7 @@
 
     python scripts/bench_minimal_step.py --out references/h100/perf \
         [--models resnet18,resnet50] [--precisions fp32,amp-fp16,amp-bf16] [--repeats 7] \
-        [--baseline-engine DIR] [--no-check-variant] [--profile-steps 20]
+        [--baseline-engine DIR [--baseline-cells resnet18/amp-fp16,...]] [--no-check-variant] [--profile-steps 20]
 
 Per model and precision (a "cell": batch 256, 32 px, synthetic CIFAR-100-shaped data on the GPU):
 
@@ -19,6 +19,7 @@ Per model and precision (a "cell": batch 256, 32 px, synthetic CIFAR-100-shaped 
                  that skips an overflowed step; context, not the yardstick
     baseline     (--baseline-engine DIR) another revision's engine: DIR holds its
                  kit/bench/cifar/graphed.py and torch_engine.py, loaded beside this one's and timed alike
+                 (in every cell, or in those --baseline-cells names)
 
 A cell compiles its step once per engine (as a cell does, after kit.bench.compilation.fresh_compilation),
 warms each up, then alternates their repeats (kit, baseline, independent, kit, ...), so a drift of the
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import gc
 import importlib.util
 import json
 import statistics
@@ -183,6 +185,12 @@ def run_cell(model: str, precision: str, args, data, baseline) -> dict:
     engines = {"kit": torch_engine}
     if baseline is not None:
         engines["baseline"] = baseline
+    for eng in engines.values():
+        # a repeat empties the allocator's cache at its start and end, and torch.cuda.empty_cache() frees
+        # cuBLAS's workspaces too, one of which the yardstick's graph (alive across the engines' repeats)
+        # recorded: its replays then read freed memory. Here a repeat only collects garbage; a steady
+        # state does not depend on what the cache held before it
+        eng.free_device_memory = gc.collect
     t0 = time.perf_counter()
     warm = {name: eng.train_repeat(cfg, data, ctx, -1, INDUCTOR_GRAPH) for name, eng in engines.items()}
     steps = int(warm["kit"]["steady_items"]) // cfg.batch_size  # the kit's steady steps, timed for the yardstick too
@@ -291,6 +299,8 @@ def main() -> None:
     ap.add_argument("--profile-steps", type=int, default=20)
     ap.add_argument("--baseline-engine", type=Path, default=None,
                     help="a folder with another revision's kit/bench/cifar/graphed.py and torch_engine.py")
+    ap.add_argument("--baseline-cells", default="",
+                    help="time the baseline engine in these cells only (model/precision, comma-separated; default: all)")
     ap.add_argument("--no-check-variant", action="store_true", help="skip amp-fp16's no-check yardstick")
     ap.add_argument("--device", default="cuda:0")
     ap.add_argument("--out", type=Path, default=Path("."))
@@ -315,7 +325,8 @@ def main() -> None:
     for model in args.models.split(","):
         for precision in args.precisions.split(","):
             t0 = time.perf_counter()
-            result["cells"].append(run_cell(model, precision, args, data, baseline))
+            chosen = not args.baseline_cells or f"{model}/{precision}" in args.baseline_cells.split(",")
+            result["cells"].append(run_cell(model, precision, args, data, baseline if chosen else None))
             result["cells"][-1]["wall_s"] = time.perf_counter() - t0
             (args.out / "perf.json").write_text(json.dumps(result, indent=1, default=str))
             (args.out / "perf.md").write_text(table(result))

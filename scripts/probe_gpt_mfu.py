@@ -19,6 +19,7 @@ fp8 modes fp8's as well). One variant changes one thing:
                    reads it), instead of a pass of its own over every gradient
     compiled-adamw clipping and AdamW (foreach, capturable, the learning rate a device tensor) compiled
                    together by Inductor, instead of the fused kernel and clip_grad_norm_
+    A+B            the changes of A and B together (attn-cudnn+clip-in-adamw)
 
 --profile adds, for the first variant and precision, GPU milliseconds per step by kind of kernel
 (scripts/profile_gpt_step.py's classes) and the top kernels. Each row is written to
@@ -128,15 +129,17 @@ def compiled_adamw(stack: contextlib.ExitStack) -> None:
 
 
 def variant(name: str) -> contextlib.ExitStack:
+    """The changes of variant ``name`` (several joined by "+": each of them), entered on one stack."""
     stack = contextlib.ExitStack()
-    if name in ATTENTION:
-        from torch.nn.attention import SDPBackend, sdpa_kernel
+    for part in name.split("+"):
+        if part in ATTENTION:
+            from torch.nn.attention import SDPBackend, sdpa_kernel
 
-        stack.enter_context(sdpa_kernel([getattr(SDPBackend, ATTENTION[name])]))
-    elif name == "clip-in-adamw":
-        clip_in_adamw(stack)
-    elif name == "compiled-adamw":
-        compiled_adamw(stack)
+            stack.enter_context(sdpa_kernel([getattr(SDPBackend, ATTENTION[part])]))
+        elif part == "clip-in-adamw":
+            clip_in_adamw(stack)
+        elif part == "compiled-adamw":
+            compiled_adamw(stack)
     return stack
 
 
@@ -193,7 +196,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("."))
     args = ap.parse_args()
     names = args.variants.split(",")
-    bad = [v for v in names if v not in VARIANTS]
+    bad = [v for v in names if any(part not in VARIANTS for part in v.split("+"))]
     if bad:
         sys.exit(f"error: unknown variant(s) {', '.join(bad)}; choose from {', '.join(VARIANTS)}")
     from kit.bench.api import resolve_device
