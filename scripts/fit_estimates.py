@@ -76,6 +76,12 @@ def spec_of(record: dict) -> CellSpec:
     return CellSpec(workload, model, precision, engine, record["params"])
 
 
+def key_of(record: dict) -> str:
+    """The record's "workload/engine"."""
+    spec = spec_of(record)
+    return f"{spec.workload}/{spec.engine}"
+
+
 def flops(record: dict) -> float:
     """The model FLOPs the estimate counts for the cell's repeats (the suite's ``work``)."""
     spec = spec_of(record)
@@ -87,9 +93,38 @@ def points(recs: list[dict]) -> dict[str, list[tuple[float, float]]]:
     batch search) for each record."""
     out: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for r in recs:
-        s = spec_of(r)
-        out[f"{s.workload}/{s.engine}"].append((flops(r), r["wall_s"] - r["search_s"]))
+        out[key_of(r)].append((flops(r), r["wall_s"] - r["search_s"]))
     return dict(sorted(out.items()))
+
+
+def steps(record: dict) -> int:
+    """The steps one repeat of the cell takes, as the plan counts them for a host-paced engine (its suite's ``steps``)."""
+    spec = spec_of(record)
+    return suites.suite(spec.workload).steps(spec, "throughput")
+
+
+def host_paced(key: str) -> bool:
+    """Whether "workload/engine" is an engine whose host paces each step and whose suite counts its steps."""
+    workload, engine = key.split("/")
+    suite = suites.suite(workload)
+    return engine in suite.host_paced and suite.steps is not None
+
+
+def host_paced_rate(recs: list[dict], device_rate: estimates.EstimateRate) -> estimates.EstimateRate | None:
+    """A host-paced engine's rate: the fixed cost and FLOPs rate of its workload's GPU-paced engine
+    (``device_rate``: the same model on the same device, the fastest the device runs it), and the host's
+    seconds per step (3 significant figures), a least-squares line through the origin of each cell's time
+    past the fixed cost against its steps, over the cells whose time exceeds the device's share (the
+    others the device paced). None where no cell was the host's."""
+    xy = []
+    for r in recs:
+        past = r["wall_s"] - r["search_s"] - device_rate.cell_s
+        if past > flops(r) / (device_rate.tflops * 1e12):
+            xy.append((r["repeats"] * steps(r), past))
+    if not xy:
+        return None
+    step_s = sum(x * y for x, y in xy) / sum(x * x for x, _ in xy)
+    return estimates.EstimateRate(device_rate.cell_s, device_rate.tflops, step_s=float(f"{step_s:.3g}"))
 
 
 def fit(recs: list[dict]) -> tuple[dict[str, estimates.EstimateRate], float]:
@@ -97,17 +132,24 @@ def fit(recs: list[dict]) -> tuple[dict[str, estimates.EstimateRate], float]:
     and the search's seconds per GFLOP per image (kit.runner.plan.search_gflop; 3 significant figures).
     A workload/engine whose cells all count the same FLOPs (one model size), or whose time does not
     grow with their FLOPs (the `kit` LSTM engine's: its host sets the pace of each step, whatever the
-    model's size), gets no rate (main() says which)."""
-    rates = {}
+    model's size), gets no FLOPs line; where its host paces its steps (the suite's ``host_paced`` and
+    ``steps``) and another engine of its workload got a line, a host-paced rate (:func:`host_paced_rate`),
+    else none (main() says which)."""
+    rates, unfitted = {}, []
     for key, xy in points(recs).items():
         x, y = zip(*xy)
-        if len(set(x)) < 2:
-            continue
-        line = statistics.linear_regression(x, y)
-        if line.slope <= 0:  # the time does not grow with the FLOPs: no rate of this form fits
+        line = statistics.linear_regression(x, y) if len(set(x)) > 1 else None
+        if line is None or line.slope <= 0:  # one model size, or the time does not grow with the FLOPs
+            unfitted.append(key)
             continue
         rates[key] = estimates.EstimateRate(cell_s=round(line.intercept, 1),
                                             tflops=float(f"{1 / (line.slope * 1e12):.3g}"))
+    for key in unfitted:
+        device = [rate for other, rate in rates.items() if other.split("/")[0] == key.split("/")[0]]
+        if host_paced(key) and device:
+            rate = host_paced_rate([r for r in recs if key_of(r) == key], device[0])
+            if rate is not None:
+                rates[key] = rate
     searched = [r for r in recs if r["search_s"]]
     if not searched:
         return rates, 0.0
@@ -137,10 +179,14 @@ def main() -> None:
     else:
         recs = json.loads(args.inputs[0].read_text())["records"]
     rates, per_gflop = fit(recs)
-    print("fitted rates (wall - search = cell_s + FLOPs / (tflops x 1e12)):")
+    print("fitted rates (wall - search = cell_s + FLOPs / (tflops x 1e12); host-paced: cell_s + the longer of "
+          "that and steps x step_s):")
     for key, xy in points(recs).items():
         n = len(xy)
-        if key in rates:
+        if key in rates and rates[key].step_s:
+            print(f"  {key}: {n} cells, host-paced: cell_s {rates[key].cell_s} and tflops {rates[key].tflops} as "
+                  f"its workload's GPU-paced engine, step_s {rates[key].step_s}")
+        elif key in rates:
             print(f"  {key}: {n} cells, cell_s {rates[key].cell_s}, tflops {rates[key].tflops}")
         elif len({x for x, _ in xy}) < 2:
             print(f"  {key}: {n} cells, all of one model size: no line to fit; measure another size "

@@ -81,7 +81,7 @@ def test_the_gpu_rates_are_the_fit_of_the_committed_cells():
 
     script = load_script("fit_estimates")
     rates, search_per_gflop = script.fit(json.loads(GPU_RECORDS.read_text())["records"])
-    assert set(rates) == {"cifar/torch", "cifar/fastai", "lstm/graphed"}
+    assert set(rates) == {"cifar/torch", "cifar/fastai", "lstm/graphed", "lstm/kit"}
     for key, rate in rates.items():
         assert estimates.RATES[("cuda", key)] == rate, key
     assert estimates.SEARCH_S_PER_GFLOP == search_per_gflop
@@ -94,24 +94,24 @@ def test_an_engine_measured_at_one_model_size_gets_no_rate_and_a_message(tmp_pat
 
     script = load_script("fit_estimates")
     recs = json.loads(GPU_RECORDS.read_text())["records"]
-    one_size = [{"run": "r1", "gpu": "NVIDIA H100 80GB HBM3", "cell_id": f"lstm/apex-2018/{p}/kit",
-                 "params": {}, "repeats": 3, "wall_s": wall, "search_s": 0.0}
-                for p, wall in (("fp32", 60.0), ("amp-fp16", 68.0))]
+    one_size = [{"run": "r1", "gpu": "NVIDIA H100 80GB HBM3", "cell_id": f"gpt/gpt2-small/{p}/kit",
+                 "params": {"preset": "gpt2-small"}, "repeats": 3, "wall_s": wall, "search_s": 0.0}
+                for p, wall in (("fp32", 60.0), ("amp-bf16", 28.0))]
     rates, _ = script.fit(recs + one_size)
-    assert "lstm/kit" not in rates and "lstm/graphed" in rates
+    assert "gpt/kit" not in rates and "lstm/graphed" in rates
     records = tmp_path / "cells.json"
     records.write_text(json.dumps({"records": recs + one_size}))
     monkeypatch.setattr("sys.argv", ["fit_estimates.py", str(records)])
     script.main()
     out = capsys.readouterr().out
-    assert "lstm/kit: 2 cells, all of one model size: no line to fit" in out
+    assert "gpt/kit: 2 cells, all of one model size: no line to fit" in out
     assert "cifar/torch: " in out and "tflops" in out
 
 
 def test_an_engine_whose_time_does_not_grow_with_its_flops_gets_no_rate_and_a_message(tmp_path, monkeypatch, capsys):
-    """The H100 reference's `kit` LSTM cells: the 200-unit model's took longer than most of the 1504-unit
-    model's (the host paces each step), so a least-squares line has a negative slope; no rate is
-    written from it."""
+    """The H100 reference's `kit` LSTM cells alone: the 200-unit model's took longer than most of the
+    1504-unit model's (the host paces each step), so a least-squares line has a negative slope, and with
+    no GPU-paced engine of the workload beside them no host-paced rate either: no rate is written."""
     from fixtures.modules import load_script
 
     script = load_script("fit_estimates")
@@ -185,3 +185,52 @@ def test_installed_finds_a_package_without_importing_it(monkeypatch):
     monkeypatch.delitem(sys.modules, "tabnanny", raising=False)  # a standard module nothing here imports
     assert installed("tabnanny") and "tabnanny" not in sys.modules
     assert not installed("no_such_package_kit_test")
+
+
+def _parts_records(*parts: str) -> list:
+    from fixtures.modules import load_script
+
+    script = load_script("fit_estimates")
+    runs = REPO / "references" / "h100" / "parts"
+    return [r for part in parts for run in runs.glob(f"{part}/2*/") for r in script.records(run)]
+
+
+def test_the_kit_lstm_engine_is_estimated_at_its_hosts_pace_per_step():
+    """Its host sets the pace of each step: the rate the fit gives it is the graphed engine's device rate and
+    a time per step, and a repeat of the smaller model, with more steps, is estimated longer than one of the
+    larger model, as the H100 parts measured (the FLOPs alone said the opposite, by 12x)."""
+    from kit.results.schema import CellSpec
+    from kit.runner.plan import estimate_seconds
+
+    rate = estimates.RATES[("cuda", "lstm/kit")]
+    assert rate.step_s > 0 and rate[:2] == estimates.RATES[("cuda", "lstm/graphed")][:2]
+    small, large = (CellSpec("lstm", p, "amp-fp16", "kit", {"preset": p, "epochs": 1}) for p in ("apex-2018", "tensor-core"))
+    assert estimate_seconds(small, 3) > estimate_seconds(large, 3)
+    measured = {r["cell_id"]: r["wall_s"] for r in _parts_records("lstm-kit-a", "lstm-kit-b")}
+    assert measured["lstm/apex-2018/amp-fp16/kit"] > measured["lstm/tensor-core/amp-fp16/kit"]
+    # a host-paced step costs the same on the CPU's estimate as before: no rate there counts steps
+    assert estimates.RATES[("cpu", "lstm/kit")].step_s == 0
+
+
+def test_the_time_limit_would_not_start_the_kit_lstm_cell_it_cut_in_the_h100_parts():
+    """The H100 part lstm-kit-a ran under --time-limit 356 (its console log, references/h100/parts/logs/
+    console-20261206-152446.log): four cells finished, and the fifth (fp16-master) started 318.5 s after the
+    run did, with at most 37.5 s left, on an estimate of 15 s; the limit cut it. Replayed with today's
+    estimates (kit.runner.execute starts a cell only if its estimate fits the time left), the four cells
+    still start and the fifth does not."""
+    from kit.runner.plan import estimate_seconds
+
+    from fixtures.modules import load_script
+
+    script = load_script("fit_estimates")
+    run = next((REPO / "references" / "h100" / "parts" / "lstm-kit-a").glob("2*/"))
+    events = [json.loads(line) for line in (run / "journal.jsonl").read_text().splitlines() if line.strip()]
+    t0 = next(e["time"] for e in events if e["event"] == "run_start")
+    first_session = events[:next(i for i, e in enumerate(events) if e["event"] == "run_end")]
+    starts = [(e["cell_id"], e["time"] - t0) for e in first_session if e["event"] == "cell_start"]
+    specs = {script.spec_of(r).precision: script.spec_of(r) for r in script.records(run)}
+    assert [c.split("/")[2] for c, _ in starts] == ["fp32", "tf32", "amp-fp16", "amp-bf16", "fp16-master"]
+    for cell, at in starts:
+        fits = estimate_seconds(specs[cell.split("/")[2]], 3, device="cuda") <= 356 - at
+        assert fits == (cell != "lstm/apex-2018/fp16-master/kit"), (cell, at)
+

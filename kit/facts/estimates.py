@@ -12,26 +12,29 @@ Sources:
 
 - [parts 2026-12-06] the parts of today's references, measured by today's engines:
   references/h200/remeasure/torch-a/ and lstm-graphed/ (NVIDIA H200), and references/h100/parts/
-  (torch-a ... torch-d, fastai-a ... fastai-d and lstm-graphed; NVIDIA H100, whose GPU-bound cells there
-  run at 0.93-0.99x the H200's). Their cells' records are in references/gpu-estimates/cells.json, and
-  ``scripts/fit_estimates.py`` fits them: the ``torch`` CIFAR engine from 35 cells (every ResNet and
-  precision, Inductor's first compile of each precision and the profiled window included), the
-  ``fastai`` engine from 25 (every ResNet) and the ``graphed`` LSTM engine from 20, each cell's wall
-  time less its batch search. The search (``--find-max-batch``, 35 cells) grows with the model: 7-19 s
-  for ResNet-18, 30-116 s for ResNet-152, longest where the largest batch is below the data set's
-  size and is found by bisection (fp32 and tf32, and every precision of ResNet-152). It trains a few
-  steps at each batch it tries, whatever the run's steps or batch size, so the estimate counts it per
-  training GFLOP per image of the model (the searches' seconds over their cells' GFLOPs per image); a
-  flat 25 s (their mean) read the ``torch`` parts at 0.77-1.34x, this 0.87-1.09x. The rates these replaced, fitted to the reference of 2026-11-30,
-  estimated these runs at 0.25-0.80x their cells' seconds.
-- [H200] the shipped reference, references/h200/vm_NVIDIA-H200_native_20261130-141944.tar.gz
-  (NVIDIA H200, torch 2.11, 3 repeats, batch 256, 100 / 50 steps, LSTM 300 batches, measured by
-  earlier engines): a least-squares fit over its 10 measured LSTM cells (``kit`` engine). A slower
-  GPU takes longer. The H100 reference's ``kit`` cells (lstm-kit-a, lstm-kit-b) took 49-141 s, about
-  5x this estimate on ``apex-2018`` and 1.3x on ``tensor-core``, and no FLOPs line fits them (the
-  smaller model's cells took longer than four of the larger's five): the host sets the pace of each
-  step whatever the model's size, and a faster host takes less (their ``apex-2018`` fp32 cell read
-  1.67x on another lease), so the time follows the steps, which this FLOPs model does not count apart.
+  (torch-a ... torch-d, fastai-a ... fastai-d, lstm-graphed, lstm-kit-a and lstm-kit-b; NVIDIA H100, whose
+  GPU-bound cells there run at 0.93-0.99x the H200's). Their cells' records are in
+  references/gpu-estimates/cells.json, and ``scripts/fit_estimates.py`` fits them: the ``torch`` CIFAR
+  engine from 35 cells (every ResNet and precision, Inductor's first compile of each precision and the
+  profiled window included), the ``fastai`` engine from 25 (every ResNet) and the ``graphed`` LSTM engine
+  from 20, each cell's wall time less its batch search. The search (``--find-max-batch``, 35 cells)
+  grows with the model: 7-19 s for ResNet-18, 30-116 s for ResNet-152, longest where the largest batch
+  is below the data set's size and is found by bisection (fp32 and tf32, and every precision of
+  ResNet-152). It trains a few steps at each batch it tries, whatever the run's steps or batch size, so
+  the estimate counts it per training GFLOP per image of the model (the searches' seconds over their
+  cells' GFLOPs per image); a flat 25 s (their mean) read the ``torch`` parts at 0.77-1.34x, this
+  0.87-1.09x. The rates these replaced, fitted to the reference of 2026-11-30, estimated these runs at
+  0.25-0.80x their cells' seconds.
+  The ``kit`` LSTM engine's 10 cells (49-141 s) fit no FLOPs line (the smaller model's cells took longer
+  than four of the larger's five): its host launches every kernel of a step from Python and sets the
+  step's pace whatever the model's size. Its rate is host-paced: the ``graphed`` engine's fixed cost and
+  FLOPs rate (the device's pace for the same model) and 5.26 ms a step (training and evaluation batches,
+  kit.bench.lstm.plan.steps: 4,308 a repeat of ``apex-2018``, 3,811 of ``tensor-core``), the least-squares
+  fit over the cells whose time was longer than the device's share; a repeat takes the longer of the two.
+  The FLOPs-only rate it replaced (11.2 s + 79 TFLOP/s, fitted to the shipped H200 reference) read the
+  ``apex-2018`` part at 0.19x of its seconds, so that part's ``--time-limit`` started its last cell with
+  37 s left on an estimate of 15 s, and the limit cut it; this rate reads the two parts at 1.14x and
+  1.12x. A faster host takes less: the ``apex-2018`` fp32 cell read 1.67x on another lease.
 - [VM 2026-12-03] references/cpu-vm/estimates/ (measurements.json, remade by its measure.py): the
   README's two CPU commands, ``kit run --smoke --suite all`` (what ``make run`` runs on a host
   without a GPU) and the "one-minute CPU check" (``kit run --suite cifar --data synthetic
@@ -63,13 +66,16 @@ class EstimateRate(NamedTuple):
     cell_s: float
     #: effective TFLOP/s of the cell's counted FLOPs
     tflops: float
+    #: a host-paced engine's seconds per step (its suite's ``steps``): a repeat takes the longer of its
+    #: FLOPs' time and its steps at this pace; 0: the FLOPs alone
+    step_s: float = 0.0
 
 
 #: (device kind, "workload/engine") -> rate; device kind as kit.env.record.device_kind gives it.
 RATES: dict[tuple[str, str], EstimateRate] = {
     ("cuda", "cifar/torch"): EstimateRate(cell_s=18.7, tflops=1.57),    # [parts 2026-12-06]
     ("cuda", "cifar/fastai"): EstimateRate(cell_s=9.1, tflops=5.24),    # [parts 2026-12-06]
-    ("cuda", "lstm/kit"): EstimateRate(cell_s=11.2, tflops=79.0),       # [H200]
+    ("cuda", "lstm/kit"): EstimateRate(cell_s=19.7, tflops=73.4, step_s=0.00526),  # [parts 2026-12-06]
     ("cuda", "lstm/graphed"): EstimateRate(cell_s=19.7, tflops=73.4),   # [parts 2026-12-06]
     ("cuda", "gpt/kit"): EstimateRate(cell_s=8.0, tflops=200.0),        # [H200 gpt]
     ("cpu", "cifar/torch"): EstimateRate(cell_s=5.0, tflops=0.060),     # [VM 2026-12-03]

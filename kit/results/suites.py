@@ -130,6 +130,10 @@ class Suite(NamedTuple):
     #: for the kit's own suites. A plugin's cells record it in their method, so two plugins' (or two
     #: versions') figures are never divided unmarked
     plugin: str = ""
+    #: one repeat's steps (training and evaluation batches) for the plan's estimate of a host-paced engine,
+    #: whose host sets the pace of each step whatever the FLOPs (kit.facts.estimates: step_s):
+    #: ``steps(spec, mode) -> int``
+    steps: Optional[Callable[[Any, str], int]] = None
 
 
 _FOUND: List[Suite] = []

@@ -113,16 +113,20 @@ def estimate_seconds(spec: CellSpec, repeats: int, tflops: float | None = None, 
     run's cells are measured in this environment, and such a cell is skipped there) costs only
     kit.facts.estimates.SKIPPED_CELL_S;
     on a GPU a cell with ``find_max_batch`` adds its batch search: kit.facts.estimates.SEARCH_S_PER_GFLOP
-    seconds for each of :func:`search_gflop`.
+    seconds for each of :func:`search_gflop`. An engine whose host paces each step (a rate with
+    ``step_s``, a suite with ``steps``) takes per repeat the longer of its FLOPs' time and its steps'.
     """
     needs = precision_modes.mode(spec.precision).needs
     if (device == "cpu" and not runs_on_cpu(spec.precision)) or (needs and not installed(needs)):
         return estimate_facts.SKIPPED_CELL_S
-    work = suites.suite(spec.workload).work(spec, mode)
+    suite = suites.suite(spec.workload)
     rate = estimate_facts.rate(device, spec.workload, spec.engine)
     searches = device != "cpu" and spec.params.get("find_max_batch")
     search = estimate_facts.SEARCH_S_PER_GFLOP * search_gflop(spec) if searches else 0.0
-    return rate.cell_s + search + repeats * work / ((tflops or rate.tflops) * 1e12)
+    compute = suite.work(spec, mode) / ((tflops or rate.tflops) * 1e12)
+    # a host-paced engine's repeat takes at least its steps at the host's pace, whatever its FLOPs
+    host = rate.step_s * suite.steps(spec, mode) if rate.step_s and suite.steps else 0.0
+    return rate.cell_s + search + repeats * max(compute, host)
 
 
 def search_gflop(spec: CellSpec) -> float:

@@ -26,7 +26,7 @@ SUITE = Suite(
     models=plan.PRESETS, model_option="presets", model_kind="LSTM preset", engines=plan.ENGINES,
     engine_labels={"kit": "kit engine: Apex's example loop, every kernel launched from Python",
                    "graphed": "graphed engine: the whole step one CUDA graph"},
-    plan=plan.cells, work=plan.work, check=resolve, splits=plan.splits, runner="kit.bench.lstm.suite",
+    plan=plan.cells, work=plan.work, steps=plan.steps, check=resolve, splits=plan.splits, runner="kit.bench.lstm.suite",
     parity=Parity("test perplexity", noun="perplexity", tolerance=0.02),
     datasets=("wikitext2",), unit="tokens", in_all=True, order=2, data_parallel=("kit",),
     data_note=plan.data_note,

@@ -8,6 +8,7 @@ from kit.bench.lstm.config import resolve, splits_read, train_split_note
 from kit.bench.lstm.options import LstmOptions
 from kit.errors import UsageError
 from kit.facts import models as model_facts
+from kit.facts.datasets import WIKITEXT2
 from kit.results import precisions as precision_modes
 from kit.results.schema import CellSpec, RunConfig
 
@@ -55,6 +56,23 @@ def work(spec: CellSpec, mode: str) -> float:
     """One repeat's training and evaluation FLOPs (kit.facts.models), at the settings the cell resolves to."""
     p = resolve(spec.params, mode).to_dict()
     return model_facts.lstm_train_flops(p) + model_facts.lstm_eval_flops(p)
+
+
+def steps(spec: CellSpec, mode: str) -> int:
+    """One repeat's steps, as the plan's estimate counts a host-paced engine's (kit.facts.estimates: step_s):
+    its training batches (bptt windows of batch_size columns, every epoch) and its evaluation batches (the
+    valid split after each epoch, the test split once, eval_batch_size columns), each cut to max_batches
+    as the repeat cuts them. The evaluation's forward-only batches count as whole steps: rough, like the
+    rest of the estimate."""
+    p = resolve(spec.params, mode).to_dict()
+
+    def batches(split: str, columns: int) -> int:
+        n = -(-WIKITEXT2.sizes[split] // (columns * p["bptt"]))
+        return min(n, p["max_batches"]) if p.get("max_batches") else n
+
+    epochs = p.get("epochs") or 1
+    return epochs * (batches("train", p["batch_size"]) + batches("valid", p["eval_batch_size"])) + \
+        batches("test", p["eval_batch_size"])
 
 
 def splits(config: RunConfig, dataset: str):
