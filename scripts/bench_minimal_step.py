@@ -23,7 +23,9 @@ Per model and precision (a "cell": batch 256, 32 px, synthetic CIFAR-100-shaped 
 
 A cell compiles its step once per engine (as a cell does, after kit.bench.compilation.fresh_compilation),
 warms each up, then alternates their repeats (kit, baseline, independent, kit, ...), so a drift of the
-GPU's clocks falls on all alike. The independent step times as many steps as the kit's steady state holds,
+GPU's clocks falls on all alike. One difference from a cell: an engine's repeat here does not empty the
+allocator's cache (torch.cuda.empty_cache would free a cuBLAS workspace the yardstick's graph, alive across
+the repeats, recorded); a repeat's steady state does not depend on it. The independent step times as many steps as the kit's steady state holds,
 between two synchronisations, as kit.bench.timing's clock does. After the repeats, a profiled window of each
 (kit.bench.profile_window's events, classed as `kit explain` classes them: device time by kernel class,
 the time no kernel ran, kernels per step).
