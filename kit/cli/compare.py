@@ -57,7 +57,7 @@ def compare(
         from kit.compare import render
         from kit.compare.engine import compare_paths
         from kit.compare.gate import gate, outcome, parse_pct
-        from kit.compare.fleet import View, narrow_cells
+        from kit.compare.fleet.grouped import View, narrow_cells
         from kit.errors import UsageError
 
         pct = parse_pct(fail_if_slower) if fail_if_slower is not None else None
@@ -129,7 +129,7 @@ def collector_paused() -> Iterator[_Paused]:
 
 
 def _html_page(cmp, view) -> str:
-    from kit.report.html_compare import render_compare_page
+    from kit.report.html.compare import render_compare_page
 
     return render_compare_page(cmp, view)
 

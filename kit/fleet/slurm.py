@@ -431,7 +431,7 @@ def _with(exc: KitError, collected: Collected) -> KitError:
 
 def _compare(bundles: List[Path], page: Path, notes: List[str]) -> Optional[Path]:
     from kit.compare.engine import compare_paths
-    from kit.report.html_compare import render_compare_page
+    from kit.report.html.compare import render_compare_page
     from kit.results.atomic import atomic_write_text
 
     try:

@@ -104,7 +104,7 @@ def print_show(bundle: Bundle, console, patterns: list[str] | None = None) -> No
     head.add_column(style="dim")
     head.add_column()
     gpus = env.gpu if not env.gpu_count or env.gpu_count == 1 else f"{env.gpu_count} x {env.gpu}"
-    from kit.report.html import cpu_only, earlier_session_rows, machine_name, used_or_built
+    from kit.report.html.run_report import cpu_only, earlier_session_rows, machine_name, used_or_built
 
     driver = "none (CPU run)" if cpu_only(env) and env.driver == "unknown" else env.driver
     for k, v in (("machine", machine_name(env.machine, bundle.environment)), ("GPU", gpus), ("driver", driver), ("stack", env.stack),

@@ -6,7 +6,7 @@ from __future__ import annotations
 from html import escape
 from typing import TYPE_CHECKING
 
-from kit.report.html_page import _outside_note, _page, _table, _verdict_html
+from kit.report.html.page import _outside_note, _page, _table, _verdict_html
 from kit.results.ratios import SPEEDUP_DEFINITION
 
 if TYPE_CHECKING:
@@ -75,7 +75,7 @@ def render_compare_page(cmp: "Comparison", view=None) -> str:
     ))
     sp_rows = [r for r in cmp.rows if any(mc and mc.vs_fp32 for mc in r.machines)]
     if sp_rows:
-        from kit.compare.fleet_views import any_verdict, verdict_lines
+        from kit.compare.fleet.views import any_verdict, verdict_lines
 
         shown = any_verdict(cmp)
         body.append("<h2>Speedup over fp32 on each machine</h2><p class=\"sub\">"
@@ -128,15 +128,15 @@ def render_compare_page(cmp: "Comparison", view=None) -> str:
 def render_fleet_page(cmp: "Comparison", view=None) -> str:
     """The compare page for many machines, at the page's fixed width whatever their number: the
     findings (grouped by ``view.group_by`` or the GPU model) with their rule, the warnings, then per
-    group the summary table (kit.compare.fleet_summary) and its heatmap (machines x precisions or
+    group the summary table (kit.compare.fleet.summary) and its heatmap (machines x precisions or
     suites, colour = ratio to the group, the cells a finding names outlined); the per-cell ranked bar
     charts only where ``view.cells`` or ``view.verbose`` asks for them; the Inputs table last. No scripts."""
     from kit.bundle.inert import html_text
-    from kit.compare.fleet import View, summarise_fleet
-    from kit.compare.fleet_summary import column_of, explanation, summary_tables, table_cells
-    from kit.compare.fleet_views import LEFT_OUT_TITLE, findings_title, left_out_lines
+    from kit.compare.fleet.grouped import View, summarise_fleet
+    from kit.compare.fleet.summary import column_of, explanation, summary_tables, table_cells
+    from kit.compare.fleet.views import LEFT_OUT_TITLE, findings_title, left_out_lines
     from kit.compare.render import not_compared_lines, not_compared_title
-    from kit.report.svg_heatmap import HeatRow, heatmap
+    from kit.report.svg.heatmap import HeatRow, heatmap
     from kit.results.ratios import fmt_ratio
 
     view = view or View()
@@ -201,10 +201,10 @@ def _per_cell_charts(cmp: "Comparison", fleet, by: str) -> list[str]:
     """Per cell a ranked bar chart per group: each machine's throughput ÷ the baseline's with its 95%
     CI as whiskers, the machines slow in that cell in red."""
     from kit.bundle.inert import html_text as h
-    from kit.compare.fleet_findings import group_phrase
-    from kit.compare.fleet_views import spread_text
+    from kit.compare.fleet.findings import group_phrase
+    from kit.compare.fleet.views import spread_text
     from kit.compare.fmt import fmt_vs_baseline, speed_verdict
-    from kit.report.svg_ranked import RankedBar, bar_end, ranked_bars
+    from kit.report.svg.ranked import RankedBar, bar_end, ranked_bars
 
     base = cmp.baseline_source
     outliers = fleet.outlier_cells()

@@ -7,7 +7,7 @@ import re
 from typing import Dict, List, Optional, Tuple
 from xml.etree import ElementTree as ET
 
-from kit.report.svg_primitives import FONTS, _SVG_NS, _Marks
+from kit.report.svg.primitives import FONTS, _SVG_NS, _Marks
 
 # --- matplotlib's SVG -> one inert <svg> element ------------------------------------------------------
 

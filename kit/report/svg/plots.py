@@ -28,8 +28,8 @@ reports with it (docker/locks/cuda10.txt), on Python 3.7.
 Colours are the Okabe-Ito palette (distinguishable with the common forms of
 colour blindness).
 
-The shared pieces live in :mod:`kit.report.svg_primitives`, ``_inline_svg`` in
-:mod:`kit.report.svg_inline`, the fleet page's ranked bars in :mod:`kit.report.svg_ranked`.
+The shared pieces live in :mod:`kit.report.svg.primitives`, ``_inline_svg`` in
+:mod:`kit.report.svg.inline`, the fleet page's ranked bars in :mod:`kit.report.svg.ranked`.
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ from __future__ import annotations
 import io
 import math
 
-from kit.report.svg_inline import _inline_svg
-from kit.report.svg_primitives import (PALETTE, Series, _Marks, _RC, _figure, _fmt_tick, _fmt_value, _plain,
+from kit.report.svg.inline import _inline_svg
+from kit.report.svg.primitives import (PALETTE, Series, _Marks, _RC, _figure, _fmt_tick, _fmt_value, _plain,
                                        _titles_and_legend, _y_ticks)
 
 

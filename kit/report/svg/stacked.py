@@ -5,8 +5,8 @@ The report's "Why this speedup" section draws one per suite, model and engine wi
 :func:`stacked_bars`: each part is a segment with a ``<title>`` (its name, figure and share of the
 bar, shown on hover without a script), each bar's total is written at its end, a category without
 figures says why in grey, and the legend names every part in a fixed colour. The figure goes through
-the same steps as :mod:`kit.report.svg`'s charts (the shared rc settings, titles and legend of
-:mod:`kit.report.svg_primitives`, then :func:`kit.report.svg_inline._inline_svg`), so it is one inert
+the same steps as :mod:`kit.report.svg.plots`'s charts (the shared rc settings, titles and legend of
+:mod:`kit.report.svg.primitives`, then :func:`kit.report.svg.inline._inline_svg`), so it is one inert
 ``<svg>`` element with an accessible title. matplotlib is imported inside the function.
 """
 
@@ -15,8 +15,8 @@ from __future__ import annotations
 import io
 import math
 
-from kit.report.svg_inline import _inline_svg
-from kit.report.svg_primitives import PALETTE, Series, _Marks, _RC, _fmt_tick, _plain, _titles_and_legend, _y_ticks
+from kit.report.svg.inline import _inline_svg
+from kit.report.svg.primitives import PALETTE, Series, _Marks, _RC, _fmt_tick, _plain, _titles_and_legend, _y_ticks
 
 #: legend entries per row (the parts' names are long: "tensor-core matmul/convolution")
 LEGEND_COLUMNS = 3
