@@ -35,13 +35,13 @@ from typing import Callable, Dict
 
 from kit import __version__
 from kit.bundle.envinfo import safe_name, summarise_environment
-from kit.bundle.safe_open import BUNDLE_FORMAT, ENV_NAME, MANIFEST_NAME, RESULTS_NAME
+from kit.bundle.safe_open import BUNDLE_FORMAT, MANIFEST_NAME
 from kit.errors import BundleError, KitError, SchemaError, UsageError
 from kit.results.atomic import atomic_write_bytes
 from kit.results.journal import JOURNAL_NAME, parse_journal
+from kit.results.run_files import ENV_NAME, LOG_NAME, RESULTS_NAME
 from kit.results.schema import SCHEMA_VERSION, CellResult, RunConfig, RunResults
 
-LOG_NAME = "run.log"
 REPORT_NAME = "report.html"
 #: Logs and journals past this size keep only their tail (safe_open refuses
 #: members over 64 MiB; the whole bundle must stay far below 256 MiB).

@@ -119,7 +119,7 @@ def _point_past_old_drivers(verdicts: dict[str, Verdict]) -> None:
 
 def recommend(verdicts: dict[str, Verdict]) -> str:
     """First of: a GPU stack that is ok (cuda12, then cuda10), one that is limited, then cpu."""
-    gpu_stacks = [n for n in ("cuda12", "cuda10") if n in verdicts]
+    gpu_stacks = [n for n in PREFERENCE if STACKS[n].uses_gpu and n in verdicts]
     for wanted in ("ok", "limited"):
         for name in gpu_stacks:
             if verdicts[name].status == wanted:

@@ -12,6 +12,7 @@ from typing import Any, List, Optional
 
 from kit import __version__
 from kit.errors import SchemaError, UsageError
+from kit.facts.stacks import PREFERENCE  # the stacks a sweep runs in (cuda12-fused is opt-in)
 from kit.results.atomic import atomic_write_json
 from kit.results.suites import choices as suite_choices  # `kit run --suite`'s: a sweep runs each as one task
 from kit.runner.option_checks import check_suite_options, options_for_suite
@@ -22,7 +23,6 @@ SWEEP_FILE = "sweep.json"
 SCRIPT_FILE = "job.sbatch"
 TASKS_DIR = "tasks"
 CONTAINERS = ("none", "pyxis", "apptainer")
-STACKS = ("cuda12", "cuda10", "cpu")
 _SLURM_TIME = re.compile(r"(\d+-)?\d+(:\d{1,2}){0,2}")
 
 
@@ -129,8 +129,8 @@ def plan_sweep(folder: Path, run_args: List[str], suites: List[str], gpus: List[
         raise UsageError(f"--container {container} needs --image (the kit's image as the runtime names it).",
                          remedy="e.g. --image docker://registry.example/mpkit:cuda12-0.2.0 (pyxis) or --image mpkit.sif (Apptainer)")
     for st in stacks:
-        if st not in STACKS:
-            raise UsageError(f"--stacks {st!r}: choose from {', '.join(STACKS)}.")
+        if st not in PREFERENCE:
+            raise UsageError(f"--stacks {st!r}: choose from {', '.join(PREFERENCE)}.")
     if len(set(stacks)) != len(stacks):
         raise UsageError("--stacks names each stack once.")
     if stacks and container == "none":

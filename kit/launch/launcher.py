@@ -38,8 +38,9 @@ from kit.launch.build import build_image, image_state
 from kit.launch.container import STOP_TIMEOUT_S, follow, log_tail, start_container, stdout_tail
 from kit.launch.display import LaunchUI, NullLaunchUI
 from kit.launch.exit_status import container_error, error_from_log
-from kit.launch.follow import CONTAINER_RESULTS, JOURNAL_NAME, JournalFollower, bundle_from_output, new_bundles, snapshot
+from kit.launch.follow import CONTAINER_RESULTS, JournalFollower, bundle_from_output, new_bundles, snapshot
 from kit.launch.stacks import find_source_root, image_spec, read_ca_cert, stack_facts
+from kit.results.journal import JOURNAL_NAME
 from kit.runner.option_checks import check_suite_options
 from kit.runner.options import RunOptions, parse_args, split_list, to_args
 from kit.runner.service import NOT_STARTED

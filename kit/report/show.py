@@ -49,7 +49,7 @@ def run_status(bundle: Bundle) -> str:
     without those, how often the journal says it was resumed). Bundle text made inert."""
     from kit.bundle.inert import inert
     from kit.errors import KitError
-    from kit.results.journal import parse_journal
+    from kit.results.journal import JOURNAL_NAME, parse_journal
 
     status = bundle.results.status
     if status != "complete" or bundle.interrupted:
@@ -58,7 +58,7 @@ def run_status(bundle: Bundle) -> str:
     if earlier:
         return "complete, resumed from " + ", ".join(earlier)
     try:
-        resumes = sum(1 for e in parse_journal(bundle.files.get("journal.jsonl", b""), "journal.jsonl")
+        resumes = sum(1 for e in parse_journal(bundle.files.get(JOURNAL_NAME, b""), JOURNAL_NAME)
                       if e.get("event") == "note" and e.get("resumed") is True)
     except KitError:
         resumes = 0

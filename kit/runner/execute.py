@@ -42,12 +42,13 @@ from kit.errors import DiskFull, Interrupted, KitError, Terminated, TimeLimitRea
 from kit.results.atomic import atomic_write_json
 from kit.results.derive import derive
 from kit.results.journal import JOURNAL_NAME, Journal
+from kit.results.run_files import ENV_NAME, LOG_NAME, RESULTS_NAME
 from kit.results.schema import CellResult, RunConfig, RunResults
 from kit.runner.cell_run import _run_one
 from kit.runner.lock import RunLock
 from kit.runner.plan import Plan, build_plan, cell_seconds
 from kit.runner.resume import ResumeState, find_bundle, read_resume_state
-from kit.runner.run_log import LOG_NAME, _attach_log, _detach_log
+from kit.runner.run_log import _attach_log, _detach_log
 from kit.runner.stop_signals import (TIME_LIMIT, _install_stop_handlers, _restore_handlers, _stop_reason,
                                      arm_time_limit, disarm_time_limit, reset_stops, stop_at_time_limit,
                                      stop_requested)
@@ -56,10 +57,6 @@ if TYPE_CHECKING:
     from kit.runner.progress import NullUI
 
 log = logging.getLogger("kit.run")
-
-RESULTS_NAME = "results.json"
-ENV_NAME = "env.json"
-
 
 @dataclass
 class RunOutcome:
