@@ -8,7 +8,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import List, Optional
 
 from kit import __version__
 from kit.errors import SchemaError, UsageError
@@ -234,7 +234,3 @@ def parse_int_list(text: Optional[str], flag: str) -> List[int]:
 def parse_name_list(text: Optional[str], flag: str) -> List[str]:
     """A comma list option's names ([] when not given), by kit run's one rule (split_list)."""
     return [] if text is None else split_list(text, flag)
-
-
-def task_summary(tasks: List[Any]) -> str:
-    return ", ".join(f"{t.index}: {t.label}" for t in tasks)

@@ -363,11 +363,6 @@ def add_to(index: Path, paths: Iterable[Path], on_outcome: Optional[Callable[[Ad
     return outcomes, con is not None or bool(made)
 
 
-def add_one(con: sqlite3.Connection, path: Path) -> AddOutcome:
-    """Verify and record one bundle (its own transaction)."""
-    return add_bundles(con, [path])[0]
-
-
 def exit_code(outcomes: list[AddOutcome]) -> int:
     """0 when nothing was refused; else the code `kit bundle verify` gives the first refused bundle
     (5 failed verification or unsafe, 4 unknown schema or malformed, 2 not a file)."""

@@ -393,9 +393,3 @@ def to_markdown_rows(cmp: Comparison, view: View, fleet: FleetSummary | None = N
         out += [f"### {md(title)}", "", md_table([md(h) for h in header], body), ""]
     return out
 
-
-def md_inputs(cmp: Comparison) -> str:
-    md = markdown_text
-    return md_table([""] + list(INPUT_COLUMNS) + ["file"],
-                    [[md(label_of(cmp, s))] + [md(x) for x in input_fields(s)] + [md(input_file(s))] for s in cmp.sources])
-
