@@ -372,3 +372,60 @@ def test_every_module_level_name_under_kit_is_used():
     listed = {n.id for n in ast.walk(ast.parse(USED_BY_NAME.read_text(encoding="utf-8"))) if isinstance(n, ast.Name)}
     defined = {name for path in ROOT.rglob("*.py") for name, _ in _top_level(ast.parse(path.read_text(encoding="utf-8")))}
     assert listed <= defined, f"tests/used_by_name.py lists names kit/ no longer defines: {sorted(listed - defined)}"
+
+
+# --- functions a reader follows ----------------------------------------------------------------
+
+MAX_FUNCTION_LINES = 80
+#: a comment line under a function's signature that starts so says why it may be longer
+LONG_FUNCTION = "# long because:"
+#: long functions whose reason is written here rather than under their def, each with its reason
+LONG_FUNCTIONS = {
+    "kit/bench/cifar/torch_engine.py:train_repeat":
+        "one repeat of the torch engine's training loop, read top to bottom as nanoGPT's train.py",
+    "kit/bench/gpt/train.py:run_repeat":
+        "one repeat of the GPT's training loop, read top to bottom as nanoGPT's train.py",
+    "kit/bench/gpt/suite.py:run_cell":
+        "the GPT cell from its settings to its CellResult, one step after another",
+}
+
+
+def long_functions(source: str) -> list:
+    """(line, name, lines) of each function in ``source`` (methods and nested ones too) longer than
+    MAX_FUNCTION_LINES lines, its def to its last line, without a line between its def and its
+    first statement that starts with LONG_FUNCTION and gives the reason."""
+    lines = source.splitlines()
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        length = node.end_lineno - node.lineno + 1
+        between = lines[node.lineno:node.body[0].lineno - 1]
+        said = any(ln.strip().startswith(LONG_FUNCTION) and ln.strip()[len(LONG_FUNCTION):].strip() for ln in between)
+        if length > MAX_FUNCTION_LINES and not said:
+            found.append((node.lineno, node.name, length))
+    return found
+
+
+def test_a_long_function_says_why_under_its_def():
+    body = "    x = 1\n" * MAX_FUNCTION_LINES
+    assert long_functions("def f():\n" + body) == [(1, "f", MAX_FUNCTION_LINES + 1)]
+    assert long_functions("def f():\n" + body[:-10]) == []
+    assert long_functions("def f(\n    a,\n):\n    # long because: one table, row by row\n" + body) == []
+    assert long_functions("def f():\n    # long because:\n" + body) != []  # the reason is missing
+    assert long_functions("class C:\n    def m(self):\n" + "    " + body.replace("\n    ", "\n        ")) != []
+
+
+def test_no_function_under_kit_exceeds_80_lines_unless_it_says_why():
+    """A function past 80 lines is split into named steps a reader follows; one that is long for a
+    good reason says why in a ``# long because: ...`` line under its signature (or in LONG_FUNCTIONS)."""
+    offenders, listed = [], set()
+    for path in sorted(ROOT.rglob("*.py")):
+        rel = path.relative_to(REPO).as_posix()
+        for line, name, length in long_functions(path.read_text(encoding="utf-8")):
+            if f"{rel}:{name}" in LONG_FUNCTIONS:
+                listed.add(f"{rel}:{name}")
+            else:
+                offenders.append(f"{rel}:{line} {name}: {length} lines")
+    assert not offenders, "functions too long (split them, or say why):\n" + "\n".join(offenders)
+    assert listed == set(LONG_FUNCTIONS), f"LONG_FUNCTIONS names functions no longer long: {sorted(set(LONG_FUNCTIONS) - listed)}"

@@ -47,6 +47,7 @@ def compare(
              "by default they are left out with a HIGH warning."),
     output: Output = None,
 ) -> None:
+    # long because: its signature is the command's Typer argument and options, with their help (35 of its lines)
     """Compare runs: median time and throughput per machine, speedup over fp32, ratio to the baseline, with 95% CIs.
 
     The tables go to stdout unless a format does (--json -, --csv -, --markdown - or --html -);
