@@ -353,7 +353,7 @@ def _one_run(paths: list[str], html: str | None) -> dict:
     out = {"n": len(paths), "build_s": t_build, "total_s": t_total,
            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0}
     if html:
-        from kit.report.html_compare import render_compare_page
+        from kit.report.html.compare import render_compare_page
 
         page = render_compare_page(cmp)
         out["html_bytes"] = len(page.encode("utf-8"))

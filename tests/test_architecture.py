@@ -74,7 +74,8 @@ def test_the_compare_package_has_a_no_circle_contract():
     import tomllib
 
     contracts = tomllib.loads((ROOT.parent / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
-    assert any(c["type"] == "acyclic_siblings" and "kit.compare" in c.get("ancestors", []) for c in contracts)
+    for package in ("kit.compare", "kit.compare.fleet"):
+        assert any(c["type"] == "acyclic_siblings" and package in c.get("ancestors", []) for c in contracts), package
 
 
 def test_the_cli_contract_names_every_module_of_kit_cli():
@@ -276,3 +277,155 @@ def test_the_package_ships_no_test_double():
     """Fakes for the tests (a fake NVML, fake Docker clients) live under tests/fixtures, not in the package."""
     doubles = [str(p.relative_to(ROOT.parent)) for p in ROOT.rglob("*.py") if "fake" in p.stem.lower()]
     assert not doubles, f"test doubles in the package: {doubles} (move them to tests/fixtures/)"
+
+
+# --- every name is used ------------------------------------------------------------------------
+
+REPO = ROOT.parent
+#: the names under kit/ that no code names, because only a string reaches them (getattr, importlib,
+#: a descriptor's field): vulture counts each as used from this list, which says why
+USED_BY_NAME = REPO / "tests" / "used_by_name.py"
+#: decorators that register the function they decorate (Typer's commands and callbacks)
+REGISTERING_DECORATORS = ["@*.command", "@*.callback"]
+
+
+def _top_level(tree: ast.Module) -> set:
+    """(name, line) of each function, class and constant a module defines at its top level (inside
+    a top-level ``if`` or ``try`` too)."""
+    found = set()
+
+    def walk(stmts) -> None:
+        for s in stmts:
+            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                found.add((s.name, s.lineno))
+            elif isinstance(s, (ast.Assign, ast.AnnAssign)):
+                targets = s.targets if isinstance(s, ast.Assign) else [s.target]
+                found.update((n.id, n.lineno) for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+            elif isinstance(s, ast.If):
+                walk(s.body + s.orelse)
+            elif isinstance(s, ast.Try):
+                walk(s.body + [x for h in s.handlers for x in h.body] + s.orelse + s.finalbody)
+
+    walk(tree.body)
+    return found
+
+
+def unused_names(package: Path, elsewhere: list, entry_points: list = ()) -> list:
+    """The module-level functions, classes and constants under ``package`` that nothing names: not
+    the package's code, nor the files under ``elsewhere`` (tests, scripts, the used-by-name list),
+    nor an entry point (``module:function``). vulture finds the unused names (by name, anywhere);
+    of those, this keeps the ones a module defines at its top level."""
+    from vulture import Vulture
+
+    package = package.resolve()
+    v = Vulture(ignore_decorators=REGISTERING_DECORATORS)
+    v.scavenge([str(package)] + [str(p) for p in elsewhere])
+    v.scan("\n".join(part for ep in entry_points for part in ep.split(":")[-1].split(".")), filename="entry points")
+    tops, found = {}, []
+    for item in v.get_unused_code():
+        path = Path(item.filename).resolve()
+        if item.typ not in ("function", "class", "variable") or package not in path.parents:
+            continue
+        if path not in tops:
+            tops[path] = _top_level(ast.parse(path.read_text(encoding="utf-8")))
+        if (item.name, item.first_lineno) in tops[path]:
+            found.append((path.relative_to(package.parent).as_posix(), item.first_lineno, f"{item.typ} {item.name}"))
+    return [f"{p}:{line}: {what}" for p, line, what in sorted(found)]
+
+
+def test_the_unused_name_check_finds_each_kind(tmp_path):
+    """A planted constant, function and class that nothing names are found; a name used elsewhere,
+    one an entry point names, one the used-by-name list names, a class's field and a registered
+    command are not."""
+    pkg = tmp_path / "kit"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text(
+        "LIMIT = 3\nUNUSED = 4\n\n\ndef used():\n    return LIMIT\n\n\ndef forgotten():\n    x = 1\n    return x\n\n\n"
+        "class Ghost:\n    kind = 'a field, not a module-level name'\n\n\ndef main():\n    pass\n\n\n"
+        "@app.command('list')\ndef list_():\n    pass\n")
+    (tmp_path / "test_a.py").write_text("from kit.a import used\n\nused()\n")
+    found = unused_names(pkg, [tmp_path / "test_a.py"], ["kit.a:main"])
+    assert found == ["kit/a.py:2: variable UNUSED", "kit/a.py:9: function forgotten", "kit/a.py:14: class Ghost"], found
+    (tmp_path / "by_name.py").write_text("Ghost  # made by name\n")
+    assert len(unused_names(pkg, [tmp_path / "test_a.py", tmp_path / "by_name.py"], ["kit.a:main"])) == 2
+    assert len(unused_names(pkg, [tmp_path / "test_a.py"])) == 4  # main: no entry point names it
+
+
+def _entry_points() -> list:
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    return list(project.get("scripts", {}).values()) + [
+        target for group in project.get("entry-points", {}).values() for target in group.values()]
+
+
+def test_every_module_level_name_under_kit_is_used():
+    """A function, class or constant at a module's top level under kit/ is named somewhere: in kit/,
+    tests/, scripts/ or an entry point of pyproject.toml. One only a string reaches is listed, with
+    why, in tests/used_by_name.py; each name listed there is still defined under kit/."""
+    import importlib.util
+
+    assert importlib.util.find_spec("vulture"), "vulture is in requirements-test.txt"
+    found = unused_names(ROOT, [REPO / "tests", REPO / "scripts"], _entry_points())
+    assert not found, "names nothing uses (remove them, or list one a string reaches in tests/used_by_name.py):\n" + "\n".join(found)
+    listed = {n.id for n in ast.walk(ast.parse(USED_BY_NAME.read_text(encoding="utf-8"))) if isinstance(n, ast.Name)}
+    defined = {name for path in ROOT.rglob("*.py") for name, _ in _top_level(ast.parse(path.read_text(encoding="utf-8")))}
+    assert listed <= defined, f"tests/used_by_name.py lists names kit/ no longer defines: {sorted(listed - defined)}"
+
+
+# --- functions a reader follows ----------------------------------------------------------------
+
+MAX_FUNCTION_LINES = 80
+#: a comment line under a function's signature that starts so says why it may be longer
+LONG_FUNCTION = "# long because:"
+#: long functions whose reason is written here rather than under their def, each with its reason
+LONG_FUNCTIONS = {
+    "kit/bench/cifar/torch_engine.py:train_repeat":
+        "one repeat of the torch engine's training loop, read top to bottom as nanoGPT's train.py",
+    "kit/bench/gpt/train.py:run_repeat":
+        "one repeat of the GPT's training loop, read top to bottom as nanoGPT's train.py",
+    "kit/bench/gpt/suite.py:run_cell":
+        "the GPT cell from its settings to its CellResult, one step after another",
+}
+
+
+def long_functions(source: str) -> list:
+    """(line, name, lines) of each function in ``source`` (methods and nested ones too) longer than
+    MAX_FUNCTION_LINES lines, its def to its last line, without a line between its def and its
+    first statement that starts with LONG_FUNCTION and gives the reason."""
+    lines = source.splitlines()
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        length = node.end_lineno - node.lineno + 1
+        between = lines[node.lineno:node.body[0].lineno - 1]
+        said = any(ln.strip().startswith(LONG_FUNCTION) and ln.strip()[len(LONG_FUNCTION):].strip() for ln in between)
+        if length > MAX_FUNCTION_LINES and not said:
+            found.append((node.lineno, node.name, length))
+    return found
+
+
+def test_a_long_function_says_why_under_its_def():
+    body = "    x = 1\n" * MAX_FUNCTION_LINES
+    assert long_functions("def f():\n" + body) == [(1, "f", MAX_FUNCTION_LINES + 1)]
+    assert long_functions("def f():\n" + body[:-10]) == []
+    assert long_functions("def f(\n    a,\n):\n    # long because: one table, row by row\n" + body) == []
+    assert long_functions("def f():\n    # long because:\n" + body) != []  # the reason is missing
+    assert long_functions("class C:\n    def m(self):\n" + "    " + body.replace("\n    ", "\n        ")) != []
+
+
+def test_no_function_under_kit_exceeds_80_lines_unless_it_says_why():
+    """A function past 80 lines is split into named steps a reader follows; one that is long for a
+    good reason says why in a ``# long because: ...`` line under its signature (or in LONG_FUNCTIONS)."""
+    offenders, listed = [], set()
+    for path in sorted(ROOT.rglob("*.py")):
+        rel = path.relative_to(REPO).as_posix()
+        for line, name, length in long_functions(path.read_text(encoding="utf-8")):
+            if f"{rel}:{name}" in LONG_FUNCTIONS:
+                listed.add(f"{rel}:{name}")
+            else:
+                offenders.append(f"{rel}:{line} {name}: {length} lines")
+    assert not offenders, "functions too long (split them, or say why):\n" + "\n".join(offenders)
+    assert listed == set(LONG_FUNCTIONS), f"LONG_FUNCTIONS names functions no longer long: {sorted(set(LONG_FUNCTIONS) - listed)}"

@@ -17,9 +17,9 @@ from kit.compare.engine import build_comparison
 from kit.compare.load import Source
 from kit.errors import UsageError
 from kit.report.charts import run_charts
-from kit.report.html import render_run_report
-from kit.report.svg import line_chart
-from kit.report.svg_primitives import Series
+from kit.report.html.run_report import render_run_report
+from kit.report.svg.plots import line_chart
+from kit.report.svg.primitives import Series
 from kit.results import ratios
 from kit.results.curve import KNEE_GAIN, curves, fmt_knee, knee
 from kit.results.derive import derive

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from kit.bundle.envinfo import UNKNOWN, safe_name, summarise_environment
+from kit.bundle.envinfo import safe_name, summarise_environment
+from kit.env.probe import UNKNOWN
 
 # The shape kit.env.record.collect() writes (values are fixture data).
 RECORD_SHAPE = {

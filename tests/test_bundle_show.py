@@ -85,7 +85,7 @@ def test_show_and_the_report_give_a_data_parallel_cells_ranks_scaling_and_all_re
     """The figures a data-parallel cell recorded (the scaling efficiency as kit.runner.isolate computed it)
     are on its row in `kit bundle show` and in the run report, the same words in both."""
     from kit.compare.measures import data_parallel_note
-    from kit.report.html import render_run_report
+    from kit.report.html.run_report import render_run_report
     from kit.results.schema import CellResult, RunResults
 
     note = data_parallel_note(CellResult.from_dict(_data_parallel_cell()))
@@ -109,7 +109,7 @@ def test_show_and_the_report_give_a_convergence_runs_parity_verdicts_the_same_wa
     LSTM against fp32) are in `kit bundle show` at 80 columns and in the run report, with the same
     figures; a throughput run has no such table."""
     from kit.compare import measures
-    from kit.report.html import render_run_report
+    from kit.report.html.run_report import render_run_report
     from kit.results.schema import RunResults
 
     cells = [make_converged_cell("gpt2-small", "amp-bf16", "gpt", "kit", [6.26, 6.25, 6.24]),

@@ -302,7 +302,7 @@ def test_compare_labels_fastai_cells_with_their_learner_and_warns_when_they_diff
 
 
 def test_the_run_report_labels_fastai_cells_with_their_learner():
-    from kit.report.html import render_run_report
+    from kit.report.html.run_report import render_run_report
     from kit.results.schema import RunResults
 
     res = RunResults.from_dict(make_results([_fastai_cell("create_cnn"), make_cell("resnet18", "fp32", engine="torch")]))

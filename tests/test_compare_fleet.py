@@ -17,7 +17,7 @@ from fixtures.fleet import fleet, machine_cells, source
 from fixtures.results.factory import bundle_members, make_env, make_results, make_run_dir, write_bundle
 from kit.compare import render
 from kit.compare.engine import build_comparison
-from kit.compare.fleet import View, narrow_cells, summarise_fleet
+from kit.compare.fleet.grouped import View, narrow_cells, summarise_fleet
 from kit.compare.fmt import fmt_speedup_estimate, fmt_throughput, fmt_vs_baseline
 from kit.compare.stats import Sample, ratio_estimate
 from kit.errors import UsageError
@@ -178,7 +178,7 @@ def test_bad_options_are_usage_errors():
 # --- the fleet page -----------------------------------------------------------------------------------
 
 def test_fleet_page_is_ranked_bars_at_a_fixed_width_and_small():
-    from kit.report.html_compare import render_compare_page
+    from kit.report.html.compare import render_compare_page
 
     cmp = build_comparison(_planted_fleet())
     page = render_compare_page(cmp, View(verbose=True))
@@ -313,7 +313,7 @@ def test_the_fleet_page_of_200_machines_fits_1280_pixels_in_chromium(tmp_path):
     script goes into a copy of the page (the page itself has no script and its CSP forbids one)."""
     from test_report_html import _browser, _console_errors
 
-    from kit.report.html_compare import render_compare_page
+    from kit.report.html.compare import render_compare_page
 
     srcs = fleet(200, spread=(0.9, 1.1))
     srcs[17] = source(17, "fixture-node017-with-a-rather-long-host-name.cluster.example.org", 0.6)
@@ -375,7 +375,7 @@ def test_the_inputs_table_is_chosen_as_before_when_one_machine_has_the_long_text
     rows makes the same choice (today's table, or the fleet's compact one) as measuring every row."""
     import dataclasses
 
-    from kit.compare import fleet_views
+    from kit.compare.fleet import views as fleet_views
 
     sources = fleet(40)
     s = sources[17]

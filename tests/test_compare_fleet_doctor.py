@@ -21,8 +21,8 @@ from fixtures.modules import load_script
 from fixtures.results.factory import make_env, make_results, make_run_dir
 from kit.compare import render
 from kit.compare.engine import build_comparison
-from kit.compare.fleet import View, narrow_cells, summarise_fleet
-from kit.compare.fleet_findings import bh_adjusted, bh_reject
+from kit.compare.fleet.grouped import View, narrow_cells, summarise_fleet
+from kit.compare.fleet.findings import bh_adjusted, bh_reject
 from kit.report.export import export_run
 
 bench = load_script("bench_fleet_compare", register=True)
@@ -127,7 +127,7 @@ def test_the_summary_by_suite_and_in_markdown_and_json(doctor):
 
 
 def test_the_fleet_page_leads_with_a_heatmap_per_group_and_outlines_the_slow_cells(doctor):
-    from kit.report.html_compare import render_compare_page
+    from kit.report.html.compare import render_compare_page
 
     cmp, _ = doctor
     page = render_compare_page(cmp, View(group_by="gpu"))
@@ -253,7 +253,7 @@ def test_the_false_discovery_rate_decides_between_three_cells_at_p_002_and_at_p_
     """node009's resnet50 cells are 8% below the rest. At p = 0.017 each, they survive
     Benjamini-Hochberg over its six cells and name it, "resnet50 only"; at p = 0.038 each (wider
     repeats) every one passes p < 0.05 alone, but not the false-discovery rate: not named slow."""
-    from kit.compare import fleet_findings
+    from kit.compare.fleet import findings as fleet_findings
 
     clear = summarise_fleet(_one_model_slow(0.02), "gpu", 5.0)
     [slow] = clear.slow

@@ -18,9 +18,9 @@ from fixtures.fleet_grid import CELLS, machine
 from kit.bundle.export import RunFolder, build_bundle
 from kit.compare import render
 from kit.compare.engine import OTHER_METHOD, build_comparison
-from kit.compare.fleet import View, summarise_fleet
-from kit.compare.fleet_summary import summary_tables
-from kit.report.html_compare import render_compare_page
+from kit.compare.fleet.grouped import View, summarise_fleet
+from kit.compare.fleet.summary import summary_tables
+from kit.report.html.compare import render_compare_page
 
 ROOT = Path(__file__).resolve().parents[1]
 

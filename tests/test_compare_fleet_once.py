@@ -15,7 +15,7 @@ from fixtures.fleet import machine_cells, source
 from fixtures.results.factory import bundle_members, make_env, make_results, make_run_dir, write_bundle
 from kit.compare import render
 from kit.compare.engine import build_comparison
-from kit.compare.fleet import View
+from kit.compare.fleet.grouped import View
 from kit.report.export import export_run
 
 

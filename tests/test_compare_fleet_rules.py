@@ -15,7 +15,7 @@ import pytest
 
 from fixtures.fleet_grid import BROKEN, findings, fleet, machine
 from kit.compare.engine import build_comparison
-from kit.compare.fleet import summarise_fleet
+from kit.compare.fleet.grouped import summarise_fleet
 from kit.compare.load import Source
 from kit.results.stats import summarise_repeats
 

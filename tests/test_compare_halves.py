@@ -71,7 +71,7 @@ def test_small_work_stays_in_one_process(monkeypatch):
 
 @pytest.mark.parametrize("group_by", [None, "gpu"], ids=["ungrouped", "grouped"])
 def test_a_fleets_tables_in_a_pipe_are_the_text_of_one_process(forking, monkeypatch, group_by):
-    """kit.compare.fleet_views.print_rows writes a pipe's per-cell tables on two CPUs: the same text,
+    """kit.compare.fleet.views.print_rows writes a pipe's per-cell tables on two CPUs: the same text,
     grouped or not, as when one process writes them all."""
     import io
 
@@ -79,8 +79,8 @@ def test_a_fleets_tables_in_a_pipe_are_the_text_of_one_process(forking, monkeypa
 
     from fixtures.fleet import fleet
     from kit.compare.engine import build_comparison
-    from kit.compare.fleet import View
-    from kit.compare.fleet_views import print_rows
+    from kit.compare.fleet.grouped import View
+    from kit.compare.fleet.views import print_rows
 
     cmp = build_comparison(fleet(12))
 

@@ -224,7 +224,7 @@ def test_loading_the_cli_or_the_report_modules_loads_neither_scipy_nor_matplotli
     import subprocess
     import sys
 
-    code = ("import sys, kit.cli.main, kit.compare.stats, kit.report.html, kit.report.charts, kit.report.svg; "
+    code = ("import sys, kit.cli.main, kit.compare.stats, kit.report.html.run_report, kit.report.charts, kit.report.svg.plots; "
             "print(sorted(m for m in ('scipy', 'matplotlib', 'numpy', 'torch') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

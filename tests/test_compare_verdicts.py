@@ -19,7 +19,7 @@ from kit.bundle.envinfo import summarise_environment
 from kit.compare import render
 from kit.compare.engine import build_comparison
 from kit.compare.figures import run_figures
-from kit.compare.fleet import View, summarise_fleet
+from kit.compare.fleet.grouped import View, summarise_fleet
 from kit.compare.load import Source, _label
 from kit.index import figures_codec
 from kit.results import kernel_classes as kc
@@ -118,7 +118,7 @@ def test_a_finding_on_a_machine_whose_every_cell_is_host_bound_says_every_cell()
 
 
 def test_a_finding_says_a_verdict_only_where_every_slow_cell_has_the_same_measured_one():
-    from kit.compare.fleet_findings import CellMark, shared_verdict
+    from kit.compare.fleet.findings import CellMark, shared_verdict
 
     def marks(*kinds):
         return [CellMark(None, 0.7, 0.001, False, None, None, k) for k in kinds]
@@ -153,7 +153,7 @@ def test_the_index_keeps_each_cells_verdict_and_refuses_a_forged_one():
 
 
 def test_the_compare_page_puts_the_verdict_under_each_speedup():
-    from kit.report.html_compare import render_compare_page
+    from kit.report.html.compare import render_compare_page
 
     page = render_compare_page(build_comparison([_source(0, "fixture-a"), _source(1, "fixture-b", amp_profile=HOST_BOUND)]))
     speedups = page[page.index("Speedup over fp32 on each machine"):]

@@ -97,7 +97,8 @@ def test_every_view_from_the_index_is_the_view_of_the_tarballs(name, indexes, ca
 def test_the_stored_figures_read_back_as_computed_and_are_a_small_part_of_the_results():
     """kit.index.figures_codec: what is stored reads back equal to what kit.compare.figures computed,
     for every reference run, at a small part of its results.json."""
-    from kit.bundle.safe_open import RESULTS_NAME, open_bundle
+    from kit.bundle.safe_open import open_bundle
+    from kit.results.run_files import RESULTS_NAME
     from kit.compare.figures import run_figures
     from kit.index.figures_codec import decode, encode
 

@@ -175,7 +175,9 @@ def test_docker_info_without_nvidia_runtime_means_toolkit_missing(monkeypatch):
     client = _InfoClient({"ServerVersion": "20.10.24", "Runtimes": {"runc": {}, "io.containerd.runc.v2": {}}})
     with pytest.raises(DockerError) as info:
         engine.require_gpu_support(client)
-    assert engine.NO_TOOLKIT in info.value.message
+    from kit.env.doctor import NO_TOOLKIT_ERROR
+
+    assert NO_TOOLKIT_ERROR in info.value.message
     assert "nvidia-ctk" in info.value.remedy
 
 

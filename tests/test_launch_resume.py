@@ -24,7 +24,8 @@ from kit.errors import Interrupted, UsageError
 from kit.launch import launcher
 from kit.launch.display import NullLaunchUI
 from kit.launch.follow import JournalFollower, bundle_from_output
-from kit.launch.launcher import LaunchOutcome, Rerun, resume_command
+from kit.launch.launcher import LaunchOutcome
+from kit.launch.resume import Rerun, resume_command
 from test_launch_run import CELLS, JOURNAL, RUN_ID, FakeClient, FakeContainer, _cell_end, _launch, results  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[1]

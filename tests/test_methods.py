@@ -153,7 +153,7 @@ def test_the_cli_says_it_and_a_gate_across_methods_tested_nothing_unless_allowed
 
 def test_a_fleet_leaves_a_machine_of_another_method_out_of_its_findings(tmp_path):
     from kit.compare.engine import build_comparison
-    from kit.compare.fleet import summarise_fleet
+    from kit.compare.fleet.grouped import summarise_fleet
     from kit.compare.load import load_sources
 
     paths = [_bundle(tmp_path, f"n{i}", _cells(TORCH_R6), f"fixture-node{i:02d}") for i in range(4)]

@@ -25,7 +25,7 @@ from kit.report.export import export_run
 from kit.bundle.safe_open import open_bundle
 from kit.cli.main import app
 from kit.report.charts import run_charts
-from kit.report.html import render_run_report
+from kit.report.html.run_report import render_run_report
 from kit.results.derive import derive
 from kit.results.ratios import fmt_speedup
 from kit.results.schema import RunResults

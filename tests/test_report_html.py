@@ -16,9 +16,9 @@ from fixtures.results.factory import make_cell, make_env, make_profile, make_res
 from kit.report.export import export_run
 from kit.bundle.safe_open import open_bundle
 from kit.report.charts import run_charts
-from kit.report.html import render_run_report
-from kit.report.svg import bar_chart
-from kit.report.svg_primitives import Series
+from kit.report.html.run_report import render_run_report
+from kit.report.svg.plots import bar_chart
+from kit.report.svg.primitives import Series
 from kit.results import kernel_classes as kc
 from kit.results.schema import RunResults
 
@@ -410,7 +410,7 @@ CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 
 def _compare_page(tmp_path: Path) -> str:
     from kit.compare.engine import compare_paths
-    from kit.report.html_compare import render_compare_page
+    from kit.report.html.compare import render_compare_page
 
     a = make_run_dir(tmp_path / "a", make_results(standard_cells(), make_env(), run_id="FIXTURE-csp-a"))
     b = make_run_dir(tmp_path / "b", make_results(standard_cells(speed=1.2), make_env(host="fixture-host-b"), run_id="FIXTURE-csp-b"))

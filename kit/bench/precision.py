@@ -26,7 +26,6 @@ reason* (see :func:`unavailable_reason`); it is never silently replaced.
 from __future__ import annotations
 
 import contextlib
-import math
 from dataclasses import dataclass, field
 from typing import Iterable
 
@@ -475,7 +474,3 @@ class Precision:
 
 def _opt_params(optimizer) -> list:
     return [p for g in optimizer.param_groups for p in g["params"]]
-
-
-def is_finite(x: float) -> bool:
-    return not (math.isnan(x) or math.isinf(x))

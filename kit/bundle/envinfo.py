@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Iterable
 
 from kit.bundle.inert import inert
+from kit.env.probe import UNKNOWN
 
-UNKNOWN = "unknown"
 #: the driver of a run that used no GPU, in every view (compare, `kit bundle show`, report.html)
 NO_DRIVER = "none (CPU run)"
 

@@ -35,13 +35,13 @@ from typing import Callable, Dict
 
 from kit import __version__
 from kit.bundle.envinfo import safe_name, summarise_environment
-from kit.bundle.safe_open import BUNDLE_FORMAT, ENV_NAME, MANIFEST_NAME, RESULTS_NAME
+from kit.bundle.safe_open import BUNDLE_FORMAT, MANIFEST_NAME
 from kit.errors import BundleError, KitError, SchemaError, UsageError
 from kit.results.atomic import atomic_write_bytes
 from kit.results.journal import JOURNAL_NAME, parse_journal
+from kit.results.run_files import ENV_NAME, LOG_NAME, RESULTS_NAME
 from kit.results.schema import SCHEMA_VERSION, CellResult, RunConfig, RunResults
 
-LOG_NAME = "run.log"
 REPORT_NAME = "report.html"
 #: Logs and journals past this size keep only their tail (safe_open refuses
 #: members over 64 MiB; the whole bundle must stay far below 256 MiB).
@@ -103,6 +103,33 @@ def read_member(run_dir: Path, name: str) -> bytes | None:
         return fh.read()
 
 
+def _read_results(run_dir: Path, results_json: bytes | None, events: list) -> tuple[RunResults, bool]:
+    """(the run's results, whether they were rebuilt): its results.json where there is one, else the
+    run's start in its ``events`` (the journal), its cells still to be added back."""
+    results_path, journal_path = run_dir / RESULTS_NAME, run_dir / JOURNAL_NAME
+    if results_json is not None:
+        try:
+            obj = json.loads(results_json.decode("utf-8"))
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+            raise SchemaError(f"{results_path}: not valid JSON ({exc})") from None
+        return RunResults.from_dict(obj, source=str(results_path)), False
+    start = next((e for e in events if e.get("event") == "run_start"), None)
+    if start is None:
+        raise UsageError(f"{journal_path} has no run_start event; there is nothing to rebuild a bundle from.",
+                         remedy="Pass the folder of a run that started (results/<run id>/).")
+    try:
+        config = RunConfig.from_dict(start.get("config") if isinstance(start.get("config"), dict) else {})
+    except (UsageError, TypeError) as exc:
+        raise SchemaError(f"{journal_path}: the run_start event's config is malformed ({exc})") from None
+    results = RunResults(
+        run_id=str(start.get("run_id") or run_dir.name),
+        config=config,
+        started_at=start.get("time"),
+        status="interrupted",
+    )
+    return results, True
+
+
 def load_run_folder(run_dir: str | Path) -> RunFolder:
     """Results, environment and raw files of a finished or interrupted run.
 
@@ -116,7 +143,7 @@ def load_run_folder(run_dir: str | Path) -> RunFolder:
     # Not a folder, or not a run's folder: a bad argument (exit 2), like `kit run --resume`.
     if not run_dir.is_dir():
         raise UsageError(f"{run_dir} is not a folder; `kit bundle export` takes a run folder (results/<run id>/).")
-    results_path, journal_path = run_dir / RESULTS_NAME, run_dir / JOURNAL_NAME
+    journal_path = run_dir / JOURNAL_NAME
     members = {name: read_member(run_dir, name) for name in (RESULTS_NAME, JOURNAL_NAME, ENV_NAME, LOG_NAME)}
     if members[RESULTS_NAME] is None and members[JOURNAL_NAME] is None:
         raise UsageError(
@@ -125,30 +152,7 @@ def load_run_folder(run_dir: str | Path) -> RunFolder:
         )
     journal_bytes = members[JOURNAL_NAME]
     events = list(parse_journal(journal_bytes, journal_path)) if journal_bytes is not None else []
-    results: RunResults | None = None
-    rebuilt = False
-    if members[RESULTS_NAME] is not None:
-        try:
-            obj = json.loads(members[RESULTS_NAME].decode("utf-8"))
-        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-            raise SchemaError(f"{results_path}: not valid JSON ({exc})") from None
-        results = RunResults.from_dict(obj, source=str(results_path))
-    else:
-        start = next((e for e in events if e.get("event") == "run_start"), None)
-        if start is None:
-            raise UsageError(f"{journal_path} has no run_start event; there is nothing to rebuild a bundle from.",
-                             remedy="Pass the folder of a run that started (results/<run id>/).")
-        try:
-            config = RunConfig.from_dict(start.get("config") if isinstance(start.get("config"), dict) else {})
-        except (UsageError, TypeError) as exc:
-            raise SchemaError(f"{journal_path}: the run_start event's config is malformed ({exc})") from None
-        results = RunResults(
-            run_id=str(start.get("run_id") or run_dir.name),
-            config=config,
-            started_at=start.get("time"),
-            status="interrupted",
-        )
-        rebuilt = True
+    results, rebuilt = _read_results(run_dir, members[RESULTS_NAME], events)
     have = {c.cell_id for c in results.cells}
     recovered = 0
     for ev in events:

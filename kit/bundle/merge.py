@@ -22,12 +22,13 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
-from kit.bundle.export import LOG_NAME, Renderer, RunFolder, _tail, write_bundle
-from kit.bundle.safe_open import ENV_NAME, MANIFEST_NAME, open_bundle
+from kit.bundle.export import Renderer, RunFolder, _tail, write_bundle
+from kit.bundle.safe_open import MANIFEST_NAME, open_bundle
 from kit.env import record as env_record
 from kit.errors import UsageError
 from kit.results.derive import derive
 from kit.results.journal import JOURNAL_NAME
+from kit.results.run_files import ENV_NAME, LOG_NAME
 from kit.results.schema import RunConfig, RunResults
 
 #: a run config -> the cell ids it plans (kit.runner.plan; passed in from above, the runner's layer)

@@ -45,12 +45,11 @@ from typing import Any, BinaryIO
 from kit.bundle import safe_json
 from kit.bundle.active_content import check_files as check_active_content
 from kit.errors import NEWER_KIT_REMEDY, BundleError, SchemaError, UsageError
+from kit.results.run_files import ENV_NAME, RESULTS_NAME
 from kit.results.plausible import check_host_name, check_results as check_plausible
 from kit.results.schema import RunResults, check_version
 
 MANIFEST_NAME = "manifest.json"
-RESULTS_NAME = "results.json"
-ENV_NAME = "env.json"
 #: Version of the bundle *layout* (which files, the manifest's keys). The
 #: results inside carry their own schema version (kit.results.schema).
 BUNDLE_FORMAT = 1

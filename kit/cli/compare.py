@@ -47,6 +47,7 @@ def compare(
              "by default they are left out with a HIGH warning."),
     output: Output = None,
 ) -> None:
+    # long because: its signature is the command's Typer argument and options, with their help (35 of its lines)
     """Compare runs: median time and throughput per machine, speedup over fp32, ratio to the baseline, with 95% CIs.
 
     The tables go to stdout unless a format does (--json -, --csv -, --markdown - or --html -);
@@ -57,7 +58,7 @@ def compare(
         from kit.compare import render
         from kit.compare.engine import compare_paths
         from kit.compare.gate import gate, outcome, parse_pct
-        from kit.compare.fleet import View, narrow_cells
+        from kit.compare.fleet.grouped import View, narrow_cells
         from kit.errors import UsageError
 
         pct = parse_pct(fail_if_slower) if fail_if_slower is not None else None
@@ -129,7 +130,7 @@ def collector_paused() -> Iterator[_Paused]:
 
 
 def _html_page(cmp, view) -> str:
-    from kit.report.html_compare import render_compare_page
+    from kit.report.html.compare import render_compare_page
 
     return render_compare_page(cmp, view)
 

@@ -72,10 +72,10 @@ def launch(
 
 
 def how_started():
-    """How this `kit launch` was started (kit.launch.launcher.Rerun), for the command it prints
+    """How this `kit launch` was started (kit.launch.resume.Rerun), for the command it prints
     to continue a run: through `make run` (the Makefile sets KIT_LAUNCH_VIA=make), as `kit` on
     PATH, as a path to the command (`.venv/bin/kit`, not on PATH), or as `python -m kit`."""
-    from kit.launch.launcher import Rerun
+    from kit.launch.resume import Rerun
 
     from kit.launch.engine import started_by_make
 

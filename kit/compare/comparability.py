@@ -155,6 +155,110 @@ def _methods(changes: list[tuple[str, str]], allowed: bool) -> list[CompareWarni
                                      "(docs/compare.md, \"How each cell was measured\").")]
 
 
+def _mixed_data(sources: list[Source], rows: list) -> list[CompareWarning]:
+    """Real and synthetic data mixed, where the inputs' measured cells used both."""
+    out: list[CompareWarning] = []
+    data_by_source: dict[str, set[str]] = {}
+    for s, idx in zip(sources, range(len(sources))):
+        flags = set()
+        for row in rows:
+            mc = row.machines[idx]
+            if mc and mc.status == "ok":
+                flags.add(mc.data_source)
+        data_by_source[s.label] = flags or {s.env.data_source}
+    kinds = set().union(*data_by_source.values()) - {"unknown"}
+    if {"real", "synthetic"} <= kinds:
+        if len(data_by_source) <= 6:
+            desc = ", ".join(f"{label} {'+'.join(sorted(v))}" for label, v in data_by_source.items())
+        else:  # a fleet: the inputs grouped by what they used
+            by_kind: dict[str, list[str]] = {}
+            for label, v in data_by_source.items():
+                by_kind.setdefault("+".join(sorted(v)), []).append(label)
+            desc = _fmt_values(by_kind)
+        out.append(CompareWarning("data", f"real and synthetic data are mixed ({desc}): loader costs differ; compare throughput with care."))
+    return out
+
+
+def _params_differ(sources: list[Source], rows: list) -> list[CompareWarning]:
+    """A parameter (batch size, image size, ...) that differs between the machines of a cell."""
+    out: list[CompareWarning] = []
+    # each row's machines' params, where they are not all equal (mostly they are: one dict comparison)
+    differing = []
+    for row in rows:
+        ps = [mc.params or {} for mc in row.machines if mc and mc.status == "ok"]
+        if any(p != ps[0] for p in ps):
+            differing.append((row, ps))
+    for param in ("batch_size", "image_size", "steps", "bptt", "learner"):
+        diff_cells = []
+        for row, ps in differing:
+            vals = {p.get(param) for p in ps}
+            if len(vals) > 1:
+                diff_cells.append(row.cell_id)
+        if diff_cells:
+            example = diff_cells[0]
+            row = next(r for r in rows if r.cell_id == example)
+            pairs = [(s.label, mc.params.get(param)) for s, mc in zip(sources, row.machines) if mc and mc.status == "ok"]
+            if len(pairs) <= 6:
+                detail = ", ".join(f"{label} {v}" for label, v in pairs)
+            else:  # a fleet: the inputs grouped by the value
+                by_value: dict[str, list[str]] = {}
+                for label, v in pairs:
+                    by_value.setdefault(str(v), []).append(label)
+                detail = _fmt_values(by_value)
+            more = f" and {len(diff_cells) - 1} more" if len(diff_cells) > 1 else ""
+            out.append(CompareWarning("params", f"different {param} in {example} ({detail}){more}: these cells measure different work."))
+    return out
+
+
+def _flagged(sources: list[Source], rows: list) -> list[CompareWarning]:
+    """The inputs whose cells throttled, or whose repeats varied by 10% or more."""
+    out: list[CompareWarning] = []
+    for flag, kind, text in (("throttled", "throttled", "the GPU throttled (power or thermal) during"), ("high ", "noisy", "repeats varied by 10% or more (epoch-time or throughput CV) in")):
+        flagged = []
+        for s, idx in zip(sources, range(len(sources))):
+            hits = [r.cell_id for r in rows
+                    if r.machines[idx] and r.machines[idx].flags and any(f.startswith(flag) for f in r.machines[idx].flags)]
+            if hits:
+                more = f" and {len(hits) - 3} more" if len(hits) > 3 else ""
+                flagged.append((s.label, hits, CompareWarning(kind, f"{s.label}: {text} {', '.join(hits[:3])}{more}.")))
+        if len(flagged) <= 6:
+            out.extend(w for _, _, w in flagged)
+        else:  # a fleet: one line for all of them (each input's flags are in --json and --csv)
+            cells = sum(len(h) for _, h, _ in flagged)
+            out.append(CompareWarning(kind, f"{len(flagged)} inputs ({join_labels([label for label, _, _ in flagged])}): "
+                                            f"{text} {cells} cells in all (--csv lists each input's flags)."))
+    return out
+
+
+def _interrupted(sources: list[Source]) -> list[CompareWarning]:
+    """The inputs from interrupted runs."""
+    out: list[CompareWarning] = []
+    interrupted = [s for s in sources if s.interrupted]
+    if len(interrupted) == 1:
+        s = interrupted[0]
+        out.append(CompareWarning("interrupted", f"{s.label} ({s.file_name}) is from an interrupted run: some cells may be missing."))
+    elif interrupted:
+        out.append(CompareWarning("interrupted", f"{len(interrupted)} inputs ({'+'.join(s.label for s in interrupted)}) "
+                                                 "are from interrupted runs: some cells may be missing."))
+    return out
+
+
+def _unrecorded(sources: list[Source]) -> list[CompareWarning]:
+    """The inputs that did not record their stack, torch version or GPU."""
+    out: list[CompareWarning] = []
+    unknown: dict[str, list[str]] = {}
+    for s in sources:
+        missing = [what for what, v in (("stack", s.env.stack), ("torch version", s.env.torch), ("GPU", s.env.gpu)) if v == "unknown"]
+        if missing:
+            unknown.setdefault(", ".join(missing), []).append(s.label)
+    for what, labels in unknown.items():
+        who = labels[0] if len(labels) == 1 else f"{len(labels)} inputs ({'+'.join(labels)})"
+        verb = "does" if len(labels) == 1 else "do"
+        out.append(CompareWarning("unknown", f"{who} {verb} not record {'its' if len(labels) == 1 else 'their'} {what}; "
+                                             "comparability cannot be fully checked."))
+    return out
+
+
 def warnings_for(sources: list[Source], rows: list, method_changes: list[tuple[str, str]] = (),
                  allow_method_change: bool = False, group_by: str | None = None,
                  group_methods: list[tuple[str, str]] = ()) -> list[CompareWarning]:
@@ -181,80 +285,10 @@ def warnings_for(sources: list[Source], rows: list, method_changes: list[tuple[s
         d = _differs(pool, attr)
         if d:
             out.append(CompareWarning("libraries", f"different {what} versions: {_fmt_values(d)}."))
-    data_by_source: dict[str, set[str]] = {}
-    for s, idx in zip(sources, range(len(sources))):
-        flags = set()
-        for row in rows:
-            mc = row.machines[idx]
-            if mc and mc.status == "ok":
-                flags.add(mc.data_source)
-        data_by_source[s.label] = flags or {s.env.data_source}
-    kinds = set().union(*data_by_source.values()) - {"unknown"}
-    if {"real", "synthetic"} <= kinds:
-        if len(data_by_source) <= 6:
-            desc = ", ".join(f"{label} {'+'.join(sorted(v))}" for label, v in data_by_source.items())
-        else:  # a fleet: the inputs grouped by what they used
-            by_kind: dict[str, list[str]] = {}
-            for label, v in data_by_source.items():
-                by_kind.setdefault("+".join(sorted(v)), []).append(label)
-            desc = _fmt_values(by_kind)
-        out.append(CompareWarning("data", f"real and synthetic data are mixed ({desc}): loader costs differ; compare throughput with care."))
-    # each row's machines' params, where they are not all equal (mostly they are: one dict comparison)
-    differing = []
-    for row in rows:
-        ps = [mc.params or {} for mc in row.machines if mc and mc.status == "ok"]
-        if any(p != ps[0] for p in ps):
-            differing.append((row, ps))
-    for param in ("batch_size", "image_size", "steps", "bptt", "learner"):
-        diff_cells = []
-        for row, ps in differing:
-            vals = {p.get(param) for p in ps}
-            if len(vals) > 1:
-                diff_cells.append(row.cell_id)
-        if diff_cells:
-            example = diff_cells[0]
-            row = next(r for r in rows if r.cell_id == example)
-            pairs = [(s.label, mc.params.get(param)) for s, mc in zip(sources, row.machines) if mc and mc.status == "ok"]
-            if len(pairs) <= 6:
-                detail = ", ".join(f"{label} {v}" for label, v in pairs)
-            else:  # a fleet: the inputs grouped by the value
-                by_value: dict[str, list[str]] = {}
-                for label, v in pairs:
-                    by_value.setdefault(str(v), []).append(label)
-                detail = _fmt_values(by_value)
-            more = f" and {len(diff_cells) - 1} more" if len(diff_cells) > 1 else ""
-            out.append(CompareWarning("params", f"different {param} in {example} ({detail}){more}: these cells measure different work."))
-    for flag, kind, text in (("throttled", "throttled", "the GPU throttled (power or thermal) during"), ("high ", "noisy", "repeats varied by 10% or more (epoch-time or throughput CV) in")):
-        flagged = []
-        for s, idx in zip(sources, range(len(sources))):
-            hits = [r.cell_id for r in rows
-                    if r.machines[idx] and r.machines[idx].flags and any(f.startswith(flag) for f in r.machines[idx].flags)]
-            if hits:
-                more = f" and {len(hits) - 3} more" if len(hits) > 3 else ""
-                flagged.append((s.label, hits, CompareWarning(kind, f"{s.label}: {text} {', '.join(hits[:3])}{more}.")))
-        if len(flagged) <= 6:
-            out.extend(w for _, _, w in flagged)
-        else:  # a fleet: one line for all of them (each input's flags are in --json and --csv)
-            cells = sum(len(h) for _, h, _ in flagged)
-            out.append(CompareWarning(kind, f"{len(flagged)} inputs ({join_labels([label for label, _, _ in flagged])}): "
-                                            f"{text} {cells} cells in all (--csv lists each input's flags)."))
-    interrupted = [s for s in sources if s.interrupted]
-    if len(interrupted) == 1:
-        s = interrupted[0]
-        out.append(CompareWarning("interrupted", f"{s.label} ({s.file_name}) is from an interrupted run: some cells may be missing."))
-    elif interrupted:
-        out.append(CompareWarning("interrupted", f"{len(interrupted)} inputs ({'+'.join(s.label for s in interrupted)}) "
-                                                 "are from interrupted runs: some cells may be missing."))
-    unknown: dict[str, list[str]] = {}
-    for s in sources:
-        missing = [what for what, v in (("stack", s.env.stack), ("torch version", s.env.torch), ("GPU", s.env.gpu)) if v == "unknown"]
-        if missing:
-            unknown.setdefault(", ".join(missing), []).append(s.label)
-    for what, labels in unknown.items():
-        who = labels[0] if len(labels) == 1 else f"{len(labels)} inputs ({'+'.join(labels)})"
-        verb = "does" if len(labels) == 1 else "do"
-        out.append(CompareWarning("unknown", f"{who} {verb} not record {'its' if len(labels) == 1 else 'their'} {what}; "
-                                             "comparability cannot be fully checked."))
+    out += _mixed_data(sources, rows)
+    out += _params_differ(sources, rows)
+    out += _flagged(sources, rows)
+    out += _interrupted(sources) + _unrecorded(sources)
     d = _differs(sources, "kit_version")
     if d:
         out.append(CompareWarning("kit", f"made by different kit versions: {_fmt_values(d)}."))

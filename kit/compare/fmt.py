@@ -8,7 +8,7 @@ import it on its own.
 from __future__ import annotations
 
 from kit.compare.stats import ONE_REPEAT, OUTSIDE_MARK, RatioEstimate, Sample
-from kit.results.ratios import EPOCH_S, RATIO_DECIMALS, THROUGHPUT, fmt_ratio as _fmt_value
+from kit.results.ratios import EPOCH_S, RATIO_DECIMALS, THROUGHPUT, fmt_ratio
 
 #: decimals of a machine-against-baseline ratio (differences of a few tenths of a percent matter there)
 VS_BASELINE_DECIMALS = 3
@@ -16,14 +16,14 @@ VS_BASELINE_DECIMALS = 3
 CV_NAMES = {EPOCH_S: "epoch-time CV", THROUGHPUT: "throughput CV"}
 
 
-def fmt_ratio(est: RatioEstimate | None, decimals: int = VS_BASELINE_DECIMALS, divisor: str = "the divisor's") -> str:
+def fmt_estimate(est: RatioEstimate | None, decimals: int = VS_BASELINE_DECIMALS, divisor: str = "the divisor's") -> str:
     """``1.015× [1.011, 1.018]``: the point estimate (ratio of medians), then the
     95% CI of the ratio of means, in the same decimals; ``†`` when the point
     lies outside that interval (see :data:`kit.compare.stats.OUTSIDE_NOTE`); an
     interval without bounds says why, naming the ``divisor``."""
     if est is None:
         return "—"
-    point = _fmt_value(est.ratio, decimals) + (OUTSIDE_MARK if est.outside_ci else "")
+    point = fmt_ratio(est.ratio, decimals) + (OUTSIDE_MARK if est.outside_ci else "")
     if est.verdict == ONE_REPEAT:
         return point
     return f"{point} {est.ci_text(decimals, divisor)}"
@@ -31,12 +31,12 @@ def fmt_ratio(est: RatioEstimate | None, decimals: int = VS_BASELINE_DECIMALS, d
 
 def fmt_speedup_estimate(est: RatioEstimate | None) -> str:
     """The speedup over fp32 with its interval, as every view prints it."""
-    return fmt_ratio(est, RATIO_DECIMALS, "fp32's")
+    return fmt_estimate(est, RATIO_DECIMALS, "fp32's")
 
 
 def fmt_vs_baseline(est: RatioEstimate | None) -> str:
     """A machine's throughput ÷ the baseline machine's, with its interval."""
-    return fmt_ratio(est, VS_BASELINE_DECIMALS, "the baseline's")
+    return fmt_estimate(est, VS_BASELINE_DECIMALS, "the baseline's")
 
 
 def fmt_cv(s: Sample | None, metric: str) -> str:

@@ -1,6 +1,6 @@
 """The groups a fleet is split into (``--group-by``): by GPU model, driver version, image stack or
 host name. One definition for the comparison, which judges methods within each group
-(:func:`kit.compare.engine.build_comparison`), and for the fleet's views (:mod:`kit.compare.fleet`)."""
+(:func:`kit.compare.engine.build_comparison`), and for the fleet's views (:mod:`kit.compare.fleet.grouped`)."""
 
 from __future__ import annotations
 

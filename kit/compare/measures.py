@@ -75,11 +75,6 @@ def _sampler(cache: SampleCache | None):
     return cache.sample if cache is not None else sample
 
 
-def _median_of(cell: CellResult, metric: str, cache: SampleCache | None = None) -> float | None:
-    s = _sampler(cache)(cell, metric)
-    return s.median if s else None
-
-
 def telemetry(cell: CellResult) -> dict | None:
     """The NVML summary when it was recorded, else None."""
     t = cell.telemetry
@@ -144,12 +139,6 @@ def high_cvs(cell: CellResult, cache: SampleCache | None = None) -> dict[str, fl
         if s and s.n > 1 and s.cv >= HIGH_CV:
             out[CV_NAMES[metric]] = s.cv
     return out
-
-
-def high_cv(cell: CellResult) -> float | None:
-    """The largest of :func:`high_cvs`, or None."""
-    cvs = high_cvs(cell)
-    return max(cvs.values()) if cvs else None
 
 
 def high_cv_flags(cell: CellResult, cache: SampleCache | None = None) -> list[str]:
@@ -243,11 +232,6 @@ def fmt_parity(row: dict) -> str:
     ref = row.get("reference", row.get("fp32"))
     name = parity_metric(row["workload"])
     return f"{name} {row['value']:.5g} vs {base}'s {ref:.5g} ({fmt_parity_gap(row)}): {row['verdict']} ({row['rule']})"
-
-
-def group_key(cell: CellResult) -> tuple[str, str, str]:
-    """(workload, model, engine): the cells whose precisions are compared."""
-    return (cell.workload, cell.model, cell.engine)
 
 
 def _model_rank(model: str) -> int:

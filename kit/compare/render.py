@@ -19,9 +19,9 @@ from typing import Iterable
 
 from kit.bundle.inert import markdown_text
 from kit.compare.engine import Comparison, MachineCell, Row
-from kit.compare import fleet_summary, fleet_views
+from kit.compare.fleet import summary as fleet_summary, views as fleet_views
 from kit.compare.console import fits, widest
-from kit.compare.fleet import View, summarise_fleet
+from kit.compare.fleet.grouped import View, summarise_fleet
 from kit.compare.json_text import Written, dumps, json_text
 from kit.compare.fmt import fmt_cv, fmt_speedup_estimate, fmt_throughput, fmt_time, fmt_vs_baseline, speed_verdict
 from kit.compare.figures import HOST_PACED
@@ -213,7 +213,7 @@ MIN_COLUMN = 16
 def print_rich(cmp: Comparison, console, verbose: bool = False, view=None) -> None:
     """Inputs, method, warnings, then the tables: one column per machine where they fit the
     console, else (or when ``view`` asks for a metric or groups) machines as rows
-    (:mod:`kit.compare.fleet_views`)."""
+    (:mod:`kit.compare.fleet.views`)."""
     view = view or View()
     if summary_first(cmp, view) and not (verbose or per_cell_wanted(view)):
         # the summary names every machine: the inputs' facts once, the table of them with --verbose
@@ -256,7 +256,7 @@ def print_rich(cmp: Comparison, console, verbose: bool = False, view=None) -> No
     _print_not_compared(cmp, console, verbose)
 
 
-#: above this many machines a grouped fleet's views lead with the summary (kit.compare.fleet_summary)
+#: above this many machines a grouped fleet's views lead with the summary (kit.compare.fleet.summary)
 SUMMARY_ABOVE = 4
 
 

@@ -17,12 +17,6 @@ from kit.data.files import kit_dir, resolve_data_dir, stamp_ok, verify_file
 from kit.data.registry import all_datasets, dataset, generator_name
 from kit.data.synthetic import GENERATOR_VERSION, SYNTHETIC_NOTE
 from kit.errors import UsageError
-from kit.facts.datasets import DatasetFacts
-
-
-def dataset_facts(name: str) -> DatasetFacts:
-    """The facts of the data set ``name`` names (a UsageError, exit 2, for none)."""
-    return dataset(name).facts
 
 
 def describe(data_dir: str | os.PathLike | None, name: str, source: str,

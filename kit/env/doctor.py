@@ -119,7 +119,7 @@ def _point_past_old_drivers(verdicts: dict[str, Verdict]) -> None:
 
 def recommend(verdicts: dict[str, Verdict]) -> str:
     """First of: a GPU stack that is ok (cuda12, then cuda10), one that is limited, then cpu."""
-    gpu_stacks = [n for n in ("cuda12", "cuda10") if n in verdicts]
+    gpu_stacks = [n for n in PREFERENCE if STACKS[n].uses_gpu and n in verdicts]
     for wanted in ("ok", "limited"):
         for name in gpu_stacks:
             if verdicts[name].status == wanted:
@@ -171,7 +171,23 @@ def _judge_gpu_stack(spec: Stack, host: dict, engine: dict, gpu: dict | None, in
         return v
 
     label = gpu_label(gpu)
-    # 2. Architecture.
+    _judge_architecture(v, spec, gpu, label)
+    _judge_driver(v, spec, host)
+    _judge_memory(v, gpu, label)
+
+    # 5. Containers.
+    if engine.get("reachable") and engine.get("gpu_support") == "none":
+        v._worsen(
+            "cannot",
+            "Docker cannot give containers a GPU: no 'nvidia' runtime, no CDI GPU device and no nvidia-container-runtime-hook found; "
+            f"`docker run --gpus` fails with: {NO_TOOLKIT_ERROR}",
+            TOOLKIT_REMEDY,
+        )
+    return v
+
+
+def _judge_architecture(v: Verdict, spec: Stack, gpu: dict, label: str) -> None:
+    """2. Architecture: the GPU's compute capability inside the range the stack's CUDA and PyTorch build run."""
     cc = nvml_probe.compute_capability(gpu)
     lo, hi = spec.min_compute_capability, spec.max_compute_capability
     assert lo is not None and hi is not None
@@ -195,7 +211,9 @@ def _judge_gpu_stack(spec: Stack, host: dict, engine: dict, gpu: dict | None, in
             else "This GPU is older than any stack the kit ships supports; use --stack cpu.",
         )
 
-    # 3. Driver.
+
+def _judge_driver(v: Verdict, spec: Stack, host: dict) -> None:
+    """3. Driver: new enough for the stack's CUDA, fully or under minor-version compatibility."""
     driver = host.get("driver_version")
     driver_cuda = known(host.get("cuda_driver_version"), "unknown")
     if is_unknown(driver) or not isinstance(driver, str):
@@ -222,7 +240,9 @@ def _judge_gpu_stack(spec: Stack, host: dict, engine: dict, gpu: dict | None, in
             f"shows as 'unsatisfied condition: cuda>={spec.cuda}', and in PyTorch as CUDA error 35 (cudaErrorInsufficientDriver).",
         )
 
-    # 4. Memory.
+
+def _judge_memory(v: Verdict, gpu: dict, label: str) -> None:
+    """4. Memory: the GPU has, and has free, the kit's floor of GPU memory."""
     total = gpu.get("memory_total_bytes")
     used = gpu.get("memory_used_bytes")
     if isinstance(total, int):
@@ -236,16 +256,6 @@ def _judge_gpu_stack(spec: Stack, host: dict, engine: dict, gpu: dict | None, in
                       "Stop the other processes on the GPU, or pick another one with --gpu N.")
     else:
         v._worsen("limited", f"GPU memory of {label} unknown ({total.get('reason') if isinstance(total, dict) else total})")
-
-    # 5. Containers.
-    if engine.get("reachable") and engine.get("gpu_support") == "none":
-        v._worsen(
-            "cannot",
-            "Docker cannot give containers a GPU: no 'nvidia' runtime, no CDI GPU device and no nvidia-container-runtime-hook found; "
-            f"`docker run --gpus` fails with: {NO_TOOLKIT_ERROR}",
-            TOOLKIT_REMEDY,
-        )
-    return v
 
 
 # -- host-level findings ----------------------------------------------------

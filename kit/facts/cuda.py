@@ -8,15 +8,11 @@ Sources (check them again when a number matters):
   https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/
 - [COMPAT] "CUDA Compatibility" guide, sections "Minor Version Compatibility"
   and "Forward Compatibility", https://docs.nvidia.com/deploy/cuda-compatibility/
-- [RT] CUDA Runtime API, ``cudaError_t`` (35 = cudaErrorInsufficientDriver,
-  222 = cudaErrorUnsupportedPtxVersion, 804 = cudaErrorCompatNotSupportedOnDevice).
 - [ARCH] the CUDA release notes' supported-architecture lists (10.x: up to
   Turing; 11.0: Ampere sm_80, 11.1: sm_86; 11.8: Hopper sm_90; 12.8: Blackwell
   sm_100/sm_120; 13.0 removes Maxwell, Pascal and Volta).
 - [TORCH] PyTorch release notes / wheel build matrix: cu128 and newer wheels
   are built for sm_70 and newer (Pascal needs older builds).
-- [TC] NVIDIA architecture whitepapers: fp16 Tensor Cores from Volta (sm_70),
-  bf16 from Ampere (sm_80).
 
 Only data and tiny pure helpers live here; the logic that uses them is in
 kit/env/doctor.py.
@@ -55,13 +51,6 @@ MINOR_COMPAT_MIN_DRIVER: dict[int, str | None] = {
     13: "580",
 }
 
-#: CUDA runtime error codes users meet when a driver or GPU does not fit [RT].
-CUDA_ERRORS: dict[int, str] = {
-    35: "cudaErrorInsufficientDriver: the installed driver is older than the CUDA runtime",
-    222: "cudaErrorUnsupportedPtxVersion: PTX from a newer toolkit cannot be JIT-compiled by this driver",
-    804: "cudaErrorCompatNotSupportedOnDevice: forward compatibility is not supported on this GPU",
-}
-
 #: Highest compute capability each CUDA toolkit generation can target [ARCH],
 #: as (major, minor). Used for "GPU sm_86 not supported by CUDA 10.1".
 MAX_COMPUTE_CAPABILITY: dict[str, tuple[int, int]] = {
@@ -75,16 +64,8 @@ MAX_COMPUTE_CAPABILITY: dict[str, tuple[int, int]] = {
     "13.0": (12, 0),
 }
 
-#: Lowest compute capability a CUDA 13 toolkit supports (Maxwell, Pascal and
-#: Volta removed) [ARCH]; Turing sm_75 is the oldest left.
-CUDA13_MIN_COMPUTE_CAPABILITY: tuple[int, int] = (7, 5)
-
 #: PyTorch cu128+ wheels target sm_70 and newer [TORCH].
 TORCH_CU128_MIN_COMPUTE_CAPABILITY: tuple[int, int] = (7, 0)
-
-#: Tensor Cores for fp16 from Volta, bf16 arithmetic from Ampere [TC].
-FP16_TENSOR_CORES_MIN_CC: tuple[int, int] = (7, 0)
-BF16_MIN_CC: tuple[int, int] = (8, 0)
 
 #: Architecture names by compute-capability major (minor where it matters) [ARCH].
 ARCHITECTURES: dict[tuple[int, int], str] = {

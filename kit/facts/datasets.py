@@ -117,8 +117,3 @@ WIKITEXT2 = DatasetFacts(
 #: Lines per split of the .tokens files: torchtext/datasets/wikitext2.py ``NUM_LINES``.
 #: The synthetic corpus uses them to place <eos> at realistic line lengths.
 WIKITEXT2_LINES = {"train": 36_718, "valid": 3_760, "test": 4_358}
-
-#: Apex's Jan 2019 word_language_model padded the vocabulary to a multiple of 8
-#: for Tensor Cores (33,278 -> 33,280). Source: github.com/NVIDIA/apex, examples/word_language_model/main.py
-#: as revised on 2019-01-30 (with emsize = nhid = 1504 and batch 24, the multiples of 8 the same change chose).
-APEX_VOCAB_MULTIPLE = 8

@@ -16,13 +16,3 @@ THROTTLE_REASONS: dict[str, int] = {
     "hw_thermal": 0x40,
     "power_brake": 0x80,
 }
-
-#: Bits that are reported but do not mean a slowdown of the work: the GPU was
-#: idle (0x1), application clocks were set (0x2), sync boost (0x10), display
-#: clock setting (0x100).
-BENIGN_CLOCK_EVENTS: dict[str, int] = {
-    "gpu_idle": 0x1,
-    "applications_clocks_setting": 0x2,
-    "sync_boost": 0x10,
-    "display_clock_setting": 0x100,
-}

@@ -33,9 +33,6 @@ log = logging.getLogger("kit.fleet")
 #: what sbatch, squeue and scontrol say when the controller cannot be reached
 _UNREACHABLE = ("unable to contact slurm controller", "socket timed out", "connection refused", "zero bytes were transmitted",
                 "communication connection failure", "could not establish a configuration source")
-#: squeue states (squeue(1), JOB STATE CODES) of a task that has not ended
-ACTIVE_STATES = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED",
-                 "RESIZING", "SUSPENDED", "STAGE_OUT", "SIGNALING", "RESV_DEL_HOLD", "STOPPED")
 #: a task's `kit run` stops itself this long before the sweep's --time (at most a tenth of it): Slurm
 #: sends SIGTERM at its limit and SIGKILL KillWait (30 s by default) later, so stopping first leaves
 #: room to write the bundle, and the run starts no cell that the plan's estimate says would not fit
@@ -431,7 +428,7 @@ def _with(exc: KitError, collected: Collected) -> KitError:
 
 def _compare(bundles: List[Path], page: Path, notes: List[str]) -> Optional[Path]:
     from kit.compare.engine import compare_paths
-    from kit.report.html_compare import render_compare_page
+    from kit.report.html.compare import render_compare_page
     from kit.results.atomic import atomic_write_text
 
     try:

@@ -8,10 +8,11 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import List, Optional
 
 from kit import __version__
 from kit.errors import SchemaError, UsageError
+from kit.facts.stacks import PREFERENCE  # the stacks a sweep runs in (cuda12-fused is opt-in)
 from kit.results.atomic import atomic_write_json
 from kit.results.suites import choices as suite_choices  # `kit run --suite`'s: a sweep runs each as one task
 from kit.runner.option_checks import check_suite_options, options_for_suite
@@ -22,7 +23,6 @@ SWEEP_FILE = "sweep.json"
 SCRIPT_FILE = "job.sbatch"
 TASKS_DIR = "tasks"
 CONTAINERS = ("none", "pyxis", "apptainer")
-STACKS = ("cuda12", "cuda10", "cpu")
 _SLURM_TIME = re.compile(r"(\d+-)?\d+(:\d{1,2}){0,2}")
 
 
@@ -129,8 +129,8 @@ def plan_sweep(folder: Path, run_args: List[str], suites: List[str], gpus: List[
         raise UsageError(f"--container {container} needs --image (the kit's image as the runtime names it).",
                          remedy="e.g. --image docker://registry.example/mpkit:cuda12-0.2.0 (pyxis) or --image mpkit.sif (Apptainer)")
     for st in stacks:
-        if st not in STACKS:
-            raise UsageError(f"--stacks {st!r}: choose from {', '.join(STACKS)}.")
+        if st not in PREFERENCE:
+            raise UsageError(f"--stacks {st!r}: choose from {', '.join(PREFERENCE)}.")
     if len(set(stacks)) != len(stacks):
         raise UsageError("--stacks names each stack once.")
     if stacks and container == "none":
@@ -234,7 +234,3 @@ def parse_int_list(text: Optional[str], flag: str) -> List[int]:
 def parse_name_list(text: Optional[str], flag: str) -> List[str]:
     """A comma list option's names ([] when not given), by kit run's one rule (split_list)."""
     return [] if text is None else split_list(text, flag)
-
-
-def task_summary(tasks: List[Any]) -> str:
-    return ", ".join(f"{t.index}: {t.label}" for t in tasks)

@@ -187,6 +187,53 @@ def _impossible(tp_values: list, ep_values: list, samples: list, energy, medians
     return ""
 
 
+def _cell_numbers(shape, verdict: str | None, nums: list, at: int) -> tuple:
+    """A cell's numbers, read from ``nums`` at ``at`` as its ``shape`` says: (its three samples, its
+    energy, its throughput and epoch-time values, the two optional medians, its speedup over fp32 with
+    ``verdict``, where the next cell's numbers start). TypeError, ValueError or IndexError where
+    they are not of the kit's form."""
+    tp_n, ep_n, fm_n, n_tp, n_ep, bits = shape
+    if type(shape) is not list or min(shape) < 0 or bits > _BITS:
+        raise ValueError
+    samples = []
+    for n in (tp_n, ep_n, fm_n):
+        if n:
+            samples.append(Sample(n, *nums[at:at + 5]))
+            at += 5
+        else:
+            samples.append(None)
+    energy = None
+    if bits & _ENERGY:
+        energy = nums[at]
+        at += 1
+    tp_values = nums[at:at + n_tp]
+    at += n_tp
+    ep_values = nums[at:at + n_ep]
+    at += n_ep
+    opt = []
+    for bit in (_TP_MEDIAN, _EP_MEDIAN):
+        if bits & bit:
+            opt.append(nums[at])
+            at += 1
+        else:
+            opt.append(None)
+    vs_fp32 = None
+    if verdict is not None:
+        ratio = nums[at]
+        at += 1
+        fields = []
+        for bit in (_CI_LOW, _CI_HIGH, _P, _DF, _MEAN_RATIO):
+            if bits & bit:
+                fields.append(nums[at])
+                at += 1
+            else:
+                fields.append(None)
+        vs_fp32 = RatioEstimate(ratio, fields[0], fields[1], fields[2], fields[3], verdict, fields[4])
+    if at > len(nums) or type(tp_n) is not int or type(ep_n) is not int or type(fm_n) is not int:
+        raise ValueError
+    return samples, energy, tp_values, ep_values, opt, vs_fp32, at
+
+
 def _cell(row, params: list, methods: list, nums: list, at: int) -> tuple[CellFigures, int]:
     """The cell of ``row`` and where the next cell's numbers start."""
     if type(row) is not list or len(row) not in (4, _OK_ROW):
@@ -223,45 +270,7 @@ def _cell(row, params: list, methods: list, nums: list, at: int) -> tuple[CellFi
         raise Damaged(f"{what}: its speedup is not a ratio estimate of the kit's")
     _text(unit, what), _text(busy, what)
     try:
-        tp_n, ep_n, fm_n, n_tp, n_ep, bits = shape
-        if type(shape) is not list or min(shape) < 0 or bits > _BITS:
-            raise ValueError
-        samples = []
-        for n in (tp_n, ep_n, fm_n):
-            if n:
-                samples.append(Sample(n, *nums[at:at + 5]))
-                at += 5
-            else:
-                samples.append(None)
-        energy = None
-        if bits & _ENERGY:
-            energy = nums[at]
-            at += 1
-        tp_values = nums[at:at + n_tp]
-        at += n_tp
-        ep_values = nums[at:at + n_ep]
-        at += n_ep
-        opt = []
-        for bit in (_TP_MEDIAN, _EP_MEDIAN):
-            if bits & bit:
-                opt.append(nums[at])
-                at += 1
-            else:
-                opt.append(None)
-        vs_fp32 = None
-        if verdict is not None:
-            ratio = nums[at]
-            at += 1
-            fields = []
-            for bit in (_CI_LOW, _CI_HIGH, _P, _DF, _MEAN_RATIO):
-                if bits & bit:
-                    fields.append(nums[at])
-                    at += 1
-                else:
-                    fields.append(None)
-            vs_fp32 = RatioEstimate(ratio, fields[0], fields[1], fields[2], fields[3], verdict, fields[4])
-        if at > len(nums) or type(tp_n) is not int or type(ep_n) is not int or type(fm_n) is not int:
-            raise ValueError
+        samples, energy, tp_values, ep_values, opt, vs_fp32, at = _cell_numbers(shape, verdict, nums, at)
         finite = isfinite(fsum(tp_values) + fsum(ep_values))
     except (TypeError, ValueError, IndexError, OverflowError):
         raise Damaged(f"{what}: its numbers are not of the kit's form") from None

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Optional
 
 from kit.bundle.envinfo import summarise_environment
-from kit.bundle.safe_open import ENV_NAME, RESULTS_NAME, open_bundle
+from kit.bundle.safe_open import open_bundle
 from kit.compare import measures
 from kit.compare.figures import run_figures
 from kit.errors import BundleError, KitError, SchemaError, UsageError
@@ -49,6 +49,7 @@ from kit.index.files import check_path
 from kit.index.figures_codec import encode
 from kit.index.runs import content_digest, stored_digest
 from kit.results import ratios
+from kit.results.run_files import ENV_NAME, RESULTS_NAME
 
 ADDED, PRESENT, REFUSED = "added", "already in the index", "refused"
 
@@ -360,11 +361,6 @@ def add_to(index: Path, paths: Iterable[Path], on_outcome: Optional[Callable[[Ad
             if c is not None:
                 c.close()
     return outcomes, con is not None or bool(made)
-
-
-def add_one(con: sqlite3.Connection, path: Path) -> AddOutcome:
-    """Verify and record one bundle (its own transaction)."""
-    return add_bundles(con, [path])[0]
 
 
 def exit_code(outcomes: list[AddOutcome]) -> int:

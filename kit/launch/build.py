@@ -141,6 +141,60 @@ def build_stack(
     return build_image(spec, root, client, network=network, no_cache=no_cache, ui=ui)
 
 
+def _follow_build(stream, log, tail: deque, pip: PipActivity, ui: BuildUI) -> tuple[str, int, int, str | None]:
+    """Read the builder's events: each line into the ``log`` and its ``tail``, the steps and cached
+    steps counted and shown on ``ui``. (the image id, the last step, the cached steps, the
+    builder's error or None)."""
+    image_id = ""
+    steps = cached = 0
+    for event in stream:
+        if "error" in event:
+            error_text = str(event.get("error") or event.get("errorDetail", {}).get("message", ""))
+            log.write(error_text + "\n")
+            tail.append(error_text)
+            return image_id, steps, cached, error_text
+        if "aux" in event and isinstance(event["aux"], dict) and "ID" in event["aux"]:
+            image_id = event["aux"]["ID"]
+        text = event.get("stream") or event.get("status") or ""
+        for raw in ANSI_RE.sub("", str(text)).splitlines():
+            line = raw.rstrip()
+            if not line:
+                continue
+            log.write(line + "\n")
+            tail.append(line)
+            pip.see(line)
+            m = STEP_RE.match(line)
+            if m:
+                steps = int(m.group(1))
+                ui.step(steps, int(m.group(2)), m.group(3))
+            elif line.strip() == "---> Using cache":
+                cached += 1
+            else:
+                ui.line(line)
+            if line.startswith("Successfully built "):
+                image_id = image_id or line.split()[-1]
+    return image_id, steps, cached, None
+
+
+def _build_failed(error_text: str, tail: deque, pip: PipActivity, ctx: engine.Context, untagged: str,
+                  log_path: Path) -> KitError:
+    """The error of a failed build: what the engine's words mean (engine.explain), what pip was
+    doing, what became of the tag, and the build log's last lines."""
+    # The last log lines say more than the engine's one-line error
+    # (pip's reason, the failing command).
+    # The failing command's own last words (pip's "ERROR: No matching distribution found for
+    # torch==2.9.1", or the exception line) say more than Docker's "The command '...' returned
+    # a non-zero code", so they go last: the message quotes the last line.
+    said = [ln.strip() for ln in tail if ln.strip() and not ln.startswith("Removing intermediate container")
+            and "returned a non-zero code" not in ln and not STEP_RE.match(ln)]
+    err = engine.explain("\n".join(list(tail)[-8:] + [error_text] + said[-1:]), ctx)
+    during_pip = pip.describe()
+    message = err.message + (f" The build stopped while {during_pip}." if during_pip else "")
+    message += f" {untagged}"
+    detail = f"\nLast lines of the build log (all of it: {log_path}):\n" + "\n".join(tail)
+    return type(err)(message + detail, remedy=err.remedy)
+
+
 def build_image(
     spec: ImageSpec, root: Path, client: Any, *, network: str = "host", no_cache: bool = False,
     ui: BuildUI | None = None, log_dir: Path | None = None,
@@ -182,32 +236,7 @@ def build_image(
                     decode=True,
                     labels=None,
                 )
-                for event in stream:
-                    if "error" in event:
-                        error_text = str(event.get("error") or event.get("errorDetail", {}).get("message", ""))
-                        log.write(error_text + "\n")
-                        tail.append(error_text)
-                        break
-                    if "aux" in event and isinstance(event["aux"], dict) and "ID" in event["aux"]:
-                        image_id = event["aux"]["ID"]
-                    text = event.get("stream") or event.get("status") or ""
-                    for raw in ANSI_RE.sub("", str(text)).splitlines():
-                        line = raw.rstrip()
-                        if not line:
-                            continue
-                        log.write(line + "\n")
-                        tail.append(line)
-                        pip.see(line)
-                        m = STEP_RE.match(line)
-                        if m:
-                            steps = int(m.group(1))
-                            ui.step(steps, int(m.group(2)), m.group(3))
-                        elif line.strip() == "---> Using cache":
-                            cached += 1
-                        else:
-                            ui.line(line)
-                        if line.startswith("Successfully built "):
-                            image_id = image_id or line.split()[-1]
+                image_id, steps, cached, error_text = _follow_build(stream, log, tail, pip, ui)
             except KitError:
                 raise
             except Exception as exc:  # noqa: BLE001 -- the SDK raises APIError/ConnectionError/ReadTimeout
@@ -219,19 +248,7 @@ def build_image(
             if engine.is_base_missing(error_text):
                 # The FROM line failed: one line with the way out, the log has nothing more to say.
                 raise engine.base_missing(ctx, error_text)
-            # The last log lines say more than the engine's one-line error
-            # (pip's reason, the failing command).
-            # The failing command's own last words (pip's "ERROR: No matching distribution found for
-            # torch==2.9.1", or the exception line) say more than Docker's "The command '...' returned
-            # a non-zero code", so they go last: the message quotes the last line.
-            said = [ln.strip() for ln in tail if ln.strip() and not ln.startswith("Removing intermediate container")
-                    and "returned a non-zero code" not in ln and not STEP_RE.match(ln)]
-            err = engine.explain("\n".join(list(tail)[-8:] + [error_text] + said[-1:]), ctx)
-            during_pip = pip.describe()
-            message = err.message + (f" The build stopped while {during_pip}." if during_pip else "")
-            message += f" {untagged}"
-            detail = f"\nLast lines of the build log (all of it: {log_path}):\n" + "\n".join(tail)
-            raise type(err)(message + detail, remedy=err.remedy)
+            raise _build_failed(error_text, tail, pip, ctx, untagged, log_path)
         if not image_id:
             raise DockerError(f"The build of {spec.tag} ended without an image", remedy=f"See the build log: {log_path}")
         ok = True

@@ -9,13 +9,13 @@ those errors, and tests feed it the engines' real message texts.
 
 from __future__ import annotations
 
-from kit.env.docker_probe import exception_chain
-
 import os
 import shutil
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from kit.env.docker_probe import exception_chain
+from kit.env.doctor import NO_TOOLKIT_ERROR, TOOLKIT_REMEDY
 from kit.errors import DockerError, EnvironmentCheckError, KitError
 
 #: Seconds the SDK waits for one HTTP answer. Builds and runs stream for much
@@ -26,8 +26,8 @@ PING_TIMEOUT_S = 10
 
 DOCS = "docs/containers.md"
 
-# What the engines print, as found in the errors (lower-cased substrings).
-NO_TOOLKIT = 'could not select device driver "" with capabilities: [[gpu]]'
+# What the engines print, as found in the errors (lower-cased substrings); a missing toolkit's is
+# kit.env.doctor.NO_TOOLKIT_ERROR, with its remedy.
 DRIVER_TOO_OLD = "unsatisfied condition: cuda>="
 BAD_DEVICE = ("unknown device", "invalid device ordinal", "device error:")
 DISK_FULL = "no space left on device"
@@ -53,16 +53,6 @@ DOWNLOAD_BROKEN = ("connection broken: ", "incompleteread", ".whl is invalid", "
                    "do not match the hashes")
 TLS = ("certificate_verify_failed", "certificate verify failed", "ssl: ", "sslerror", "server certificate verification failed")
 BASE_MISSING = ("manifest unknown", "pull access denied", "repository does not exist", "toomanyrequests", "registry-1.docker.io", "no such image")
-
-
-def toolkit_remedy() -> str:
-    try:  # the doctor owns the wording of the toolkit fix
-        from kit.env.doctor import TOOLKIT_REMEDY
-
-        return TOOLKIT_REMEDY
-    except ImportError:  # pragma: no cover - doctor is part of the kit
-        return ("Install the NVIDIA Container Toolkit (apt-get install nvidia-container-toolkit), then "
-                "sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker")
 
 
 #: Set by the Makefile for the kit commands it runs (`make run`, `make image`): the user gives
@@ -117,11 +107,11 @@ def explain(text: str, ctx: Context | None = None) -> KitError:
     ctx = ctx or Context()
     low = text.lower()
     first = text.strip().splitlines()[-1] if text.strip() else text
-    if NO_TOOLKIT in low or ('could not select device driver' in low and "gpu" in low):
+    if NO_TOOLKIT_ERROR in low or ('could not select device driver' in low and "gpu" in low):
         return DockerError(
             "Docker cannot give the container a GPU: the NVIDIA Container Toolkit is missing or not registered with Docker "
-            f"(the engine said: {NO_TOOLKIT}).",
-            remedy=toolkit_remedy(),
+            f"(the engine said: {NO_TOOLKIT_ERROR}).",
+            remedy=TOOLKIT_REMEDY,
         )
     if DRIVER_TOO_OLD in low:
         need = text[low.index(DRIVER_TOO_OLD) + len("unsatisfied condition: "):].split(",")[0].split()[0]
@@ -278,6 +268,6 @@ def require_gpu_support(client: Any) -> None:
     if gpu_support(client) == "none":
         raise DockerError(
             "Docker cannot give containers a GPU here: `docker info` lists no 'nvidia' runtime and no CDI GPU device, "
-            f"and no nvidia-container-runtime-hook is installed; GPU containers would fail with: {NO_TOOLKIT}",
-            remedy=toolkit_remedy(),
+            f"and no nvidia-container-runtime-hook is installed; GPU containers would fail with: {NO_TOOLKIT_ERROR}",
+            remedy=TOOLKIT_REMEDY,
         )

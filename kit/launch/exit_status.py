@@ -49,7 +49,7 @@ def error_from_log(lines: Sequence[str]) -> tuple[str | None, str | None]:
 def container_error(exit_code: int, stack: str, tail: Sequence[str], run_dir: Path | None, bundle: Path | None,
                     resume: str | None = None) -> KitError:
     """The host-side error for a container that exited with ``exit_code`` (not 0, 124, 130 or 143);
-    ``resume``: the command that continues the run (kit.launch.launcher.resume_command)."""
+    ``resume``: the command that continues the run (kit.launch.resume.resume_command)."""
     kept = (f" Finished cells are kept in {run_dir}." if run_dir else "") + (f" Bundle: {bundle}." if bundle else "")
     cls = PASSED_THROUGH.get(exit_code)
     if cls is UsageError:

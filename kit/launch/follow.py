@@ -19,7 +19,8 @@ import re
 from pathlib import Path, PurePosixPath
 from typing import Sequence
 
-JOURNAL_NAME = "journal.jsonl"
+from kit.results.journal import JOURNAL_NAME
+
 #: where the results folder is mounted in the container
 CONTAINER_RESULTS = PurePosixPath("/results")
 #: cell statuses, as the runner writes them (kit.results.schema)

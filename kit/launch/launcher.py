@@ -1,19 +1,20 @@
 """`kit launch`: run the benchmark in the stack's container on exactly the GPU(s) asked for.
 
-Flow (one function per step, top to bottom)::
+Flow (``launch``, one function per step, top to bottom)::
 
     parse_gpus, run_options (the `kit run` options: kit.runner.options.RunOptions)
-      -> check_environment (kit.env.doctor.check_stack: driver, GPU,
-         architecture, Docker, toolkit; picks the stack for --stack auto)
-      -> engine.connect -> ensure_image (build when missing or built from
-         another lock) -> container_command (the RunOptions rendered back
-         into `kit run`'s command line) -> start_container (kit.launch.container)
-      -> follow (kit.launch.container: tail <results>/<run>/journal.jsonl, a
-         line per finished cell and a bar over cells on the display of
-         kit.launch.display; Ctrl-C = SIGINT, then stop)
-      -> finish (bundle: the runner writes it in the container; when the
-         container died before that, kit.bundle.export on the host; a non-zero
-         exit becomes the same error on the host: kit.launch.exit_status)
+      -> _folders (the folders mounted; a resume's run folder: kit.launch.resume)
+      -> engine.connect -> _choose_stack (check_environment: kit.env.doctor.check_stack: driver,
+         GPU, architecture, Docker, toolkit; picks the stack for --stack auto)
+      -> ensure_image (build when missing or built from another lock)
+      -> container_command (the RunOptions rendered back into `kit run`'s command line)
+      -> _run_container: start_container (kit.launch.container), follow (tail
+         <results>/<run>/journal.jsonl, a line per finished cell and a bar over cells on the
+         display of kit.launch.display; Ctrl-C = SIGINT, then stop), _find_bundle (the runner
+         writes it in the container; when the container died before that, kit.bundle.export
+         on the host)
+      -> _raise_unless_ended_well (a non-zero exit becomes the same error on the host:
+         kit.launch.exit_status; an interrupted run's error says how to continue it)
 
 The container runs as the owner of the results folder (result files are theirs,
 whoever starts `kit launch`: the rule Compose's entrypoint follows too), on the host
@@ -25,10 +26,9 @@ folder's journal and ends with its bundle, as a new run does.
 from __future__ import annotations
 
 import os
-import shlex
 import time
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, Sequence
 
 from kit.errors import DockerError, Interrupted, KitError, Terminated, TimeLimitReached, UsageError
@@ -38,7 +38,8 @@ from kit.launch.build import build_image, image_state
 from kit.launch.container import STOP_TIMEOUT_S, follow, log_tail, start_container, stdout_tail
 from kit.launch.display import LaunchUI, NullLaunchUI
 from kit.launch.exit_status import container_error, error_from_log
-from kit.launch.follow import CONTAINER_RESULTS, JOURNAL_NAME, JournalFollower, bundle_from_output, new_bundles, snapshot
+from kit.launch.follow import JournalFollower, bundle_from_output, new_bundles, snapshot
+from kit.launch.resume import Rerun, resume_command, resume_folder
 from kit.launch.stacks import find_source_root, image_spec, read_ca_cert, stack_facts
 from kit.runner.option_checks import check_suite_options
 from kit.runner.options import RunOptions, parse_args, split_list, to_args
@@ -86,44 +87,6 @@ class LaunchOutcome:
         if self.finished_before:
             text += f" ({self.finished_before} of them finished before this resume)"
         return text
-
-
-@dataclass(frozen=True)
-class Rerun:
-    """How `kit launch` was started, so that the command it prints to continue a run works
-    as printed: ``prog`` is the launcher as typed (``kit launch``, ``.venv/bin/kit launch``,
-    ``python -m kit launch``), ``make``: through `make run` (the Makefile sets KIT_LAUNCH_VIA=make)."""
-
-    prog: str = "kit launch"
-    make: bool = False
-
-
-def resume_command(rerun: Rerun, stack: str, gpu: str | None, run_dir: Path, results: Path, *,
-                   results_given: bool = False, data_dir: Path | None = None, base: str | None = None) -> str:
-    """The command that continues the run in ``run_dir`` (a host folder in ``results``) as the
-    user started this one: the same stack, GPU(s), results folder (``--results-dir`` when it was
-    given, as its host path), data folder and base image; the run's options come from its journal."""
-    inside = "/results/" + run_dir.relative_to(results).as_posix()
-    uses_gpu = stack_facts(stack).uses_gpu
-    launch_opts: list[str] = []
-    if results_given:
-        launch_opts += ["--results-dir", str(results)]
-    if data_dir is not None:
-        launch_opts += ["--data-dir", str(data_dir)]
-    tail = [*launch_opts, "--", "--resume", inside]
-    if rerun.make:
-        words = ["make", "run", f"STACK={stack}"]
-        if uses_gpu and gpu is not None:
-            words.append(f"GPU={gpu}")
-        if base:
-            words.append(f"BASE={base}")
-        return " ".join(shlex.quote(w) for w in words) + " ARGS=" + shlex.quote(" ".join(shlex.quote(w) for w in tail))
-    words = ["--stack", stack]
-    if uses_gpu and gpu is not None:
-        words += ["--gpu", gpu]
-    if base:
-        words += ["--base", base]
-    return rerun.prog + " " + " ".join(shlex.quote(w) for w in [*words, *tail])
 
 
 # -- 1. options ---------------------------------------------------------------
@@ -184,42 +147,6 @@ def container_command(stack: str, run_args: RunOptions | Sequence[str], smoke_de
 def runs_on_cpu(options: RunOptions) -> bool:
     """Whether the `kit run` options ask for the CPU (``--device cpu``)."""
     return options.device == "cpu"
-
-
-def resume_folder(resume: Path | str, results: Path, results_given: bool) -> tuple[str, Path, Path]:
-    """A resumed run's folder: (its path in the container, its host path, the results folder
-    to mount). ``--resume`` takes the container's path (``/results/<run>``, what an interrupted
-    `kit launch` prints) or the folder's host path: inside the results folder, or, without
-    ``--results-dir``, anywhere (its parent is then mounted at /results, where the run's bundle
-    lands beside it). UsageError (exit 2, before any container starts) when it is no run folder."""
-    text = str(resume)
-    posix = PurePosixPath(text)
-    if posix.parts[:2] == CONTAINER_RESULTS.parts and len(posix.parts) > 2:
-        rel = posix.relative_to(CONTAINER_RESULTS)
-        host = results.joinpath(*rel.parts).resolve()
-    else:
-        host = Path(text).expanduser().resolve()
-        try:
-            rel = PurePosixPath(host.relative_to(results).as_posix())
-        except ValueError:
-            if results_given:
-                raise UsageError(
-                    f"--resume {text}: {host} is not in the results folder {results} (--results-dir), "
-                    "which is what the container sees.",
-                    remedy=f"Give its path in the container (/results/<run>), or --results-dir {host.parent}.",
-                ) from None
-            results = host.parent
-            rel = PurePosixPath(host.name)
-    if ".." in rel.parts or not rel.parts or (str(rel) == "."):
-        raise UsageError(f"--resume {text}: give a run folder in the results folder, /results/<run>.")
-    remedy = ("Pass the run folder the interrupted `kit launch` printed (Continue with: ...), with the same "
-              "--results-dir; `ls` that folder to see the runs.")
-    if not host.is_dir():
-        raise UsageError(f"--resume {text}: {host} does not exist or is not a folder.", remedy=remedy)
-    if not (host / JOURNAL_NAME).is_file():
-        raise UsageError(f"--resume {text}: {host} has no {JOURNAL_NAME}, so it is not a run folder, or its run never started.",
-                         remedy=remedy)
-    return str(CONTAINER_RESULTS / rel), host, results
 
 
 def make_folder(path: Path) -> None:
@@ -357,24 +284,65 @@ def launch(
     command printed to continue an interrupted or failed run.
     """
     ui = ui or NullLaunchUI()
-    rerun = rerun or Rerun()
     if stack != "auto":
         stack_facts(stack)  # unknown names fail here, before any probing
     gpu_given = None if gpu is None else str(gpu)
     gpus = parse_gpus("0" if gpu is None else gpu)
     options = run_options(run_args)  # options that do not parse fail here too
-    notes: list[str] = []
+    folders, options = _folders(options, data_dir, results_dir)
 
+    client = client or engine.connect()
+    resolved, uses_gpu, notes = _choose_stack(stack, gpus, gpu_given, options, client, nvml, skip_checks)
+    for n in notes:
+        ui.note(n)
+
+    require_runner(resolved)
+    image = ensure_image(client, resolved, ui, rebuild=rebuild, build_kwargs=build_kwargs)
+    command = container_command(resolved, options, stack == "auto" and not uses_gpu, len(gpus) if uses_gpu else 1)
+    outcome = _run_container(client, image, command, resolved, gpus if uses_gpu else (), folders, notes, ui,
+                             keep_container=keep_container, poll_s=poll_s)
+
+    base = (build_kwargs or {}).get("base")
+    # --results-dir in the printed command when it was given, or when a resume's folder chose it
+    results = folders.results
+    name_results = folders.results_given or results != Path(os.environ.get("KIT_RESULTS_DIR") or "results").resolve()
+    resume = (resume_command(rerun or Rerun(), resolved, gpu_given, outcome.run_dir, results, results_given=name_results,
+                             data_dir=folders.data if data_dir is not None else None, base=base)
+              if outcome.run_dir is not None else None)
+    _raise_unless_ended_well(outcome, resume)
+    return outcome
+
+
+@dataclass(frozen=True)
+class _Folders:
+    """The host folders mounted in the container, and a resumed run's folder on the host."""
+
+    data: Path
+    results: Path
+    results_given: bool
+    resume_host: Path | None = None
+
+
+def _folders(options: RunOptions, data_dir: Path | str | None, results_dir: Path | str | None) -> tuple[_Folders, RunOptions]:
+    """The data and results folders (the options, else KIT_DATA_DIR / KIT_RESULTS_DIR, else ./data and
+    ./results); a resume's run folder is checked here, before the checks and a build, and the
+    options get its path in the container (:func:`resume_folder`)."""
     results_given = results_dir is not None
     data = Path(data_dir or os.environ.get("KIT_DATA_DIR") or "data").resolve()
     results = Path(results_dir or os.environ.get("KIT_RESULTS_DIR") or "results").resolve()
     resume_host: Path | None = None
     if options.resume is not None:
-        # checked here, before the checks and a build; the container gets its own path
         inside, resume_host, results = resume_folder(options.resume, results, results_given)
         options = options.with_options(resume=Path(inside))
+    return _Folders(data, results, results_given, resume_host), options
 
-    client = client or engine.connect()
+
+def _choose_stack(stack: str, gpus: tuple[int, ...], gpu_given: str | None, options: RunOptions, client: Any, nvml: Any,
+                  skip_checks: bool) -> tuple[str, bool, list[str]]:
+    """(the stack, whether the container gets the GPUs, the notes to show): the environment checks
+    (kit.env.doctor, which picks the stack for --stack auto) unless skipped, then the GPU support
+    of Docker where the container gets a GPU."""
+    notes: list[str] = []
     if skip_checks:
         if stack == "auto":
             raise UsageError("--skip-checks needs an explicit --stack (auto is decided by the checks)")
@@ -389,29 +357,29 @@ def launch(
                      "(a check of the stack's software, not a GPU result).")
     if uses_gpu:
         engine.require_gpu_support(client)
-    smoke_default = stack == "auto" and not uses_gpu
     if not stack_facts(resolved).uses_gpu:
         notes.append(
             "No GPU stack can run here (kit doctor says why): the cpu stack runs the smoke suite on the CPU, "
             "with synthetic data, a check of the kit." if stack == "auto" else
             "The cpu stack does not use a GPU" + (" (--gpu is ignored)." if gpu_given is not None else ".")
         )
-    for n in notes:
-        ui.note(n)
+    return resolved, uses_gpu, notes
 
-    require_runner(resolved)
-    image = ensure_image(client, resolved, ui, rebuild=rebuild, build_kwargs=build_kwargs)
-    command = container_command(resolved, options, smoke_default, len(gpus) if uses_gpu else 1)
 
+def _run_container(client: Any, image: str, command: list[str], stack: str, gpus: tuple[int, ...], folders: _Folders,
+                   notes: list[str], ui: LaunchUI, *, keep_container: bool, poll_s: float) -> LaunchOutcome:
+    """Start the container (``gpus``: those it gets, none on the CPU), follow its run's journal until
+    it exits, and find the run's bundle (:func:`_find_bundle`): what happened, as a LaunchOutcome."""
     # Made here, not by Docker (which would make them as root); under sudo, with the owner
     # of the folder they are made in (make_folder).
-    make_folder(data)
-    make_folder(results)
-    before = snapshot(results)
-    follower = JournalFollower(results, before, run_dir=resume_host)
+    make_folder(folders.data)
+    make_folder(folders.results)
+    before = snapshot(folders.results)
+    follower = JournalFollower(folders.results, before, run_dir=folders.resume_host)
     started_at = time.time()
 
-    container = start_container(client, image, command, stack=resolved, gpus=gpus if uses_gpu else (), data_dir=data, results_dir=results)
+    container = start_container(client, image, command, stack=stack, gpus=gpus, data_dir=folders.data,
+                                results_dir=folders.results)
     ui.started(container.name, image, command)
     try:
         interrupted, cells_done = follow(container, follower, ui, poll_s=poll_s)
@@ -431,41 +399,46 @@ def launch(
             except Exception:  # noqa: BLE001
                 pass
 
-    outcome = LaunchOutcome(resolved, image, tuple(str(g) for g in gpus) if uses_gpu else (), exit_code,
+    outcome = LaunchOutcome(stack, image, tuple(str(g) for g in gpus), exit_code,
                             follower.run_dir, None, interrupted, False, cells_done, tail, notes,
-                            counts=follower.counts(), finished_before=follower.finished_earlier() if resume_host else None)
-    # the bundle the run printed (a resume's may reuse an earlier bundle's name), else the newest
-    # written since the container started
+                            counts=follower.counts(), finished_before=follower.finished_earlier() if folders.resume_host else None)
+    _find_bundle(outcome, printed, folders.results, before, started_at)
+    return outcome
+
+
+def _find_bundle(outcome: LaunchOutcome, printed: Any, results: Path, before: Any, started_at: float) -> None:
+    """The run's bundle into ``outcome``: the one the run printed (a resume's may reuse an earlier
+    bundle's name), else the newest written since the container started, else one made on the host
+    from the run folder (the container died before it could write it, or its export failed there)."""
     outcome.bundle = bundle_from_output(printed, results)
     if outcome.bundle is None:
         bundles = new_bundles(results, before, since=started_at)
         if bundles:
             outcome.bundle = bundles[-1]
     if outcome.bundle is None and outcome.run_dir is not None:
-        # the container died before it could write the bundle (or its export failed there)
         try:
             outcome.bundle = bundle_on_host(outcome.run_dir, results)
             outcome.bundled_on_host = outcome.bundle is not None
         except KitError as exc:
             outcome.notes.append(f"no bundle: {exc.message}")
 
-    base = (build_kwargs or {}).get("base")
-    # --results-dir in the printed command when it was given, or when a resume's folder chose it
-    name_results = results_given or results != Path(os.environ.get("KIT_RESULTS_DIR") or "results").resolve()
-    resume = (resume_command(rerun, resolved, gpu_given, outcome.run_dir, results, results_given=name_results,
-                             data_dir=data if data_dir is not None else None, base=base)
-              if outcome.run_dir is not None else None)
-    if exit_code == 124 and not interrupted:
+
+def _raise_unless_ended_well(outcome: LaunchOutcome, resume: str | None) -> None:
+    """The host's error for a run that did not end complete, as `kit run` would have said it: a time
+    limit that fitted no cell, an interruption (Ctrl-C, SIGTERM, its --time-limit: ``resume``
+    continues it), a failure, or a container that never started a run."""
+    exit_code, stack, tail = outcome.exit_code, outcome.stack, outcome.log_tail
+    if exit_code == 124 and not outcome.interrupted:
         said, remedy = error_from_log(tail)
         if said and said.startswith(NOT_STARTED):  # kit run's own words: no cell fitted its --time-limit
-            raise TimeLimitReached(f"kit run in the {resolved} container: {said}",
+            raise TimeLimitReached(f"kit run in the {stack} container: {said}",
                                    remedy=remedy and f"{remedy} (with kit launch: after `--`)")
-    if interrupted or exit_code in (124, 130, 143):
+    if outcome.interrupted or exit_code in (124, 130, 143):
         # 143: the container's kit got SIGTERM (`docker stop` from outside); 124: it stopped at its
         # --time-limit. Either way it kept its finished cells and ended as kit run does, so the host
         # says the same
-        cls, what = ((Terminated, "Terminated (the container got SIGTERM)") if exit_code == 143 and not interrupted
-                     else (TimeLimitReached, "Stopped at its --time-limit") if exit_code == 124 and not interrupted
+        cls, what = ((Terminated, "Terminated (the container got SIGTERM)") if exit_code == 143 and not outcome.interrupted
+                     else (TimeLimitReached, "Stopped at its --time-limit") if exit_code == 124 and not outcome.interrupted
                      else (Interrupted, "Interrupted"))
         kept = outcome.counts["ok"] + outcome.counts["skipped"]
         where = f" in {outcome.run_dir}" if outcome.run_dir else ""
@@ -474,8 +447,7 @@ def launch(
             remedy=f"Continue with: {resume}" if resume else None,
         )
     if exit_code != 0:
-        raise container_error(exit_code, resolved, tail, outcome.run_dir, outcome.bundle, resume=resume)
+        raise container_error(exit_code, stack, tail, outcome.run_dir, outcome.bundle, resume=resume)
     if outcome.run_dir is None:
         raise DockerError("The container exited without starting a run (no run folder appeared in the results folder).",
                           remedy="Check the options after `--`; `kit run --help` lists them.")
-    return outcome

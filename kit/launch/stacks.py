@@ -31,7 +31,6 @@ LABEL_APEX_REF = "mpkit.apex.ref"
 LABEL_APEX_OPTS = "mpkit.apex.build_options"
 #: where the image's Apex came from: "github <repo> at <ref>" or "local archive <name> (<commit>, sha256 <hash>)"
 LABEL_APEX_SOURCE = "mpkit.apex.source"
-LABEL_APEX_COMMIT = "mpkit.apex.commit"
 #: sha256 of the re-packed local Apex source ("" for a GitHub build): another source -> rebuild
 LABEL_APEX_SHA = "mpkit.apex.sha256"
 #: The repository a GitHub build clones (the Dockerfile's APEX_REPO default).

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING
 
 from kit.compare import measures
 from kit.compare.fmt import fmt_speedup_estimate, fmt_vs_baseline
-from kit.report.svg import bar_chart, line_chart
-from kit.report.svg_primitives import PALETTE, Series
+from kit.report.svg.plots import bar_chart, line_chart
+from kit.report.svg.primitives import PALETTE, Series
 from kit.results import curve as curve_mod
 from kit.results import precisions, suites
 from kit.results.derive import against_bf16

@@ -2,7 +2,7 @@
 (kit.bundle.export), this module renders what a bundle shows beside its data.
 
     run folder --kit.bundle.export.load_run_folder--> RunFolder
-        --bundle_files: charts/*.svg (kit.report.charts) + report.html (kit.report.html)-->
+        --bundle_files: charts/*.svg (kit.report.charts) + report.html (kit.report.html.run_report)-->
         --kit.bundle.export.write_bundle--> results/<machine>_<gpu>_<stack>_<date>.tar.gz
 
 The runner, ``kit bundle export``, ``kit bundle merge`` and ``kit launch`` make bundles here.
@@ -16,7 +16,7 @@ from kit.bundle import export as bundle_export
 from kit.bundle import merge as bundle_merge
 from kit.bundle.export import REPORT_NAME, RunFolder
 from kit.report.charts import run_charts
-from kit.report.html import render_run_report
+from kit.report.html.run_report import render_run_report
 
 
 def bundle_files(folder: RunFolder, bundle_name: str) -> dict:

@@ -49,7 +49,7 @@ def run_status(bundle: Bundle) -> str:
     without those, how often the journal says it was resumed). Bundle text made inert."""
     from kit.bundle.inert import inert
     from kit.errors import KitError
-    from kit.results.journal import parse_journal
+    from kit.results.journal import JOURNAL_NAME, parse_journal
 
     status = bundle.results.status
     if status != "complete" or bundle.interrupted:
@@ -58,7 +58,7 @@ def run_status(bundle: Bundle) -> str:
     if earlier:
         return "complete, resumed from " + ", ".join(earlier)
     try:
-        resumes = sum(1 for e in parse_journal(bundle.files.get("journal.jsonl", b""), "journal.jsonl")
+        resumes = sum(1 for e in parse_journal(bundle.files.get(JOURNAL_NAME, b""), JOURNAL_NAME)
                       if e.get("event") == "note" and e.get("resumed") is True)
     except KitError:
         resumes = 0
@@ -85,13 +85,31 @@ def no_cell_matches(bundle_name: str, patterns: list[str], what: str = "cell") -
 def print_show(bundle: Bundle, console, patterns: list[str] | None = None) -> None:
     """The headline, then the cells (those matching any of ``patterns``: shell patterns on the cell id,
     the batch curves on their name; UsageError where none matches) with their speedups over fp32."""
-    from rich import box
-    from rich.table import Table
-
     res = bundle.results
     shown = [c for c in res.cells if matches(c.cell_id, patterns)]
     if not shown and patterns:
         raise no_cell_matches(bundle.path.name, patterns)
+    _print_headline(bundle, console)
+    ratios = measures.speedup_vs_fp32(res)
+    units = sorted({c.throughput_unit for c in res.cells if c.status == "ok" and c.throughput_unit})
+    ok = {key_of(c): c for c in res.cells if c.status == "ok"}
+    busy = [c for c in ok.values() if measures.host_busy(c)]
+    if busy:
+        console.print(f"[yellow]⚠ {measures.BUSY} in {len(busy)} of {len(ok)} cells[/yellow] (marked below): "
+                      f"{escape(measures.BUSY_WHEN)}: their {escape(measures.BUSY_WHY)}.")
+    _print_cells([_cell_row(c, ratios, ok) for c in sorted(shown, key=measures.order_key)], units, console)
+    print_parity(res, console, patterns)
+    print_batch_curve(res, console, patterns)
+
+
+def _print_headline(bundle: Bundle, console) -> None:
+    """The bundle's name with its badges (synthetic data, interrupted), then the machine, its
+    software and the run, one fact a row."""
+    from rich.table import Table
+
+    from kit.report.html.run_report import cpu_only, earlier_session_rows, machine_name, used_or_built
+
+    res = bundle.results
     env = summarise_environment(bundle.environment, res.config, res.cells)
     badges = []
     if env.data_source == "synthetic":
@@ -104,8 +122,6 @@ def print_show(bundle: Bundle, console, patterns: list[str] | None = None) -> No
     head.add_column(style="dim")
     head.add_column()
     gpus = env.gpu if not env.gpu_count or env.gpu_count == 1 else f"{env.gpu_count} x {env.gpu}"
-    from kit.report.html import cpu_only, earlier_session_rows, machine_name, used_or_built
-
     driver = "none (CPU run)" if cpu_only(env) and env.driver == "unknown" else env.driver
     for k, v in (("machine", machine_name(env.machine, bundle.environment)), ("GPU", gpus), ("driver", driver), ("stack", env.stack),
                  ("torch", env.torch), ("cuDNN", used_or_built(env.cudnn, env)), ("fastai", env.fastai), ("data", env.data_source),
@@ -115,49 +131,51 @@ def print_show(bundle: Bundle, console, patterns: list[str] | None = None) -> No
     for k, v in earlier_session_rows(bundle.environment):  # a resumed run's sessions before the last
         head.add_row(k, escape(v))
     console.print(head)
-    ratios = measures.speedup_vs_fp32(res)
-    units = sorted({c.throughput_unit for c in res.cells if c.status == "ok" and c.throughput_unit})
-    ok = {key_of(c): c for c in res.cells if c.status == "ok"}
-    busy = [c for c in ok.values() if measures.host_busy(c)]
-    if busy:
-        console.print(f"[yellow]⚠ {measures.BUSY} in {len(busy)} of {len(ok)} cells[/yellow] (marked below): "
-                      f"{escape(measures.BUSY_WHEN)}: their {escape(measures.BUSY_WHY)}.")
-    rows = []
-    for c in sorted(shown, key=measures.order_key):
-        if c.status != "ok":
-            rows.append((escape(c.cell_id), f"[yellow]{escape(c.status)}[/yellow]", "—", "—", "—", escape(c.reason or "")))
-            continue
-        thr, ep = measures.sample(c, THROUGHPUT), measures.sample(c, EPOCH_S)
-        # spread of the steady-state throughput: epoch times also carry warm-up and autotuning
-        cv = thr.cv if thr and thr.n > 1 else None
-        est = ratios.get(key_of(c))
-        # a fastai cell's learner heads its notes (in the cell column it would widen every row)
-        learner = cell_learner(c.engine, c.params)
-        notes = ([f"learner {learner}"] if learner else []) + measures.high_cv_flags(c)
-        parallel = measures.data_parallel_note(c)
-        if parallel:
-            notes.insert(0, parallel)
-        why = measures.host_busy(c)
-        if why:
-            notes.insert(0, measures.busy_note(why))
-        base_busy = measures.speedup_busy(key_of(c), ok) if est is not None and not why else None
-        if base_busy:
-            notes.append(f"speedup over a cell measured on a busy host ({base_busy})")
-        if est is not None and not est.significant:
-            notes.append("speedup " + ("from 1 repeat" if est.verdict == ONE_REPEAT else est.verdict))
-        if measures.throttled(c):
-            notes.append("throttled")
-        rows.append((
-            escape(c.cell_id),
-            (f"{thr.median:,.0f}" if thr.median >= 100 else f"{thr.median:.3g}") if thr else "—",
-            f"{ep.median:.3f}" if ep else "—",
-            f"{cv:.1%}" if cv is not None else ("n=1" if (thr or ep) else "—"),
-            fmt_speedup(est.ratio) if est else "—",
-            escape(", ".join(notes)),
-        ))
-    # The cell id and the numbers are never cut: their columns keep their full
-    # width and the headers wrap at spaces. Notes get a column when the terminal
-    # has room for one, else a line of their own under the cell id.
+
+
+def _cell_row(c, ratios: dict, ok: dict) -> tuple:
+    """One cell's row of the cells table: its id, throughput, s/epoch, CV, speedup over fp32 and notes."""
+    if c.status != "ok":
+        return (escape(c.cell_id), f"[yellow]{escape(c.status)}[/yellow]", "—", "—", "—", escape(c.reason or ""))
+    thr, ep = measures.sample(c, THROUGHPUT), measures.sample(c, EPOCH_S)
+    # spread of the steady-state throughput: epoch times also carry warm-up and autotuning
+    cv = thr.cv if thr and thr.n > 1 else None
+    est = ratios.get(key_of(c))
+    # a fastai cell's learner heads its notes (in the cell column it would widen every row)
+    learner = cell_learner(c.engine, c.params)
+    notes = ([f"learner {learner}"] if learner else []) + measures.high_cv_flags(c)
+    parallel = measures.data_parallel_note(c)
+    if parallel:
+        notes.insert(0, parallel)
+    why = measures.host_busy(c)
+    if why:
+        notes.insert(0, measures.busy_note(why))
+    base_busy = measures.speedup_busy(key_of(c), ok) if est is not None and not why else None
+    if base_busy:
+        notes.append(f"speedup over a cell measured on a busy host ({base_busy})")
+    if est is not None and not est.significant:
+        notes.append("speedup " + ("from 1 repeat" if est.verdict == ONE_REPEAT else est.verdict))
+    if measures.throttled(c):
+        notes.append("throttled")
+    return (
+        escape(c.cell_id),
+        (f"{thr.median:,.0f}" if thr.median >= 100 else f"{thr.median:.3g}") if thr else "—",
+        f"{ep.median:.3f}" if ep else "—",
+        f"{cv:.1%}" if cv is not None else ("n=1" if (thr or ep) else "—"),
+        fmt_speedup(est.ratio) if est else "—",
+        escape(", ".join(notes)),
+    )
+
+
+def _print_cells(rows: list, units: list, console) -> None:
+    """The cells table. The cell id and the numbers are never cut: their columns keep their full
+    width and the headers wrap at spaces. Notes get a column when the terminal has room for one,
+    else a line of their own under the cell id."""
+    import textwrap
+
+    from rich import box
+    from rich.table import Table
+
     titles = (("cell", "left"), ("throughput", "right"), ("s/epoch with warm-up", "right"), ("throughput CV", "right"),
               ("speedup over fp32", "right"))
     widths = [max([len(_plain(r[i])) for r in rows] + [max(len(w) for w in col.split())])
@@ -174,8 +192,6 @@ def print_show(bundle: Bundle, console, patterns: list[str] | None = None) -> No
                      max_width=width if wrap and i == 2 else None)
     if notes_column:
         t.add_column("notes", justify="left", overflow="fold")
-    import textwrap
-
     for r in rows:
         if notes_column:
             t.add_row(*r)
@@ -185,8 +201,6 @@ def print_show(bundle: Bundle, console, patterns: list[str] | None = None) -> No
             for line in textwrap.wrap(_plain(r[-1]), width=max(widths[0] - 2, 20)):
                 t.add_row(f"[dim]  {escape(line)}[/dim]", "", "", "", "")
     console.print(t)
-    print_parity(res, console, patterns)
-    print_batch_curve(res, console, patterns)
 
 
 def print_parity(res, console, patterns: list[str] | None = None) -> None:

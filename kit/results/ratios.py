@@ -30,7 +30,6 @@ BASE_PRECISION = "fp32"
 
 #: The names the views print, so that each measure is called the same everywhere.
 SPEEDUP_NAME = "speedup over fp32"
-EPOCH_TIME_RATIO_NAME = "epoch-time ratio"
 SPEEDUP_DEFINITION = (
     "speedup over fp32 = median steady-state throughput of the precision ÷ median of fp32's, "
     "over repeats (= fp32 time ÷ this precision's time; > 1 = faster than fp32)"
@@ -147,8 +146,4 @@ def fmt_ratio(value: Optional[float], decimals: int = RATIO_DECIMALS) -> str:
 
 def fmt_speedup(value: Optional[float]) -> str:
     """The speedup over fp32, as every view prints it (two decimals, ``×`` after the number)."""
-    return fmt_ratio(value, RATIO_DECIMALS)
-
-
-def fmt_epoch_time_ratio(value: Optional[float]) -> str:
     return fmt_ratio(value, RATIO_DECIMALS)

@@ -1,11 +1,9 @@
 """The names a results file may use beyond the suites' own (kit.results.suites: workloads, models,
-engines, presets) and the precisions' (kit.results.precisions): learners and ``--compile`` choices,
-and the cell and run statuses."""
+engines, presets) and the precisions' (kit.results.precisions): learners and ``--compile`` choices."""
 
 from __future__ import annotations
 
-Workload = str  # a suite's name, kit.results.suites (no typing.Literal: the cuda10 image runs this on Python 3.7)
-Precision = str  # a name of kit.results.precisions.PRECISIONS (the precision modes' one list)
+Precision = str  # a name of kit.results.precisions.PRECISIONS, the modes' one list (no typing.Literal: Python 3.7 reads this)
 #: how the fastai engines build their Learner (``kit run --learner``): ``create_cnn`` = fastai's
 #: create_cnn / cnn_learner / vision_learner (fastai's head on the torchvision body, the body frozen
 #: as create_cnn leaves it), ``scratch`` = a plain ``Learner`` on the whole torchvision ResNet
@@ -16,5 +14,3 @@ DEFAULT_FASTAI_LEARNER = "create_cnn"
 COMPILE_CHOICES: tuple[str, ...] = ("auto", "on", "off", "eager")
 #: what the fastai cells recorded before the learner option existed trained: the plain Learner
 LEARNER_BEFORE_THE_OPTION = "scratch"
-CellStatus = str  # one of: ok, skipped, failed, interrupted
-RunStatus = str  # one of: running, complete, interrupted, failed

@@ -15,7 +15,7 @@ from kit.results.schema import CellResult, RunConfig, CellSpec
 from kit.results.stats import summarise_repeats
 from kit.bench.context import CellContext
 from kit.runner.isolate import run_isolated, run_parallel_cell, wants_isolation
-from kit.runner.run_log import LOG_NAME
+from kit.results.run_files import LOG_NAME
 from kit.runner.stop_signals import stop_requested
 
 log = logging.getLogger("kit.run")

@@ -42,12 +42,13 @@ from kit.errors import DiskFull, Interrupted, KitError, Terminated, TimeLimitRea
 from kit.results.atomic import atomic_write_json
 from kit.results.derive import derive
 from kit.results.journal import JOURNAL_NAME, Journal
+from kit.results.run_files import ENV_NAME, LOG_NAME, RESULTS_NAME
 from kit.results.schema import CellResult, RunConfig, RunResults
 from kit.runner.cell_run import _run_one
 from kit.runner.lock import RunLock
 from kit.runner.plan import Plan, build_plan, cell_seconds
 from kit.runner.resume import ResumeState, find_bundle, read_resume_state
-from kit.runner.run_log import LOG_NAME, _attach_log, _detach_log
+from kit.runner.run_log import _attach_log, _detach_log
 from kit.runner.stop_signals import (TIME_LIMIT, _install_stop_handlers, _restore_handlers, _stop_reason,
                                      arm_time_limit, disarm_time_limit, reset_stops, stop_at_time_limit,
                                      stop_requested)
@@ -56,10 +57,6 @@ if TYPE_CHECKING:
     from kit.runner.progress import NullUI
 
 log = logging.getLogger("kit.run")
-
-RESULTS_NAME = "results.json"
-ENV_NAME = "env.json"
-
 
 @dataclass
 class RunOutcome:
@@ -231,9 +228,30 @@ def already_complete(state: ResumeState, run_dir: Path, results_root: Path, lock
 def _execute_locked(plan: Plan, run_id: str, run_dir: Path, results_root: Path, done: dict[str, CellResult],
                     started: float | None, lock: RunLock, ui, make_bundle: bool, resumed: bool,
                     time_limit: "tuple[float, str] | None" = None) -> RunOutcome:
-    config = plan.config
-
+    """Run ``plan`` in ``run_dir`` (its lock held), one step each: open the run (its log, env.json,
+    the journal), measure the cells not ``done`` and close the run (:func:`_measure_and_close`),
+    make its bundle, then end as the run did (an interrupted run raises its error)."""
     _attach_log(run_dir / LOG_NAME)
+    _log_start(plan, run_id, run_dir, lock)
+    environment = _record_environment(plan, run_dir, done, resumed)
+    results = RunResults(run_id=run_id, config=plan.config, environment=environment, started_at=started or time.time())
+    journal = _open_journal(plan, run_id, run_dir, done, resumed, lock)
+    ui.plan(plan, done)
+
+    status, signal_name, reason = _measure_and_close(plan, results, journal, done, run_dir, ui, time_limit)
+
+    bundle, bundle_error = None, None
+    if make_bundle:
+        bundle, bundle_error = _bundle(run_dir, results_root)
+    outcome = RunOutcome(run_dir, results, bundle, bundle_error)
+    if status == "interrupted":
+        raise _interrupted(outcome, reason, signal_name)
+    return outcome
+
+
+def _log_start(plan: Plan, run_id: str, run_dir: Path, lock: RunLock) -> None:
+    """The run's first lines in run.log: the kit, the command, the plan, a lock taken over."""
+    config = plan.config
     log.info("kit %s, Python %s, pid %d; run %s in %s", __version__, sys.version.split()[0], os.getpid(), run_id, run_dir)
     log.info("command: %s", " ".join(config.command_line) or "(called from Python)")
     log.info("plan: %d cell(s) x %d repeat(s), %s mode, %s data, device %s", len(plan.cells), config.repeats,
@@ -242,29 +260,43 @@ def _execute_locked(plan: Plan, run_id: str, run_dir: Path, results_root: Path, 
         note = f"took over the run folder's lock from {lock.took_over}, which ended without releasing it"
         log.warning(note)
         print(f"note: {note}", file=sys.stderr)
-    from kit.env import record as env_record
 
-    environment = env_record.collect(config)
-    environment["data_provenance"] = _data_provenance(config)
+
+def _record_environment(plan: Plan, run_dir: Path, done: dict[str, CellResult], resumed: bool) -> dict:
+    """The environment record (kit.env.record) with the data's provenance and the host's load,
+    written to env.json; a resume keeps the earlier sessions' (:func:`_keep_earlier_session`)."""
+    from kit.env import record as env_record
     from kit.env.hostload import snapshot
 
+    environment = env_record.collect(plan.config)
+    environment["data_provenance"] = _data_provenance(plan.config)
     environment["host_load"] = snapshot()
     if resumed:
         _keep_earlier_session(run_dir, environment, [c for c in plan.cell_ids if c in done])
     atomic_write_json(run_dir / ENV_NAME, environment)
+    return environment
 
-    results = RunResults(run_id=run_id, config=config, environment=environment, started_at=started or time.time())
+
+def _open_journal(plan: Plan, run_id: str, run_dir: Path, done: dict[str, CellResult], resumed: bool,
+                  lock: RunLock) -> Journal:
+    """The run's journal, its first event written: the run's start, or a resume's note."""
     journal = Journal(run_dir / JOURNAL_NAME)
     if not resumed:
-        journal.write("run_start", run_id=run_id, config=config.to_dict(), cells=plan.cell_ids)
+        journal.write("run_start", run_id=run_id, config=plan.config.to_dict(), cells=plan.cell_ids)
     else:
         log.info("resumed: %d finished cell(s) kept, %d to run", len(done), len([c for c in plan.cell_ids if c not in done]))
         journal.write("note", message=f"resumed; {len(done)} finished cell(s) kept", resumed=True)
     if lock.took_over:
         journal.write("note", message=f"took over the run folder's lock from {lock.took_over} (it ended without releasing it)",
                       lock_taken_over=lock.took_over)
-    ui.plan(plan, done)
+    return journal
 
+
+def _measure_and_close(plan: Plan, results: RunResults, journal: Journal, done: dict[str, CellResult], run_dir: Path,
+                       ui, time_limit: "tuple[float, str] | None") -> tuple[str, str | None, str | None]:
+    """Measure the cells (:func:`_measure`) under the stop handlers, and close the run however that
+    ends (:func:`_close_run`). Returns the status ("complete" or "interrupted"), and for an
+    interruption the signal's name and the reason in words; a failure is raised after the close."""
     status = "complete"
     reason = signal_name = None
     # `docker stop` (and kill) send SIGTERM: stop like Ctrl-C so the run ends with its journal
@@ -278,36 +310,7 @@ def _execute_locked(plan: Plan, run_id: str, run_dir: Path, results_root: Path, 
         if time_limit is not None and previous_handlers is not None:
             armed = True
             arm_time_limit(time_limit[0])
-        from kit.bench import api as bench  # torch is imported here, and only here
-
-        results.environment["cuda_runtime"] = env_record.runtime_versions()
-
-        device = bench.resolve_device(config.device)
-        log.info("device: %s", device)
-        # the results (and so the bundle) say whether the cells were profiled, not "the default": a
-        # bundle reads the same in a kit whose default differs (the journal keeps the run's own option)
-        config.profile_window = config.profiles(device)
-        results.environment.setdefault("run_device", device)
-        if "peak_tflops_measured" not in results.environment:
-            results.environment["peak_tflops_measured"] = bench.calibrate(device)
-            atomic_write_json(run_dir / ENV_NAME, results.environment)
-        if "memory_bandwidth_measured" not in results.environment:
-            results.environment["memory_bandwidth_measured"] = bench.memory_bandwidth(device)
-            atomic_write_json(run_dir / ENV_NAME, results.environment)
-        for spec in plan.cells:
-            if stop_requested():  # its KeyboardInterrupt was swallowed where it landed (a weakref callback)
-                raise KeyboardInterrupt("a stop signal arrived during the last cell")
-            if spec.cell_id in done:
-                results.cells.append(done[spec.cell_id])
-                ui.cell_skipped_resume(spec)
-                continue
-            if time_limit is not None:
-                _start_in_time(spec, config, device, time_limit[0])
-            result = _run_one(bench, spec, config, device, run_dir, journal, ui)
-            results.cells.append(result)
-            journal.write("cell_end", spec.cell_id, result=result.to_dict())
-            atomic_write_json(run_dir / RESULTS_NAME, results.to_dict())
-            ui.cell_done(spec, result)
+        _measure(plan, results, journal, done, run_dir, ui, time_limit)
     except KeyboardInterrupt:  # the time limit's alarm raises nothing more while this is handled (stop_signals)
         signal_name, reason = _stop_reason()
         if signal_name != TIME_LIMIT or len(results.cells) < len(plan.cells):  # else: it came as the last cell ended
@@ -326,37 +329,89 @@ def _execute_locked(plan: Plan, run_id: str, run_dir: Path, results_root: Path, 
                 disarm_time_limit()
             _restore_handlers(previous_handlers)
         reset_stops()  # said in the journal above; a later run in this process starts clean
-        results.status = status if status != "complete" or len(results.cells) == len(plan.cells) else "interrupted"
-        results.finished_at = time.time()
-        results.derived = derive(results.cells, config.mode, config.tolerance, results.environment)
-        try:
-            journal.write("run_end", status=results.status)
-        finally:  # a full disk (DiskFull) still closes the journal and the log
-            try:
-                journal.close()
-                atomic_write_json(run_dir / RESULTS_NAME, results.to_dict())
-                counts = {s: sum(c.status == s for c in results.cells) for s in ("ok", "skipped", "failed")}
-                log.info("run ended %s: %d cell(s) ok, %d skipped, %d failed, %d not run; results in %s", results.status,
-                         counts["ok"], counts["skipped"], counts["failed"], len(plan.cells) - len(results.cells),
-                         run_dir / RESULTS_NAME)
-            finally:
-                _detach_log()
+        _close_run(plan, results, journal, run_dir, status)
+    return status, signal_name, reason
 
-    bundle, bundle_error = None, None
-    if make_bundle:
-        bundle, bundle_error = _bundle(run_dir, results_root)
-    outcome = RunOutcome(run_dir, results, bundle, bundle_error)
-    if status == "interrupted":
-        kept = sum(c.status in ("ok", "skipped") for c in results.cells)
-        error_class = (Terminated if reason and reason.startswith("terminated")
-                       else TimeLimitReached if signal_name == TIME_LIMIT else Interrupted)
-        exc = error_class(
-            f"Run {reason}: {kept} finished cell(s) kept in {run_dir}" + (f"; bundle {bundle}" if bundle else ""),
-            remedy=f"Continue with: kit run --resume {shlex.quote(str(run_dir))}",
-        )
-        exc.outcome = outcome  # type: ignore[attr-defined]  # the CLI prints the bundle's path on stdout
-        raise exc
-    return outcome
+
+def _measure(plan: Plan, results: RunResults, journal: Journal, done: dict[str, CellResult], run_dir: Path,
+             ui, time_limit: "tuple[float, str] | None") -> None:
+    """The device's set-up (:func:`_prepare_device`), then each cell in the plan's order: a finished
+    one kept, the others run, each ended in the journal and results.json before the next starts."""
+    from kit.bench import api as bench  # torch is imported here, and only here
+
+    config = plan.config
+    device = _prepare_device(bench, config, results, run_dir)
+    for spec in plan.cells:
+        if stop_requested():  # its KeyboardInterrupt was swallowed where it landed (a weakref callback)
+            raise KeyboardInterrupt("a stop signal arrived during the last cell")
+        if spec.cell_id in done:
+            results.cells.append(done[spec.cell_id])
+            ui.cell_skipped_resume(spec)
+            continue
+        if time_limit is not None:
+            _start_in_time(spec, config, device, time_limit[0])
+        result = _run_one(bench, spec, config, device, run_dir, journal, ui)
+        results.cells.append(result)
+        journal.write("cell_end", spec.cell_id, result=result.to_dict())
+        atomic_write_json(run_dir / RESULTS_NAME, results.to_dict())
+        ui.cell_done(spec, result)
+
+
+def _prepare_device(bench, config: RunConfig, results: RunResults, run_dir: Path) -> str:
+    """The device the cells run on, with what the environment record learns only now (the CUDA
+    runtime, the device, its calibrated peak and memory bandwidth: env.json rewritten)."""
+    from kit.env import record as env_record
+
+    results.environment["cuda_runtime"] = env_record.runtime_versions()
+
+    device = bench.resolve_device(config.device)
+    log.info("device: %s", device)
+    # the results (and so the bundle) say whether the cells were profiled, not "the default": a
+    # bundle reads the same in a kit whose default differs (the journal keeps the run's own option)
+    config.profile_window = config.profiles(device)
+    results.environment.setdefault("run_device", device)
+    if "peak_tflops_measured" not in results.environment:
+        results.environment["peak_tflops_measured"] = bench.calibrate(device)
+        atomic_write_json(run_dir / ENV_NAME, results.environment)
+    if "memory_bandwidth_measured" not in results.environment:
+        results.environment["memory_bandwidth_measured"] = bench.memory_bandwidth(device)
+        atomic_write_json(run_dir / ENV_NAME, results.environment)
+    return device
+
+
+def _close_run(plan: Plan, results: RunResults, journal: Journal, run_dir: Path, status: str) -> None:
+    """End the run in every case: its status (fewer cells than planned is interrupted), the derived
+    figures, the journal's "run_end" and close, results.json, and run.log's last line."""
+    config = plan.config
+    results.status = status if status != "complete" or len(results.cells) == len(plan.cells) else "interrupted"
+    results.finished_at = time.time()
+    results.derived = derive(results.cells, config.mode, config.tolerance, results.environment)
+    try:
+        journal.write("run_end", status=results.status)
+    finally:  # a full disk (DiskFull) still closes the journal and the log
+        try:
+            journal.close()
+            atomic_write_json(run_dir / RESULTS_NAME, results.to_dict())
+            counts = {s: sum(c.status == s for c in results.cells) for s in ("ok", "skipped", "failed")}
+            log.info("run ended %s: %d cell(s) ok, %d skipped, %d failed, %d not run; results in %s", results.status,
+                     counts["ok"], counts["skipped"], counts["failed"], len(plan.cells) - len(results.cells),
+                     run_dir / RESULTS_NAME)
+        finally:
+            _detach_log()
+
+
+def _interrupted(outcome: RunOutcome, reason: str | None, signal_name: str | None) -> Interrupted:
+    """The error an interrupted run ends with (Ctrl-C, SIGTERM, its time limit), carrying its
+    outcome: the CLI prints the bundle's path on stdout."""
+    kept = sum(c.status in ("ok", "skipped") for c in outcome.results.cells)
+    error_class = (Terminated if reason and reason.startswith("terminated")
+                   else TimeLimitReached if signal_name == TIME_LIMIT else Interrupted)
+    exc = error_class(
+        f"Run {reason}: {kept} finished cell(s) kept in {outcome.run_dir}" + (f"; bundle {outcome.bundle}" if outcome.bundle else ""),
+        remedy=f"Continue with: kit run --resume {shlex.quote(str(outcome.run_dir))}",
+    )
+    exc.outcome = outcome  # type: ignore[attr-defined]
+    return exc
 
 
 def _start_in_time(spec, config: RunConfig, device: str, deadline: float) -> None:

@@ -54,7 +54,6 @@ from kit.bench.context import CellContext
 
 log = logging.getLogger("kit.run")
 
-ISOLATE_CHOICES = ("apex", "all", "none")
 #: the Apex modes (kit.results.precisions: needs apex)
 APEX_PRECISIONS = precision_modes.where(needs="apex")
 #: seconds a stopped child gets to end its cell before it is terminated: short, because

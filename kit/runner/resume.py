@@ -69,12 +69,6 @@ def read_resume_state(run_dir: Path) -> ResumeState:
     return ResumeState(config, run_id, done, started_at, ended)
 
 
-def load_resume_state(run_dir: Path) -> tuple[RunConfig, str, dict[str, CellResult], float | None]:
-    """Config, run id, finished cells and start time from an interrupted run's journal."""
-    state = read_resume_state(run_dir)
-    return state.config, state.run_id, state.done, state.started_at
-
-
 def find_bundle(run_dir: Path, results_root: Path, run_id: str) -> Path | None:
     """The newest bundle in ``results_root`` of run ``run_id`` that verifies, ended complete and holds
     the run folder's cells as they are now (a bundle written before a resume measured failed cells

@@ -7,9 +7,6 @@ from pathlib import Path
 
 from kit.results.atomic import LogFileHandler
 
-LOG_NAME = "run.log"
-
-
 _handler: logging.Handler | None = None
 
 

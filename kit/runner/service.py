@@ -23,6 +23,7 @@ from typing import NamedTuple
 
 from kit.compare.measures import host_busy
 from kit.errors import EnvironmentCheckError
+from kit.results.run_files import LOG_NAME
 from kit.results.schema import RunConfig
 from kit.runner.option_checks import check_results_dir, check_resume_options
 from kit.results import suites
@@ -331,7 +332,7 @@ def raise_if_cells_failed(outcome) -> None:
 
         raise RunFailed(
             f"{len(failed)} cell(s) failed: " + "; ".join(f"{c.cell_id} ({c.reason})" for c in failed[:5]),
-            remedy=f"See {outcome.run_dir / 'run.log'} for the tracebacks; finished cells are kept.",
+            remedy=f"See {outcome.run_dir / LOG_NAME} for the tracebacks; finished cells are kept.",
         )
 
 

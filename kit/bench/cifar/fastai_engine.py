@@ -278,6 +278,8 @@ def bare_fit(cfg: TrainConfig, arrays: Any, num_workers: int | None = None) -> f
 
 
 def _make_timer_cls():
+    # long because: it defines the KitTimer callback class, whose base (fastai's Callback) is imported only
+    # when a cell runs; each of its methods is one short fastai event
     with fastai_imports():
         from fastai.callback.core import Callback
 

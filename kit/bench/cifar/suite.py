@@ -18,6 +18,7 @@ from typing import Any
 from kit.bench import flops as flops_mod
 from kit.bench import methods
 from kit.bench.cifar import batch_search, fastai_engine, fastai_window, models, torch_engine
+from kit.bench.cifar.plan import ENGINES
 from kit.bench.cifar.train_config import TrainConfig
 from kit.bench.precision import unavailable_reason
 from kit.results import precisions as precision_modes
@@ -30,8 +31,6 @@ from kit.results.stats import summarise_repeats
 from kit.bench.context import CellContext
 
 log = logging.getLogger("kit.bench.cifar")
-
-ENGINES = ("torch", "fastai")
 
 # --------------------------------------------------------------------------- data (cached)
 _arrays_cache: dict[tuple, Any] = {}

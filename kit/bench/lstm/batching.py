@@ -38,7 +38,7 @@ does not grow with every chunk.
 
 from __future__ import annotations
 
-from typing import Iterator, Union
+from typing import Union
 
 import torch
 
@@ -71,11 +71,6 @@ def chunk_starts(source: torch.Tensor, bptt: int, max_batches: int | None = None
     """The row indices ``get_batch`` is called with for one pass, capped at ``max_batches``."""
     starts = list(range(0, source.size(0) - 1, bptt))
     return starts[:max_batches] if max_batches else starts
-
-
-def iter_chunks(source: torch.Tensor, bptt: int, max_batches: int | None = None) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    for i in chunk_starts(source, bptt, max_batches):
-        yield get_batch(source, i, bptt)
 
 
 def repackage_hidden(h: Hidden) -> Hidden:

@@ -152,16 +152,9 @@ def skipped_cell(spec: CellSpec, device: str) -> CellResult | None:
     return CellResult.skipped(spec, reason, throughput_unit="tokens") if reason else None
 
 
-def run_cell(spec: CellSpec, ctx: CellContext) -> CellResult:
-    cfg = lstm_config.resolve(spec.params, ctx.mode)
-    graphed = spec.engine == lstm_graphed.ENGINE
-    skipped = skipped_cell(spec, ctx.device)
-    if skipped is not None:
-        return skipped
-    reason, lstm_dtype = probe_lstm(spec.precision, ctx.device)
-    if reason:
-        return CellResult.skipped(spec, reason, throughput_unit="tokens")
-
+def _split_data(ctx: CellContext, cfg: lstm_config.LSTMConfig) -> tuple[Any, int, SplitData]:
+    """(the corpus the cell reads, its vocabulary size padded as the preset asks, its splits batched
+    on the device)."""
     corpus = load_corpus(ctx, cfg.pad_vocab_to, lstm_config.splits_read(cfg.train_split))
     # idempotent when the loader already padded; a guard when it did not
     ntokens = pad_vocab(int(corpus.vocab_size), cfg.pad_vocab_to)
@@ -172,6 +165,20 @@ def run_cell(spec: CellSpec, ctx: CellContext) -> CellResult:
         test=batchify(corpus.test, cfg.eval_batch_size, ctx.device),
         ntokens=ntokens,
     )
+    return corpus, ntokens, data
+
+
+def run_cell(spec: CellSpec, ctx: CellContext) -> CellResult:
+    cfg = lstm_config.resolve(spec.params, ctx.mode)
+    graphed = spec.engine == lstm_graphed.ENGINE
+    skipped = skipped_cell(spec, ctx.device)
+    if skipped is not None:
+        return skipped
+    reason, lstm_dtype = probe_lstm(spec.precision, ctx.device)
+    if reason:
+        return CellResult.skipped(spec, reason, throughput_unit="tokens")
+
+    corpus, ntokens, data = _split_data(ctx, cfg)
     kwargs, notes = precision_kwargs(spec.precision, cfg)
     dtype_note = lstm_dtype_note(spec.precision, lstm_dtype)
     if dtype_note:

@@ -7,7 +7,7 @@ import re
 from typing import Dict, List, Optional, Tuple
 from xml.etree import ElementTree as ET
 
-from kit.report.svg_primitives import FONTS, _SVG_NS, _Marks
+from kit.report.svg.primitives import FONTS, _SVG_NS, _Marks
 
 # --- matplotlib's SVG -> one inert <svg> element ------------------------------------------------------
 
@@ -21,35 +21,32 @@ def _local(tag: str) -> str:
     return tag.rsplit("}", 1)[-1]
 
 
-def _inline_svg(svg: str, marks: _Marks, chart_id: str, title: str, width: int, height: int) -> str:
-    from kit.bundle.inert import inert
+def _strip(elem: ET.Element) -> None:
+    """What the inline SVG does without: defs, clip paths, styles, ids, digits past 1/100 pt, no-op rotations."""
+    for child in list(elem):
+        name = _local(child.tag)
+        if name in ("metadata", "defs", "clipPath", "style", "script"):
+            elem.remove(child)
+            continue
+        _strip(child)
+    for attr in ("clip-path", "id"):
+        elem.attrib.pop(attr, None)
+    for attr in ("d", "x", "y", "transform", "points"):  # 2 decimals are 1/100 pt
+        if attr in elem.attrib:
+            elem.set(attr, _NUMBER.sub(r"\1", " ".join(elem.get(attr).split())))
+    if _NO_ROTATION.match(elem.get("transform", "")):
+        del elem.attrib["transform"]
+    if "style" in elem.attrib:  # the font family is said once, on the <svg>
+        elem.set("style", _FONT_FAMILY.sub("", elem.get("style")).strip().rstrip(";"))
+    if _local(elem.tag) not in _KEEP_TEXT:
+        elem.text = None
+    elem.tail = None
 
-    chart_id, title = inert(chart_id), inert(title)
-    marks.by_gid = {k: (c, None if h is None else inert(h), g) for k, (c, h, g) in marks.by_gid.items()}
-    root = ET.fromstring(svg.encode("utf-8"))  # the parser drops the prolog, DOCTYPE and comments
-    q = "{%s}" % _SVG_NS
 
-    def walk(elem: ET.Element) -> None:
-        for child in list(elem):
-            name = _local(child.tag)
-            if name in ("metadata", "defs", "clipPath", "style", "script"):
-                elem.remove(child)
-                continue
-            walk(child)
-        for attr in ("clip-path", "id"):
-            elem.attrib.pop(attr, None)
-        for attr in ("d", "x", "y", "transform", "points"):  # 2 decimals are 1/100 pt
-            if attr in elem.attrib:
-                elem.set(attr, _NUMBER.sub(r"\1", " ".join(elem.get(attr).split())))
-        if _NO_ROTATION.match(elem.get("transform", "")):
-            del elem.attrib["transform"]
-        if "style" in elem.attrib:  # the font family is said once, on the <svg>
-            elem.set("style", _FONT_FAMILY.sub("", elem.get("style")).strip().rstrip(";"))
-        if _local(elem.tag) not in _KEEP_TEXT:
-            elem.text = None
-        elem.tail = None
-
-    # classes and hover titles first (they need matplotlib's ids, the gids)
+def _apply_marks(root: ET.Element, marks: _Marks, q: str) -> None:
+    """Each marked artist's class and hover title (they need matplotlib's ids, the gids); artists that
+    belong together (a legend entry's swatch and name; an off-scale triangle and its value) become one
+    ``<g class=...>`` where the first of them stood."""
     groups: Dict[str, List[ET.Element]] = {}
     group_meta: Dict[str, Tuple[str, Optional[str]]] = {}
     parents = {child: parent for parent in root.iter() for child in parent}
@@ -67,8 +64,6 @@ def _inline_svg(svg: str, marks: _Marks, chart_id: str, title: str, width: int, 
             t = ET.Element(q + "title")
             t.text = hover
             elem.insert(0, t)
-    # artists that belong together (a legend entry's swatch and name; an off-scale triangle and
-    # its value) become one <g class=...> where the first of them stood
     for group, members in groups.items():
         cls, hover = group_meta[group]
         first = members[0]
@@ -82,25 +77,36 @@ def _inline_svg(svg: str, marks: _Marks, chart_id: str, title: str, width: int, 
         parent.insert(list(parent).index(first), merged)
         for m in members:
             parents[m].remove(m)
-    walk(root)
 
-    def prune(elem: ET.Element, top: bool) -> None:
-        """Unwrap groups without attributes (matplotlib's per-artist <g id=...>): they draw nothing.
-        One drawn thing per line (a bar with its title, a legend entry, ...)."""
-        out: List[ET.Element] = []
-        for child in list(elem):
-            prune(child, False)
-            if _local(child.tag) == "g" and not child.attrib:
-                out.extend(list(child))
-            else:
-                out.append(child)
-        for child in list(elem):
-            elem.remove(child)
-        for child in out:
-            child.tail = "\n" if top else None
-            elem.append(child)
 
-    prune(root, True)
+def _prune(elem: ET.Element, top: bool) -> None:
+    """Unwrap groups without attributes (matplotlib's per-artist <g id=...>): they draw nothing.
+    One drawn thing per line (a bar with its title, a legend entry, ...)."""
+    out: List[ET.Element] = []
+    for child in list(elem):
+        _prune(child, False)
+        if _local(child.tag) == "g" and not child.attrib:
+            out.extend(list(child))
+        else:
+            out.append(child)
+    for child in list(elem):
+        elem.remove(child)
+    for child in out:
+        child.tail = "\n" if top else None
+        elem.append(child)
+
+
+def _inline_svg(svg: str, marks: _Marks, chart_id: str, title: str, width: int, height: int) -> str:
+    from kit.bundle.inert import inert
+
+    chart_id, title = inert(chart_id), inert(title)
+    marks.by_gid = {k: (c, None if h is None else inert(h), g) for k, (c, h, g) in marks.by_gid.items()}
+    root = ET.fromstring(svg.encode("utf-8"))  # the parser drops the prolog, DOCTYPE and comments
+    q = "{%s}" % _SVG_NS
+
+    _apply_marks(root, marks, q)
+    _strip(root)
+    _prune(root, True)
     attrs = {
         "class": "chart", "id": chart_id, "viewBox": f"0 0 {width} {height}", "width": str(width),
         "height": str(height), "role": "img", "aria-labelledby": f"{chart_id}-title",

@@ -3,11 +3,11 @@
 For 200 machines of the full suite the per-cell tables are 131 tables of 200 rows; what a lab reads
 first is one row per machine: its **geometric-mean ratio to its group** over all its cells and per
 precision (or per suite: ``View.by``), each cell's ratio being the machine's speed ÷ the pooled
-repeats of the rest of its group (:mod:`kit.compare.fleet`, the ratio of medians); its worst cell;
+repeats of the rest of its group (:mod:`kit.compare.fleet.grouped`, the ratio of medians); its worst cell;
 its spread (the median over its cells of its repeats' coefficient of variation); and its findings
-(:mod:`kit.compare.fleet_findings`). Machines with findings come first, then the slowest. The
+(:mod:`kit.compare.fleet.findings`). Machines with findings come first, then the slowest. The
 terminal and Markdown views (:mod:`kit.compare.render`) and the fleet page
-(:mod:`kit.report.html_compare`, with a heatmap of the same numbers) all read :func:`summary_tables`.
+(:mod:`kit.report.html.compare`, with a heatmap of the same numbers) all read :func:`summary_tables`.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from kit.compare.fleet import FleetSummary
-from kit.compare.fleet_findings import group_phrase
+from kit.compare.fleet.grouped import FleetSummary
+from kit.compare.fleet.findings import group_phrase
 from kit.results.ratios import fmt_ratio, geometric_mean
 
 #: decimals of a summary ratio (a 1% difference must show)
@@ -38,7 +38,7 @@ class MachineRow:
     by_column: dict  # column -> geometric-mean ratio (None: no cell there)
     worst: tuple | None  # (ratio, cell label) of its lowest ratio
     cv: float | None  # median CV over its cells
-    findings: list  # kit.compare.fleet_findings.Finding
+    findings: list  # kit.compare.fleet.findings.Finding
 
     @property
     def named_slow(self) -> bool:
@@ -127,9 +127,9 @@ def table_cells(t: GroupTable) -> tuple[list[str], list[list[str]]]:
 
 
 def text_lines(t: GroupTable, width: int) -> list[str]:
-    """The table as fixed-width lines (kit.compare.fleet_views.plain_table): figures and names never
+    """The table as fixed-width lines (kit.compare.fleet.views.plain_table): figures and names never
     cut; where it is wider than ``width``, the worst cell's id (the last column) folds."""
-    from kit.compare.fleet_views import plain_table
+    from kit.compare.fleet.views import plain_table
 
     header, body = table_cells(t)
     right = {0} | set(range(2, 3 + len(t.columns) + 1))
@@ -142,7 +142,7 @@ def text_lines(t: GroupTable, width: int) -> list[str]:
 
 def markdown_lines(t: GroupTable) -> list[str]:
     from kit.bundle.inert import markdown_text as md
-    from kit.compare.fleet_views import md_table
+    from kit.compare.fleet.views import md_table
 
     header, body = table_cells(t)
     return [f"### {md(t.title)}", "", md_table([md(h) for h in header], [[md(c) for c in r] for r in body]), ""]

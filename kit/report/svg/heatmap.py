@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kit.report.svg_primitives import svg_open
+from kit.report.svg.primitives import svg_open
 
 #: how far from 1 a ratio is drawn at full colour
 SATURATE = 0.2

@@ -1,4 +1,4 @@
-"""What the matplotlib charts of kit.report.svg share: the palette, fonts and rc settings, Series,
+"""What the matplotlib charts of kit.report.svg.plots share: the palette, fonts and rc settings, Series,
 number formats and y ticks, the figure and axes in the report's style, titles and legend, and the
 marks (class, hover title) that the inline SVG gives each artist."""
 

@@ -7,7 +7,7 @@ text from results files is HTML-escaped (a bundle from elsewhere is
 untrusted).
 
 This module renders the run's report; the shared skeleton (CSS, page, tables) is
-:mod:`kit.report.html_page`, the compare pages :mod:`kit.report.html_compare`.
+:mod:`kit.report.html.page`, the compare pages :mod:`kit.report.html.compare`.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from kit.compare.stats import METHOD
 from kit.env import record as env_record
 from kit.results.curve import KNEE_DEFINITION, WHOLE_CELL, curves, fmt_knee, point_parts
 from kit.results.ratios import EPOCH_S, SPEEDUP_DEFINITION, THROUGHPUT
-from kit.report.html_page import _outside_note, _page, _table, _verdict_html
-from kit.report.html_why import why_section
+from kit.report.html.page import _outside_note, _page, _table, _verdict_html
+from kit.report.html.why import why_section
 from kit.report.insights import run_insights
 from kit.results.cell_ids import image_size_part, key_of
 from kit.results.schema import CellResult, RunResults

@@ -5,7 +5,7 @@ console's width; a pipe is 80 columns), the tables of today stay. Where they do 
 ``--metric`` or ``--group-by`` is given, each cell gets a table of its own with one row per machine:
 the machine's median (of ``--metric``), its ratio to the baseline with the 95% CI and the verdict,
 fastest first. With ``--group-by`` each cell has one table per group, the ratio is to the rest of the
-group (:mod:`kit.compare.fleet`), the group's median, min-max and IQR head the table, and the machines
+group (:mod:`kit.compare.fleet.grouped`), the group's median, min-max and IQR head the table, and the machines
 slower than the rest of their group are named in the findings.
 
 Figures and cell ids are never cut: their columns do not wrap, only a machine's name may fold.
@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from kit.compare.engine import Comparison, MachineCell, Row
 from kit.compare.halves import map_text
-from kit.compare.fleet import FleetSummary, GroupCell, View, summarise_fleet
-from kit.compare.fleet_findings import group_phrase, rule_sentence
+from kit.compare.fleet.grouped import FleetSummary, GroupCell, View, summarise_fleet
+from kit.compare.fleet.findings import group_phrase, rule_sentence
 from kit.compare.console import natural_width, widest
 from kit.compare.fmt import _UNIT_SHORT, fmt_speedup_estimate, fmt_throughput, fmt_time, fmt_vs_baseline, speed_verdict
 from kit.compare.load import Source
@@ -210,7 +210,7 @@ def findings_lines(fleet: FleetSummary) -> list[str]:
 
 def left_out_lines(fleet: FleetSummary) -> list[str]:
     """One line per group that leaves cells (or itself) out of the comparison, with the reasons
-    (kit.compare.fleet_left_out); none where every group compares every cell its machines measured."""
+    (kit.compare.fleet.left_out); none where every group compares every cell its machines measured."""
     return [x.line for x in fleet.left_out]
 
 
@@ -392,10 +392,4 @@ def to_markdown_rows(cmp: Comparison, view: View, fleet: FleetSummary | None = N
                         + ([md(ln.bound)] if bound_h else []) + ([md(verdict)] if verdict_h else []))
         out += [f"### {md(title)}", "", md_table([md(h) for h in header], body), ""]
     return out
-
-
-def md_inputs(cmp: Comparison) -> str:
-    md = markdown_text
-    return md_table([""] + list(INPUT_COLUMNS) + ["file"],
-                    [[md(label_of(cmp, s))] + [md(x) for x in input_fields(s)] + [md(input_file(s))] for s in cmp.sources])
 

@@ -11,7 +11,7 @@ For each group and cell (the cells ``kit compare`` lines up, :class:`kit.compare
   Fieller, Welch's test; the point from :func:`kit.results.ratios.ratio_of_medians`). Speed is
   throughput where the cells record it, else the inverse of the epoch time, as against the baseline.
 
-Which machines are slow or unstable, and where, is :mod:`kit.compare.fleet_findings`' rule (a
+Which machines are slow or unstable, and where, is :mod:`kit.compare.fleet.findings`' rule (a
 slowdown that holds after controlling the false-discovery rate over the machine's cells, in a stated
 share of them); :func:`summarise_fleet` gives the groups' cells and those findings.
 """
@@ -23,8 +23,8 @@ import statistics
 from dataclasses import dataclass, field, replace
 
 from kit.compare.engine import Comparison, Row
-from kit.compare.fleet_findings import find, rule_sentence
-from kit.compare.fleet_left_out import left_out
+from kit.compare.fleet.findings import find, rule_sentence
+from kit.compare.fleet.left_out import left_out
 from kit.compare.groups import check_group_by, group_of
 from kit.compare.load import Source
 from kit.compare.stats import RatioEstimate, Sample, ratio_estimates, rest_samples
@@ -118,9 +118,9 @@ class FleetSummary:
     outlier_pct: float
     groups: dict[str, list[Source]]
     cells: list[GroupCell] = field(default_factory=list)
-    #: kit.compare.fleet_findings.Finding: the slow machines, then the unstable ones
+    #: kit.compare.fleet.findings.Finding: the slow machines, then the unstable ones
     findings: list = field(default_factory=list)
-    #: kit.compare.fleet_left_out.LeftOut: each group that leaves cells (or itself) out, and why
+    #: kit.compare.fleet.left_out.LeftOut: each group that leaves cells (or itself) out, and why
     left_out: list = field(default_factory=list)
 
     def __repr__(self) -> str:

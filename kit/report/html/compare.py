@@ -6,7 +6,7 @@ from __future__ import annotations
 from html import escape
 from typing import TYPE_CHECKING
 
-from kit.report.html_page import _outside_note, _page, _table, _verdict_html
+from kit.report.html.page import _outside_note, _page, _table, _verdict_html
 from kit.results.ratios import SPEEDUP_DEFINITION
 
 if TYPE_CHECKING:
@@ -29,14 +29,40 @@ h3 { font-size: 1rem; margin: 22px 0 4px; overflow-wrap: anywhere; }
 """
 
 
+def _time_cell(row, mc) -> str:
+    """A machine's cell of the time and throughput table: its figures, or its status and why."""
+    from kit.compare.fmt import fmt_throughput, fmt_time
+    from kit.compare.render import n_and_cv
+
+    if mc is None or mc.status != "ok":
+        return escape(mc.status + (f": {mc.reason}" if mc and mc.reason else "")) if mc else "—"
+    bits = [escape(fmt_time(mc.epoch_s)) + "/epoch", escape(fmt_throughput(mc.throughput, row.unit))]
+    bits += [escape(x) for x in n_and_cv(mc)]
+    if mc.energy_j_per_epoch is not None:
+        bits.append(f"{mc.energy_j_per_epoch:,.0f} J/epoch")
+    if mc.flags:
+        bits.append(f'<span class="flag">⚠ {escape(", ".join(mc.flags))}</span>')
+    return "<br>".join(bits)
+
+
+def _vs_cell(mc) -> str:
+    """A machine's cell of the table against the baseline: its ratio with the CI, and the verdict."""
+    from kit.compare.fmt import fmt_vs_baseline, speed_verdict
+
+    est = mc.vs_baseline if mc else None
+    if est is None:
+        return escape(mc.status) if mc and mc.status != "ok" else "—"
+    v = speed_verdict(est)
+    cls = "sig" if v == "faster" else "slower" if v == "slower" else "ns"
+    return f'{escape(fmt_vs_baseline(est))} <span class="{cls}">{escape(v)}</span>'
+
+
 def render_compare_page(cmp: "Comparison", view=None) -> str:
     """The page ``kit compare --html FILE`` writes: one column per machine for a few machines, the
     fleet page (:func:`render_fleet_page`) for more, or when ``view`` groups them."""
     if len(cmp.sources) > PAGE_COLUMNS or (view is not None and view.group_by):
         return render_fleet_page(cmp, view)
-    from kit.compare.fmt import fmt_throughput, fmt_time, fmt_vs_baseline, speed_verdict
-    from kit.compare.render import (QUALITY_TITLE, n_and_cv, not_compared_lines, not_compared_title, quality_lines,
-                                    quality_rows)
+    from kit.compare.render import QUALITY_TITLE, not_compared_lines, not_compared_title, quality_lines, quality_rows
     from kit.report.charts import comparison_charts
 
     base = cmp.baseline_source
@@ -58,24 +84,13 @@ def render_compare_page(cmp: "Comparison", view=None) -> str:
     else:
         body.append("<p>None.</p>")
 
-    def time_cell(row, mc) -> str:
-        if mc is None or mc.status != "ok":
-            return escape(mc.status + (f": {mc.reason}" if mc and mc.reason else "")) if mc else "—"
-        bits = [escape(fmt_time(mc.epoch_s)) + "/epoch", escape(fmt_throughput(mc.throughput, row.unit))]
-        bits += [escape(x) for x in n_and_cv(mc)]
-        if mc.energy_j_per_epoch is not None:
-            bits.append(f"{mc.energy_j_per_epoch:,.0f} J/epoch")
-        if mc.flags:
-            bits.append(f'<span class="flag">⚠ {escape(", ".join(mc.flags))}</span>')
-        return "<br>".join(bits)
-
     body.append("<h2>Time per epoch and throughput</h2>" + _table(
         ["cell"] + [escape(s.label) for s in cmp.sources],
-        [[escape(r.label)] + [time_cell(r, mc) for mc in r.machines] for r in cmp.rows], numeric_from=1,
+        [[escape(r.label)] + [_time_cell(r, mc) for mc in r.machines] for r in cmp.rows], numeric_from=1,
     ))
     sp_rows = [r for r in cmp.rows if any(mc and mc.vs_fp32 for mc in r.machines)]
     if sp_rows:
-        from kit.compare.fleet_views import any_verdict, verdict_lines
+        from kit.compare.fleet.views import any_verdict, verdict_lines
 
         shown = any_verdict(cmp)
         body.append("<h2>Speedup over fp32 on each machine</h2><p class=\"sub\">"
@@ -88,18 +103,10 @@ def render_compare_page(cmp: "Comparison", view=None) -> str:
                                   if mc else "—" for mc in r.machines] for r in sp_rows], numeric_from=1,
         ) + _outside_note(mc.vs_fp32 for r in sp_rows for mc in r.machines if mc))
 
-    def vs_cell(mc) -> str:
-        est = mc.vs_baseline if mc else None
-        if est is None:
-            return escape(mc.status) if mc and mc.status != "ok" else "—"
-        v = speed_verdict(est)
-        cls = "sig" if v == "faster" else "slower" if v == "slower" else "ns"
-        return f'{escape(fmt_vs_baseline(est))} <span class="{cls}">{escape(v)}</span>'
-
     body.append(f"<h2>Throughput relative to {escape(base.label)}</h2>"
                 f'<p class="sub">Median throughput ÷ {escape(base.label)}\'s median; [95% CI of the ratio of means].</p>' + _table(
         ["cell"] + [f"{escape(s.label)} ÷ {escape(base.label)}" for s in cmp.sources[1:]],
-        [[escape(r.label)] + [vs_cell(mc) for mc in r.machines[1:]] for r in cmp.rows], numeric_from=1,
+        [[escape(r.label)] + [_vs_cell(mc) for mc in r.machines[1:]] for r in cmp.rows], numeric_from=1,
     ) + _outside_note(mc.vs_baseline for r in cmp.rows for mc in r.machines[1:] if mc))
     q_rows = quality_rows(cmp)
     if q_rows:
@@ -128,15 +135,15 @@ def render_compare_page(cmp: "Comparison", view=None) -> str:
 def render_fleet_page(cmp: "Comparison", view=None) -> str:
     """The compare page for many machines, at the page's fixed width whatever their number: the
     findings (grouped by ``view.group_by`` or the GPU model) with their rule, the warnings, then per
-    group the summary table (kit.compare.fleet_summary) and its heatmap (machines x precisions or
+    group the summary table (kit.compare.fleet.summary) and its heatmap (machines x precisions or
     suites, colour = ratio to the group, the cells a finding names outlined); the per-cell ranked bar
     charts only where ``view.cells`` or ``view.verbose`` asks for them; the Inputs table last. No scripts."""
     from kit.bundle.inert import html_text
-    from kit.compare.fleet import View, summarise_fleet
-    from kit.compare.fleet_summary import column_of, explanation, summary_tables, table_cells
-    from kit.compare.fleet_views import LEFT_OUT_TITLE, findings_title, left_out_lines
+    from kit.compare.fleet.grouped import View, summarise_fleet
+    from kit.compare.fleet.summary import column_of, explanation, summary_tables, table_cells
+    from kit.compare.fleet.views import LEFT_OUT_TITLE, findings_title, left_out_lines
     from kit.compare.render import not_compared_lines, not_compared_title
-    from kit.report.svg_heatmap import HeatRow, heatmap
+    from kit.report.svg.heatmap import HeatRow, heatmap
     from kit.results.ratios import fmt_ratio
 
     view = view or View()
@@ -201,10 +208,10 @@ def _per_cell_charts(cmp: "Comparison", fleet, by: str) -> list[str]:
     """Per cell a ranked bar chart per group: each machine's throughput ÷ the baseline's with its 95%
     CI as whiskers, the machines slow in that cell in red."""
     from kit.bundle.inert import html_text as h
-    from kit.compare.fleet_findings import group_phrase
-    from kit.compare.fleet_views import spread_text
+    from kit.compare.fleet.findings import group_phrase
+    from kit.compare.fleet.views import spread_text
     from kit.compare.fmt import fmt_vs_baseline, speed_verdict
-    from kit.report.svg_ranked import RankedBar, bar_end, ranked_bars
+    from kit.report.svg.ranked import RankedBar, bar_end, ranked_bars
 
     base = cmp.baseline_source
     outliers = fleet.outlier_cells()

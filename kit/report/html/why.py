@@ -16,8 +16,8 @@ from html import escape
 
 from kit.compare import measures
 from kit.report.explain_text import busy_mark, over_100, with_busy
-from kit.report.svg_primitives import PALETTE, Series
-from kit.report.svg_stacked import stacked_bars
+from kit.report.svg.primitives import PALETTE, Series
+from kit.report.svg.stacked import stacked_bars
 from kit.results import kernel_classes as kc
 from kit.results.explain import HOST_GAP, NO_PROFILE, across_engines, bound_short, explain, ladder_lines, profile_reason
 from kit.results.precisions import PRECISIONS

@@ -1,6 +1,6 @@
 """Which machines of a fleet are slow or unstable, and where: findings that hold up under many cells.
 
-Each machine's cells come from :mod:`kit.compare.fleet` (its repeats against the pooled repeats of
+Each machine's cells come from :mod:`kit.compare.fleet.grouped` (its repeats against the pooled repeats of
 the other machines of its group, by :func:`kit.compare.stats.ratio_estimates`). Testing each of 131
 cells at p < 0.05 names about 5% of the cells of a healthy machine by chance, so a machine is
 **slow** only when its slowdown is consistent:
@@ -25,7 +25,7 @@ never "slow" (its medians may be where the group's are).
 
 Each finding names its pattern: of the facets above, the values that hold the flagged cells with the
 fewest others ("amp-fp16 only: 36 of 36 amp-fp16 cells; every other precision within 1%"), and the
-facts of its environment that differ from its group's as candidate causes (:mod:`kit.compare.fleet_causes`).
+facts of its environment that differ from its group's as candidate causes (:mod:`kit.compare.fleet.causes`).
 Where every slow cell of a finding has the same measured verdict (:func:`kit.results.explain.bound`'s kind:
 host-bound, loader-bound, compute-bound...), the finding says so ("host-bound cells only"): the machine's
 slowness sits where its host, not its GPU, paced the step.
@@ -38,7 +38,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Callable
 
-from kit.compare.fleet_causes import Cause, GroupFacts
+from kit.compare.fleet.causes import Cause, GroupFacts
 from kit.compare.figures import HOST_PACED
 from kit.results.explain import NOT_MEASURED
 from kit.results.ratios import fmt_ratio

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import List
 
-from kit.report.svg_primitives import svg_open
+from kit.report.svg.primitives import svg_open
 
 # --- ranked horizontal bars (a fleet's machines in one cell), written directly --------------------------
 
