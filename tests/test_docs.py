@@ -360,6 +360,15 @@ def test_every_marked_command_output_in_the_docs_is_what_the_command_prints_toda
                                 "run python scripts/doc_outputs.py --write" for b, _ in stale)
 
 
+def test_every_shipped_bundles_report_beside_it_is_what_the_kit_renders_today(doc_outputs):
+    """scripts/doc_outputs.py's check of references/: beside each bundle X.tar.gz, X.report.html is its
+    report as `kit bundle report` renders it from the bundle today (the fix: python scripts/doc_outputs.py
+    --write)."""
+    stale = doc_outputs.stale_reports()
+    assert not stale, "\n".join(f"{p.relative_to(REPO)}: " + ("its bundle is gone" if now is None else "not what `kit bundle "
+                                 "report` renders today") + "; run python scripts/doc_outputs.py --write" for p, now in stale)
+
+
 def test_the_readmes_speedup_chart_is_the_shipped_references_own():
     """README.md shows the shipped H200 reference's chart (charts/cifar-torch-speedup.svg in its bundle):
     a new reference brings its own, copied to docs/img/h200-speedup-torch.svg."""
