@@ -18,8 +18,8 @@ or Markdown the command prints itself (tables), up to a closing comment:
     python scripts/doc_outputs.py --write    # rewrite every block from its command
 
 A command is `kit ...` (this checkout's kit, ``python -m kit``) or `python scripts/...` (this
-interpreter), run from the repository root with a 120-column terminal and no colour; lines lose their
-trailing spaces. tests/test_docs.py runs the check, so every figure in such a block is what today's kit
+interpreter), run from the repository root with a 120-column terminal (``COLUMNS=100 kit ...``: a
+narrower one) and no colour; lines lose their trailing spaces. tests/test_docs.py runs the check, so every figure in such a block is what today's kit
 prints from the bundle the block names: replacing a shipped reference and running --write updates them
 all, and a change that alters what a command prints fails the tests until the docs say it too.
 
@@ -87,9 +87,15 @@ def blocks(path: Path) -> list[Block]:
     return out
 
 
+def columns(command: str) -> tuple[int, str]:
+    """The terminal's width a marked command asks for (``COLUMNS=N`` before it), and the command."""
+    m = re.match(r"^COLUMNS=(\d+)\s+(.*)$", command)
+    return (int(m.group(1)), m.group(2)) if m else (COLUMNS, command)
+
+
 def argv(command: str) -> list[str]:
     """The command as this checkout runs it (ValueError for anything but kit or a script of ours)."""
-    words = shlex.split(command)
+    words = shlex.split(columns(command)[1])
     if words[:1] == ["kit"]:
         return [sys.executable, "-m", "kit", *words[1:]]
     if words[:1] == ["python"] and len(words) > 1 and words[1].startswith("scripts/"):
@@ -99,7 +105,7 @@ def argv(command: str) -> list[str]:
 
 def output(command: str) -> str:
     """What ``command`` prints today, as a block holds it."""
-    env = dict(os.environ, COLUMNS=str(COLUMNS), LINES="50", NO_COLOR="1", TERM="dumb")
+    env = dict(os.environ, COLUMNS=str(columns(command)[0]), LINES="50", NO_COLOR="1", TERM="dumb")
     env.pop("FORCE_COLOR", None)
     done = subprocess.run(argv(command), cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     if done.returncode != 0:

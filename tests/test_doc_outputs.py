@@ -69,3 +69,11 @@ def test_a_shipped_bundles_report_is_found_missing_stale_or_orphaned_and_rendere
     assert doc_outputs.stale_reports(tmp_path) == []  # only the time it was rendered differs
     page.write_text(text.replace("<h2>Cells</h2>", "<h2>Cells, edited</h2>"), encoding="utf-8")
     assert [p for p, _ in doc_outputs.stale_reports(tmp_path)] == [page]
+
+
+def test_a_marked_command_may_ask_for_a_narrower_terminal(doc_outputs):
+    assert doc_outputs.columns("kit --version") == (120, "kit --version")
+    assert doc_outputs.columns("COLUMNS=100 kit bundle show x.tar.gz") == (100, "kit bundle show x.tar.gz")
+    assert doc_outputs.argv("COLUMNS=100 kit --version")[1:] == ["-m", "kit", "--version"]
+    with pytest.raises(ValueError, match="kit ...` or `python scripts"):
+        doc_outputs.argv("COLUMNS=100 rm -rf /")
