@@ -336,6 +336,26 @@ def test_every_shipped_bundles_report_beside_it_is_what_the_kit_renders_today(do
                                  "report` renders today") + "; run python scripts/doc_outputs.py --write" for p, now in stale)
 
 
+def test_the_performance_pages_speedup_chart_is_the_h100_references_own():
+    """docs/performance.md leads with the H100 reference and shows its chart (charts/cifar-torch-speedup.svg in
+    its bundle): a new reference brings its own, copied to docs/img/h100-speedup-torch.svg."""
+    from kit.bundle.merge import reference_bundles
+    from kit.bundle.safe_open import open_bundle
+
+    (bundle,) = reference_bundles("h100")
+    page = (REPO / "docs" / "performance.md").read_text(encoding="utf-8")
+    assert page.index("## On an H100") < page.index("## On H200s") and "](img/h100-speedup-torch.svg)" in page
+    assert (REPO / "docs" / "img" / "h100-speedup-torch.svg").read_bytes() == \
+        open_bundle(bundle).files["charts/cifar-torch-speedup.svg"], \
+        f"copy charts/cifar-torch-speedup.svg of {bundle.name} to docs/img/h100-speedup-torch.svg"
+
+
+def test_the_h200_reference_is_labelled_an_older_measurement_wherever_it_is_shown():
+    for path in (REPO / "references" / "h200" / "README.md", REPO / "docs" / "performance.md", README):
+        text = " ".join(path.read_text(encoding="utf-8").split())
+        assert "older measurement" in text and ("older method" in text or "made before cells recorded how" in text), path
+
+
 def _readme_prose() -> str:
     """The README's text outside code blocks and comments, its lines joined (a sentence may span lines)."""
     text = re.sub(r"<!--.*?-->", "", README.read_text(encoding="utf-8"), flags=re.S)
