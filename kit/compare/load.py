@@ -185,7 +185,6 @@ def older_reference_note(name: str, source: Source) -> str | None:
 
     from kit.bundle.merge import reference_bundles, reference_roots
     from kit.bundle.safe_open import open_bundle
-    from kit.errors import KitError as Refused
 
     cells = [c for c in source.figures.cells if c.ok]
     unknown = sum(c.method is None for c in cells)
@@ -197,7 +196,7 @@ def older_reference_note(name: str, source: Source) -> str | None:
     for other in sorted({p.parent.name for r in reference_roots() if r.is_dir() for p in r.glob("*/*.tar.gz")} - {name}):
         try:
             ok = [c for b in reference_bundles(other) for c in open_bundle(b).results.cells if c.status == "ok"]
-        except Refused:
+        except KitError:  # a reference that does not open is not named
             continue
         if ok and all(c.method for c in ok):
             others.append(other)

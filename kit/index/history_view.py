@@ -94,8 +94,8 @@ def fitted_summary(console, precisions: list, rows: list) -> tuple:
     table = summary_table(precisions, rows)
     if unbroken_fit(console, table):
         return table, []
-    notes = [f"{CHANGED}:"] + [f"  {i}: {_changed_text(i, row)}" for i, row in enumerate(rows, 1)
-                               if i > 1 and _changed_text(i, row)]
+    said = [f"  {i}: {_changed_text(i, row)}" for i, row in enumerate(rows, 1) if i > 1 and _changed_text(i, row)]
+    notes = [f"{CHANGED}:"] + said if said else []
     shown = list(precisions)
     empty = [pr for pr in precisions if all(r.by_precision.get(pr) is None or r.by_precision[pr].ratio is None for r in rows)]
     for pr in dict.fromkeys(empty + precisions[::-1]):
