@@ -3,8 +3,8 @@
     python scripts/perf_table.py references/h200/perf
         the targets table (references/h200/perf/perf.md) from a bench_h200.sh output
         folder, or a folder holding bundles and an overhead.json;
-    python scripts/perf_table.py --suite references/h200/vm_NVIDIA-H200_*.tar.gz
-        the full-suite tables of docs/performance.md, "The full suite on an H200" from a bundle;
+    python scripts/perf_table.py --suite references/h100/vm_NVIDIA-H100-*.tar.gz
+        the full-suite tables of docs/performance.md (the H100 reference's, and the H200's) from a bundle;
     python scripts/perf_table.py --curve references/h200/curve/*/*.tar.gz
         the batch-curve tables of docs/performance.md, "Batch curve": one table per model and
         image size, a row per precision (kit.results.curve: the knee, the speedup over fp32
@@ -155,17 +155,23 @@ SUITE = (
      {"resnet18": "ResNet-18", "resnet34": "ResNet-34", "resnet50": "ResNet-50", "resnet101": "ResNet-101", "resnet152": "ResNet-152"},
      {"fp32": "fp32", "tf32": "tf32", "amp-fp16": "amp-fp16 (`to_fp16`)", "amp-bf16": "amp-bf16 (`to_bf16`)",
       "fp16-master": "fp16-master (`to_non_native_fp16`)"}),
-    ("lstm", "kit", "LSTM (tokens/s)",
+    ("lstm", "kit", "LSTM, `kit` engine (tokens/s)",
+     {"apex-2018": "`apex-2018` (200 units)", "tensor-core": "`tensor-core` (1504 units)"},
+     {"fp32": "fp32", "tf32": "tf32", "amp-fp16": "amp-fp16", "amp-bf16": "amp-bf16", "fp16-master": "fp16-master"}),
+    ("lstm", "graphed", "LSTM, `graphed` engine (tokens/s)",
      {"apex-2018": "`apex-2018` (200 units)", "tensor-core": "`tensor-core` (1504 units)"},
      {"fp32": "fp32", "tf32": "tf32", "amp-fp16": "amp-fp16", "amp-bf16": "amp-bf16", "fp16-master": "fp16-master"}),
 )
 
 
 def suite_tables(results: RunResults, precision: str = "amp-fp16") -> str:
-    """Median throughput per model and precision, and the speedup over fp32 of ``precision``."""
+    """Median throughput per model and precision, and the speedup over fp32 of ``precision``; an engine
+    the run has no cell of is left out."""
     by_id = {c.cell_id: c for c in results.cells}
     out = []
     for workload, engine, first, models, precisions in SUITE:
+        if not any(c.workload == workload and c.engine == engine for c in results.cells):
+            continue
         head = [first] + list(precisions.values()) + [f"{ratios.SPEEDUP_NAME} ({precision})"]
         lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
         for model, label in models.items():

@@ -1,6 +1,7 @@
 """The documentation: a short README, every command documented, no dead link, no tracker number.
 
-The README is the front door (at most 250 lines); the depth is in docs/, one click away. Links are
+The README is the front door (at most 150 lines, one screen from its title to the first result); the
+depth is in docs/, one click away. Links are
 checked as GitHub renders them: relative file links against the repository, ``#anchors`` against the
 target's headings with GitHub's slug rules. Internal tracker numbers (the word issue with a number, or a
 number after "#") mean nothing to a user, so none may appear where a user reads (README, docs, reference
@@ -21,7 +22,7 @@ from kit.cli.main import app
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
-MAX_README_LINES = 250
+MAX_README_LINES = 150
 
 #: Pages that other branches of this change add (the fleet views' docs/compare.md, the results index's
 #: docs/results-index.md). While such a file is missing, a link to it is not counted as dead; once it
@@ -134,7 +135,7 @@ def doc_pages() -> list[Path]:
 # --- the README ---------------------------------------------------------------------------------
 
 
-def test_the_readme_is_at_most_250_lines():
+def test_the_readme_is_at_most_150_lines():
     n = len(README.read_text(encoding="utf-8").splitlines())
     assert n <= MAX_README_LINES, f"README.md has {n} lines; move depth to docs/ (at most {MAX_README_LINES})"
 
@@ -151,6 +152,8 @@ def test_the_readme_says_what_the_first_runs_download_and_take():
     pins = dict(line.split("==") for line in (REPO / "requirements-test.txt").read_text().splitlines()
                 if "==" in line and not line.startswith("#"))
     assert f"pip install torch=={pins['torch']} torchvision=={pins['torchvision']}" in text
+    # the CPU-only build, from PyTorch's own index, next to the PyPI pair
+    assert "pip install torch torchvision --index-url https://download.pytorch.org/whl/cpu" in text
     cpu = BUILD_DISK_PEAKS["cpu"]
     assert f"makes a {cpu.image_bytes / 1e9:.2f} GB image" in text
     assert f"needs about {round(cpu.peak_bytes / 1e9)} GB of free disk while it builds" in text
@@ -312,42 +315,6 @@ def test_every_format_option_shown_in_a_command_has_its_file_or_dash(page):
     assert not bad, "a format option needs FILE or - (kit.cli.output):\n" + "\n".join(bad)
 
 
-def _readme_rows_from_the_reference():
-    """The rows of the README's "On an H200" table whose figures are from the shipped reference: (the row's
-    text, the cell key it names, its fp32, amp-fp16 and ratio columns as printed)."""
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    section = text.split("## On an H200", 1)[1].split("\n## ", 1)[0]
-    rows = []
-    for line in section.splitlines():
-        cols = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cols) != 5 or "[reference](references/h200/README.md)" not in cols[4]:
-            continue
-        engine = re.search(r"`(fastai|torch|kit|graphed)` engine", cols[0]).group(1)
-        model = re.search(r"ResNet-(\d+)", cols[0])
-        workload, model = ("cifar", f"resnet{model.group(1)}") if model else (
-            "lstm", re.search(r"LSTM `([\w-]+)`", cols[0]).group(1))
-        rows.append((cols[0], (workload, model, engine), cols[1].split()[0], cols[2], cols[3].strip("*")))
-    return rows
-
-
-def test_the_readmes_reference_rows_print_the_shipped_references_own_figures():
-    from kit.bundle.merge import reference_bundles
-    from kit.bundle.safe_open import open_bundle
-    from kit.results import ratios
-
-    (bundle,) = reference_bundles("h200")
-    cells = {c.cell_id: c for c in open_bundle(bundle).results.cells if c.status == "ok"}
-    rows = _readme_rows_from_the_reference()
-    assert rows, "the README's H200 table names no row from the shipped reference"
-    for label, key, fp32, fp16, ratio in rows:
-        base, half = (cells.get(f"{key[0]}/{key[1]}/{p}/{key[2]}") for p in ("fp32", "amp-fp16"))  # the default cell
-        assert base and half, f"README row {label!r}: the reference has no {key} fp32 and amp-fp16 cells"
-        want = (f"{ratios.median_of(ratios.metric_values(base, ratios.THROUGHPUT)):,.0f}",
-                f"{ratios.median_of(ratios.metric_values(half, ratios.THROUGHPUT)):,.0f}",
-                ratios.fmt_speedup(ratios.speedup_over_fp32(half, base)))
-        assert (fp32, fp16, ratio) == want, f"README row {label!r} prints {(fp32, fp16, ratio)}, the reference {want}"
-
-
 def test_every_marked_command_output_in_the_docs_is_what_the_command_prints_today(doc_outputs):
     """scripts/doc_outputs.py's check over README.md, docs/ and references/: each block marked
     `<!-- output: COMMAND -->` holds what COMMAND prints from this checkout (the fix:
@@ -360,14 +327,83 @@ def test_every_marked_command_output_in_the_docs_is_what_the_command_prints_toda
                                 "run python scripts/doc_outputs.py --write" for b, _ in stale)
 
 
-def test_the_readmes_speedup_chart_is_the_shipped_references_own():
-    """README.md shows the shipped H200 reference's chart (charts/cifar-torch-speedup.svg in its bundle):
-    a new reference brings its own, copied to docs/img/h200-speedup-torch.svg."""
+def test_every_shipped_bundles_report_beside_it_is_what_the_kit_renders_today(doc_outputs):
+    """scripts/doc_outputs.py's check of references/: beside each bundle X.tar.gz, X.report.html is its
+    report as `kit bundle report` renders it from the bundle today (the fix: python scripts/doc_outputs.py
+    --write)."""
+    stale = doc_outputs.stale_reports()
+    assert not stale, "\n".join(f"{p.relative_to(REPO)}: " + ("its bundle is gone" if now is None else "not what `kit bundle "
+                                 "report` renders today") + "; run python scripts/doc_outputs.py --write" for p, now in stale)
+
+
+def test_the_performance_pages_speedup_chart_is_the_h100_references_own():
+    """docs/performance.md leads with the H100 reference and shows its chart (charts/cifar-torch-speedup.svg in
+    its bundle): a new reference brings its own, copied to docs/img/h100-speedup-torch.svg."""
     from kit.bundle.merge import reference_bundles
     from kit.bundle.safe_open import open_bundle
 
-    (bundle,) = reference_bundles("h200")
-    assert "](docs/img/h200-speedup-torch.svg)" in README.read_text(encoding="utf-8")
-    assert (REPO / "docs" / "img" / "h200-speedup-torch.svg").read_bytes() == \
+    (bundle,) = reference_bundles("h100")
+    page = (REPO / "docs" / "performance.md").read_text(encoding="utf-8")
+    assert page.index("## On an H100") < page.index("## On H200s") and "](img/h100-speedup-torch.svg)" in page
+    assert (REPO / "docs" / "img" / "h100-speedup-torch.svg").read_bytes() == \
         open_bundle(bundle).files["charts/cifar-torch-speedup.svg"], \
-        f"copy charts/cifar-torch-speedup.svg of {bundle.name} to docs/img/h200-speedup-torch.svg"
+        f"copy charts/cifar-torch-speedup.svg of {bundle.name} to docs/img/h100-speedup-torch.svg"
+
+
+def test_the_h200_reference_is_labelled_an_older_measurement_wherever_it_is_shown():
+    for path in (REPO / "references" / "h200" / "README.md", REPO / "docs" / "performance.md", README):
+        text = " ".join(path.read_text(encoding="utf-8").split())
+        assert "older measurement" in text and ("older method" in text or "made before cells recorded how" in text), path
+
+
+def _readme_prose() -> str:
+    """The README's text outside code blocks and comments, its lines joined (a sentence may span lines)."""
+    text = re.sub(r"<!--.*?-->", "", README.read_text(encoding="utf-8"), flags=re.S)
+    return " ".join(line for _, line in _prose_lines(text))
+
+
+def _first_screen() -> str:
+    """The README from its title to its first section after the headline table ("What a run gives you")."""
+    text = README.read_text(encoding="utf-8")
+    return text[:text.index("## What a run gives you")]
+
+
+def test_the_readmes_figures_and_example_are_the_h100_references_and_checked():
+    """The headline table and the `kit bundle show` example are marked outputs of the H100 reference (what
+    `--against h100` reads), so scripts/doc_outputs.py keeps every figure what today's kit prints; the H200
+    reference's figures are not on the front door."""
+    from kit.bundle.merge import reference_bundles
+
+    text = README.read_text(encoding="utf-8")
+    (h100,) = reference_bundles("h100")
+    assert "<!-- output: python scripts/headline_table.py h100 -->" in _first_screen()
+    assert f"<!-- output: COLUMNS=100 kit bundle show references/h100/{h100.name} " in text
+    h200_figures = ("4,831", "57,294", "2.85×", "264,370", "7.62×", "101,212")  # the H200 reference's old headline
+    assert not [f for f in h200_figures if f in text]
+    assert "Inductor" not in text and "learner scratch" not in text and "method unknown" not in text
+
+
+def test_the_h100_checks_exception_is_in_the_same_sentence_as_its_range():
+    sentences = re.split(r"(?<=[.!?])\s+(?=[A-Z`])", _readme_prose())
+    (sentence,) = [x for x in sentences if "0.989–1.018×" in x]
+    assert "1.46×" in sentence and "1.14×" in sentence and "fp16-master" in sentence and "host-paced" in sentence
+
+
+@pytest.mark.parametrize("term, definition", [
+    ("engine", "*engine* (the training loop that runs it)"),
+    ("cell", "*cell*, measured 3 times"),
+    ("stack", "*stack* that fits the driver (CUDA, torch and fastai versions pinned together"),
+    ("synthetic data", "*synthetic data* (generated in the real data sets' shapes"),
+    ("host-paced", "host-paced: their GPU idles"),
+    ("bundle", "*bundle*, `results/"),
+    ("r7", "(`r7`: the engine's revision"),
+])
+def test_each_term_of_the_readme_is_defined_where_it_first_appears(term, definition):
+    """A newcomer reads the README top to bottom: a term's first use in its prose is its definition."""
+    prose = _readme_prose()
+    first = re.search(r"(?<![\w-])\*?`?" + re.escape(term) + r"(?![\w-])", prose)
+    assert first, term
+    at = prose.find(definition)
+    assert at >= 0, f"the README no longer defines {term!r} as {definition!r}"
+    assert at <= first.start() <= at + len(definition), (
+        f"{term!r} is used before its definition: {prose[max(0, first.start() - 80):first.start() + 40]!r}")

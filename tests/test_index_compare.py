@@ -137,7 +137,7 @@ def test_history_leads_with_one_table_of_runs_with_each_precisions_geometric_mea
     code, out, err = run_main(args, capsys, monkeypatch)
     assert code == 0, err
     assert "median over repeats" not in out and out.count("run date (UTC)") == 1  # the one table
-    row = next(x for x in out.splitlines() if x.startswith("│ 2 "))
+    row = next(x for x in out.splitlines() if x.startswith(" 2 "))
     assert "driver 580.159 -> 590.10" in row and row.count("0.750× (2!)") == 3
     assert "Per-cell tables: --cells PATTERN" in out
     code, out, err = run_main(args + ["--cells", "amp-fp16"], capsys, monkeypatch)  # text the ids hold

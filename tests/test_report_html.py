@@ -299,6 +299,31 @@ def test_report_renders_in_headless_chromium_without_console_errors(tmp_path):
     assert len(png) > 50_000  # a real page with charts, not a blank canvas
 
 
+H100_REFERENCE = (Path(__file__).resolve().parents[1] / "references" / "h100"
+                  / "vm_NVIDIA-H100-80GB-HBM3_native_20261206-062040.tar.gz")
+
+
+@pytest.mark.browser
+def test_a_shipped_bundles_report_rendered_by_kit_bundle_report_opens_in_headless_chromium(tmp_path):
+    """The H100 reference's report as `kit bundle report` writes it from the bundle (today's figures): the
+    page opens without a console error, with its charts and tables, and its telemetry shows each cell's
+    measured energy per epoch (ResNet-18 fp32: 116 J, where the report inside the bundle's parts said
+    4,010, the whole cell's energy over its repeats)."""
+    from kit.report.export import write_report
+
+    page = write_report(H100_REFERENCE, tmp_path / "out")
+    assert page == tmp_path / "out" / "vm_NVIDIA-H100-80GB-HBM3_native_20261206-062040.report.html"
+    dom = _browser(tmp_path, page.as_uri(), "--dump-dom")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert dom.stdout.count("<svg") >= 12 and "Why this speedup" in dom.stdout and "<script" not in dom.stdout
+    row = re.search(r"<tr><td>cifar/resnet18/fp32/torch</td>(.*?)</tr>", dom.stdout[dom.stdout.index("J/epoch"):])
+    assert row and re.findall(r'<td class="num">([^<]*)</td>', row.group(1))[2] == "116", row
+    assert _console_errors(dom.stderr) == []
+    shot = tmp_path / "report.png"
+    r = _browser(tmp_path, page.as_uri(), f"--screenshot={shot}", "--window-size=1200,2400")
+    assert r.returncode == 0 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and len(shot.read_bytes()) > 50_000
+
+
 H100_CIFAR = (Path(__file__).resolve().parents[1] / "references" / "h100" / "explain" / "cifar"
               / "vm_NVIDIA-H100-80GB-HBM3_native_20261205-104634.tar.gz")
 

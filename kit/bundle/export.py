@@ -293,10 +293,16 @@ def write_bundle(folder: RunFolder, results_root: Path, render: Renderer) -> Pat
     resumed_from = [] if folder.interrupted else sorted(
         p.name for p in results_root.glob(f"{stem}{INTERRUPTED_MARK}*.tar.gz") if p.is_file())
     data = build_bundle(folder, target.name[: -len(".tar.gz")], render, resumed_from=resumed_from)
+    return write_out(target, data, "the bundle")
+
+
+def write_out(target: Path, data: bytes, what: str) -> Path:
+    """Write ``data`` to ``target`` atomically (its folder made if missing), for a command's ``--out``:
+    ``what`` ("the bundle", "the report") names it in the error."""
     try:
         return atomic_write_bytes(target, data)
     except OSError as exc:  # a full disk is DiskFull already (exit 10), raised as it is
         # a folder this user cannot write in (its mode, a read-only mount, a file in the way): the
         # folder given is the problem (exit 2, as `kit run --results-dir` says); anything else is the disk's
         error = UsageError if exc.errno in _NOT_WRITABLE else KitError
-        raise error(f"cannot write the bundle to {target}: {exc.strerror or exc}.", remedy=OUT_REMEDY) from None
+        raise error(f"cannot write {what} to {target}: {exc.strerror or exc}.", remedy=OUT_REMEDY) from None

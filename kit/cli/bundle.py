@@ -54,6 +54,25 @@ def show(
     print_show(open_bundle(bundle), Console(), cell or None)
 
 
+@app.command("report")
+def report(
+    bundle: Path = typer.Argument(..., help="The bundle (.tar.gz) whose report to render."),
+    out: Optional[Path] = typer.Option(None, "--out", help="A folder for <bundle name>.report.html (made if missing), "
+                                                          "or an .html file to write (default: beside the bundle)."),
+    open_it: bool = typer.Option(False, "--open", help="Open the report in the web browser as well."),
+) -> None:
+    """Render a bundle's report.html with this kit, from the bundle's data, and print where it is."""
+    from kit.report.export import write_report
+
+    page = write_report(bundle, out)
+    typer.echo(str(page))
+    if open_it:
+        import webbrowser
+
+        if not webbrowser.open(page.resolve().as_uri()):
+            typer.echo(f"No web browser found to open it here; open {page} in one.", err=True)
+
+
 @app.command("merge")
 def merge(
     bundles: List[Path] = typer.Argument(..., help="Two or more bundles measured on the same machine."),

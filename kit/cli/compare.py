@@ -81,6 +81,12 @@ def compare(
         else:
             cmp = narrow_cells(compare_paths(paths, baseline, allow_method_change, view.group_by), view.cells)
         err = Console(stderr=True)
+        if against:
+            from kit.compare.load import older_reference_note
+
+            note = older_reference_note(against, cmp.sources[0])
+            if note:
+                err.print(note, markup=False, highlight=False, style="yellow")
         tested = gate(cmp, pct) if pct is not None else None
         texts = {"csv": lambda: render.to_csv(cmp), "json": lambda: render.to_json(cmp, view, tested),
                  "markdown": lambda: render.to_markdown(cmp, verbose, view), "html": lambda: _html_page(cmp, view)}

@@ -151,32 +151,11 @@ def list_(
 
 
 def _print_runs(index: Path, runs: list, total: dict, files: bool) -> None:
-    from rich import box
     from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
 
-    hidden = sum(r["left_out"] is not None for r in runs)
-    t = Table(title=f"{index}: {total['bundles']} bundles of {total['hosts']} hosts ({len(runs)} shown, by run date"
-                    + (f"; {hidden} left out of compare and history: each run counts once)" if hidden else ")"),
-              title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-    notes = any(r["left_out"] for r in runs)
-    for col in (("#", "run date (UTC)", "host", "GPU", "driver", "stack", "torch", "kit", "cells")
-                + (("file",) if files else ()) + (("left out of compare and history",) if notes else ())):
-        t.add_column(col, overflow="fold", no_wrap=col in ("#", "run date (UTC)", "cells"))
-    i = 0
-    for r in runs:
-        cells = f"{r['n_cells']}" + (" (interrupted)" if r["interrupted"] else "")
-        i += r["left_out"] is None  # the positions --baseline takes: the runs compare reads
-        t.add_row(str(i) if r["left_out"] is None else "-", _date(r["run_date"]),
-                  *(Text(_s(r[k])) for k in ("host", "gpu", "driver", "stack", "torch", "kit")), cells,
-                  *((Text(_s(r["file_name"])),) if files else ()), *((Text(_s(r["left_out"] or "")),) if notes else ()))
-    Console().print(t)
+    from kit.index.list_view import print_runs
 
-
-def _date(iso: str) -> str:
-    """``2026-11-02 08:15`` from the stored ``2026-11-02T08:15:00Z``."""
-    return iso[:16].replace("T", " ") if iso != "unknown" else iso
+    print_runs(index, runs, total, files, Console())
 
 
 @app.command("history")

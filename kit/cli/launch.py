@@ -64,6 +64,9 @@ def launch(
     if outcome.bundle:
         console.print(f"Bundle: {outcome.bundle}" + (" (exported on the host)" if outcome.bundled_on_host else ""),
                       soft_wrap=True, markup=False)
+        from kit.report.export import run_report
+
+        console.print(run_report(outcome.bundle, outcome.run_dir, write=False), soft_wrap=True, markup=False)
     for note in outcome.notes:
         if note.startswith("no bundle"):
             console.print(f"[yellow]{note}[/yellow]")

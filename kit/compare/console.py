@@ -33,3 +33,19 @@ def widest(items, cells) -> list:
                 best[col] = (width, n)
     keep = {n for _, n in best.values()}
     return [item for n, item in enumerate(items) if n in keep]
+
+
+def unbroken_fit(console, renderable) -> bool:
+    """``renderable`` fits the console with no word or figure broken: its narrowest form, each column
+    as wide as its longest word (rich wraps a cell only between words down to that), is within the
+    console's width."""
+    from rich.measure import Measurement
+
+    return Measurement.get(console, console.options.update_width(1_000_000), renderable).minimum <= console.width
+
+
+def longest_word(text: str) -> int:
+    """The terminal width of the longest word of ``text`` (what a column must give it unbroken)."""
+    from rich.cells import cell_len
+
+    return max((cell_len(w) for w in str(text).split()), default=0)

@@ -174,3 +174,34 @@ def load_sources_keep_going(paths: list[str | Path], baseline: str | None = None
     if len(sources) < 2 and refused:
         raise refused[0].error
     return sources, refused
+
+
+def older_reference_note(name: str, source: Source) -> str | None:
+    """`kit compare --against NAME`: where the shipped reference ``source`` was measured by an older
+    method (cells that do not record how they were measured: kit.results.method's "method unknown"),
+    the line that says so, with the references whose cells all record it; None where every cell of
+    it does."""
+    import time
+
+    from kit.bundle.merge import reference_bundles, reference_roots
+    from kit.bundle.safe_open import open_bundle
+
+    cells = [c for c in source.figures.cells if c.ok]
+    unknown = sum(c.method is None for c in cells)
+    if not unknown:
+        return None
+    when = source.results.started_at if source.results is not None else None
+    made = f"kit {source.env.kit_version}" + (f" on {time.strftime('%Y-%m-%d', time.gmtime(when))}" if when else "")
+    others = []
+    for other in sorted({p.parent.name for r in reference_roots() if r.is_dir() for p in r.glob("*/*.tar.gz")} - {name}):
+        try:
+            ok = [c for b in reference_bundles(other) for c in open_bundle(b).results.cells if c.status == "ok"]
+        except KitError:  # a reference that does not open is not named
+            continue
+        if ok and all(c.method for c in ok):
+            others.append(other)
+    return (f"The {name} reference is an older measurement, made by an older method: {made}, before cells "
+            f"recorded how they were measured ({unknown} of its {len(cells)} measured cells are method unknown), so "
+            "its cells are left out of the ratios against bundles that record it (--allow-method-change shows them, "
+            "marked)." + (f" Measured by a kit that records its method: {', '.join(f'--against {o}' for o in others)}."
+                          if others else ""))

@@ -27,6 +27,7 @@ from kit.compare.fmt import fmt_cv, fmt_speedup_estimate, fmt_throughput, fmt_ti
 from kit.compare.figures import HOST_PACED
 from kit.compare.measures import fmt_parity_gap, fmt_quality_gap, parity_metric
 from kit.compare.stats import OUTSIDE_NOTE, RatioEstimate
+from kit.results.explain import HOST_BOUND, HOST_BOUND_IDLE
 from kit.results.ratios import EPOCH_S, THROUGHPUT
 
 SPEEDUP_TITLE = (
@@ -44,6 +45,28 @@ def speedup_title(with_verdicts: bool) -> str:
 HOST_PACED_NOTE = (f"{HOST_PACED}: an engine whose loop the host drives step by step, as the original tools' did "
                    "(CIFAR's fastai, the LSTM's kit engine): on a fast GPU its figure measures the host's CPU as much "
                    "as the GPU, so a ratio between two machines there is a ratio of their hosts too.")
+
+
+#: what the host-bound mark under a ratio to the baseline means (kit explain's verdict, kit.results.explain.bound)
+HOST_BOUND_NOTE = (f"⚠ {HOST_BOUND} in A (or B, ...): kit explain rates that machine's cell {HOST_BOUND} (the GPU "
+                   f"idle at least {HOST_BOUND_IDLE:.0%} of a step, waiting for the host), so its ratio to the baseline "
+                   "compares the hosts' CPUs as much as the GPUs.")
+
+
+def host_bound_mark(cmp: Comparison, row: Row, mc: MachineCell | None) -> str | None:
+    """Under the ratio of ``mc`` (a machine's cell of ``row``) to the baseline's: the machines of the two,
+    the baseline first, whose cell kit explain rates host-bound ("host-bound in A, B"); None where
+    neither is, or where there is no ratio."""
+    if mc is None or mc.vs_baseline is None:
+        return None
+    i = next(n for n, m in enumerate(row.machines) if m is mc)
+    names = [cmp.sources[n].label for n in dict.fromkeys((0, i))
+             if row.machines[n] is not None and row.machines[n].explain_kind == HOST_BOUND]
+    return f"{HOST_BOUND} in {', '.join(names)}" if names else None
+
+
+def any_host_bound_ratio(cmp: Comparison) -> bool:
+    return any(host_bound_mark(cmp, r, mc) for r in cmp.rows for mc in r.machines[1:])
 
 
 def any_host_paced(cmp: Comparison) -> bool:
@@ -195,11 +218,15 @@ def _column_tables(cmp: Comparison) -> list:
                 cells.append("—" if mc is None or mc.status == "ok" else escape(_status_text(mc)))
                 continue
             colour = "green" if speed_verdict(est) == "faster" else "red" if speed_verdict(est) == "slower" else "default"
-            cells.append(f"[{colour}]{escape(fmt_vs_baseline(est))}\n{speed_verdict(est)}[/{colour}]")
+            mark = host_bound_mark(cmp, row, mc)
+            cells.append(f"[{colour}]{escape(fmt_vs_baseline(est))}\n{speed_verdict(est)}[/{colour}]"
+                         + (f"\n[yellow]⚠ {escape(mark)}[/yellow]" if mark else ""))
         t.add_row(escape(_cell_label(row)), *cells)
     out.append(t)
     if any_outside_ci(cmp):
         out.append(Text(OUTSIDE_NOTE + "."))
+    if any_host_bound_ratio(cmp):
+        out.append(Text(HOST_BOUND_NOTE))
     q_rows = quality_rows(cmp)
     if q_rows:
         per_machine(QUALITY_TITLE, q_rows, lambda row, mc: quality_lines(row, mc, base.label))
@@ -439,11 +466,15 @@ def to_markdown(cmp: Comparison, verbose: bool = False, view=None) -> str:
     out += [f"## Throughput relative to {base.label} (baseline; median ÷ median; [95% CI of the ratio of means])", "", _md_table(
         ["cell"] + [f"{s.label} ÷ {base.label}" for s in cmp.sources[1:]],
         [[_cell_label(r)] + [
-            (f"{fmt_vs_baseline(mc.vs_baseline)} {speed_verdict(mc.vs_baseline)}" if mc and mc.vs_baseline else _status_text(mc) if mc and mc.status != "ok" else "—")
+            (f"{fmt_vs_baseline(mc.vs_baseline)} {speed_verdict(mc.vs_baseline)}"
+             + "".join(f"\n⚠ {x}" for x in [host_bound_mark(cmp, r, mc)] if x)
+             if mc and mc.vs_baseline else _status_text(mc) if mc and mc.status != "ok" else "—")
             for mc in r.machines[1:]] for r in cmp.rows],
     ), ""]
     if any_outside_ci(cmp):
         out += [OUTSIDE_NOTE + ".", ""]
+    if any_host_bound_ratio(cmp):
+        out += [HOST_BOUND_NOTE, ""]
     if any_host_paced(cmp):
         out += [HOST_PACED_NOTE, ""]
     q_rows = quality_rows(cmp)

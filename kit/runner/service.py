@@ -234,9 +234,15 @@ def _run_and_report(plan, results_dir: Path, resume_dir: Path | None, lock, cons
 
 
 def _print_bundle(outcome, console) -> None:
-    """The bundle's path on stdout (``bundle=$(kit run ...)``); its absence, with the remedy, on stderr."""
+    """The bundle's path on stdout (``bundle=$(kit run ...)``), and on stderr where its report is (the
+    bundle's report.html, copied into the run folder; a resume of a complete run writes nothing there);
+    its absence, with the remedy, on stderr."""
     if outcome.bundle:
+        from kit.report.export import run_report
+
         _print_stdout(str(outcome.bundle))
+        console.print(run_report(outcome.bundle, outcome.run_dir, write=not outcome.already_complete),
+                      markup=False, soft_wrap=True)
     elif outcome.already_complete:
         console.print(f"{outcome.bundle_error}; make one with: kit bundle export {shlex.quote(str(outcome.run_dir))}",
                       markup=False, soft_wrap=True)

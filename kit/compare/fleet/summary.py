@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import textwrap
 from dataclasses import dataclass
 
 from kit.compare.fleet.grouped import FleetSummary
@@ -22,8 +23,6 @@ from kit.results.ratios import fmt_ratio, geometric_mean
 
 #: decimals of a summary ratio (a 1% difference must show)
 DECIMALS = 3
-#: the fewest columns the worst cell's id folds into where the table is wider than the terminal
-WORST_MIN = 32
 
 
 def column_of(row, by: str) -> str:
@@ -127,17 +126,37 @@ def table_cells(t: GroupTable) -> tuple[list[str], list[list[str]]]:
 
 
 def text_lines(t: GroupTable, width: int) -> list[str]:
-    """The table as fixed-width lines (kit.compare.fleet.views.plain_table): figures and names never
-    cut; where it is wider than ``width``, the worst cell's id (the last column) folds."""
+    """The table as fixed-width lines (kit.compare.fleet.views.plain_table), no figure or name cut. Where
+    it is wider than ``width``, each machine's worst cell goes on a line of its own under its row, then
+    the per-precision (or per-suite) columns go from the last, and a line says which (--json and
+    --markdown keep them)."""
     from kit.compare.fleet.views import plain_table
 
     header, body = table_cells(t)
-    right = {0} | set(range(2, 3 + len(t.columns) + 1))
-    widths = [max(len(r[i]) for r in [header] + body) for i in range(len(header))]
-    # the worst cell's id folds, but into no fewer than WORST_MIN columns (a narrower fold is unreadable)
-    at_least = 1 + sum(widths[:-1]) + 2 * (len(widths) - 1) + min(widths[-1], WORST_MIN)
-    head, rows = plain_table(header, body, right=right, fold=len(header) - 1, width=max(width, at_least))
-    return head + [x for lines in rows for x in lines]
+
+    def laid_out(header: list, body: list, fold: int) -> tuple:
+        right = {i for i, h in enumerate(header) if h not in ("machine", "finding", "worst cell")}
+        return plain_table(header, body, right=right, fold=fold, width=width)
+
+    def wide(header: list, body: list) -> int:
+        return 1 + sum(max(len(r[i]) for r in [header] + body) for i in range(len(header))) + 2 * (len(header) - 1)
+
+    if wide(header, body) <= width:
+        head, rows = laid_out(header, body, len(header) - 1)
+        return head + [x for lines in rows for x in lines]
+    worst = [r[-1] for r in body]
+    header, body = header[:-1], [r[:-1] for r in body]
+    dropped: list[str] = []
+    while wide(header, body) > width and header[3] != "CV":  # the last per-column figure goes
+        i = header.index("CV") - 1
+        dropped.insert(0, header[i])
+        header, body = header[:i] + header[i + 1:], [r[:i] + r[i + 1:] for r in body]
+    head, rows = laid_out(header, body, header.index("finding"))
+    out = head + [x for lines, w in zip(rows, worst) for x in lines + [f"      worst cell {w}"]]
+    if dropped:  # wrapped between words, as the terminal's other lines are
+        out += textwrap.wrap(f"Not shown at {width} columns: {', '.join(dropped)} (--json and --markdown have every "
+                             "column).", width, break_long_words=False, break_on_hyphens=False)
+    return out
 
 
 def markdown_lines(t: GroupTable) -> list[str]:

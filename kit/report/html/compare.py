@@ -45,16 +45,20 @@ def _time_cell(row, mc) -> str:
     return "<br>".join(bits)
 
 
-def _vs_cell(mc) -> str:
-    """A machine's cell of the table against the baseline: its ratio with the CI, and the verdict."""
+def _vs_cell(cmp, row, mc) -> str:
+    """A machine's cell of the table against the baseline: its ratio with the CI, the verdict, and
+    the host-bound mark where kit explain rates the cell host-bound."""
     from kit.compare.fmt import fmt_vs_baseline, speed_verdict
+    from kit.compare.render import host_bound_mark
 
     est = mc.vs_baseline if mc else None
     if est is None:
         return escape(mc.status) if mc and mc.status != "ok" else "—"
     v = speed_verdict(est)
     cls = "sig" if v == "faster" else "slower" if v == "slower" else "ns"
-    return f'{escape(fmt_vs_baseline(est))} <span class="{cls}">{escape(v)}</span>'
+    mark = host_bound_mark(cmp, row, mc)
+    return (f'{escape(fmt_vs_baseline(est))} <span class="{cls}">{escape(v)}</span>'
+            + (f'<br><span class="flag">⚠ {escape(mark)}</span>' if mark else ""))
 
 
 def render_compare_page(cmp: "Comparison", view=None) -> str:
@@ -62,7 +66,8 @@ def render_compare_page(cmp: "Comparison", view=None) -> str:
     fleet page (:func:`render_fleet_page`) for more, or when ``view`` groups them."""
     if len(cmp.sources) > PAGE_COLUMNS or (view is not None and view.group_by):
         return render_fleet_page(cmp, view)
-    from kit.compare.render import QUALITY_TITLE, not_compared_lines, not_compared_title, quality_lines, quality_rows
+    from kit.compare.render import (HOST_BOUND_NOTE, QUALITY_TITLE, any_host_bound_ratio, not_compared_lines,
+                                    not_compared_title, quality_lines, quality_rows)
     from kit.report.charts import comparison_charts
 
     base = cmp.baseline_source
@@ -106,8 +111,9 @@ def render_compare_page(cmp: "Comparison", view=None) -> str:
     body.append(f"<h2>Throughput relative to {escape(base.label)}</h2>"
                 f'<p class="sub">Median throughput ÷ {escape(base.label)}\'s median; [95% CI of the ratio of means].</p>' + _table(
         ["cell"] + [f"{escape(s.label)} ÷ {escape(base.label)}" for s in cmp.sources[1:]],
-        [[escape(r.label)] + [_vs_cell(mc) for mc in r.machines[1:]] for r in cmp.rows], numeric_from=1,
-    ) + _outside_note(mc.vs_baseline for r in cmp.rows for mc in r.machines[1:] if mc))
+        [[escape(r.label)] + [_vs_cell(cmp, r, mc) for mc in r.machines[1:]] for r in cmp.rows], numeric_from=1,
+    ) + _outside_note(mc.vs_baseline for r in cmp.rows for mc in r.machines[1:] if mc)
+        + (f'<p class="sub">{escape(HOST_BOUND_NOTE)}</p>' if any_host_bound_ratio(cmp) else ""))
     q_rows = quality_rows(cmp)
     if q_rows:
         title, _, sub = QUALITY_TITLE.partition(" (")
