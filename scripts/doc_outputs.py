@@ -154,7 +154,7 @@ def stale_reports(root: Path = ROOT) -> list[tuple[Path, str | None]]:
     return found
 
 
-#: the footer's time of rendering (kit.report.html_page): the one part of a report that its data do not make
+#: the footer's time of rendering (kit.report.html.page): the one part of a report that its data do not make
 RENDERED_AT = re.compile(rb"(<footer>Made by mpkit [^<]*? on )\d{4}-\d\d-\d\d \d\d:\d\d UTC")
 
 

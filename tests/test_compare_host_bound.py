@@ -16,7 +16,7 @@ from fixtures.results.factory import make_cell, make_env, make_profile, make_res
 from kit.compare import render
 from kit.compare.engine import compare_paths
 from kit.report.export import export_run
-from kit.report.html_compare import render_compare_page
+from kit.report.html.compare import render_compare_page
 from kit.results import kernel_classes as kc
 
 REPO = Path(__file__).resolve().parents[1]

@@ -20,7 +20,7 @@ from fixtures.results.factory import make_cell, make_env, make_results, make_run
 from kit.bundle.export import export_run
 from kit.compare import render
 from kit.compare.engine import build_comparison
-from kit.compare.fleet import View
+from kit.compare.fleet.grouped import View
 from kit.index.db import open_index
 from kit.index.ingest import add_bundles
 
