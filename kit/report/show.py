@@ -107,7 +107,7 @@ def _print_headline(bundle: Bundle, console) -> None:
     software and the run, one fact a row."""
     from rich.table import Table
 
-    from kit.report.html.run_report import cpu_only, earlier_session_rows, machine_name, used_or_built
+    from kit.report.env_rows import cpu_only, earlier_session_rows, machine_name, used_or_built
 
     res = bundle.results
     env = summarise_environment(bundle.environment, res.config, res.cells)

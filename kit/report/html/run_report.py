@@ -17,14 +17,13 @@ import time
 from html import escape
 
 from kit.bundle.envinfo import EnvSummary, cell_is_synthetic, summarise_environment
-from kit.bundle.inert import inert
 from kit.compare import measures
-from kit.compare.fmt import fmt_machine
 from kit.results import explain
 from kit.compare.stats import METHOD
 from kit.env import record as env_record
 from kit.results.curve import KNEE_DEFINITION, WHOLE_CELL, curves, fmt_knee, point_parts
 from kit.results.ratios import EPOCH_S, SPEEDUP_DEFINITION, THROUGHPUT
+from kit.report.env_rows import cpu_only, earlier_session_rows, machine_name, used_or_built
 from kit.report.html.page import _outside_note, _page, _table, _verdict_html
 from kit.report.html.why import why_section
 from kit.report.insights import run_insights
@@ -39,38 +38,6 @@ def _fmt(v: float | None, fmt: str = "{:.3g}", dash: str = "—") -> str:
 
 def _stamp(t: float | None) -> str:
     return "unknown" if not t else time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t))
-
-
-def cpu_only(env: EnvSummary) -> bool:
-    return env.gpu == "CPU only"
-
-
-def used_or_built(value: str, env: EnvSummary) -> str:
-    """What a GPU library was on this run: on a CPU run it was not used, only
-    built into torch (so the version is shown as that, not as what ran)."""
-    if not cpu_only(env):
-        return value
-    return "not used (CPU run)" + (f"; torch built with {value}" if value and value != "unknown" else "")
-
-
-def machine_name(name: str, environment: dict | None) -> str:
-    """The machine of a run (kit.compare.fmt.fmt_machine): its host name and the host id its
-    environment record holds."""
-    hid = env_record.host_id_of(environment) if isinstance(environment, dict) else None
-    return fmt_machine(name, inert(hid) if isinstance(hid, str) and hid.strip() else None)
-
-
-def _host_of(session: dict, run_environment: dict) -> str:
-    """Where an earlier session ran, in the words of the machine row: "this host" where its host id is
-    the run's, else its own name and id."""
-    sm = env_record.session_summary(session)
-    if sm["host_id"] and sm["host_id"] == env_record.host_id_of(run_environment):
-        return "this host"
-    host = session.get("host")
-    name = host.get("name") if isinstance(host, dict) and isinstance(host.get("name"), str) else None
-    if name:
-        return "host " + machine_name(inert(name), session)
-    return f"host {sm['host_id'] or 'unknown'}"
 
 
 def _env_rows(env: EnvSummary, results: RunResults | None = None) -> list[tuple[str, str]]:
@@ -99,18 +66,6 @@ def _env_rows(env: EnvSummary, results: RunResults | None = None) -> list[tuple[
             resumed = f"; resumed after {len(sessions)} earlier session(s)" if sessions else ""
             rows.append((f"merged run {i}", f"{' '.join(src['command_line'])} ({where}){resumed}"))
         rows += earlier_session_rows(results.environment)
-    return rows
-
-
-def earlier_session_rows(environment: dict) -> list[tuple[str, str]]:
-    """One row per session before a resume (kit.env.record.keep_earlier_session): when, where,
-    which kit, how many of the cells it measured."""
-    rows = []
-    for i, s in enumerate(x for x in environment.get("earlier_sessions") or [] if isinstance(x, dict)):
-        sm = env_record.session_summary(s)
-        rows.append((f"earlier session {i + 1}", f"{sm['collected_at'] or 'unknown'}: {len(sm['cells'])} cell(s) on "
-                     f"{_host_of(s, environment)} ({', '.join(sm['gpu_uuids']) or 'no GPU recorded'}), kit commit "
-                     f"{(sm['kit_commit'] or 'unknown')[:12]}"))
     return rows
 
 
