@@ -124,6 +124,29 @@ def test_a_fact_split_half_and_half_in_the_group_is_no_cause():
     assert [c.line for c in f.causes] == ["candidate cause: driver 570.86.10 vs the group's 575.57.08 (11 of 20)"]
 
 
+def test_a_slow_machine_that_measured_other_work_says_so_never_that_nothing_differs():
+    """A machine slow because its cells ran another batch size on real data, in convergence mode:
+    the finding names each as a candidate cause (a cell's setting with how many of the cells it shares
+    with the group differ), not "nothing differs". A machine that differs in nothing still says that."""
+    from kit.compare.fleet.causes import NO_CAUSE
+
+    out = fleet(20, seed=15, m9={"speed": 0.7, "params": {"batch_size": 64}},
+                m4={"speed": 0.7, "env_extra": {"data_source": "real"}})
+    out[4].results.config.data = "real"
+    out[4].results.config.mode = "convergence"
+    summary = summarise_fleet(build_comparison(out), "gpu", 5.0)
+    lines = {f.source.env.machine: f.lines for f in summary.findings}
+    assert sorted(lines) == ["synthetic-node004", "synthetic-node009"]
+    assert lines["synthetic-node009"][1:] == [
+        "  candidate cause: batch size 64 vs the group's 256 (19 of 19) in 30 of 30 cells it shares with them "
+        "(cifar/resnet18/fp32/torch first)"]
+    assert lines["synthetic-node004"][1:] == [
+        "  candidate cause: data real vs the group's synthetic (19 of 19)",
+        "  candidate cause: mode convergence vs the group's throughput (19 of 19)"]
+    [f] = summarise_fleet(build_comparison(fleet(20, seed=15, m9={"speed": 0.7})), "gpu", 5.0).findings
+    assert f.lines[1:] == [f"  {NO_CAUSE}"]
+
+
 def test_one_run_id_with_the_same_results_and_another_environment_is_two_inputs_and_a_warning():
     """Two bundles of run id X whose results.json are byte for byte the same but whose env.json differ
     (another torch): not a copy, so both stay, under the HIGH "same run" warning."""

@@ -5,7 +5,10 @@ limit, a GPU whose clocks were held low (its maximum or application clock), a di
 loader, cells the GPU throttled in, a busy host. Each fact is read from what a bundle records (the
 environment record's ``nvml.gpus`` and ``cpu``, the summary's driver, each cell's telemetry and
 host-load flags, :mod:`kit.compare.figures`), and a machine's value is set against the value most of
-the other machines of its group share. A difference is a *candidate* cause and is worded so
+the other machines of its group share. What the run measured counts too: its data (real or synthetic),
+its mode and kit version, and each cell's settings (batch size, image size, steps, BPTT, learner),
+these compared cell by cell with the other machines' same cell (a machine that ran other work is not
+slow for a reason of its environment, and its finding must not say that nothing differs). A difference is a *candidate* cause and is worded so
 ("candidate cause: power limit 500 W vs the group's 700 W"): the kit does not know it is the cause.
 A fact a bundle does not record is left out, never guessed.
 """
@@ -61,6 +64,13 @@ def _driver(src: Source) -> str | None:
     return None if src.env.driver == "unknown" else src.env.driver
 
 
+def _run_field(read_field: Callable[[Source], object]) -> Callable[[Source], str | None]:
+    def read(src: Source) -> str | None:
+        value = read_field(src)
+        return inert(str(value)) if isinstance(value, str) and value.strip() and value != "unknown" else None
+    return read
+
+
 def _flagged(test: Callable) -> Callable[[Source], str | None]:
     """``"none"`` or ``"N of M cells"``: the cells of the run the test holds for."""
     def read(src: Source) -> str | None:
@@ -83,7 +93,25 @@ FACTS: tuple[tuple[str, Callable[[Source], str | None]], ...] = (
     ("usable CPU cores", _cpu("usable_cores")),
     ("GPU throttled (power or thermal) in", _flagged(lambda c: "throttled" in c.flags)),
     ("host busy in", _flagged(lambda c: bool(c.busy))),
+    ("data", _run_field(lambda s: s.figures.data or s.env.data_source)),
+    ("mode", _run_field(lambda s: s.figures.mode)),
+    ("kit version", _run_field(lambda s: s.env.kit_version)),
 )
+
+#: a finding's line where no fact differs
+NO_CAUSE = "no recorded fact of its environment, data or cells' settings differs from the group's"
+
+#: a cell's settings compared with the other machines' same cell (kit.compare.comparability's list)
+CELL_SETTINGS = ("batch_size", "image_size", "steps", "bptt", "learner")
+
+
+def _settings(src: Source) -> dict:
+    """Each measured cell's settings: cell key -> {setting: value as text} (None where not recorded)."""
+    out = {}
+    for c in src.figures.cells:
+        if c.ok and isinstance(c.params, dict):
+            out[c.key] = {k: None if c.params.get(k) is None else inert(str(c.params.get(k))) for k in CELL_SETTINGS}
+    return out
 
 
 @dataclass(frozen=True)
@@ -95,14 +123,28 @@ class Cause:
     group_value: str
     agree: int  # how many of the others share the group's value
     others: int
+    where: str | None = None  # for a cell's setting: in how many of the shared cells, and the first
 
     @property
     def line(self) -> str:
-        return f"candidate cause: {self.what} {self.value} vs the group's {self.group_value} ({self.agree} of {self.others})"
+        return (f"candidate cause: {self.what} {self.value} vs the group's {self.group_value} ({self.agree} of "
+                f"{self.others})" + (f" in {self.where}" if self.where else ""))
 
     def to_dict(self) -> dict:
         return {"fact": self.what, "value": self.value, "group_value": self.group_value,
-                "others_with_group_value": self.agree, "others": self.others, "line": self.line}
+                "others_with_group_value": self.agree, "others": self.others, "where": self.where, "line": self.line}
+
+
+def _majority(values: list) -> tuple | None:
+    """The value more than half of ``values`` share, with its count; None where none does (a fact the
+    group itself does not agree on says nothing about one machine)."""
+    if not values:
+        return None
+    counts: dict[str, int] = {}
+    for v in values:
+        counts[v] = counts.get(v, 0) + 1
+    common, n = max(counts.items(), key=lambda kv: (kv[1], kv[0]))
+    return (common, n) if 2 * n > len(values) else None
 
 
 class GroupFacts:
@@ -111,6 +153,7 @@ class GroupFacts:
     def __init__(self, members: list[Source]):
         self.members = members
         self.values = {s.index: [read(s) for _, read in FACTS] for s in members}
+        self.settings = {s.index: _settings(s) for s in members}
 
     def causes(self, src: Source) -> list[Cause]:
         out = []
@@ -119,13 +162,31 @@ class GroupFacts:
             if mine[k] is None:
                 continue
             theirs = [v[k] for i, v in self.values.items() if i != src.index and v[k] is not None]
-            if not theirs:
-                continue
-            counts: dict[str, int] = {}
-            for v in theirs:
-                counts[v] = counts.get(v, 0) + 1
-            common, n = max(counts.items(), key=lambda kv: (kv[1], kv[0]))
-            # a fact the group itself does not agree on says nothing about one machine
-            if mine[k] != common and 2 * n > len(theirs):
-                out.append(Cause(what, mine[k], common, n, len(theirs)))
+            common = _majority(theirs)
+            if common is not None and mine[k] != common[0]:
+                out.append(Cause(what, mine[k], common[0], common[1], len(theirs)))
+        return out + self._setting_causes(src)
+
+    def _setting_causes(self, src: Source) -> list[Cause]:
+        """A cell setting in which the machine's cells differ from the same cells of most of the others:
+        one cause per setting, with how many of the cells it shares with them differ and the first."""
+        mine = self.settings[src.index]
+        others = [v for i, v in self.settings.items() if i != src.index]
+        out = []
+        for name in CELL_SETTINGS:
+            shared, differing = 0, []
+            for key, values in mine.items():
+                theirs = [o[key][name] for o in others if key in o and o[key][name] is not None]
+                common = _majority(theirs)
+                if values[name] is None or common is None:
+                    continue
+                shared += 1
+                if values[name] != common[0]:
+                    differing.append((key, values[name], common, len(theirs)))
+            if differing:
+                key, value, (common, n), m = differing[0]
+                first = "/".join(str(x) for x in key[:4])
+                where = (f"{len(differing)} of {shared} cells it shares with them"
+                         + (f" ({first} first)" if len(differing) > 1 else f" ({first})"))
+                out.append(Cause(name.replace("_", " "), value, common, n, m, where))
         return out

@@ -38,7 +38,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Callable
 
-from kit.compare.fleet.causes import Cause, GroupFacts
+from kit.compare.fleet.causes import NO_CAUSE, Cause, GroupFacts
 from kit.compare.figures import HOST_PACED
 from kit.results.explain import NOT_MEASURED
 from kit.results.ratios import fmt_ratio
@@ -259,7 +259,7 @@ class Finding:
     @property
     def lines(self) -> list[str]:
         """The finding, then one line per candidate cause (or a line saying there is none)."""
-        causes = [c.line for c in self.causes] or ["no recorded environment fact differs from the group's"]
+        causes = [c.line for c in self.causes] or [NO_CAUSE]
         return [self.line] + [f"  {c}" for c in causes]
 
     @property

@@ -145,6 +145,7 @@ def render_fleet_page(cmp: "Comparison", view=None) -> str:
     suites, colour = ratio to the group, the cells a finding names outlined); the per-cell ranked bar
     charts only where ``view.cells`` or ``view.verbose`` asks for them; the Inputs table last. No scripts."""
     from kit.bundle.inert import html_text
+    from kit.compare.fleet.causes import NO_CAUSE
     from kit.compare.fleet.grouped import View, summarise_fleet
     from kit.compare.fleet.summary import column_of, explanation, summary_tables, table_cells
     from kit.compare.fleet.views import LEFT_OUT_TITLE, findings_title, left_out_lines
@@ -161,7 +162,7 @@ def render_fleet_page(cmp: "Comparison", view=None) -> str:
             f'<p class="sub">Baseline: {h(base.label)} ({h(base.short_name)}). Statistics: {h(cmp.method)}.</p>']
     items = []
     for f in fleet.findings:
-        causes = [c.line for c in f.causes] or ["no recorded environment fact differs from the group's"]
+        causes = [c.line for c in f.causes] or [NO_CAUSE]
         items.append(f"<li>{h(f.line)}<ul>" + "".join(f"<li>{h(c)}</li>" for c in causes) + "</ul></li>")
     body.append("<h2>Findings</h2>" + f'<p class="sub">{h(findings_title(fleet))}.</p>'
                 + '<ul class="findings">' + ("".join(items) or "<li>No machine is slow or unstable.</li>") + "</ul>")
